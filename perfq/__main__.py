@@ -1,0 +1,3 @@
+from perfq.cli import main
+
+main()

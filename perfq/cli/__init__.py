@@ -1,0 +1,50 @@
+"""The ``perfq`` command: a thin Typer shell over query/ and runner/.
+
+Each command group lives in its own module with a ``register(app)`` function.
+Errors reach the user as one line (``error: ...``) and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from perfq.cli import affected_cmd, bisect_cmd, coverage_cmd, index_cmd, ir_cmd, run_cmd
+from perfq.errors import PerfqError
+
+app = typer.Typer(
+    name="perfq",
+    help="Give every kernel change a performance signal: index, affected, run/compare, ir, bisect, coverage.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for _module in (index_cmd, affected_cmd, run_cmd, ir_cmd, bisect_cmd, coverage_cmd):
+    _module.register(app)
+
+
+@app.callback()
+def _root() -> None:
+    """perfq: from a kernel diff to the benchmarks that can see it."""
+
+
+@app.command()
+def version() -> None:
+    """Print perfq's version."""
+    from perfq import __version__
+
+    print(__version__)
+
+
+def main() -> None:
+    """Entry point: run the app; PerfqError becomes ``error: ...`` and its exit code.
+
+    Usage errors and Ctrl-C are reported by Typer itself (one line, non-zero exit).
+    """
+    try:
+        app()
+    except PerfqError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)

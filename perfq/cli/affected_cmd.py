@@ -1,0 +1,7 @@
+"""CLI for `perfq affected`."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to ``app``."""

@@ -1,0 +1,27 @@
+"""Opening DuckDB files with one-line errors for locked, corrupt or missing files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from perfq.errors import PerfqError
+
+
+def open_db(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open ``path``; a lock held by another process or a corrupt file is a PerfqError."""
+    if read_only and not path.exists():
+        raise PerfqError(f"no database at {path}")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            raise PerfqError(f"{path} is locked by another process; try again when it has finished") from None
+        raise PerfqError(f"cannot open {path}: {text.splitlines()[0]}") from None
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PerfqError(f"{path} is not a usable perfq database ({first})") from None
