@@ -1,7 +1,429 @@
-"""CLI for `perfq run` (to be filled in by its feature)."""
+"""CLI for `perfq run`, `perfq compare`, `perfq history` and `perfq import`."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from perfq.cli.common import (
+    Format,
+    HistoryOption,
+    RepoOption,
+    console,
+    print_json,
+    resolve_history,
+    resolve_repo,
+)
+from perfq.config import load_config
+from perfq.errors import PerfqError
+
+
+class SideName(str, Enum):
+    base = "base"
+    head = "head"
+
+
+class Mode(str, Enum):
+    eager = "eager"
+    compile = "compile"
+    both = "both"
+
+
+def _interactive() -> bool:
+    return sys.stderr.isatty() and os.environ.get("CI", "").lower() not in ("true", "1")
+
+
+def _settings(repo: Path, alpha: float | None = None, min_effect: float | None = None):
+    from perfq.query.compare import settings_from_config
+
+    try:
+        return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect)
+    except (ValueError, TypeError) as exc:
+        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
+
+
+def _affected_doc(repo: Path, ref: str) -> dict:
+    try:
+        from perfq.query.affected import affected_for_range
+    except ImportError as exc:
+        raise PerfqError(f"--affected needs perfq's affected query ({exc})") from None
+    return affected_for_range(repo, ref)
+
+
+def _render_comparison(doc: dict, fmt: Format) -> None:
+    from perfq.query.compare_report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
+
+    if fmt == Format.json:
+        print_json(doc)
+        return
+    if fmt == Format.markdown:
+        sys.stdout.write(render_markdown(doc))
+        return
+    from rich.table import Table
+
+    con = console()
+    con.print(summary_line(doc).replace("**", ""))
+    table = Table(show_lines=False)
+    for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
+        table.add_column(col, justify="right" if col in ("base", "head", "change", "q") else "left")
+    colors = {"regression": "red", "improvement": "green", "same": "dim", "unknown": "yellow"}
+    for t in doc["tests"]:
+        table.add_row(
+            f"[{colors[t['verdict']]}]{t['verdict']}[/]",
+            t["benchmark"],
+            t["test"],
+            t["mode"],
+            t["device"],
+            fmt_value(t["base_median"], t["unit"]),
+            fmt_value(t["head_median"], t["unit"]),
+            fmt_change(t["change"]),
+            fmt_ci(t["ci"]),
+            fmt_p(t["p_value"]),
+        )
+    con.print(table)
+    for side in ("base", "head"):
+        info = doc[side]
+        con.print(
+            f"{side}: ref {info['ref'] or '-'}  torch {info['torch_version'] or '-'}  "
+            f"{info['host'] or '-'}  {info['status']}  {info['samples']} samples"
+        )
+
+
+def comparison_for_label(history: Path, label: str, settings) -> dict:
+    """Load a label's runs and build the comparison document."""
+    from perfq.query.compare import compare_samples
+    from perfq.query.compare_report import comparison_document
+    from perfq.runner.results_store import runs_for_label
+    from perfq.runner.run import samples_as_pairs
+
+    runs = runs_for_label(history, label)
+    if not runs:
+        raise PerfqError(f"no runs labelled {label!r} in {history}")
+    base = [r for r in runs if r.side == "base"]
+    head = [r for r in runs if r.side == "head"]
+    if not base or not head:
+        missing = "base" if not base else "head"
+        raise PerfqError(
+            f"label {label!r} has no {missing} run yet (perfq run --label {label} --side {missing})"
+        )
+    result = compare_samples(
+        [p for r in base for p in samples_as_pairs(r)],
+        [p for r in head for p in samples_as_pairs(r)],
+        settings,
+    )
+    return comparison_document(label, base, head, result)
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add run, compare, history and import to ``app``."""
+
+    @app.command()
+    def run(
+        label: Annotated[
+            str, typer.Option("--label", "-l", help="Comparison label shared by base and head.")
+        ],
+        side: Annotated[SideName | None, typer.Option("--side", help="Which side this checkout is.")] = None,
+        ab: Annotated[bool, typer.Option("--ab", help="Run both sides interleaved (A B A B ...).")] = False,
+        base_python: Annotated[
+            str | None, typer.Option("--base-python", help="Interpreter of the base side.")
+        ] = None,
+        head_python: Annotated[
+            str | None, typer.Option("--head-python", help="Interpreter of the head side.")
+        ] = None,
+        affected: Annotated[
+            str | None, typer.Option("--affected", help="Run what `perfq affected REF` selects.")
+        ] = None,
+        bench: Annotated[
+            list[str] | None, typer.Option("--bench", help="Benchmark to run (file stem or script name).")
+        ] = None,
+        test: Annotated[
+            list[str] | None, typer.Option("--test", help="Only these test names (with --bench).")
+        ] = None,
+        operators: Annotated[
+            str | None, typer.Option("--operators", help="Comma list for the runner's --operators.")
+        ] = None,
+        python: Annotated[
+            str | None, typer.Option("--python", help="Interpreter (default: this one).")
+        ] = None,
+        mode: Annotated[
+            Mode | None, typer.Option("--mode", help="eager, compile or both (default eager).")
+        ] = None,
+        device: Annotated[str, typer.Option("--device")] = "cpu",
+        repeat: Annotated[int, typer.Option("--repeat", min=1, help="Samples per test and side.")] = 5,
+        tag_filter: Annotated[str, typer.Option("--tag-filter")] = "short",
+        iterations: Annotated[
+            int | None, typer.Option("--iterations", help="Runner --iterations (fixed count).")
+        ] = None,
+        num_runs: Annotated[int | None, typer.Option("--num-runs")] = None,
+        warmup: Annotated[int | None, typer.Option("--warmup-iterations")] = None,
+        omp: Annotated[int | None, typer.Option("--omp-num-threads")] = None,
+        mkl: Annotated[int | None, typer.Option("--mkl-num-threads")] = None,
+        base_omp: Annotated[
+            int | None, typer.Option("--base-omp-num-threads", help="OMP threads, base side only.")
+        ] = None,
+        head_omp: Annotated[
+            int | None, typer.Option("--head-omp-num-threads", help="OMP threads, head side only.")
+        ] = None,
+        adaptive: Annotated[
+            bool, typer.Option("--adaptive", help="Add repeats to unknown tests (needs --ab).")
+        ] = False,
+        max_repeat: Annotated[
+            int, typer.Option("--max-repeat", help="Adaptive ceiling (default 3 x --repeat).")
+        ] = 0,
+        budget: Annotated[
+            float | None, typer.Option("--budget", help="Adaptive time budget in seconds.")
+        ] = None,
+        bench_root: Annotated[
+            Path | None, typer.Option("--bench-root", help="operator_benchmark root.")
+        ] = None,
+        ref: Annotated[str | None, typer.Option("--ref", help="Ref recorded for this side.")] = None,
+        base_ref: Annotated[str | None, typer.Option("--base-ref")] = None,
+        head_ref: Annotated[str | None, typer.Option("--head-ref")] = None,
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Also write a portable result file (perfq import).")
+        ] = None,
+        timeout: Annotated[
+            float, typer.Option("--timeout", help="Seconds per benchmark invocation.")
+        ] = 900.0,
+        repo: Path | None = RepoOption,
+        history: Path | None = HistoryOption,
+    ) -> None:
+        """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
+        from perfq.runner import opbench
+        from perfq.runner import run as runner
+        from perfq.runner.script_bench import script_benchmarks
+
+        bench, test = bench or [], test or []
+        repo_path = resolve_repo(repo)
+        cfg = load_config(repo_path)
+        root = (bench_root or repo_path / opbench.DEFAULT_ROOT).resolve()
+        if ab == (side is not None):
+            raise PerfqError("give exactly one of --side base|head or --ab")
+        if bool(affected) == bool(bench):
+            raise PerfqError("give --affected REF or at least one --bench NAME")
+        if adaptive and not ab:
+            raise PerfqError("--adaptive needs --ab (both sides in one run)")
+        if not root.is_dir() and not affected and not all(b in script_benchmarks(cfg.extra) for b in bench):
+            raise PerfqError(f"benchmark root {root} does not exist (use --bench-root)")
+        scripts = script_benchmarks(cfg.extra)
+        base_spec = opbench.OpBenchSpec(
+            name="",
+            device=device,
+            tag_filter=tag_filter,
+            iterations=iterations,
+            num_runs=num_runs,
+            warmup_iterations=warmup,
+            omp_num_threads=omp,
+            mkl_num_threads=mkl,
+        )
+        ops = tuple(o for o in (operators or "").split(",") if o)
+        notes: list[str] = []
+        if affected:
+            doc = _affected_doc(repo_path, affected)
+            py = python or base_python or runner.default_python()
+            jobs, notes = runner.jobs_from_affected(
+                doc,
+                root,
+                base_spec,
+                scripts,
+                mode.value if mode else None,
+                ops_resolver=lambda name: runner.list_ops(py, root, name),
+            )
+        else:
+            jobs = []
+            for name in bench:
+                if name in scripts:
+                    jobs.append(runner.Job(name, script=scripts[name]))
+                    continue
+                for m in runner.modes_for(mode.value if mode else None):
+                    jobs.append(runner.opbench_job(root, name, m, base_spec, tuple(test), ops))
+        jobs, more = runner.drop_unsupported_compile(jobs, opbench.detect_caps(root))
+        notes += more
+        err = console(stderr=True)
+        for note in notes:
+            err.print(f"note: {note}")
+        if not jobs:
+            raise PerfqError("nothing to run: no benchmark selected" + (f" ({notes[0]})" if notes else ""))
+        if ab:
+            if not base_python or not head_python:
+                raise PerfqError("--ab needs --base-python and --head-python")
+            sides = [
+                runner.Side("base", base_python, omp_num_threads=base_omp, ref=base_ref or ""),
+                runner.Side("head", head_python, omp_num_threads=head_omp, ref=head_ref or ""),
+            ]
+        else:
+            assert side is not None
+            threads = base_omp if side == SideName.base else head_omp
+            sides = [
+                runner.Side(
+                    side.value, python or runner.default_python(), omp_num_threads=threads, ref=ref or ""
+                )
+            ]
+        plan = runner.Plan(
+            label=label,
+            jobs=jobs,
+            sides=sides,
+            repeat=repeat,
+            bench_root=root,
+            repo=repo_path,
+            history=resolve_history(repo_path, history),
+            out=out,
+            adaptive=adaptive,
+            max_repeat=max_repeat,
+            budget_seconds=budget,
+            timeout=timeout,
+            settings=_settings(repo_path),
+            command=shlex.join(["perfq", *sys.argv[1:]]),
+            notes=notes,
+        )
+        runs = _execute(plan, jobs, sides, repeat)
+        for r in runs:
+            err.print(
+                f"{r.side}: {len(r.samples)} samples, {len(r.failures)} failed invocation(s), "
+                f"torch {r.torch_version or '?'}, run {r.id}"
+            )
+            for f in r.failures:
+                tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
+                err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
+        if ab:
+            _render_comparison(comparison_for_label(plan.history, label, plan.settings), Format.table)
+
+    @app.command()
+    def compare(
+        label: Annotated[str, typer.Argument(help="Label given to perfq run.")],
+        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+        alpha: Annotated[
+            float | None, typer.Option("--alpha", help="False discovery rate (default 0.05).")
+        ] = None,
+        min_effect: Annotated[
+            float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
+        ] = None,
+        fail_on_regression: Annotated[
+            bool, typer.Option("--fail-on-regression", help="Exit 1 on a regression.")
+        ] = False,
+        repo: Path | None = RepoOption,
+        history: Path | None = HistoryOption,
+    ) -> None:
+        """Compare the head side of LABEL against its base side."""
+        repo_path = resolve_repo(repo)
+        doc = comparison_for_label(
+            resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect)
+        )
+        _render_comparison(doc, fmt)
+        if fail_on_regression and doc["summary"]["regression"]:
+            raise typer.Exit(1)
+
+    @app.command("history")
+    def history_cmd(
+        bench: Annotated[str, typer.Argument(help="Benchmark (file stem) to show.")],
+        test: Annotated[str | None, typer.Option("--test", help="Only this test.")] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+        repo: Path | None = RepoOption,
+        history: Path | None = HistoryOption,
+    ) -> None:
+        """Show a benchmark's results across stored runs."""
+        from perfq.runner.results_store import history_rows
+
+        rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)
+        if not rows:
+            raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else ""))
+        if fmt == Format.json:
+            print_json({"benchmark": bench, "rows": rows})
+            return
+        if fmt == Format.markdown:
+            print("| test | mode | label | side | ref | torch | started | median | n |")
+            print("|---|---|---|---|---|---|---|---:|---:|")
+            for r in rows:
+                print(
+                    f"| `{r['test']}` | {r['mode']} | {r['label']} | {r['side']} | {r['ref']} | "
+                    f"{r['torch_version']} | {r['started_at']} | {r['median']:.4g} {r['unit']} | {r['n']} |"
+                )
+            return
+        from rich.table import Table
+
+        table = Table()
+        for col in ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n", "status"):
+            table.add_column(col, justify="right" if col in ("median", "n") else "left")
+        for r in rows:
+            table.add_row(
+                r["test"],
+                r["mode"],
+                r["label"],
+                r["side"],
+                r["ref"] or "",
+                r["torch_version"] or "",
+                r["started_at"] or "",
+                f"{r['median']:.4g} {r['unit']}",
+                str(r["n"]),
+                r["status"],
+            )
+        console().print(table)
+
+    @app.command("import")
+    def import_cmd(
+        files: Annotated[
+            list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")
+        ],
+        repo: Path | None = RepoOption,
+        history: Path | None = HistoryOption,
+    ) -> None:
+        """Merge result files from other machines into the history (idempotent)."""
+        from perfq.runner.results_store import import_files
+
+        target = resolve_history(resolve_repo(repo), history)
+        counts = import_files(target, files)
+        print(
+            f"imported {counts['files']} file(s): {counts['runs_added']} new run(s) of "
+            f"{counts['runs_seen']}, {counts['samples_added']} new sample(s), "
+            f"{counts['failures_added']} new failure(s) into {target}"
+        )
+
+
+def _execute(plan, jobs, sides, repeat):
+    """Run the plan with a rich progress bar on a terminal; Ctrl-C -> one-line error, runs kept."""
+    from perfq.runner import run as runner
+
+    progress_cb = runner._quiet
+    bar = None
+    if _interactive():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console(stderr=True),
+            transient=False,
+        )
+        tasks = {job.title: bar.add_task(job.title, total=repeat * len(sides)) for job in jobs}
+
+        def progress_cb(event, job, advance):
+            if job is None:
+                return
+            task = tasks.get(job.title)
+            if task is None:  # adaptive rounds narrow jobs to their unknown tests
+                task = tasks[job.title] = bar.add_task(f"{job.title} (adaptive)", total=None)
+            if event == "advance":
+                bar.advance(task, advance)
+            elif event == "failed":
+                bar.update(task, description=f"[red]{job.title} (failed)[/red]")
+
+        bar.start()
+    try:
+        return runner.execute(plan, progress_cb)
+    except KeyboardInterrupt:
+        raise PerfqError(
+            f"interrupted: finished samples kept in {plan.history}, "
+            f"runs of label {plan.label!r} marked incomplete",
+            exit_code=130,
+        ) from None
+    finally:
+        if bar is not None:
+            bar.stop()

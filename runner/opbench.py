@@ -1,0 +1,277 @@
+"""Adapter for PyTorch's ``benchmarks/operator_benchmark``: build the command, parse its output.
+
+One invocation is ``python -m pt.<name>`` run from the benchmark root. The runner's own
+filters (``--operators``, ``--test-name``) restrict it to the selected tests; what the
+runner supports (``--use-compile``, ``--output-json``, ``--output-csv``) is read from its
+source, because ``benchmark_runner.py`` uses ``parse_known_args`` and would silently
+ignore an unknown flag. Parsing understands the plain text of PyTorch 2.6.0
+(``# Name:`` / ``Forward Execution Time (us) : ...``) and the JSON/CSV files of newer runners.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ROOT = "benchmarks/operator_benchmark"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One value reported by a benchmark process for one test."""
+
+    test: str
+    value: float
+    metric: str = "forward_time"
+    unit: str = "us"
+    mode: str = "eager"
+    device: str = ""
+
+
+@dataclass(frozen=True)
+class RunnerCaps:
+    """Which optional flags the benchmark runner at a root understands."""
+
+    use_compile: bool = False
+    output_json: bool = False
+    output_csv: bool = False
+    warmup_iterations: bool = True
+
+
+@dataclass(frozen=True)
+class OpBenchSpec:
+    """What to run from one benchmark file (``pt/<name>.py``)."""
+
+    name: str
+    tests: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    mode: str = "eager"
+    device: str = "cpu"
+    tag_filter: str = "short"
+    iterations: int | None = None
+    num_runs: int | None = None
+    warmup_iterations: int | None = None
+    omp_num_threads: int | None = None
+    mkl_num_threads: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def normalize_name(name: str) -> str:
+    """``softmax`` / ``softmax_test`` / ``pt/softmax_test.py`` -> ``softmax_test``."""
+    stem = Path(name).name
+    if stem.endswith(".py"):
+        stem = stem[:-3]
+    return stem
+
+
+def module_file(root: Path, name: str) -> Path | None:
+    """The ``pt/<name>.py`` file for a benchmark name (with or without ``_test``), if any."""
+    stem = normalize_name(name)
+    for candidate in (stem, f"{stem}_test"):
+        path = root / "pt" / f"{candidate}.py"
+        if path.is_file():
+            return path
+    return None
+
+
+def detect_caps(root: Path) -> RunnerCaps:
+    """Read the runner's argument parser source to see which flags it accepts."""
+    text = ""
+    for fname in ("benchmark_runner.py", "benchmark_core.py"):
+        path = root / fname
+        if path.is_file():
+            text += path.read_text(encoding="utf-8", errors="replace")
+    return RunnerCaps(
+        use_compile='"--use-compile"' in text or "'--use-compile'" in text,
+        output_json='"--output-json"' in text or "'--output-json'" in text,
+        output_csv='"--output-csv"' in text or "'--output-csv'" in text,
+        warmup_iterations="--warmup-iterations" in text or not text,
+    )
+
+
+def build_command(
+    python: str, spec: OpBenchSpec, caps: RunnerCaps, json_out: Path | None = None
+) -> tuple[list[str], list[str]]:
+    """The argv for one invocation and notes about what could not be honoured.
+
+    Raises ValueError when ``spec.mode == "compile"`` and the runner has no ``--use-compile``.
+    """
+    notes: list[str] = []
+    argv = [python, "-m", f"pt.{normalize_name(spec.name)}"]
+    if len(spec.tests) == 1:
+        argv += ["--test-name", spec.tests[0]]
+    else:
+        argv += ["--tag-filter", spec.tag_filter]
+        if len(spec.tests) > 1:
+            notes.append(
+                f"{spec.name}: runner filters one --test-name at a time; "
+                f"{len(spec.tests)} tests kept by parsing"
+            )
+    if spec.ops:
+        argv += ["--operators", ",".join(spec.ops)]
+    if spec.device:
+        argv += ["--device", spec.device]
+    if spec.iterations:
+        argv += ["--iterations", str(spec.iterations)]
+    if spec.num_runs:
+        argv += ["--num-runs", str(spec.num_runs)]
+    if spec.warmup_iterations is not None and caps.warmup_iterations:
+        argv += ["--warmup-iterations", str(spec.warmup_iterations)]
+    if spec.omp_num_threads:
+        argv += ["--omp-num-threads", str(spec.omp_num_threads)]
+    if spec.mkl_num_threads:
+        argv += ["--mkl-num-threads", str(spec.mkl_num_threads)]
+    if spec.mode == "compile":
+        if not caps.use_compile:
+            raise ValueError(
+                f"{spec.name}: this operator_benchmark runner has no --use-compile flag "
+                "(PyTorch <= 2.6 runner); compile mode not run"
+            )
+        argv.append("--use-compile")
+    if json_out is not None and caps.output_json:
+        argv += ["--output-json", str(json_out)]
+    argv += list(spec.extra_args)
+    return argv, notes
+
+
+def thread_env(spec: OpBenchSpec) -> dict[str, str]:
+    """Environment variables that must be set before the process starts (OpenMP reads them once)."""
+    env: dict[str, str] = {}
+    if spec.omp_num_threads:
+        env["OMP_NUM_THREADS"] = str(spec.omp_num_threads)
+    if spec.mkl_num_threads:
+        env["MKL_NUM_THREADS"] = str(spec.mkl_num_threads)
+    return env
+
+
+_NAME = re.compile(r"^# Name:\s*(\S+)\s*$")
+_INPUT = re.compile(r"^# Input:\s*(.*)$")
+_MODE = re.compile(r"^# Mode:\s*(\S+)")
+_TIME = re.compile(
+    r"^(?:Run:\s*(\d+),\s*)?(Forward|Backward) Execution Time \((\w+)\)\s*:\s*([-+0-9.eE]+|nan|inf)\s*$"
+)
+_DEVICE = re.compile(r"(?:^|,\s*)device:\s*([\w:]+)")
+
+
+def _mode_name(runtime: str | None) -> str:
+    runtime = (runtime or "eager").lower()
+    return "compile" if runtime.startswith("compile") else runtime
+
+
+def parse_text(output: str, default_device: str = "") -> list[Measurement]:
+    """Measurements from the plain text output of ``benchmark_core`` (PyTorch 2.6.0 and later)."""
+    found: list[Measurement] = []
+    name: str | None = None
+    device = default_device
+    mode = "eager"
+    for line in output.splitlines():
+        line = line.rstrip()
+        if m := _MODE.match(line):
+            mode = _mode_name(m.group(1))
+        elif m := _NAME.match(line):
+            name, device = m.group(1), default_device
+        elif m := _INPUT.match(line):
+            if d := _DEVICE.search(m.group(1)):
+                device = d.group(1)
+        elif (m := _TIME.match(line)) and name is not None:
+            try:
+                value = float(m.group(4))
+            except ValueError:
+                continue
+            metric = "forward_time" if m.group(2) == "Forward" else "backward_time"
+            found.append(Measurement(name, value, metric, m.group(3), mode, device))
+    return found
+
+
+def parse_json(data: Any, default_device: str = "") -> list[Measurement]:
+    """Measurements from a newer runner's ``--output-json`` list or dashboard records."""
+    found: list[Measurement] = []
+    if isinstance(data, dict):
+        data = data.get("records") or data.get("results") or [data]
+    if not isinstance(data, list):
+        return found
+    for item in data:
+        if not isinstance(item, dict):
+            continue
+        if "metric" in item and "model" in item:  # --output-json-for-dashboard record
+            metric = item.get("metric") or {}
+            if metric.get("name") != "latency":
+                continue
+            bench = item.get("benchmark") or {}
+            extra = bench.get("extra_info") or {}
+            run = "backward_time" if bench.get("mode") == "training" else "forward_time"
+            mode = "compile" if extra.get("use_compile") else "eager"
+            for value in metric.get("benchmark_values") or []:
+                found.append(
+                    Measurement(
+                        str((item.get("model") or {}).get("name")),
+                        float(value),
+                        run,
+                        metric.get("unit", "us"),
+                        mode,
+                        str(extra.get("device") or default_device),
+                    )
+                )
+        elif "test_name" in item and "latency" in item:  # --output-json list
+            run = "backward_time" if item.get("run") == "Backward" else "forward_time"
+            found.append(
+                Measurement(
+                    str(item["test_name"]),
+                    float(item["latency"]),
+                    run,
+                    str(item.get("latency unit", "us")),
+                    _mode_name(item.get("runtime")),
+                    str(item.get("device") or default_device),
+                )
+            )
+    return found
+
+
+def parse_csv(text: str, default_device: str = "", mode: str = "eager") -> list[Measurement]:
+    """Measurements from a newer runner's ``--output-csv`` file."""
+    found: list[Measurement] = []
+    for row in csv.DictReader(io.StringIO(text)):
+        name = row.get("Case Name") or ""
+        raw = row.get("Execution Time")
+        if not name or raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            continue
+        backward = str(row.get("run_backward", "")).lower() == "true"
+        if backward and name.endswith("_BACKWARD"):
+            name = name[: -len("_BACKWARD")]
+        device = default_device
+        if m := re.search(r"_(cpu|cuda|mps|xpu)(?:_|$)", name):
+            device = m.group(1)
+        found.append(
+            Measurement(name, value, "backward_time" if backward else "forward_time", "us", mode, device)
+        )
+    return found
+
+
+def keep_selected(found: list[Measurement], spec: OpBenchSpec) -> list[Measurement]:
+    """Drop measurements of tests not asked for (the runner filters one test name at most)."""
+    if not spec.tests:
+        return found
+    wanted = set(spec.tests)
+    return [m for m in found if m.test in wanted]
+
+
+def parse_invocation(stdout: str, spec: OpBenchSpec, json_file: Path | None = None) -> list[Measurement]:
+    """Measurements of one invocation: the JSON file when the runner wrote one, else stdout."""
+    found: list[Measurement] = []
+    if json_file is not None and json_file.is_file():
+        try:
+            found = parse_json(json.loads(json_file.read_text(encoding="utf-8")), spec.device)
+        except (ValueError, OSError):
+            found = []
+    if not found:
+        found = parse_text(stdout, spec.device)
+    return keep_selected(found, spec)
