@@ -1,0 +1,292 @@
+"""Benchmark coverage of operators: pure facts -> ranked report rows and summary.
+
+An operator is covered when some benchmark links to it directly (``bench_ops``, static or
+traced). Operators are grouped by base name (``add`` with ``add.Tensor``, ``add.Scalar``...).
+Churn of a group is the number of commits of the period that changed a function reaching
+any of its overloads through the reachability graph (``reach_edges``: ``src`` is affected
+when ``dst`` changes). Without history in the period, ranking falls back to kernel size
+(lines of the kernel functions) then number of dispatch keys.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+NO_KERNEL_AREA = "(no kernel found)"
+
+
+@dataclass(frozen=True)
+class OpFact:
+    """One operator overload as the index knows it."""
+
+    name: str
+    base: str
+    overload: str = ""
+    namespace: str = "aten"
+    schema: str = ""
+    dispatch_keys: tuple[str, ...] = ()
+    kernel_functions: tuple[int, ...] = ()  # function ids of its kernels (found definitions)
+
+
+@dataclass
+class CoverageFacts:
+    """Everything the report needs, read from the index."""
+
+    ops: dict[str, OpFact] = field(default_factory=dict)
+    function_lines: dict[int, int] = field(default_factory=dict)  # kernel function id -> lines
+    function_paths: dict[int, str] = field(default_factory=dict)  # kernel function id -> file path
+    bench_ops: dict[str, set[str]] = field(default_factory=dict)  # bench -> ops it links to
+    bench_files: dict[str, str] = field(default_factory=dict)  # bench -> file
+
+
+@dataclass
+class OpRow:
+    """One operator group of the report."""
+
+    op: str
+    overloads: list[str]
+    benchmarks: list[str]
+    churn: int | None
+    kernel_lines: int
+    dispatch_keys: list[str]
+    areas: list[str]
+
+    @property
+    def covered(self) -> bool:
+        return bool(self.benchmarks)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "op": self.op,
+            "overloads": self.overloads,
+            "benchmarks": self.benchmarks,
+            "covered": self.covered,
+            "churn": self.churn,
+            "kernel_lines": self.kernel_lines,
+            "dispatch_keys": self.dispatch_keys,
+            "areas": self.areas,
+        }
+
+
+@dataclass
+class CoverageReport:
+    """Ranked rows (after ``top``) and the summary over all selected operators."""
+
+    rows: list[OpRow]
+    summary: dict[str, object]
+    ranked: list[OpRow] = field(default_factory=list)  # every selected group, ranked, before ``top``
+
+    def to_json(self) -> dict[str, object]:
+        return {"summary": self.summary, "ops": [r.to_json() for r in self.rows]}
+
+
+# --- churn -----------------------------------------------------------------------------
+
+
+def functions_touched(
+    changes: Iterable[tuple[str, str, Sequence[tuple[int, int]]]],
+    extents: Mapping[str, Sequence[tuple[int, int, int]]],
+) -> dict[str, set[int]]:
+    """Map (commit, path, line ranges) onto function extents: commit -> ids of functions touched.
+
+    ``extents[path]`` is a list of (start_line, end_line, function_id) sorted by start line.
+    A function is touched when a changed range overlaps its extent (nested functions too).
+    """
+    starts = {path: [e[0] for e in ext] for path, ext in extents.items()}
+    touched: dict[str, set[int]] = defaultdict(set)
+    for commit, path, ranges in changes:
+        ext = extents.get(path)
+        if not ext:
+            continue
+        for lo, hi in ranges:
+            upto = bisect.bisect_right(starts[path], hi)
+            for start, end, fid in ext[:upto]:
+                if end >= lo and start <= hi:
+                    touched[commit].add(fid)
+    return dict(touched)
+
+
+def ops_reached(
+    edges: Iterable[tuple[int, int]],
+    op_of_node: Mapping[int, str],
+    start_sets: Mapping[str, Iterable[int]],
+) -> dict[str, set[str]]:
+    """For each key of ``start_sets`` (a commit), the ops whose nodes are reachable from its nodes.
+
+    ``edges`` are (dst, src) pairs: src is affected when dst changes, so the walk goes
+    dst -> src. Reachability is computed once per strongly connected component, as
+    bitsets over the ops, on the part of the graph reachable from any start node.
+    """
+    graph = nx.DiGraph()
+    graph.add_edges_from(edges)
+    starts = {n for nodes in start_sets.values() for n in nodes}
+    present = [n for n in starts if n in graph]
+    seen: set[int] = set(present)
+    stack = list(present)
+    while stack:
+        node = stack.pop()
+        for nxt in graph.successors(node):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    sub = graph.subgraph(seen)
+    op_names = sorted(
+        {op_of_node[n] for n in seen if n in op_of_node} | {op_of_node[n] for n in starts if n in op_of_node}
+    )
+    bit = {name: 1 << i for i, name in enumerate(op_names)}
+    mask: dict[int, int] = {}
+    if len(sub):
+        cond = nx.condensation(sub)
+        members = nx.get_node_attributes(cond, "members")
+        comp_mask: dict[int, int] = {}
+        for comp in reversed(list(nx.topological_sort(cond))):
+            m = 0
+            for n in members[comp]:
+                if n in op_of_node:
+                    m |= bit[op_of_node[n]]
+            for succ in cond.successors(comp):
+                m |= comp_mask[succ]
+            comp_mask[comp] = m
+        for n, comp in cond.graph["mapping"].items():
+            mask[n] = comp_mask[comp]
+    result: dict[str, set[str]] = {}
+    for key, nodes in start_sets.items():
+        m = 0
+        for n in nodes:
+            m |= mask.get(n, bit.get(op_of_node.get(n, ""), 0))
+        result[key] = {name for name in op_names if m & bit[name]}
+    return result
+
+
+def churn_by_op(commit_ops: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+    """Invert commit -> ops into op -> commits."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for commit, ops in commit_ops.items():
+        for op in ops:
+            out[op].add(commit)
+    return dict(out)
+
+
+# --- report ----------------------------------------------------------------------------
+
+
+def _area(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def build_report(
+    facts: CoverageFacts,
+    op_commits: Mapping[str, set[str]] | None,
+    *,
+    dispatch: Sequence[str] = (),
+    top: int | None = None,
+    uncovered_only: bool = False,
+    history_note: Mapping[str, object] | None = None,
+) -> CoverageReport:
+    """Group, rank and summarise.
+
+    ``op_commits`` (op -> commits that changed a function reaching it) is None when there
+    is no history in the period: rows then carry ``churn=None`` and rank by kernel size.
+    ``dispatch`` keeps overloads having any of those dispatch keys. ``top`` cuts the rows
+    (the summary covers every selected operator). ``uncovered_only`` keeps uncovered rows.
+    """
+    wanted = set(dispatch)
+    covered_by: dict[str, set[str]] = defaultdict(set)
+    for bench, ops in facts.bench_ops.items():
+        for op in ops:
+            covered_by[op].add(bench)
+
+    groups: dict[str, list[OpFact]] = defaultdict(list)
+    for fact in facts.ops.values():
+        if wanted and not wanted.intersection(fact.dispatch_keys):
+            continue
+        groups[fact.base].append(fact)
+
+    rows: list[OpRow] = []
+    for base, members in groups.items():
+        members.sort(key=lambda f: (f.overload != "", f.overload))
+        benches: set[str] = set()
+        keys: set[str] = set()
+        kfuncs: set[int] = set()
+        commits: set[str] = set()
+        for fact in members:
+            benches |= covered_by.get(fact.name, set())
+            keys.update(fact.dispatch_keys)
+            kfuncs.update(fact.kernel_functions)
+            if op_commits is not None:
+                commits |= op_commits.get(fact.name, set())
+        areas = sorted({_area(facts.function_paths[f]) for f in kfuncs if f in facts.function_paths})
+        rows.append(
+            OpRow(
+                op=base,
+                overloads=[f.name for f in members],
+                benchmarks=sorted(benches),
+                churn=len(commits) if op_commits is not None else None,
+                kernel_lines=sum(facts.function_lines.get(f, 0) for f in kfuncs),
+                dispatch_keys=sorted(keys),
+                areas=areas or [NO_KERNEL_AREA],
+            )
+        )
+    rows.sort(key=lambda r: (-(r.churn or 0), -r.kernel_lines, -len(r.dispatch_keys), r.op))
+
+    summary = _summary(rows, facts, covered_by, groups)
+    summary["history"] = dict(history_note or {})
+    summary["ranking"] = (
+        "churn, kernel_lines, dispatch_keys"
+        if op_commits is not None
+        else ("kernel_lines, dispatch_keys (no history in the period)")
+    )
+    summary["filters"] = {"dispatch": sorted(wanted), "top": top, "uncovered_only": uncovered_only}
+    selected = [r for r in rows if not (uncovered_only and r.covered)]
+    if top is not None:
+        selected = selected[: max(top, 0)]
+    return CoverageReport(rows=selected, summary=summary, ranked=rows)
+
+
+def _summary(
+    rows: list[OpRow],
+    facts: CoverageFacts,
+    covered_by: Mapping[str, set[str]],
+    groups: Mapping[str, list[OpFact]],
+) -> dict[str, object]:
+    by_key: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    by_area: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        for key in row.dispatch_keys or ["(none)"]:
+            by_key[key][0] += 1
+            by_key[key][1] += row.covered
+        for area in row.areas:
+            by_area[area][0] += 1
+            by_area[area][1] += row.covered
+    overloads = [f for members in groups.values() for f in members]
+    stale = []
+    for bench in sorted(facts.bench_ops):
+        ops = facts.bench_ops[bench]
+        if ops and not any(op in facts.ops for op in ops):
+            stale.append({"bench": bench, "file": facts.bench_files.get(bench, ""), "ops": sorted(ops)})
+    unlinked = sorted(b for b in facts.bench_files if not facts.bench_ops.get(b))
+
+    def table(d: Mapping[str, list[int]]) -> dict[str, dict[str, float]]:
+        ordered = sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        return {
+            k: {"total": t, "covered": c, "ratio": round(c / t, 4) if t else 0.0} for k, (t, c) in ordered
+        }
+
+    covered = sum(r.covered for r in rows)
+    return {
+        "ops_total": len(rows),
+        "ops_covered": covered,
+        "ops_ratio": round(covered / len(rows), 4) if rows else 0.0,
+        "overloads_total": len(overloads),
+        "overloads_covered": sum(1 for f in overloads if covered_by.get(f.name)),
+        "benchmarks": len(facts.bench_files),
+        "by_dispatch_key": table(by_key),
+        "by_area": table(by_area),
+        "stale_benchmarks": stale,
+        "unlinked_benchmarks": unlinked,
+    }

@@ -1,0 +1,537 @@
+"""Scaffold an operator_benchmark-style benchmark file from an operator's schema (pure text -> text).
+
+The schema is torchgen's (``add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor``).
+Required arguments get values built from their type and name (tensors of configurable
+shapes and dtype, scalars, int lists, bool flags...); arguments with defaults are left to
+their defaults; optional ones without a default get ``None``. The benchmark calls the exact
+overload through ``torch.ops.<namespace>.<name>.<overload>`` and has short and long configs.
+Values come from heuristics: the generated file is a start, to be tuned by a person.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from perfq.errors import PerfqError
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a schema."""
+
+    name: str
+    type: str  # without alias annotations: Tensor, Tensor?, int[2], Tensor?[] ...
+    default: str | None
+    kwarg_only: bool
+    mutable: bool = False  # Tensor(a!)
+
+    @property
+    def optional(self) -> bool:
+        return self.type.endswith("?")
+
+    @property
+    def base(self) -> str:
+        """Element type without list/optional markers: Tensor, int, SymInt, Scalar..."""
+        return re.sub(r"[?]|\[\d*\]", "", self.type)
+
+    @property
+    def is_list(self) -> bool:
+        return "[" in self.type
+
+    @property
+    def list_len(self) -> int | None:
+        m = re.search(r"\[(\d+)\]", self.type)
+        return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A parsed operator schema."""
+
+    name: str
+    overload: str
+    args: tuple[Arg, ...]
+    returns: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.name}.{self.overload}" if self.overload else self.name
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas outside brackets, parentheses and quotes."""
+    parts, depth, quote, cur = [], 0, "", []
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_schema(schema: str) -> Schema:
+    """Parse a torchgen schema string; PerfqError when it is not one."""
+    text = schema.strip()
+    m = re.match(r"^([A-Za-z_][\w]*)(?:\.([\w]+))?\((.*)\)\s*->\s*(.+)$", text, re.S)
+    if not m:
+        raise PerfqError(f"cannot parse operator schema: {schema!r}")
+    name, overload, body, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4).strip()
+    args: list[Arg] = []
+    kwarg_only = False
+    for part in _split_top(body):
+        if part == "*":
+            kwarg_only = True
+            continue
+        decl, _, default = part.partition("=")
+        decl = decl.strip()
+        mutable = bool(re.search(r"\([^)]*!\)", decl))
+        decl = re.sub(r"\([^)]*\)", "", decl)
+        pieces = decl.split()
+        if len(pieces) < 2:
+            raise PerfqError(f"cannot parse argument {part!r} of {schema!r}")
+        args.append(
+            Arg(
+                name=pieces[-1],
+                type="".join(pieces[:-1]),
+                default=default.strip() if _ else None,
+                kwarg_only=kwarg_only,
+                mutable=mutable,
+            )
+        )
+    return Schema(name=name, overload=overload, args=tuple(args), returns=returns)
+
+
+UNSUPPORTED = {"Dimname", "Storage", "Stream", "Any", "QScheme", "DeviceIndex", "complex", "GraphModule"}
+
+
+def pick_overload(schemas: Sequence[str]) -> str:
+    """Among the schemas of one operator group, the one a scaffold should target.
+
+    Prefers the default overload, then functional ones without named-tensor (Dimname),
+    out= or other unsupported arguments, then the fewest required arguments.
+    """
+    if not schemas:
+        raise PerfqError("no overload to choose from")
+
+    def score(text: str) -> tuple[int, int, int, int, str]:
+        try:
+            s = parse_schema(text)
+        except PerfqError:
+            return (9, 9, 9, 99, text)
+        unsupported = any(a.base in UNSUPPORTED for a in s.args if a.default is None)
+        out = (
+            s.overload.startswith("out")
+            or s.overload.endswith("_out")
+            or any(a.mutable and a.kwarg_only for a in s.args)
+        )
+        required = sum(1 for a in s.args if a.default is None)
+        return (int(unsupported), int(out), int(s.overload != ""), required, text)
+
+    return min(schemas, key=score)
+
+
+# --- heuristics ------------------------------------------------------------------------
+
+MATRIX_OPS = re.compile(
+    r"^(mm|addmm|matmul|mv|addmv|addbmm|chain_matmul|linalg_|cholesky|inverse|det|logdet|slogdet|lu|qr|svd|"
+    r"eig|symeig|triangular_solve|trace|tril|triu|matrix_|pinverse|kron|_linalg|geqrf|orgqr|ormqr|"
+    r"lstsq|solve|diag|cov|corrcoef|cdist|pdist|frobenius|nuclear|mat)"
+)
+VECTOR_OPS = re.compile(r"^(dot|vdot|ger|outer|inner|histc|bincount|cumulative_trapezoid|trapz|trapezoid)")
+BATCH_OPS = re.compile(r"^(bmm|baddbmm|_?bmm)")
+INT_OPS = re.compile(
+    r"^(bitwise_|gcd|lcm|__[lr]shift__|__i[lr]shift__|__and__|__or__|__xor__|__iand__|"
+    r"__ior__|__ixor__|bincount|_bincount)"
+)
+SPD_OPS = re.compile(r"^(cholesky|linalg_cholesky|_cholesky|linalg_eigh|linalg_eigvalsh|symeig|_linalg_eigh)")
+SPATIAL = re.compile(r"([123])d")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the benchmark's tensors are shaped from its config attributes."""
+
+    kind: str  # plain | mat | vec | batch | spatial
+    attrs: tuple[str, ...]
+    short: tuple[tuple[int, ...], ...]
+    long: tuple[tuple[int, ...], ...]
+    spatial: int = 0
+
+    def shape(self, rank: int | None = None) -> str:
+        """Python expression of the main tensor shape (over the config attribute names)."""
+        if self.kind == "plain":
+            return "(M, N)"
+        if self.kind == "vec":
+            return "(N,)"
+        if self.kind == "batch":
+            return "(B, N, N)"
+        if self.kind == "spatial":
+            return "(2, C, " + ", ".join(["N"] * self.spatial) + ")"
+        return "(N, N)"
+
+    @property
+    def ndim(self) -> int:
+        return {"plain": 2, "vec": 1, "batch": 3, "spatial": 2 + self.spatial}.get(self.kind, 2)
+
+
+def choose_layout(schema: Schema) -> Layout:
+    """Pick the tensor layout from the operator name."""
+    base = schema.name.lstrip("_")
+    if BATCH_OPS.match(base):
+        return Layout("batch", ("B", "N"), ((2, 16), (4, 64)), ((8, 128), (16, 256)))
+    if VECTOR_OPS.match(base):
+        return Layout("vec", ("N",), ((64,), (1024,)), ((65536,), (1048576,)))
+    if MATRIX_OPS.match(base):
+        return Layout("mat", ("N",), ((16,), (64,)), ((256,), (512,)))
+    m = SPATIAL.search(schema.name)
+    if m and not base.startswith(("view", "atleast", "fft")):
+        k = int(m.group(1))
+        short = ((3, 8), (8, 16)) if k < 3 else ((3, 4), (4, 8))
+        long = ((16, 32), (32, 64)) if k < 3 else ((8, 16), (16, 16))
+        return Layout("spatial", ("C", "N"), short, long, spatial=k)
+    return Layout("plain", ("M", "N"), ((8, 16), (64, 64)), ((256, 256), (1024, 512)))
+
+
+def _pyname(name: str) -> str:
+    if name == "self":
+        return "self_"
+    if keyword.iskeyword(name):
+        return name + "_"
+    return name
+
+
+def _dtype(schema: Schema) -> tuple[str, str]:
+    """(short dtypes, long dtypes) as Python list expressions."""
+    if INT_OPS.match(schema.name):
+        return "[torch.int64]", "[torch.int32, torch.int64]"
+    return "[torch.float32]", "[torch.float32, torch.float64]"
+
+
+class _Builder:
+    """Turns schema arguments into init/forward code for one layout."""
+
+    def __init__(self, schema: Schema, layout: Layout) -> None:
+        self.schema = schema
+        self.layout = layout
+        self.base = schema.name.lstrip("_")
+        self.integer = bool(INT_OPS.match(schema.name))
+        self.tensors: list[tuple[str, str]] = []  # (python name, expression) -> self.inputs
+        self.consts: list[tuple[str, str]] = []  # (attribute, expression) set in init
+
+    # tensors
+    def _rand(self, shape: str) -> str:
+        if self.integer:
+            return f"torch.randint(1, 100, {shape}, device=device, dtype=dtype)"
+        if SPD_OPS.match(self.schema.name):
+            return f"_spd({shape}, device, dtype)"
+        return f"torch.rand({shape}, device=device, dtype=dtype)"
+
+    def _last(self) -> str:
+        return {"spatial": "N", "vec": "N", "batch": "N", "mat": "N"}.get(self.layout.kind, "N")
+
+    def tensor(self, arg: Arg) -> str:
+        name, lay = arg.name, self.layout
+        main = lay.shape()
+        if name in ("index", "indices", "idx") or (
+            name == "target" and re.search(r"nll|cross_entropy|margin", self.base)
+        ):
+            if name == "target":
+                return f"torch.randint(0, N, ({'M' if lay.kind == 'plain' else 'N'},), device=device)"
+            if re.match(r"index_|_index_", self.base) or self.base in ("index_select", "take", "put", "put_"):
+                return f"torch.randint(0, {self._last()}, ({self._last()},), device=device)"
+            return f"torch.randint(0, {self._last()}, {main}, device=device)"
+        if name == "mask":
+            return f"torch.rand({main}, device=device) > 0.5"
+        if name in ("vec", "vec1", "vec2") or (lay.kind == "mat" and name == "tensor" and self.base == "dot"):
+            return self._rand("(N,)")
+        if name in ("batch1", "batch2") and lay.kind != "batch":
+            return self._rand("(2, N, N)")
+        if name in ("weight", "bias") and lay.kind == "spatial":
+            return self._rand("(C,)")
+        return self._rand(main)
+
+    # scalars and lists
+    def int_value(self, arg: Arg) -> str:
+        n = arg.name
+        table = {
+            "dim": "-1",
+            "dim0": "0",
+            "dim1": "1",
+            "dim2": "1",
+            "source": "0",
+            "destination": "1",
+            "start": "0",
+            "end": "1",
+            "length": "1",
+            "index": "0",
+            "k": "1",
+            "diagonal": "0",
+            "offset": "0",
+            "chunks": "2",
+            "sections": "2",
+            "split_size": "1",
+            "groups": "1",
+            "repeats": "2",
+            "n": "2",
+            "size": "N",
+            "num_classes": "N",
+            "step": "1",
+            "bins": "10",
+            "minlength": "0",
+            "upscale_factor": "1",
+            "downscale_factor": "1",
+            "group": "1",
+            "ndims": "1",
+            "correction": "1",
+            "steps": "8",
+        }
+        return table.get(n, "1")
+
+    def int_list(self, arg: Arg) -> str:
+        n, k, nd = arg.name, arg.list_len, self.layout.ndim
+        if n in ("size", "sizes", "shape", "stride") and self.layout.kind != "spatial":
+            shape = self.layout.shape()
+            if n == "stride":
+                return {
+                    "(M, N)": "[N, 1]",
+                    "(N,)": "[1]",
+                    "(N, N)": "[N, 1]",
+                    "(B, N, N)": "[N * N, N, 1]",
+                }.get(shape, "[1]")
+            return "[" + shape.strip("()").rstrip(",") + "]"
+        if n in ("dims", "permutation", "perm"):
+            return str(list(reversed(range(nd))))
+        if n in ("dim", "dims") or n.startswith("dim"):
+            return "[-1]"
+        if n in ("repeats",):
+            return str([2] * nd)
+        if n in ("normalized_shape",):
+            return "[N]"
+        if n in ("split_sizes", "split_size"):
+            return "[1, N - 1]"
+        if n in ("pad",):
+            return "[1, 1]"
+        if n in ("output_size",):
+            return str([4] * (k or self.layout.spatial or 1))
+        if n in ("kernel_size",):
+            return str([2] * (k or self.layout.spatial or 1))
+        if n in ("padding",):
+            return str([1] * (k or 1))
+        if n in ("shifts",):
+            return "[1]"
+        return str([1] * (k or 1))
+
+    def value(self, arg: Arg) -> tuple[str, bool] | None:
+        """(expression, is a tensor input) for a required argument; None when unsupported."""
+        base = arg.base
+        if base in UNSUPPORTED:
+            return None
+        if arg.optional and not arg.is_list:
+            return ("None", False)
+        if base == "Tensor":
+            if arg.is_list:
+                if arg.type.startswith("Tensor?"):
+                    return ("[" + self.tensor(Arg("index", "Tensor", None, False)) + "]", True)
+                return ("[" + ", ".join([self.tensor(arg)] * 2) + "]", True)
+            if arg.mutable and arg.kwarg_only:
+                return (f"torch.empty(0, device=device, dtype={self._out_dtype()})", True)
+            return (self.tensor(arg), True)
+        if base in ("int", "SymInt"):
+            return (self.int_list(arg), False) if arg.is_list else (self.int_value(arg), False)
+        if base == "Scalar":
+            return ("[2, 2]" if arg.is_list else "2", False)
+        if base == "float":
+            if arg.is_list:
+                return ("[1.0]", False)
+            return (
+                {
+                    "eps": "1e-5",
+                    "momentum": "0.1",
+                    "p": "0.5",
+                    "beta": "1.0",
+                    "threshold": "0.5",
+                    "negative_slope": "0.01",
+                    "lambd": "0.5",
+                }.get(arg.name, "0.5"),
+                False,
+            )
+        if base == "bool":
+            return (str([False] * (arg.list_len or 1)) if arg.is_list else "False", False)
+        if base == "str":
+            return (
+                {
+                    "reduce": '"sum"',
+                    "reduction": '"mean"',
+                    "equation": '"ij->ji"',
+                    "approximate": '"none"',
+                    "side": '"left"',
+                    "mode": '"reflect"',
+                    "padding_mode": '"zeros"',
+                    "interpolation": '"linear"',
+                    "UPLO": '"L"',
+                    "ord": '"fro"',
+                }.get(arg.name, '""'),
+                False,
+            )
+        if base == "ScalarType":
+            return ("torch.float32", False)
+        if base == "Layout":
+            return ("torch.strided", False)
+        if base == "Device":
+            return ("device", False)
+        if base == "MemoryFormat":
+            return ("torch.contiguous_format", False)
+        if base == "Generator":
+            return ("None", False)
+        return None
+
+    def _out_dtype(self) -> str:
+        return "dtype"
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    """A generated benchmark file and what it calls."""
+
+    filename: str
+    text: str
+    op: str
+    call: str
+
+
+def _class_name(schema: Schema) -> str:
+    words = re.split(r"[_.]+", schema.full_name)
+    return "".join(w[:1].upper() + w[1:] for w in words if w) + "Benchmark"
+
+
+def scaffold(schema_text: str, namespace: str = "aten") -> Scaffold:
+    """Generate an operator_benchmark file for the operator whose schema is ``schema_text``."""
+    schema = parse_schema(schema_text)
+    layout = choose_layout(schema)
+    builder = _Builder(schema, layout)
+    ident = re.sub(r"\W", "_", schema.full_name)
+    positional: list[str] = []
+    keywords: list[str] = []
+    for arg in schema.args:
+        if arg.default is not None:
+            continue
+        built = builder.value(arg)
+        if built is None:
+            raise PerfqError(
+                f"cannot scaffold {schema.full_name}: argument '{arg.type} {arg.name}' has no generator"
+            )
+        expr, is_tensor = built
+        py = _pyname(arg.name)
+        if is_tensor:
+            builder.tensors.append((py, expr))
+            ref = py
+        elif re.search(r"\b(M|N|B|C|device|dtype)\b", expr):
+            builder.consts.append((py, expr))
+            ref = f"self.{py}"
+        else:
+            ref = expr
+        if arg.kwarg_only:
+            kw = f"**{{'{arg.name}': {ref}}}" if keyword.iskeyword(arg.name) else f"{arg.name}={ref}"
+            keywords.append(kw)
+        else:
+            positional.append(ref)
+    overload = schema.overload or "default"
+    call = f"torch.ops.{namespace}.{schema.name}.{overload}"
+    call_args = ", ".join(positional + keywords)
+    short_dtypes, long_dtypes = _dtype(schema)
+    attrs = list(layout.attrs)
+    params = ", ".join(attrs + ["device", "dtype"])
+    tensor_names = [t for t, _ in builder.tensors]
+    lines = [
+        f'"""Microbenchmark for {namespace}::{schema.full_name} (scaffolded by `perfq coverage --scaffold`).',
+        "",
+        f"Schema: {schema_text.strip()}",
+        "",
+        "Inputs are built from the schema by heuristics: tune shapes, dtypes and argument values",
+        "to the sizes this operator sees in practice before relying on the numbers.",
+        '"""',
+        "",
+        "import operator_benchmark as op_bench",
+        "",
+        "import torch",
+        "",
+    ]
+    if SPD_OPS.match(schema.name):
+        lines += [
+            "",
+            "def _spd(shape, device, dtype):",
+            '    """A symmetric positive-definite (batch of) matrix."""',
+            "    a = torch.rand(shape, device=device, dtype=dtype)",
+            "    n = shape[-1]",
+            "    return a @ a.mT + n * torch.eye(n, device=device, dtype=dtype)",
+            "",
+        ]
+    short_attrs = ",\n".join(f"        {list(v)}" for v in layout.short)
+    lines += [
+        f"{ident}_short_configs = op_bench.config_list(",
+        f"    attr_names={attrs!r},",
+        "    attrs=[",
+        short_attrs + ",",
+        "    ],",
+        "    cross_product_configs={",
+        '        "device": ["cpu", "cuda"],',
+        f'        "dtype": {short_dtypes},',
+        "    },",
+        '    tags=["short"],',
+        ")",
+        "",
+        f"{ident}_long_configs = op_bench.cross_product_configs(",
+    ]
+    for i, name in enumerate(attrs):
+        lines.append(f"    {name}={sorted({v[i] for v in layout.long})},")
+    lines += [
+        '    device=["cpu", "cuda"],',
+        f"    dtype={long_dtypes},",
+        '    tags=["long"],',
+        ")",
+        "",
+        "",
+        f"class {_class_name(schema)}(op_bench.TorchBenchmarkBase):",
+        f"    def init(self, {params}):",
+    ]
+    for name, expr in builder.consts:
+        lines.append(f"        self.{name} = {expr}")
+    lines.append("        self.inputs = {")
+    for name, expr in builder.tensors:
+        lines.append(f'            "{name}": {expr},')
+    lines += [
+        "        }",
+        f'        self.set_module_name("{ident}")',
+        "",
+        f"    def forward(self{''.join(', ' + t for t in tensor_names)}):",
+        f"        return {call}({call_args})",
+        "",
+        "",
+        f"op_bench.generate_pt_test({ident}_short_configs + {ident}_long_configs, {_class_name(schema)})",
+        "",
+        'if __name__ == "__main__":',
+        "    op_bench.benchmark_runner.main()",
+    ]
+    return Scaffold(
+        filename=f"{ident.strip('_') or ident}_test.py",
+        text="\n".join(lines) + "\n",
+        op=schema.full_name,
+        call=call,
+    )
