@@ -1,0 +1,62 @@
+"""Render an IR comparison: the stable JSON document and a markdown PR comment. Pure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from perfq.query.ir_diff import IDENTICAL, KernelDiff, buckets, format_delta, summarize
+
+
+def to_json(label_a: str, label_b: str, diffs: list[KernelDiff]) -> dict[str, Any]:
+    """``{"a", "b", "kernels": [...]}``: the documented, stable shape (plus ``summary``)."""
+    return {
+        "a": label_a,
+        "b": label_b,
+        "kernels": [d.as_json() for d in diffs],
+        "summary": summarize(diffs),
+    }
+
+
+def summary_line(diffs: list[KernelDiff]) -> str:
+    counts = summarize(diffs)
+    return f"{len(diffs)} IRs compared: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+
+
+def _fence(text: str, limit: int) -> str:
+    lines = text.rstrip("\n").splitlines()
+    if limit and len(lines) > limit:
+        lines = lines[:limit] + [f"... ({len(lines) - limit} more lines)"]
+    body = "\n".join(lines).replace("```", "`\u200b``")
+    return f"```diff\n{body}\n```"
+
+
+def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool = False,
+                max_diff_lines: int = 400) -> str:
+    """A PR comment: summary, triage buckets, changed kernels first with folded diffs."""
+    out = [f"### perfq ir diff: `{label_a}` → `{label_b}`", "", summary_line(diffs) + ".", ""]
+    changed = [d for d in diffs if d.status != IDENTICAL]
+    if not changed:
+        out.append("No IR changed after normalization.")
+        return "\n".join(out) + "\n"
+    out += ["#### Triage", "", "| bucket | IRs | kernels |", "|---|---:|---|"]
+    for bucket, group in buckets(diffs):
+        names = sorted({f"`{d.kernel}` ({d.target} {d.stage})" for d in group})
+        shown = ", ".join(names[:6]) + (f", … {len(names) - 6} more" if len(names) > 6 else "")
+        out.append(f"| {bucket} | {len(group)} | {shown} |")
+    out += ["", "#### Changed", "", "| kernel | target | stage | status | op delta |", "|---|---|---|---|---|"]
+    for d in changed:
+        out.append(f"| `{d.kernel}` | {d.target} | {d.stage} | {d.status} | {format_delta(d.op_delta, 6)} |")
+    out.append("")
+    for d in changed:
+        text = d.raw_diff if raw and d.raw_diff else d.diff
+        title = f"{d.kernel} · {d.target} · {d.stage} · {d.status}"
+        if d.op_delta:
+            title += f" ({format_delta(d.op_delta, 4)})"
+        out += [f"<details><summary>{title}</summary>", "", f"specialization: `{d.specialization}`", "",
+                _fence(text, max_diff_lines), "", "</details>", ""]
+    same = [d for d in diffs if d.status == IDENTICAL]
+    if same:
+        out += [f"<details><summary>{len(same)} identical IRs</summary>", ""]
+        out += [f"- `{d.kernel}` {d.target} {d.stage}" for d in same]
+        out += ["", "</details>", ""]
+    return "\n".join(out)
