@@ -43,7 +43,8 @@ def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool =
         names = sorted({f"`{d.kernel}` ({d.target} {d.stage})" for d in group})
         shown = ", ".join(names[:6]) + (f", … {len(names) - 6} more" if len(names) > 6 else "")
         out.append(f"| {bucket} | {len(group)} | {shown} |")
-    out += ["", "#### Changed", "", "| kernel | target | stage | status | op delta |", "|---|---|---|---|---|"]
+    out += ["", "#### Changed", "", "| kernel | target | stage | status | op delta |"]
+    out.append("|---|---|---|---|---|")
     for d in changed:
         out.append(f"| `{d.kernel}` | {d.target} | {d.stage} | {d.status} | {format_delta(d.op_delta, 6)} |")
     out.append("")

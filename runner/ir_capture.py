@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfq.errors import PerfqError
 from perfq.runner.ir_compile import IRCompileError, Specialization, compile_spec, kernel_source_info
 from perfq.runner.ir_manifest import import_kernel
 from perfq.runner.ir_store import IRRecord
 from perfq.runner.triton_ir import CollectResult, relative_source, require_triton, triton_cache
+
+from perfq.errors import PerfqError
 
 HOOK = Path(__file__).with_name("ir_capture_hook.py")
 SITECUSTOMIZE = """\
@@ -162,7 +163,8 @@ def compile_captured(
                     continue
                 for stage, text in out["ir"].items():
                     result.records.append(IRRecord(
-                        kernel=cap.kernel, specialization=cap.spec.key(), target=target, stage=stage, raw=text,
+                        kernel=cap.kernel, specialization=cap.spec.key(), target=target, stage=stage,
+                        raw=text,
                         source_file=relative_source(info["source_file"], repo), function=info["function"],
                         source_hash=info["source_hash"], triton_version=out["triton_version"],
                         spec={**cap.spec.as_dict(), "captured_via": cap.via},

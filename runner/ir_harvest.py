@@ -14,10 +14,12 @@ import json
 import re
 from pathlib import Path
 
-from perfq.errors import PerfqError
 from perfq.query.ir_normalize import normalize_ir
 from perfq.runner.ir_compile import KNOWN_STAGES
 from perfq.runner.ir_store import IRRecord
+from perfq.runner.triton_ir import relative_source
+
+from perfq.errors import PerfqError
 
 _FILE_LOC = re.compile(r'^#loc\d*\s*=\s*loc\("([^"]+)":\d+:\d+\)', re.M)
 _FUNC = re.compile(r"^\s*tt\.func\s+(?:public\s+|private\s+)?@[\w$.]+\((.*)\)", re.M)
@@ -85,12 +87,7 @@ def harvest(directory: Path, stages: tuple[str, ...], repo: Path | None = None) 
             if key in seen:
                 continue
             seen.add(key)
-            rel = source_file
-            if repo is not None and source_file:
-                try:
-                    rel = str(Path(source_file).resolve().relative_to(repo.resolve()))
-                except ValueError:
-                    pass
+            rel = relative_source(source_file, repo)
             records.append(IRRecord(
                 kernel=kernel, specialization=spec, target=target, stage=stage, raw=texts[stage],
                 source_file=rel, function=function, triton_version=str(meta.get("triton_version", "")),
