@@ -7,18 +7,25 @@ predicate ``may_affect(commit) -> bool``. The search is deterministic given the 
 
 Algorithm:
 
-1. Baselines: GOOD and BAD are run ``baseline_runs`` times; their medians define the
-   regression, which must be at least ``min_change`` in the bad direction (else: possibly
-   noise, or probably swapped commits) unless ``force``.
+1. Baselines: GOOD and BAD are run ``baseline_runs`` times (``extra_runs`` more each when
+   their spread is large against the change); their medians define the regression, which
+   must be at least ``min_change`` in the bad direction (else: possibly noise, or probably
+   swapped commits) unless ``force``.
 2. Each tested commit is classified by the median of its values against a threshold
-   ``threshold`` of the way from good to bad. A median within ``margin`` (a fraction of the
-   good-to-bad distance) of the threshold gets ``extra_runs`` more runs; still that close,
-   the commit is *ambiguous*: it is reported, never guessed, and treated like a skip.
+   ``threshold`` of the way from good to bad. The good and bad references are the medians
+   of all values of the commits classified so far (they start as the baselines). A median
+   within ``margin`` (a fraction of the good-to-bad distance) of the threshold, or within
+   ``confidence`` standard errors of it, gets rounds of ``extra_runs`` more runs (at most
+   ``extra_rounds``); still within the margin, the commit is *ambiguous*: reported, never
+   guessed, and treated like a skip.
 3. The interval is ``lo`` = last good before ``hi`` = first bad. A failing commit is
    skipped and the untested commit nearest the midpoint (its neighbour) is tried next;
    ``max_failures`` failures in a row stop the search.
-4. When ``lo`` and ``hi`` are adjacent, both are verified with ``runs + extra_runs``
-   values; a verdict that flips reopens the search (noisy binary search with backtracking).
+4. When ``lo`` and ``hi`` are adjacent, both are verified (more runs unless their verdict is
+   ``verify_confidence`` standard errors clear); a flipped verdict reopens the search
+   (noisy binary search with backtracking). Ambiguous commits left between them are
+   re-judged against ``lo`` and ``hi`` themselves; what stays unresolved is reported as
+   the list of suspects.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class SearchConfig:
     pool: bool = True
     extra_rounds: int = 3
     confidence: float = 2.0
+    verify_confidence: float = 4.0
 
 
 @dataclass
@@ -83,6 +91,7 @@ class Outcome:
     runs: int = 0
     candidates: int = 0
     pruned: int = 0
+    lower_is_better: bool = True
 
     @property
     def ok(self) -> bool:
@@ -126,8 +135,9 @@ def classify(values: list[float], good: float, bad: float, fraction: float = 0.3
 
 class _Search:
     def __init__(self, commits: list[str], measure: Measure, cfg: SearchConfig,
-                 may_affect: MayAffect | None, on_step: Callable[[Step], None] | None) -> None:
-        self.cfg, self.measure, self.on_step = cfg, measure, on_step
+                 may_affect: MayAffect | None, on_step: Callable[[Step], None] | None,
+                 polarity: Callable[[], bool] | None = None) -> None:
+        self.cfg, self.measure, self.on_step, self.polarity = cfg, measure, on_step, polarity
         middle = commits[1:-1]
         cands = [c for c in middle if may_affect(c)] if may_affect else list(middle)
         self.bad_is_candidate = may_affect(commits[-1]) if may_affect else True
@@ -155,7 +165,7 @@ class _Search:
         if self.on_step is not None:
             self.on_step(step)
 
-    def _judge(self, idx: int, phase: str, want: int) -> str:
+    def _judge(self, idx: int, phase: str, want: int, confidence: float | None = None) -> str:
         """Bring commit ``idx`` to at least ``want`` values, add rounds of extra runs while
         its median is near the threshold, and classify it (SKIP on failure)."""
         c, cfg = self.seq[idx], self.cfg
@@ -170,7 +180,7 @@ class _Search:
             verdict, near = classify(values, good_ref, bad_ref, cfg.threshold, cfg.margin)
             distance = abs(median(values) - threshold_value(good_ref, bad_ref, cfg.threshold))
             sd = noise_sd(values, *self._ref_groups(c))
-            unsure = near or distance <= cfg.confidence * median_se(values, sd)
+            unsure = near or distance <= (confidence or cfg.confidence) * median_se(values, sd)
             if not unsure or not cfg.extra_runs or len(values) >= cap:
                 break
             self._log(c, values, verdict, phase, "near the threshold: more runs")
@@ -223,8 +233,10 @@ class _Search:
         vals = {GOOD: median(self.samples[good_c]), BAD: median(self.samples[bad_c])}
         o.good_value, o.bad_value = vals[GOOD], vals[BAD]
         o.threshold_value = threshold_value(o.good_value, o.bad_value, cfg.threshold)
+        lower = self.polarity() if self.polarity is not None else cfg.lower_is_better
+        o.lower_is_better = lower
         change = relative_change(o.good_value, o.bad_value)
-        regression = change if cfg.lower_is_better else -change
+        regression = change if lower else -change
         pct = f"{change * 100:+.1f}%"
         if regression <= -cfg.min_change and not cfg.force:
             o.status = "swapped"
@@ -253,7 +265,6 @@ class _Search:
         if not self._baselines():
             return self._finish_partial()
         verified: set[int] = {0, len(self.seq) - 1}
-        full = cfg.runs + cfg.extra_runs
         while True:
             lo, hi = self._interval()
             untested = [i for i in range(lo + 1, hi) if i not in self.verdict]
@@ -272,7 +283,7 @@ class _Search:
                 break
             for i in pending:
                 verified.add(i)
-                self.verdict[i] = self._judge(i, "verify", full)
+                self.verdict[i] = self._judge(i, "verify", cfg.runs, cfg.verify_confidence)
             if self.fails_in_row >= cfg.max_failures:
                 o.status = "failures"
                 o.message = f"{self.fails_in_row} commits in a row failed to build or run"
@@ -352,15 +363,18 @@ class _Search:
 
 
 def bisect(commits: list[str], measure: Measure, config: SearchConfig | None = None,
-           may_affect: MayAffect | None = None, on_step: Callable[[Step], None] | None = None) -> Outcome:
+           may_affect: MayAffect | None = None, on_step: Callable[[Step], None] | None = None,
+           polarity: Callable[[], bool] | None = None) -> Outcome:
     """Find the first bad commit in ``commits`` (oldest first: GOOD, ..., BAD).
 
     ``may_affect`` prunes commits that cannot change the benchmark: they are never run and
-    cannot be the answer. ``on_step`` sees every logged step as it happens.
+    cannot be the answer. ``on_step`` sees every logged step as it happens. ``polarity``,
+    when given, is asked after the baselines ran whether lower is better (e.g. from the unit
+    the benchmark printed); otherwise ``config.lower_is_better`` decides.
     """
     if len(commits) < 2:
         raise ValueError("bisect needs at least GOOD and BAD")
-    return _Search(list(commits), measure, config or SearchConfig(), may_affect, on_step).run()
+    return _Search(list(commits), measure, config or SearchConfig(), may_affect, on_step, polarity).run()
 
 
 def estimated_steps(n_commits: int) -> int:

@@ -1,0 +1,511 @@
+"""Side effects of ``perfq bisect``: checkouts, builds, benchmark runs, the stored session.
+
+``run_bisect`` validates the repository and range, stashes a dirty tree (with consent),
+drives the pure search in ``perfq.query.bisect_search`` with a ``measure`` that checks out
+each commit, runs ``--build`` and the benchmark command, and records every measurement in
+the history database. The original branch/commit and the stashed changes are restored in
+a ``finally`` block, so success, failure and Ctrl-C all leave the tree as it was.
+``--resume`` replays the stored measurements (the search is deterministic) and continues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from perfq.query.bisect_hints import scan_diff
+from perfq.query.bisect_metric import MetricSpec, Reading, extract, polarity
+from perfq.query.bisect_search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
+from perfq.runner import bisect_git as g
+from perfq.schema.history import connect_history
+
+from perfq.errors import PerfqError
+
+OPBENCH_ROOT = "benchmarks/operator_benchmark"
+OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"
+RESUMABLE = ("running", "interrupted")
+
+
+@dataclass
+class BisectRequest:
+    """Everything ``perfq bisect`` was asked to do."""
+
+    repo: Path
+    good: str | None = None
+    bad: str | None = None
+    command: list[str] = field(default_factory=list)
+    cwd: str = ""  # directory of the command, relative to the repo root
+    build: str | None = None
+    metric: MetricSpec = field(default_factory=MetricSpec)
+    lower: bool | None = None
+    higher: bool | None = None
+    search: SearchConfig = field(default_factory=SearchConfig)
+    all_parents: bool = False
+    timeout: float = 600.0
+    yes: bool = False
+    prune: bool = False
+    benchmark: str | None = None  # operator benchmark name (also what --prune looks for)
+    db: Path | None = None
+    history: Path | None = None
+    resume: bool = False
+
+
+def opbench_command(name: str, test_name: str | None = None) -> tuple[list[str], str, MetricSpec]:
+    """(argv, cwd, metric) for operator benchmark ``name`` (``pt/<name>.py``).
+
+    The forward time of every printed test is summed unless ``test_name`` selects one.
+    """
+    stem = Path(name).name.removesuffix(".py")
+    argv = [sys.executable, "-m", f"pt.{stem}"]
+    argv += ["--test-name", test_name] if test_name else ["--tag-filter", "short"]
+    argv += ["--device", "cpu"]
+    return argv, OPBENCH_ROOT, MetricSpec(regex=OPBENCH_METRIC, aggregate="first" if test_name else "sum")
+
+
+def benchmark_name(req: BisectRequest) -> str | None:
+    """The benchmark (file stem) ``--prune`` checks reachability for."""
+    if req.benchmark:
+        return Path(req.benchmark).name.removesuffix(".py")
+    for i, tok in enumerate(req.command):
+        if tok == "-m" and i + 1 < len(req.command) and req.command[i + 1].startswith("pt."):
+            return req.command[i + 1][3:]
+        if tok.endswith(".py"):
+            return Path(tok).stem
+    return None
+
+
+def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], bool]:
+    """``may_affect(commit)`` from the perfq index: does the commit's diff reach ``name``?"""
+    try:
+        from perfq.query.affected import affected_for_range
+    except ImportError:
+        raise PerfqError("--prune needs a perfq index (`perfq index`), and this perfq has no "
+                         "affected query") from None
+
+    def may_affect(commit: str) -> bool:
+        ps = g.parents(repo, commit)
+        rev = f"{ps[0]}..{commit}" if ps else commit
+        try:
+            doc = affected_for_range(repo, rev, db)
+        except PerfqError as exc:
+            raise PerfqError(f"--prune needs a perfq index: run `perfq index` first ({exc})") from None
+        names = {b.get("name") for b in doc.get("benchmarks", [])}
+        for canary in doc.get("canary", []):
+            names |= {b.get("name") for b in canary.get("benchmarks", [])}
+        return name in names
+
+    return may_affect
+
+
+class Session:
+    """The stored session: its row, the replay queue, and a writer for new measurements."""
+
+    def __init__(self, history: Path) -> None:
+        self.con = connect_history(history)
+        self.id = ""
+        self.replay: deque[tuple[str, int, list[float] | None]] = deque()
+        self.seq = 0
+
+    def latest_resumable(self, repo: Path) -> dict[str, Any]:
+        row = self.con.execute(
+            "SELECT id, good, bad, commits, command, build, options FROM bisect_sessions "
+            "WHERE repo = ? AND status IN ('running', 'interrupted') ORDER BY started_at DESC LIMIT 1",
+            [str(repo)]).fetchone()
+        if row is None:
+            raise PerfqError(f"no interrupted bisect session to resume for {repo}")
+        self.id = row[0]
+        for sha, n, okv, vals in self.con.execute(
+                "SELECT commit_sha, requested, ok, run_values FROM bisect_steps WHERE session_id = ? "
+                "ORDER BY seq", [self.id]).fetchall():
+            self.replay.append((sha, n, json.loads(vals) if okv else None))
+        self.seq = len(self.replay)
+        return {"good": row[1], "bad": row[2], "commits": json.loads(row[3]), "command": json.loads(row[4]),
+                "build": row[5], "options": json.loads(row[6])}
+
+    def create(self, repo: Path, commits: list[str], command: list[str], build: str | None,
+               options: dict[str, Any]) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self._tx("INSERT INTO bisect_sessions (id, repo, good, bad, commits, command, build, options, "
+                 "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
+                 [self.id, str(repo), commits[0], commits[-1], json.dumps(commits), json.dumps(command),
+                  build, json.dumps(options)])
+
+    def record(self, commit: str, n: int, values: list[float] | None, error: str | None) -> None:
+        self._tx("INSERT INTO bisect_steps (session_id, seq, commit_sha, requested, ok, run_values, error) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                 [self.id, self.seq, commit, n, values is not None,
+                  json.dumps(values) if values is not None else None, error])
+        self.seq += 1
+
+    def finish(self, status: str, result: dict[str, Any] | None) -> None:
+        self._tx("UPDATE bisect_sessions SET status = ?, result = ?, updated_at = current_timestamp "
+                 "WHERE id = ?", [status, json.dumps(result, default=str) if result else None, self.id])
+
+    def _tx(self, sql: str, params: list[Any]) -> None:
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute(sql, params)
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _tail(out: subprocess.CompletedProcess) -> str:
+    lines = (out.stderr.strip() or out.stdout.strip()).splitlines()
+    return lines[-1][:200] if lines else ""
+
+
+def run_build(cmd: str, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str | None:
+    """Run the ``--build`` shell command; None on success, else why it failed."""
+    try:
+        out = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                             env=env, errors="replace")
+    except subprocess.TimeoutExpired:
+        return f"timed out after {timeout:g}s"
+    return None if out.returncode == 0 else f"exit {out.returncode} {_tail(out)}".strip()
+
+
+def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
+             env: dict[str, str] | None = None) -> tuple[Reading | None, str | None]:
+    """Run the benchmark once and read its metric: (reading, None) or (None, why it failed)."""
+    if not cwd.is_dir():
+        return None, f"{cwd} does not exist at this commit"
+    try:
+        out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
+                             errors="replace")
+    except subprocess.TimeoutExpired:
+        return None, f"benchmark timed out after {timeout:g}s"
+    except OSError as exc:
+        return None, f"cannot run {command[0]}: {exc.strerror}"
+    if out.returncode != 0:
+        return None, f"benchmark exit {out.returncode} {_tail(out)}".strip()
+    try:
+        return extract(out.stdout + "\n" + out.stderr, metric), None
+    except PerfqError as exc:
+        return None, str(exc)
+
+
+class Bench:
+    """``measure(commit, n)``: replay stored values, else check out, build and run."""
+
+    def __init__(self, repo: Path, req: BisectRequest, co: g.Checkout, session: Session,
+                 log: Callable[[str], None]) -> None:
+        self.repo, self.req, self.co, self.session, self.log = repo, req, co, session, log
+        self.built: str | None = None
+        self.units: list[str] = []
+        self.last_error = ""
+        self.runs_done = 0
+
+    def __call__(self, commit: str, n: int) -> list[float] | None:
+        if self.session.replay:
+            sha, want, values = self.session.replay[0]
+            if sha == commit and want == n:
+                self.session.replay.popleft()
+                self.log(f"  {commit[:12]}: {n} run(s) replayed from the stored session")
+                return values
+            self.log("warning: stored session diverges here; measuring from now on")
+            self.session.replay.clear()
+        values, error = self._measure(commit, n)
+        self.session.record(commit, n, values, error)
+        return values
+
+    def _measure(self, commit: str, n: int) -> tuple[list[float] | None, str | None]:
+        try:
+            self.co.to(commit)
+        except PerfqError as exc:
+            return self._fail(commit, f"checkout failed: {exc}")
+        if self.req.build and self.built != commit:
+            self.built = None
+            self.log(f"  {commit[:12]}: building")
+            err = self._run_shell(self.req.build)
+            if err:
+                return self._fail(commit, f"build failed: {err}")
+            self.built = commit
+        values = []
+        cwd = self.repo / self.req.cwd if self.req.cwd else self.repo
+        for _ in range(n):
+            reading, err = run_once(self.req.command, cwd, self.req.metric, self.req.timeout,
+                                    self._env(commit))
+            if err or reading is None:
+                return self._fail(commit, err or "no value")
+            if reading.unit:
+                self.units.append(reading.unit)
+            values.append(reading.value)
+        unit = self.units[-1] if self.units else ""
+        self.log(f"  {commit[:12]}: " + " ".join(f"{v:.4g}" for v in values) + (f" {unit}" if unit else ""))
+        return values, None
+
+    def _fail(self, commit: str, error: str) -> tuple[None, str]:
+        self.last_error = error
+        self.log(f"  {commit[:12]}: skipped ({error})")
+        return None, error
+
+    def _env(self, commit: str) -> dict[str, str]:
+        self.runs_done += 1
+        return {**os.environ, "PERFQ_BISECT_COMMIT": commit, "PERFQ_BISECT_RUN": str(self.runs_done)}
+
+    def _run_shell(self, cmd: str) -> str | None:
+        return run_build(cmd, self.repo, self.req.timeout, self._env(self.co.current or ""))
+
+
+
+def _options(req: BisectRequest) -> dict[str, Any]:
+    return {"cwd": req.cwd, "metric": asdict(req.metric), "lower": req.lower, "higher": req.higher,
+            "search": asdict(req.search), "all_parents": req.all_parents, "timeout": req.timeout,
+            "prune": req.prune, "benchmark": req.benchmark}
+
+
+def _apply_options(req: BisectRequest, stored: dict[str, Any]) -> BisectRequest:
+    opts = stored["options"]
+    return replace(req, good=stored["good"], bad=stored["bad"], command=stored["command"],
+                   build=stored["build"], cwd=opts["cwd"], metric=MetricSpec(**opts["metric"]),
+                   lower=opts["lower"], higher=opts["higher"], search=SearchConfig(**opts["search"]),
+                   all_parents=opts["all_parents"], timeout=opts["timeout"], prune=opts["prune"],
+                   benchmark=opts["benchmark"])
+
+
+def _sigterm_to_interrupt() -> Callable[[], None]:
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def run_bisect(req: BisectRequest, log: Callable[[str], None],
+               confirm: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """Run (or resume) a bisection and return the report document."""
+    repo = g.toplevel(req.repo)
+    history = req.history or _default_history(repo)
+    session = Session(history)
+    try:
+        if req.resume:
+            stored = session.latest_resumable(repo)
+            req = _apply_options(req, stored)
+            commits = stored["commits"]
+            log(f"resuming session {session.id}: {len(session.replay)} stored measurement(s) to replay")
+        else:
+            if not req.good:
+                raise PerfqError("give the GOOD commit (or --resume)")
+            if not req.command:
+                raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
+            good = g.resolve(repo, req.good)
+            bad = g.resolve(repo, req.bad or "HEAD")
+            commits = g.enumerate_range(repo, good, bad)
+        n = len(commits) - 1
+        log(f"{n} commit(s) in {commits[0][:12]}..{commits[-1][:12]} (first-parent), "
+            f"about {estimated_steps(n)} step(s)")
+        if n > 100:
+            log(f"warning: {n} commits is a long range; each step runs the benchmark several times")
+        may_affect = None
+        if req.prune:
+            name = benchmark_name(req)
+            if not name:
+                raise PerfqError("--prune needs to know the benchmark: pass --benchmark NAME")
+            may_affect = prune_predicate(repo, name, req.db)
+        if not req.resume:
+            session.create(repo, commits, req.command, req.build, _options(req))
+        return _drive(repo, req, commits, session, may_affect, log, confirm)
+    finally:
+        session.close()
+
+
+def _default_history(repo: Path) -> Path:
+    from perfq.paths import default_history_path
+
+    return default_history_path(repo)
+
+
+def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
+           may_affect: Callable[[str], bool] | None, log: Callable[[str], None],
+           confirm: Callable[[str], bool] | None) -> dict[str, Any]:
+    def stash_ok(files: list[str]) -> bool:
+        if req.yes:
+            return True
+        if confirm is None:
+            return False
+        return confirm(f"{len(files)} file(s) have uncommitted changes; stash them and restore at the end?")
+
+    polarity_note: list[str] = []
+    restore_signal = _sigterm_to_interrupt()
+    try:
+        with g.guarded(repo, stash_ok, log) as co:
+            bench = Bench(repo, req, co, session, log)
+
+            def lower_is_better() -> bool:
+                lower, note = polarity(req.lower, req.higher, bench.units[0] if bench.units else None)
+                polarity_note.append(note)
+                log(f"metric: {note}")
+                return lower
+
+            def on_step(step: Any) -> None:
+                if step.phase != "baseline" or step.verdict == "skip":
+                    log(f"{step.phase}: {step.commit[:12]} -> {step.verdict}"
+                        + (f" ({step.note})" if step.note else ""))
+
+            out = bisect(commits, bench, req.search, may_affect, on_step, lower_is_better)
+            outcome_side: Outcome | None = None
+            merge = None
+            if req.all_parents and out.first_bad and out.status == "found":
+                side = g.merge_side(repo, out.first_bad)
+                if side:
+                    merge = out.first_bad
+                    log(f"{merge[:12]} is a merge: bisecting the {len(side) - 1} commit(s) it brought in")
+                    cfg = replace(req.search, force=False)
+                    outcome_side = bisect(side, bench, cfg, None, on_step, lambda: out.lower_is_better)
+            report = build_report(repo, out, outcome_side, merge, bench, polarity_note, session.id, commits)
+    except KeyboardInterrupt:
+        session.finish("interrupted", None)
+        raise PerfqError("interrupted; the original checkout was restored. Continue with "
+                         "`perfq bisect --resume`", exit_code=130) from None
+    except BaseException:
+        session.finish("interrupted", None)
+        raise
+    finally:
+        restore_signal()
+    session.finish(report["status"], report)
+    return report
+
+
+def build_report(repo: Path, out: Outcome, side: Outcome | None, merge: str | None, bench: Bench,
+                 polarity_note: list[str], session_id: str, commits: list[str]) -> dict[str, Any]:
+    """The report document (the JSON shape of ``perfq bisect --format json``)."""
+    main = out
+    via_merge = None
+    if side is not None and side.status == "found" and side.first_bad:
+        main, via_merge = side, merge
+    steps = [{"commit": s.commit, "values": s.values, "verdict": s.verdict, "phase": s.phase, "note": s.note}
+             for o in (out, side) if o is not None for s in o.steps]
+    doc: dict[str, Any] = {
+        "status": out.status if side is None or main is out else main.status,
+        "message": main.message if main is not out else out.message,
+        "first_bad": None, "last_good": None,
+        "steps": steps,
+        "skipped": out.skipped + (side.skipped if side else []),
+        "ambiguous": out.ambiguous + (side.ambiguous if side else []),
+        "suspects": main.suspects,
+        "runs": out.runs + (side.runs if side else 0),
+        "range": {"good": commits[0], "bad": commits[-1], "commits": len(commits) - 1},
+        "baseline": {"good": out.good_value, "bad": out.bad_value, "threshold": out.threshold_value,
+                     "change": relative_change(out.good_value, out.bad_value)
+                     if out.good_value is not None and out.bad_value is not None else None},
+        "metric": {"unit": bench.units[0] if bench.units else None, "lower_is_better": out.lower_is_better,
+                   "polarity": polarity_note[0] if polarity_note else None},
+        "pruned": {"commits": out.pruned, "candidates": out.candidates,
+                   "runs_saved_estimate": _runs_saved(out, bench.req.search.runs)},
+        "via_merge": via_merge,
+        "session": session_id,
+        "last_error": bench.last_error or None,
+        "files": [], "hints": [],
+    }
+    if main.first_bad:
+        ci = g.info(repo, main.first_bad)
+        doc["first_bad"] = {"commit": main.first_bad, "subject": ci.subject, "value": main.first_bad_value,
+                            "author": f"{ci.author} <{ci.email}>", "date": ci.date}
+    if main.last_good:
+        doc["last_good"] = {"commit": main.last_good, "value": main.last_good_value,
+                            "subject": g.info(repo, main.last_good).subject}
+    if main.first_bad and main.last_good and main.first_bad_value is not None:
+        doc["first_bad"]["change"] = relative_change(main.last_good_value, main.first_bad_value)
+    if main.first_bad and main.status in ("found", "ambiguous"):
+        doc["files"] = g.numstat(repo, main.first_bad)
+        doc["hints"] = [asdict(h) for h in scan_diff(g.diff_text(repo, main.first_bad))]
+    return doc
+
+
+def _runs_saved(out: Outcome, runs_per_step: int) -> int:
+    """About how many benchmark runs pruning saved: bisection steps it removed x runs per step."""
+    if not out.pruned:
+        return 0
+    saved = estimated_steps(out.candidates + out.pruned) - estimated_steps(out.candidates)
+    return max(0, saved) * runs_per_step
+
+
+@dataclass
+class StepRequest:
+    """``perfq bisect-step``: judge the checked-out commit for ``git bisect run``."""
+
+    command: list[str]
+    cwd: Path
+    metric: MetricSpec = field(default_factory=MetricSpec)
+    build: str | None = None
+    good_value: float | None = None
+    bad_value: float | None = None
+    threshold_value: float | None = None
+    lower: bool | None = None
+    higher: bool | None = None
+    runs: int = 3
+    extra_runs: int = 5
+    threshold: float = 0.30
+    margin: float = 0.10
+    timeout: float = 600.0
+
+
+STEP_GOOD, STEP_BAD, STEP_SKIP = 0, 1, 125
+
+
+def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
+    """Exit status for ``git bisect run``: 0 good, 1 bad, 125 skip (failed or ambiguous)."""
+    from statistics import median
+
+    from perfq.query.bisect_search import classify
+
+    if req.threshold_value is None and (req.good_value is None or req.bad_value is None):
+        raise PerfqError("bisect-step needs --good-value and --bad-value, or --threshold-value", 128)
+    if req.build:
+        err = run_build(req.build, req.cwd, req.timeout)
+        if err:
+            log(f"build failed ({err}): skip")
+            return STEP_SKIP
+    values: list[float] = []
+    unit = None
+
+    def more(n: int) -> bool:
+        nonlocal unit
+        for _ in range(n):
+            reading, err = run_once(req.command, req.cwd, req.metric, req.timeout)
+            if err or reading is None:
+                log(f"benchmark failed ({err}): skip")
+                return False
+            unit = unit or reading.unit
+            values.append(reading.value)
+        return True
+
+    def judge() -> tuple[str, bool]:
+        if req.good_value is not None and req.bad_value is not None:
+            return classify(values, req.good_value, req.bad_value, req.threshold, req.margin)
+        lower, _ = polarity(req.lower, req.higher, unit)
+        t = float(req.threshold_value)
+        m = median(values)
+        bad = (m - t) * (1 if lower else -1) > 0
+        return ("bad" if bad else "good"), abs(m - t) <= req.margin * abs(t)
+
+    if not more(req.runs):
+        return STEP_SKIP
+    verdict, near = judge()
+    if near and req.extra_runs:
+        log(f"median {median(values):.4g} is near the threshold: {req.extra_runs} more run(s)")
+        if not more(req.extra_runs):
+            return STEP_SKIP
+        verdict, near = judge()
+    shown = " ".join(f"{v:.4g}" for v in values)
+    if near:
+        log(f"ambiguous ({shown}): skip")
+        return STEP_SKIP
+    log(f"{verdict} ({shown}{' ' + unit if unit else ''})")
+    return STEP_GOOD if verdict == "good" else STEP_BAD

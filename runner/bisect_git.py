@@ -1,0 +1,193 @@
+"""Git side of ``perfq bisect``: validation, commit enumeration, checkout and restoration."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfq.errors import PerfqError
+
+
+def git(repo: Path, *args: str, check: bool = True, timeout: float = 120) -> str:
+    """Run ``git args`` in ``repo``; stdout on success, PerfqError (one line) on failure."""
+    try:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=timeout,
+                             check=False, errors="replace")
+    except FileNotFoundError:
+        raise PerfqError("git is not installed or not on PATH") from None
+    except NotADirectoryError:
+        raise PerfqError(f"{repo} is not a directory") from None
+    if check and out.returncode != 0:
+        msg = (out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}").splitlines()[0]
+        raise PerfqError(f"git {' '.join(args[:2])} failed: {msg}")
+    return out.stdout
+
+
+def ok(repo: Path, *args: str) -> bool:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False).returncode == 0
+
+
+def toplevel(path: Path) -> Path:
+    """The worktree root containing ``path``; PerfqError outside git."""
+    if not path.is_dir():
+        raise PerfqError(f"{path} is not a directory")
+    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True,
+                         check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise PerfqError(f"{path} is not inside a git repository")
+    return Path(out.stdout.strip())
+
+
+def resolve(repo: Path, ref: str) -> str:
+    """The full hash of commit ``ref``; PerfqError when it does not name a commit."""
+    if not ref or ref.startswith("-"):
+        raise PerfqError(f"unknown commit {ref!r}")
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
+                         capture_output=True, text=True, check=False)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise PerfqError(f"unknown commit {ref!r} in {repo}")
+    return out.stdout.strip()
+
+
+def first_parent_range(repo: Path, good: str, bad: str) -> list[str]:
+    """Commits of ``good..bad`` on the first-parent line, oldest first."""
+    return git(repo, "rev-list", "--reverse", "--first-parent", f"{good}..{bad}").split()
+
+
+def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
+    """``[good, c1, ..., bad]`` along the first-parent line; PerfqError when empty or unrelated."""
+    if good == bad:
+        raise PerfqError("empty range: GOOD and BAD are the same commit")
+    if not ok(repo, "merge-base", "--is-ancestor", good, bad):
+        raise PerfqError(f"empty range: {good[:12]} is not an ancestor of {bad[:12]} (swapped GOOD and BAD?)")
+    commits = first_parent_range(repo, good, bad)
+    if not commits:
+        raise PerfqError(f"empty range {good[:12]}..{bad[:12]}")
+    if commits[-1] != bad:
+        raise PerfqError(f"{bad[:12]} is not on a first-parent line from {good[:12]}")
+    return [good, *commits]
+
+
+def parents(repo: Path, sha: str) -> list[str]:
+    return git(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+
+
+def merge_side(repo: Path, merge: str) -> list[str]:
+    """For a merge commit: ``[merge-base, side commits..., second parent]`` (first-parent of
+    the merged branch, oldest first), the range ``--all-parents`` descends into."""
+    ps = parents(repo, merge)
+    if len(ps) < 2:
+        return []
+    base = git(repo, "merge-base", ps[0], ps[1]).strip()
+    side = first_parent_range(repo, base, ps[1])
+    return [base, *side] if side else []
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    commit: str
+    author: str
+    email: str
+    date: str
+    subject: str
+
+
+def info(repo: Path, sha: str) -> CommitInfo:
+    out = git(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", sha).rstrip("\n")
+    h, an, ae, ad, s = (out.split("\x00") + [""] * 5)[:5]
+    return CommitInfo(h, an, ae, ad, s)
+
+
+def numstat(repo: Path, sha: str) -> list[dict]:
+    """Files changed by ``sha`` against its first parent, with +/- line counts."""
+    ps = parents(repo, sha)
+    args = ["diff", "--numstat", ps[0], sha] if ps else ["show", "--numstat", "--format=", sha]
+    files = []
+    for line in git(repo, *args).splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3:
+            added, removed, path = parts
+            files.append({"path": path, "added": int(added) if added.isdigit() else None,
+                          "removed": int(removed) if removed.isdigit() else None})
+    return files
+
+
+def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
+    ps = parents(repo, sha)
+    args = ["diff", "--unified=3", ps[0], sha] if ps else ["show", "--format=", sha]
+    return git(repo, *args)[:limit]
+
+
+def dirty(repo: Path) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not)."""
+    return [line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+
+
+def head_ref(repo: Path) -> tuple[str | None, str]:
+    """(branch name or None when detached, HEAD commit)."""
+    branch = subprocess.run(["git", "symbolic-ref", "-q", "--short", "HEAD"], cwd=repo, capture_output=True,
+                            text=True, check=False).stdout.strip()
+    return (branch or None), git(repo, "rev-parse", "HEAD").strip()
+
+
+class Checkout:
+    """Detached checkouts of commits to test; ``restore`` puts back the original HEAD."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.branch, self.head = head_ref(repo)
+        self.current: str | None = self.head
+
+    def to(self, sha: str) -> None:
+        if self.current == sha:
+            return
+        # Forced: the user's changes were stashed first; anything modified now is build output.
+        git(self.repo, "checkout", "--quiet", "--force", "--detach", sha)
+        self.current = sha
+
+    def restore(self) -> None:
+        target = self.branch or self.head
+        git(self.repo, "checkout", "--quiet", "--force", target)
+        self.current = self.head
+
+
+@contextmanager
+def guarded(repo: Path, stash_ok: Callable[[list[str]], bool],
+            log: Callable[[str], None]) -> Iterator[Checkout]:
+    """Stash a dirty tree (when ``stash_ok`` agrees), yield a Checkout, and always restore the
+    original branch/commit and the stashed changes, on success, error or Ctrl-C."""
+    changed = dirty(repo)
+    stash_sha = None
+    if changed:
+        if not stash_ok(changed):
+            raise PerfqError(f"the working tree has uncommitted changes ({len(changed)} files); "
+                             "commit them, or pass --yes to let perfq stash and restore them")
+        log(f"stashing uncommitted changes in {len(changed)} file(s); they are restored at the end")
+        git(repo, "stash", "push", "--quiet", "-m", "perfq bisect autostash")
+        stash_sha = git(repo, "rev-parse", "refs/stash").strip()
+    co = Checkout(repo)
+    try:
+        yield co
+    finally:
+        try:
+            co.restore()
+            where = co.branch or co.head[:12]
+            log(f"restored {where}")
+        finally:
+            if stash_sha:
+                _unstash(repo, stash_sha, log)
+
+
+def _unstash(repo: Path, stash_sha: str, log: Callable[[str], None]) -> None:
+    shas = git(repo, "stash", "list", "--format=%H", check=False).split()
+    if stash_sha not in shas:
+        log(f"warning: the autostash {stash_sha[:12]} is gone; nothing to restore")
+        return
+    ref = f"stash@{{{shas.index(stash_sha)}}}"
+    if ok(repo, "stash", "pop", "--quiet", "--index", ref) or ok(repo, "stash", "pop", "--quiet", ref):
+        log("restored your uncommitted changes")
+    else:
+        log(f"warning: could not re-apply your uncommitted changes; they are kept in {ref} (git stash pop)")
