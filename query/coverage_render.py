@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 
 from perfq.query.coverage import CoverageReport, OpRow
+from rich.console import Console
 from rich.table import Table
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -68,6 +69,15 @@ def to_rich_table(report: CoverageReport) -> Table:
             str(i), row.op, _churn(row), str(row.kernel_lines), ", ".join(row.dispatch_keys), over, benches
         )
     return table
+
+
+def to_text(report: CoverageReport, width: int = 200) -> str:
+    """The rich table and summary as plain text (for ``--format table --out FILE``)."""
+    con = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    con.print(to_rich_table(report))
+    for line in summary_lines(report)[1:]:
+        con.print(line, markup=False)
+    return con.export_text()
 
 
 def summary_lines(report: CoverageReport, limit: int = 12) -> list[str]:

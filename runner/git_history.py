@@ -116,16 +116,18 @@ def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str
     check = _git(repo, "rev-parse", "--is-inside-work-tree")
     if check.returncode != 0:
         raise PerfqError(f"{repo} is not a git repository")
+    if _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
+        if ref == "HEAD":  # an empty repository: no history at all
+            return History()
+        raise PerfqError(f"unknown git ref {ref!r} in {repo}")
     history = History(total_commits=count_commits(repo, ref))
-    if history.total_commits == 0:
-        return history
     # log.showRoot=false: a root commit (an imported tree) shows no diff, so it is not churn.
     args = [
         "-c",
         "log.showRoot=false",
         "log",
         f"--since={since}",
-        f"--format={COMMIT_MARK}%H %P",
+        "--format=%x00perfq-commit %H %P",
         "-p",
         "-U0",
         "--no-color",

@@ -1,7 +1,158 @@
-"""CLI for `perfq coverage` (to be filled in by its feature)."""
+"""CLI for `perfq coverage`: operators without benchmarks ranked by churn, and `--scaffold OP`."""
 
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
 import typer
+
+from perfq.cli.common import DbOption, RepoOption, console, resolve_db, resolve_repo
+from perfq.errors import PerfqError
+
+
+class CoverageFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def open_index(path: Path) -> duckdb.DuckDBPyConnection:
+    """Open the index read-only; a missing file says to run `perfq index`."""
+    from perfq.schema.db import open_db
+
+    if not path.exists():
+        raise PerfqError(f"no perfq index at {path}; run `perfq index` first")
+    con = open_db(path, read_only=True)
+    try:
+        con.execute("SELECT 1 FROM ops LIMIT 1")
+    except duckdb.Error:
+        con.close()
+        raise PerfqError(f"{path} is not a perfq index (no ops table); run `perfq index`") from None
+    return con
+
+
+def parse_dispatch(value: str | None) -> list[str]:
+    return [k.strip() for k in (value or "").split(",") if k.strip()]
+
+
+def collect_report(repo: Path, db: Path, since: str, dispatch: list[str], top: int | None,
+                   uncovered_only: bool = False):  # noqa: ANN201 - CoverageReport, imported lazily
+    """Load facts, compute churn from git history, build the report."""
+    from perfq.query.coverage import build_report
+    from perfq.query.coverage_facts import load_facts
+    from perfq.runner.coverage_churn import op_churn
+
+    con = open_index(db)
+    try:
+        facts = load_facts(con)
+        op_commits, note = op_churn(repo, con, since)
+    finally:
+        con.close()
+    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only,
+                        history_note=note)
+
+
+def _write(text: str, out: Path | None) -> None:
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PerfqError(f"cannot write {out}: {exc.strerror or exc}") from None
+    console(stderr=True).print(f"wrote {out}")
+
+
+def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
+    """Resolve ``op`` in the index and write its scaffolded benchmark."""
+    from perfq.query.scaffold import pick_overload, scaffold
+
+    con = open_index(db)
+    try:
+        name = op.split("::", 1)[1] if op.startswith("aten::") else op
+        rows = con.execute("SELECT name, namespace, schema FROM ops WHERE name = ?", [name]).fetchall()
+        if not rows:
+            rows = con.execute("SELECT name, namespace, schema FROM ops WHERE base = ?", [name]).fetchall()
+        if not rows:
+            raise PerfqError(f"unknown operator {op!r} (not in the index's ops)")
+        chosen = pick_overload([r[2] for r in rows])
+        _, namespace, schema = next(r for r in rows if r[2] == chosen)
+        benches = [r[0] for r in con.execute(
+            "SELECT DISTINCT bench FROM bench_ops WHERE op IN (SELECT unnest(?)) ORDER BY 1",
+            [[r[0] for r in rows]],
+        ).fetchall()]
+    finally:
+        con.close()
+    result = scaffold(schema, namespace=namespace)
+    err = console(stderr=True)
+    if benches:
+        err.print(f"note: {op} is already covered by {', '.join(benches)}")
+    if out is None:
+        pt = repo / "benchmarks" / "operator_benchmark" / "pt"
+        out = (pt if pt.is_dir() else Path.cwd()) / result.filename
+    if out.exists() and not force:
+        raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
+    _write(result.text, out)
+    err.print(f"benchmark for {result.op} calls {result.call}; run it from benchmarks/operator_benchmark "
+              f"with: python -m pt.{out.stem} --tag-filter short")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add `perfq coverage` to ``app``."""
+
+    @app.command()
+    def coverage(
+        since: Annotated[str, typer.Option("--since", help="History period (git approxidate).")] = "180.days",
+        dispatch: Annotated[
+            str | None,
+            typer.Option("--dispatch", help="Only operators with any of these dispatch keys (CPU,CUDA)."),
+        ] = None,
+        top: Annotated[int | None, typer.Option("--top", min=0, help="Show the first N operators.")] = None,
+        uncovered: Annotated[
+            bool, typer.Option("--uncovered", help="Only operators without a benchmark.")
+        ] = False,
+        fmt: Annotated[CoverageFormat, typer.Option("--format", help="Output format.")] = (
+            CoverageFormat.table
+        ),
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Write the report (or the scaffold) to this file.")
+        ] = None,
+        scaffold: Annotated[
+            str | None,
+            typer.Option("--scaffold", metavar="OP", help="Write an operator_benchmark file for OP instead."),
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="With --scaffold: overwrite the file.")] = False,
+        repo: Path | None = RepoOption,
+        db: Path | None = DbOption,
+    ) -> None:
+        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one."""
+        root = resolve_repo(repo)
+        index = resolve_db(root, db)
+        if scaffold:
+            run_scaffold(root, index, scaffold, out, force)
+            return
+        from perfq.query import coverage_render as render
+
+        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered)
+        if fmt is CoverageFormat.json:
+            _write(render.to_json_text(report), out)
+        elif fmt is CoverageFormat.csv:
+            _write(render.to_csv(report), out)
+        elif fmt is CoverageFormat.markdown:
+            _write(render.to_markdown(report), out)
+        elif fmt is CoverageFormat.html:
+            _write(render.to_html(report), out)
+        elif out is not None:
+            _write(render.to_text(report), out)
+        else:
+            con = console()
+            con.print(render.to_rich_table(report))
+            for line in render.summary_lines(report)[1:]:
+                con.print(line, markup=False)

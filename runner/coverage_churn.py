@@ -1,0 +1,49 @@
+"""Churn for `perfq coverage`: git history of a period -> commits per operator.
+
+Reads the period's line changes with :mod:`perfq.runner.git_history`, maps them onto the
+index's function extents (current extents: an approximation for older commits) and walks
+the reachability graph from the touched functions up to operators.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+from perfq.query.coverage import churn_by_op, functions_touched, ops_reached
+from perfq.query.coverage_facts import function_extents, indexed_paths, reach_graph
+from perfq.runner.git_history import changed_lines
+
+from perfq.paths import git_common_dir
+
+
+def op_churn(
+    repo: Path, con: duckdb.DuckDBPyConnection, since: str, ref: str = "HEAD"
+) -> tuple[dict[str, set[str]] | None, dict[str, object]]:
+    """(op -> commits that changed a function reaching it, or None without history; a note for the summary).
+
+    The note says how many commits the period holds, how many changed indexed code, and
+    why churn is unavailable when it is (not a git repository, one-commit tree, empty period).
+    """
+    note: dict[str, object] = {"since": since, "commits": 0, "commits_with_indexed_changes": 0}
+    if git_common_dir(repo) is None:
+        note["note"] = f"{repo} is not a git repository: no history, ranked by kernel size"
+        return None, note
+    history = changed_lines(repo, since, ref=ref)
+    non_root = [c for c in history.commits if c not in history.root_commits]
+    note["commits"] = len(non_root)
+    note["total_commits"] = history.total_commits
+    if history.total_commits <= 1 or not non_root:
+        why = "a one-commit tree" if history.total_commits <= 1 else f"no commit since {since}"
+        note["note"] = f"no history ({why}): ranked by kernel size, then number of dispatch keys"
+        return None, note
+    known = indexed_paths(con)
+    changes = [(c.commit, c.path, c.ranges) for c in history.changes if c.path in known]
+    extents = function_extents(con, {path for _, path, _ in changes})
+    touched = functions_touched(changes, extents)
+    note["commits_with_indexed_changes"] = len(touched)
+    if not touched:
+        return {}, note
+    edges, op_nodes, fn_nodes = reach_graph(con)
+    starts = {commit: [fn_nodes[f] for f in fids if f in fn_nodes] for commit, fids in touched.items()}
+    return churn_by_op(ops_reached(edges, op_nodes, starts)), note

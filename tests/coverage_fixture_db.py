@@ -1,0 +1,189 @@
+"""A small perfq index (built from schema/index.sql) and a git repo with history, for coverage tests.
+
+Graph (dst -> src: src is affected when dst changes)::
+
+    helper_common(2) -> add_impl(1) -> add.Tensor -> add.Scalar
+    helper_common(2) -> lerp_kernel(5) -> lerp.Scalar
+    lerp_tensor_kernel(6) -> lerp.Tensor
+    softmax_cpu(3), softmax_cuda(4) -> softmax.int -> bench softmax_test
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+FILES = [
+    (1, "aten/src/ATen/native/BinaryOps.cpp", "cpp", 60),
+    (2, "aten/src/ATen/native/cpu/SoftmaxKernel.cpp", "cpp", 70),
+    (3, "aten/src/ATen/native/cuda/SoftMax.cu", "cuda", 110),
+    (4, "aten/src/ATen/native/Lerp.cpp", "cpp", 40),
+    (5, "benchmarks/operator_benchmark/pt/softmax_test.py", "python", 30),
+]
+# id, file_id, name, start, end
+FUNCTIONS = [
+    (1, 1, "add_impl", 10, 30),
+    (2, 1, "helper_common", 40, 50),
+    (3, 2, "softmax_cpu", 5, 60),
+    (4, 3, "softmax_cuda", 1, 100),
+    (5, 4, "lerp_kernel", 1, 20),
+    (6, 4, "lerp_tensor_kernel", 25, 35),
+]
+# name, base, overload, schema, composite
+OPS = [
+    (
+        "add.Tensor",
+        "add",
+        "Tensor",
+        "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+        None,
+    ),
+    (
+        "add.Scalar",
+        "add",
+        "Scalar",
+        "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+        "CompositeExplicitAutograd",
+    ),
+    (
+        "softmax.int",
+        "softmax",
+        "int",
+        "softmax.int(Tensor self, int dim, ScalarType? dtype=None) -> Tensor",
+        None,
+    ),
+    ("lerp.Scalar", "lerp", "Scalar", "lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor", None),
+    ("lerp.Tensor", "lerp", "Tensor", "lerp.Tensor(Tensor self, Tensor end, Tensor weight) -> Tensor", None),
+    ("relu", "relu", "", "relu(Tensor self) -> Tensor", "CompositeImplicitAutograd"),
+    (
+        "addcmul",
+        "addcmul",
+        "",
+        "addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor",
+        None,
+    ),
+]
+# op, dispatch key, kernel name, function id
+KERNELS = [
+    ("add.Tensor", "CPU", "add_impl", 1),
+    ("add.Tensor", "CUDA", "add_impl", 1),
+    ("softmax.int", "CPU", "softmax_cpu", 3),
+    ("softmax.int", "CUDA", "softmax_cuda", 4),
+    ("lerp.Scalar", "CPU", "lerp_kernel", 5),
+    ("lerp.Scalar", "CUDA", "lerp_kernel", 5),
+    ("lerp.Tensor", "CPU", "lerp_tensor_kernel", 6),
+    ("relu", "CompositeImplicitAutograd", "relu", None),
+]
+BENCHMARKS = [
+    ("softmax_test", "benchmarks/operator_benchmark/pt/softmax_test.py"),
+    ("add_test", "benchmarks/operator_benchmark/pt/add_test.py"),
+    ("old_test", "benchmarks/operator_benchmark/pt/old_test.py"),
+]
+BENCH_OPS = [
+    ("softmax_test", "softmax.int", "static"),
+    ("add_test", "add.Tensor", "traced"),
+    ("old_test", "gone_op.default", "static"),
+]
+
+
+def schema_sql() -> str:
+    return resources.files("perfq.schema").joinpath("index.sql").read_text()
+
+
+def build_index(path: Path) -> Path:
+    """Write the fixture index at ``path``."""
+    con = duckdb.connect(str(path))
+    con.execute(schema_sql())
+    for fid, p, lang, n in FILES:
+        con.execute("INSERT INTO files VALUES (?, ?, 'x', ?, ?, 'ok', NULL)", [fid, p, lang, n])
+    for fid, file_id, name, start, end in FUNCTIONS:
+        con.execute(
+            "INSERT INTO functions VALUES (?, ?, ?, ?, 'function', ?, ?, false)",
+            [fid, file_id, f"at::native::{name}", name, start, end],
+        )
+    for name, base, overload, schema, composite in OPS:
+        con.execute(
+            "INSERT INTO ops VALUES (?, ?, ?, 'aten', ?, false, NULL, 'function', '', ?)",
+            [name, base, overload, schema, composite],
+        )
+    con.executemany("INSERT INTO kernels VALUES (?, ?, ?, ?)", KERNELS)
+    for name, file in BENCHMARKS:
+        con.execute("INSERT INTO benchmarks VALUES (?, ?, 'operator_benchmark', '[]', '[]')", [name, file])
+    for bench, op, source in BENCH_OPS:
+        con.execute("INSERT INTO bench_ops VALUES (?, ?, ?, '', 'cpu', 'torch.x')", [bench, op, source])
+    # nodes: function node id == function id, ops from 100, benchmarks from 200
+    for fid, _, name, _, _ in FUNCTIONS:
+        con.execute("INSERT INTO nodes VALUES (?, 'function', ?, ?)", [fid, str(fid), name])
+    op_node = {}
+    for i, (name, *_rest) in enumerate(OPS):
+        op_node[name] = 100 + i
+        con.execute("INSERT INTO nodes VALUES (?, 'op', ?, ?)", [100 + i, name, name])
+    con.execute("INSERT INTO nodes VALUES (200, 'benchmark', 'softmax_test', 'softmax_test')")
+    edges = [
+        (2, 1, "call"),
+        (1, op_node["add.Tensor"], "kernel"),
+        (op_node["add.Tensor"], op_node["add.Scalar"], "op_call"),
+        (2, 5, "call"),
+        (5, op_node["lerp.Scalar"], "kernel"),
+        (6, op_node["lerp.Tensor"], "kernel"),
+        (3, op_node["softmax.int"], "kernel"),
+        (4, op_node["softmax.int"], "kernel"),
+        (op_node["softmax.int"], 200, "bench_op"),
+    ]
+    con.executemany("INSERT INTO reach_edges VALUES (?, ?, ?, '')", edges)
+    con.close()
+    return path
+
+
+def _git(repo: Path, *args: str, date: str | None = None) -> str:
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@x",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@x",
+    )
+    if date:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
+    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def _write_lines(path: Path, n: int, changed: dict[int, str] | None = None) -> None:
+    lines = [f"// line {i}" for i in range(1, n + 1)]
+    for line, text in (changed or {}).items():
+        lines[line - 1] = text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def build_repo(repo: Path, old_date: str = "2000-01-01T00:00:00") -> dict[str, str]:
+    """A git repo holding the fixture files; returns commit ids.
+
+    c0 (root, dated ``old_date``) imports everything; c_old (year 2000) edits add_impl; then,
+    dated now: c1 edits helper_common, c2 lerp_tensor_kernel, c3 lerp_kernel.
+    """
+    repo.mkdir(parents=True, exist_ok=True)
+    _git(repo, "init", "-q", "-b", "main")
+    for _, p, _, n in FILES:
+        _write_lines(repo / p, n)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "import", date=old_date)
+    commits = {"c0": _git(repo, "rev-parse", "HEAD")}
+    _write_lines(repo / FILES[0][1], 60, {15: "// old change in add_impl"})
+    _git(repo, "commit", "-q", "-am", "old add change", date="2000-06-01T00:00:00")
+    commits["c_old"] = _git(repo, "rev-parse", "HEAD")
+    steps = [
+        ("c1", 0, 60, {15: "// old change in add_impl", 45: "// helper changed"}),
+        ("c2", 3, 40, {28: "// lerp tensor changed"}),
+        ("c3", 3, 40, {28: "// lerp tensor changed", 5: "// lerp scalar changed"}),
+    ]
+    for key, file_index, n, changed in steps:
+        _write_lines(repo / FILES[file_index][1], n, changed)
+        _git(repo, "commit", "-q", "-am", key)
+        commits[key] = _git(repo, "rev-parse", "HEAD")
+    return commits
