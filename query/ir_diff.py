@@ -121,7 +121,7 @@ def strip_attributes(text: str, stage: str) -> str:
             line = re.sub(r"\s#\d+\b", "", line)
             line = re.sub(r",\s*![\w.]+\s+!\d+", "", line)
             line = _LLVM_ATTR_WORDS.sub("", line)
-        out.append(" ".join(line.split()))
+        out.append(re.sub(r"\s+([,)\]])", r"\1", " ".join(line.split())))
     return "\n".join(out)
 
 
