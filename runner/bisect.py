@@ -112,7 +112,7 @@ class Session:
     def __init__(self, history: Path) -> None:
         self.con = connect_history(history)
         self.id = ""
-        self.replay: deque[tuple[str, int, list[float] | None]] = deque()
+        self.replay: deque[tuple[str, int, list[float] | None, str | None]] = deque()
         self.seq = 0
 
     def latest_resumable(self, repo: Path) -> dict[str, Any]:
@@ -123,10 +123,10 @@ class Session:
         if row is None:
             raise PerfqError(f"no interrupted bisect session to resume for {repo}")
         self.id = row[0]
-        for sha, n, okv, vals in self.con.execute(
-                "SELECT commit_sha, requested, ok, run_values FROM bisect_steps WHERE session_id = ? "
+        for sha, n, okv, vals, unit in self.con.execute(
+                "SELECT commit_sha, requested, ok, run_values, unit FROM bisect_steps WHERE session_id = ? "
                 "ORDER BY seq", [self.id]).fetchall():
-            self.replay.append((sha, n, json.loads(vals) if okv else None))
+            self.replay.append((sha, n, json.loads(vals) if okv else None, unit))
         self.seq = len(self.replay)
         return {"good": row[1], "bad": row[2], "commits": json.loads(row[3]), "command": json.loads(row[4]),
                 "build": row[5], "options": json.loads(row[6])}
@@ -139,11 +139,12 @@ class Session:
                  [self.id, str(repo), commits[0], commits[-1], json.dumps(commits), json.dumps(command),
                   build, json.dumps(options)])
 
-    def record(self, commit: str, n: int, values: list[float] | None, error: str | None) -> None:
-        self._tx("INSERT INTO bisect_steps (session_id, seq, commit_sha, requested, ok, run_values, error) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
+    def record(self, commit: str, n: int, values: list[float] | None, error: str | None,
+               unit: str | None) -> None:
+        self._tx("INSERT INTO bisect_steps (session_id, seq, commit_sha, requested, ok, run_values, error, "
+                 "unit) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                  [self.id, self.seq, commit, n, values is not None,
-                  json.dumps(values) if values is not None else None, error])
+                  json.dumps(values) if values is not None else None, error, unit])
         self.seq += 1
 
     def finish(self, status: str, result: dict[str, Any] | None) -> None:
@@ -211,15 +212,18 @@ class Bench:
 
     def __call__(self, commit: str, n: int) -> list[float] | None:
         if self.session.replay:
-            sha, want, values = self.session.replay[0]
+            sha, want, values, unit = self.session.replay[0]
             if sha == commit and want == n:
                 self.session.replay.popleft()
+                if unit:
+                    self.units.append(unit)
                 self.log(f"  {commit[:12]}: {n} run(s) replayed from the stored session")
                 return values
             self.log("warning: stored session diverges here; measuring from now on")
             self.session.replay.clear()
+        before = len(self.units)
         values, error = self._measure(commit, n)
-        self.session.record(commit, n, values, error)
+        self.session.record(commit, n, values, error, self.units[-1] if len(self.units) > before else None)
         return values
 
     def _measure(self, commit: str, n: int) -> tuple[list[float] | None, str | None]:

@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS bisect_steps (
     ok BOOLEAN NOT NULL,
     run_values TEXT,                -- JSON list of floats (NULL when the build or a run failed)
     error TEXT,
+    unit TEXT,                      -- unit the benchmark printed, if any (polarity on --resume)
     created_at TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (session_id, seq)
 );
