@@ -154,6 +154,7 @@ def compile_captured(
                 result.errors.append(f"{cap.kernel}: {exc}")
                 continue
             info = kernel_source_info(fn)
+            cap.spec = cap.spec.ordered(list(getattr(fn, "arg_names", [])))
             for target in targets:
                 result.compiles += 1
                 try:

@@ -48,6 +48,20 @@ class Specialization:
         opts = [f"{n}={self.options[n]}" for n in sorted(self.options)]
         return ",".join(args + consts) + ";" + ",".join(opts)
 
+    def ordered(self, arg_names: list[str]) -> Specialization:
+        """A copy listing arguments in the kernel's parameter order (so keys are canonical)."""
+        pos = {n: i for i, n in enumerate(arg_names)}
+
+        def order(names):
+            return sorted(names, key=lambda n: (pos.get(n, len(pos)), n))
+
+        return Specialization(
+            signature={n: self.signature[n] for n in order(self.signature)},
+            constexprs={n: self.constexprs[n] for n in order(self.constexprs)},
+            divisible=None if self.divisible is None else tuple(order(self.divisible)),
+            options=dict(self.options),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "signature": dict(self.signature),

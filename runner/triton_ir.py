@@ -114,7 +114,8 @@ def collect(
                 result.errors.append(f"{entry.kernel}: {exc}")
                 continue
             info = kernel_source_info(fn)
-            for spec in entry.specializations:
+            for raw_spec in entry.specializations:
+                spec = raw_spec.ordered(list(getattr(fn, "arg_names", [])))
                 for target in targets:
                     result.compiles += 1
                     try:
