@@ -482,7 +482,8 @@ def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
     def more(n: int) -> bool:
         nonlocal unit
         for _ in range(n):
-            reading, err = run_once(req.command, req.cwd, req.metric, req.timeout)
+            env = {**os.environ, "PERFQ_BISECT_RUN": str(len(values) + 1)}
+            reading, err = run_once(req.command, req.cwd, req.metric, req.timeout, env)
             if err or reading is None:
                 log(f"benchmark failed ({err}): skip")
                 return False
