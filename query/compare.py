@@ -88,6 +88,8 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
 
 @dataclass(frozen=True)
 class TestKey:
+    __test__ = False  # not a pytest class
+
     benchmark: str
     test: str
     mode: str
@@ -98,6 +100,8 @@ class TestKey:
 
 @dataclass
 class TestResult:
+    __test__ = False
+
     key: TestKey
     n_base: int
     n_head: int

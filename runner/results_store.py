@@ -221,7 +221,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = N
 def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None) -> list[Run]:
     """Runs (with samples and failures) matching an optional SQL condition on ``runs``."""
     runs = []
-    for row in _rows(con, f"SELECT * FROM runs {where} ORDER BY started_at, id", params):
+    for row in _rows(con, f"SELECT * FROM runs {where} ORDER BY started_at, side, id", params):
         row = {
             k: (str(v) if k in ("started_at", "ended_at") and v is not None else v) for k, v in row.items()
         }

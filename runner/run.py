@@ -161,10 +161,10 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> Outcome:
 
 
 def python_info(python: str) -> dict[str, str]:
-    """torch version of an interpreter (empty when torch is missing)."""
+    """torch version of an interpreter (empty when torch is missing), without importing torch."""
     try:
         out = subprocess.run(
-            [python, "-c", "import torch; print(torch.__version__)"],
+            [python, "-c", "from importlib.metadata import version; print(version('torch'))"],
             capture_output=True,
             text=True,
             timeout=120,

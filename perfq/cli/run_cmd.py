@@ -56,6 +56,16 @@ def _affected_doc(repo: Path, ref: str) -> dict:
     return affected_for_range(repo, ref)
 
 
+def _env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
+    out = []
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PerfqError(f"expected KEY=VALUE, got {pair!r}")
+        out.append((key, value))
+    return tuple(out)
+
+
 def _render_comparison(doc: dict, fmt: Format) -> None:
     from perfq.query.compare_report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
@@ -170,6 +180,12 @@ def register(app: typer.Typer) -> None:
         head_omp: Annotated[
             int | None, typer.Option("--head-omp-num-threads", help="OMP threads, head side only.")
         ] = None,
+        base_env: Annotated[
+            list[str] | None, typer.Option("--base-env", help="KEY=VALUE set for the base side only.")
+        ] = None,
+        head_env: Annotated[
+            list[str] | None, typer.Option("--head-env", help="KEY=VALUE set for the head side only.")
+        ] = None,
         adaptive: Annotated[
             bool, typer.Option("--adaptive", help="Add repeats to unknown tests (needs --ab).")
         ] = False,
@@ -254,15 +270,20 @@ def register(app: typer.Typer) -> None:
             if not base_python or not head_python:
                 raise PerfqError("--ab needs --base-python and --head-python")
             sides = [
-                runner.Side("base", base_python, omp_num_threads=base_omp, ref=base_ref or ""),
-                runner.Side("head", head_python, omp_num_threads=head_omp, ref=head_ref or ""),
+                runner.Side(
+                    "base", base_python, _env(base_env), omp_num_threads=base_omp, ref=base_ref or ""
+                ),
+                runner.Side(
+                    "head", head_python, _env(head_env), omp_num_threads=head_omp, ref=head_ref or ""
+                ),
             ]
         else:
             assert side is not None
             threads = base_omp if side == SideName.base else head_omp
+            env = _env(base_env if side == SideName.base else head_env)
             sides = [
                 runner.Side(
-                    side.value, python or runner.default_python(), omp_num_threads=threads, ref=ref or ""
+                    side.value, python or runner.default_python(), env, omp_num_threads=threads, ref=ref or ""
                 )
             ]
         plan = runner.Plan(

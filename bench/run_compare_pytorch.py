@@ -1,0 +1,156 @@
+"""Real check of `perfq run` / `perfq compare` on PyTorch 2.6.0's operator benchmarks (CPU).
+
+1. A/A: the same torch on both sides, 5 benchmark files, interleaved; the comparison must
+   report no regression on >= 95% of the tests.
+2. A/B: the head side runs with ``ATEN_CPU_CAPABILITY=default``, which makes ATen dispatch
+   its CPU kernels to the scalar (non-vectorised) build instead of AVX2/AVX512: a real kernel
+   slowdown, the same kind a bad kernel change causes. The softmax kernels
+   (aten/src/ATen/native/cpu/SoftMaxKernel.cpp) are vectorised DispatchStub kernels, so every
+   softmax test must be reported as a regression.
+
+Both runs use one OpenMP thread per process: on this shared 2-core machine two threads
+oversubscribe the cores and make timings erratic (softmax measured up to 30x slower).
+
+Usage: python bench/run_compare_pytorch.py [--repeat-aa 7] [--repeat-ab 5]
+Needs torch installed (checked with torch==2.13.0+cpu) and the corpus at
+$PERFQ_CORPUS or ~/.cache/perfq-corpus/pytorch-2.6.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+AA_BENCHES = ("softmax", "sum", "index_select", "linear", "matmul")
+AB_BENCHES = ("softmax",)
+
+
+def corpus_root() -> Path:
+    base = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"))
+    root = base / "benchmarks" / "operator_benchmark"
+    if not root.is_dir():
+        sys.exit(f"no operator_benchmark at {root} (set PERFQ_CORPUS)")
+    return root
+
+
+def perfq(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "perfq", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "CI": "true"})
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def run_and_compare(label: str, benches: tuple[str, ...], extra: list[str], tmp: Path, root: Path) -> dict:
+    history = tmp / "history.duckdb"
+    args = [
+        "run",
+        "--label",
+        label,
+        "--ab",
+        "--base-python",
+        sys.executable,
+        "--head-python",
+        sys.executable,
+        "--bench-root",
+        str(root),
+        "--history",
+        str(history),
+        "--repo",
+        str(tmp),
+        "--omp-num-threads",
+        "1",
+        "--warmup-iterations",
+        "20",
+        "--out",
+        str(tmp / f"{label}.json"),
+    ]
+    for b in benches:
+        args += ["--bench", b]
+    start = time.monotonic()
+    perfq(*args, *extra)
+    elapsed = time.monotonic() - start
+    doc = json.loads(
+        perfq("compare", label, "--format", "json", "--history", str(history), "--repo", str(tmp)).stdout
+    )
+    doc["elapsed"] = elapsed
+    return doc
+
+
+def show(doc: dict) -> None:
+    for t in doc["tests"]:
+        ci = t["ci"] or [float("nan"), float("nan")]
+        print(
+            f"  {t['verdict']:<11} {t['benchmark']:<18} {t['test']:<52} "
+            f"{t['base_median']:>10.2f} {t['head_median']:>10.2f} {t['change']:+8.1%} "
+            f"[{ci[0]:+.1%}, {ci[1]:+.1%}] q={t['p_value'] if t['p_value'] is None else round(t['p_value'], 4)}"
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat-aa", type=int, default=7)
+    parser.add_argument("--repeat-ab", type=int, default=5)
+    args = parser.parse_args()
+    root = corpus_root()
+    torch_version = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if not torch_version:
+        sys.exit("torch is not installed (pip install torch==2.13.0)")
+    print(f"torch {torch_version}, benchmarks {root}, {os.cpu_count()} cpus")
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="perfq-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        aa = run_and_compare(
+            "aa", AA_BENCHES, ["--repeat", str(args.repeat_aa), "--iterations", "100"], tmp, root
+        )
+        n = len(aa["tests"])
+        c = aa["summary"]
+        no_reg = 1 - c["regression"] / n if n else 0.0
+        print(
+            f"\nA/A ({len(AA_BENCHES)} files, {n} tests, {args.repeat_aa} repeats/side, {aa['elapsed']:.0f}s): "
+            f"{c['regression']} regression, {c['improvement']} improvement, {c['same']} same, "
+            f"{c['unknown']} unknown -> no regression on {no_reg:.1%} of tests (target >= 95%)"
+        )
+        show(aa)
+        ok &= n >= 20 and no_reg >= 0.95
+
+        ab = run_and_compare(
+            "ab",
+            AB_BENCHES,
+            [
+                "--repeat",
+                str(args.repeat_ab),
+                "--iterations",
+                "30",
+                "--head-env",
+                "ATEN_CPU_CAPABILITY=default",
+            ],
+            tmp,
+            root,
+        )
+        softmax = [t for t in ab["tests"] if t["benchmark"] == "softmax_test"]
+        flagged = [t for t in softmax if t["verdict"] == "regression"]
+        print(
+            f"\nA/B (head ATEN_CPU_CAPABILITY=default, {len(softmax)} softmax tests, {args.repeat_ab} "
+            f"repeats/side, {ab['elapsed']:.0f}s): {len(flagged)}/{len(softmax)} reported as regression "
+            f"(target: all)"
+        )
+        show(ab)
+        ok &= bool(softmax) and len(flagged) == len(softmax)
+        print(f"\ntotal time {aa['elapsed'] + ab['elapsed']:.0f}s; {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""perfq run end to end with the fake benchmark: A/B runs, storage, failures, Ctrl-C, adaptive,
+export/import idempotence and the CLI commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from perfq.cli import app
+from perfq.runner import run as runner
+from perfq.runner.opbench import OpBenchSpec
+from perfq.runner.results_store import export_runs, import_files, load_export, runs_for_label
+from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
+
+PY = sys.executable
+
+
+def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
+    jobs = [
+        runner.opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), kw.pop("tests", ()))
+        for b in benches
+    ]
+    sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
+    return runner.Plan(
+        label=kw.pop("label", "L"),
+        jobs=jobs,
+        sides=sides,
+        repeat=repeat,
+        bench_root=root,
+        repo=tmp,
+        history=tmp / "h.duckdb",
+        **kw,
+    )
+
+
+def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
+    root = make_bench_root(tmp_path)
+    # 5 repeats: with 3 per side no rank test can reach p < 0.05, the verdict would be unknown
+    plan = plan_for(tmp_path, root, head_env=[("FAKE_SLOW", "1.5")], out=tmp_path / "r.json", repeat=5)
+    runs = runner.execute(plan)
+    assert [r.side for r in runs] == ["base", "head"] and all(r.status == "complete" for r in runs)
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    rows = con.execute(
+        "SELECT r.side, s.test, count(*), min(s.value), max(s.value), any_value(s.metric) "
+        "FROM samples s JOIN runs r ON r.id = s.run_id GROUP BY 1, 2 ORDER BY 1, 2"
+    ).fetchall()
+    status = con.execute("SELECT DISTINCT status, label FROM runs").fetchall()
+    con.close()
+    assert status == [("complete", "L")]
+    assert {r[1] for r in rows} == ALL_TESTS_SHORT  # tag short: the long test did not run
+    assert all(r[2] == 5 for r in rows)
+    vals = {(r[0], r[1]): r[3] for r in rows}
+    assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
+    assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
+    from perfq.cli.run_cmd import comparison_for_label
+    from perfq.query.compare import Settings
+
+    doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())
+    assert {t["verdict"] for t in doc["tests"]} == {"regression"}
+    assert all(t["change"] == pytest.approx(0.5) for t in doc["tests"])
+    assert doc["base"]["torch_version"] == doc["head"]["torch_version"]  # whatever this interpreter has
+    assert len(load_export(tmp_path / "r.json")) == 2
+
+
+def test_test_filter_runs_only_selected_tests(tmp_path):
+    root = make_bench_root(tmp_path)
+    runs = runner.execute(plan_for(tmp_path, root, tests=("mul_M8_cpu",), repeat=2))
+    assert {s.test for r in runs for s in r.samples} == {"mul_M8_cpu"}
+    runs = runner.execute(
+        plan_for(tmp_path, root, tests=("add_M8_cpu", "add_M512_cpu"), repeat=1, label="two")
+    )
+    assert {s.test for s in runs[0].samples} == {
+        "add_M8_cpu"
+    }  # add_M512 is tagged long: not in the short set
+
+
+def test_failing_benchmark_is_recorded_and_run_goes_on(tmp_path):
+    root = make_bench_root(tmp_path, names=("fake_test", "other_test"))
+    plan = plan_for(tmp_path, root, benches=("fake_test", "other_test"), head_env=[("FAKE_FAIL", "1")])
+    # head fails for both files: recorded once each (not retried), base keeps all its samples
+    runs = runner.execute(plan)
+    base, head = runs
+    assert len(base.samples) == 2 * 3 * len(ALL_TESTS_SHORT) and head.samples == []
+    assert [f.benchmark for f in head.failures] == ["fake_test", "other_test"]
+    assert "fake kernel exploded" in head.failures[0].stderr_tail and head.failures[0].returncode == 1
+    stored = runs_for_label(tmp_path / "h.duckdb", "L")
+    assert [len(r.failures) for r in stored] == [0, 2] and all(r.status == "complete" for r in stored)
+
+
+def test_ctrl_c_keeps_finished_samples_and_marks_incomplete(tmp_path):
+    root = make_bench_root(tmp_path)
+    plan = plan_for(tmp_path, root, repeat=5)
+    calls = {"n": 0}
+
+    def progress(event, job, advance):
+        if event == "advance":
+            calls["n"] += 1
+            if calls["n"] == 3:  # after base, head, base of round 0/1
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(plan, progress)
+    stored = runs_for_label(tmp_path / "h.duckdb", "L")
+    assert [r.status for r in stored] == ["incomplete", "incomplete"]
+    assert [len(r.samples) for r in stored] == [2 * len(ALL_TESTS_SHORT), len(ALL_TESTS_SHORT)]
+    assert "interrupted" in stored[0].notes
+
+
+def test_adaptive_adds_repeats_only_to_unknown_tests(tmp_path):
+    root = make_bench_root(tmp_path)
+    env = [("FAKE_NOISE", "0.4"), ("FAKE_NOISY_TESTS", "add_M8_cpu")]
+    plan = plan_for(tmp_path, root, base_env=env, head_env=env, repeat=3, adaptive=True, max_repeat=7)
+    base, _ = runner.execute(plan)
+    counts = {}
+    for s in base.samples:
+        counts[s.test] = counts.get(s.test, 0) + 1
+    assert counts["add_M64_cpu"] == counts["mul_M8_cpu"] == 3  # deterministic: "same" after 3 repeats
+    assert 3 < counts["add_M8_cpu"] <= 7
+
+
+def test_export_import_is_idempotent_and_merges_machines(tmp_path):
+    root = make_bench_root(tmp_path)
+    a = tmp_path / "a"
+    b = tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    # two "CI jobs": base on one machine, head on another, each with its own history + export
+    plan_a = plan_for(a, root, repeat=2, out=a / "base.json")
+    plan_a.sides = plan_a.sides[:1]
+    runner.execute(plan_a)
+    plan_b = plan_for(b, root, repeat=2, out=b / "head.json", head_env=[("FAKE_SLOW", "2")])
+    plan_b.sides = plan_b.sides[1:]
+    runner.execute(plan_b)
+    merged = tmp_path / "merged.duckdb"
+    first = import_files(merged, [a / "base.json", b / "head.json"])
+    assert first["runs_added"] == 2 and first["samples_added"] == 4 * len(ALL_TESTS_SHORT)
+    again = import_files(merged, [a / "base.json", b / "head.json", b / "h.duckdb"])
+    assert again["runs_added"] == 0 and again["samples_added"] == 0
+    con = duckdb.connect(str(merged), read_only=True)
+    assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 4 * len(ALL_TESTS_SHORT)
+    con.close()
+    # an incomplete run re-exported later with more samples gains only the missing ones
+    run = load_export(a / "base.json")[0]
+    run.add_sample(
+        9,
+        "fake_test",
+        type(
+            "M",
+            (),
+            {
+                "test": "extra",
+                "mode": "eager",
+                "device": "cpu",
+                "metric": "forward_time",
+                "unit": "us",
+                "value": 1.0,
+            },
+        )(),
+    )
+    export_runs([run], tmp_path / "more.json")
+    assert import_files(merged, [tmp_path / "more.json"])["samples_added"] == 1
+
+
+def test_cli_run_compare_history_import(tmp_path):
+    root = make_bench_root(tmp_path)
+    hist = tmp_path / "cli.duckdb"
+    cli = CliRunner()
+    common = ["--history", str(hist), "--repo", str(tmp_path)]
+    res = cli.invoke(
+        app,
+        [
+            "run",
+            "--label",
+            "pr1",
+            "--ab",
+            "--base-python",
+            PY,
+            "--head-python",
+            PY,
+            "--bench",
+            "fake",
+            "--bench-root",
+            str(root),
+            "--repeat",
+            "5",
+            "--head-env",
+            "FAKE_SLOW=0.5",
+            "--out",
+            str(tmp_path / "o.json"),
+            *common,
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    res = cli.invoke(app, ["compare", "pr1", "--format", "json", *common])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {t["verdict"] for t in doc["tests"]} == {"improvement"} and len(doc["tests"]) == len(
+        ALL_TESTS_SHORT
+    )
+    res = cli.invoke(app, ["compare", "pr1", "--format", "markdown", *common])
+    assert res.stdout.splitlines()[0].count("0 regression(s)") == 1
+    res = cli.invoke(app, ["history", "fake_test", "--test", "add_M8_cpu", "--format", "json", *common])
+    rows = json.loads(res.stdout)["rows"]
+    assert sorted((r["side"], r["median"], r["n"]) for r in rows) == [("base", 10.0, 5), ("head", 5.0, 5)]
+    res = cli.invoke(app, ["import", str(tmp_path / "o.json"), *common])
+    assert res.exit_code == 0 and "0 new run(s)" in res.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = cli.invoke(app, ["import", str(bad), *common])
+    assert res.exit_code != 0 and isinstance(res.exception, SystemExit) or "bad JSON" in str(res.exception)
+    res = cli.invoke(app, ["compare", "nope", *common])
+    assert res.exit_code != 0 and "no runs labelled" in str(res.exception)
+    res = cli.invoke(
+        app,
+        ["run", "--label", "x", "--side", "base", "--bench", "missing", "--bench-root", str(root), *common],
+    )
+    assert "no operator benchmark 'missing'" in str(res.exception)
+
+
+def test_script_benchmark_from_config(tmp_path):
+    (tmp_path / "bench.py").write_text(
+        "import os\nf = float(os.environ.get('SLOW', '1'))\n"
+        "print(f'gemm_small: {10 * f} us')\nprint(f'gemm_large: {100 * f} us')\n"
+    )
+    (tmp_path / "perfq.toml").write_text(
+        '[tool.perfq.benchmarks.gemm]\ncommand = "{python} bench.py"\n'
+        'pattern = "^(?P<test>\\\\w+): (?P<value>[0-9.]+) us$"\n'
+    )
+    hist = tmp_path / "s.duckdb"
+    res = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--label",
+            "s",
+            "--ab",
+            "--base-python",
+            PY,
+            "--head-python",
+            PY,
+            "--bench",
+            "gemm",
+            "--repeat",
+            "5",
+            "--head-env",
+            "SLOW=3",
+            "--repo",
+            str(tmp_path),
+            "--history",
+            str(hist),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(
+        app, ["compare", "s", "--format", "json", "--repo", str(tmp_path), "--history", str(hist)]
+    )
+    doc = json.loads(res.stdout)
+    assert [(t["test"], t["verdict"], round(t["change"], 3)) for t in doc["tests"]] == [
+        ("gemm_large", "regression", 2.0),
+        ("gemm_small", "regression", 2.0),
+    ]
