@@ -83,13 +83,17 @@ def run_and_compare(label: str, benches: tuple[str, ...], extra: list[str], tmp:
     return doc
 
 
+def fmt_q(q: float | None) -> str:
+    return "n/a" if q is None else f"{q:.3g}"
+
+
 def show(doc: dict) -> None:
     for t in doc["tests"]:
         ci = t["ci"] or [float("nan"), float("nan")]
         print(
             f"  {t['verdict']:<11} {t['benchmark']:<18} {t['test']:<52} "
             f"{t['base_median']:>10.2f} {t['head_median']:>10.2f} {t['change']:+8.1%} "
-            f"[{ci[0]:+.1%}, {ci[1]:+.1%}] q={t['p_value'] if t['p_value'] is None else round(t['p_value'], 4)}"
+            f"[{ci[0]:+.1%}, {ci[1]:+.1%}] q={fmt_q(t['p_value'])}"
         )
 
 
@@ -118,7 +122,8 @@ def main() -> int:
         c = aa["summary"]
         no_reg = 1 - c["regression"] / n if n else 0.0
         print(
-            f"\nA/A ({len(AA_BENCHES)} files, {n} tests, {args.repeat_aa} repeats/side, {aa['elapsed']:.0f}s): "
+            f"\nA/A ({len(AA_BENCHES)} files, {n} tests, {args.repeat_aa} repeats/side, "
+            f"{aa['elapsed']:.0f}s): "
             f"{c['regression']} regression, {c['improvement']} improvement, {c['same']} same, "
             f"{c['unknown']} unknown -> no regression on {no_reg:.1%} of tests (target >= 95%)"
         )

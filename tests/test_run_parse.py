@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from perfq.errors import PerfqError
 from perfq.runner import opbench
 from perfq.runner.opbench import OpBenchSpec, RunnerCaps
 from perfq.runner.run import drop_unsupported_compile, jobs_from_affected, match_ops
 from perfq.runner.script_bench import parse_output, script_benchmarks
+
+from perfq.errors import PerfqError
 from tests.run_fakebench import make_bench_root
 
 TEXT_260 = """# ----------------------------------------
