@@ -60,10 +60,12 @@ def main() -> None:
           f"regression {args.regression:+.0%}, {args.broken:.0%} broken, "
           f"pruning rules out {args.unrelated:.0%}; runs={cfg.runs} threshold={cfg.threshold} "
           f"margin={cfg.margin} extra={cfg.extra_runs}")
-    for prune in (False, True):
+    naive = SearchConfig(extra_runs=0, verify=False, pool=False)
+    for prune, conf, label in ((False, cfg, "without --prune"), (True, cfg, "with --prune   "),
+                               (False, naive, "naive median-of-3 bisection (no extra runs, no verify)")):
         t0 = time.perf_counter()
         rows = [trial(args.seed + k, args.commits, args.noise, args.regression, args.broken,
-                      args.unrelated, prune, cfg, args.model) for k in range(args.trials)]
+                      args.unrelated, prune, conf, args.model) for k in range(args.trials)]
         exact = sum(r[0] for r in rows)
         certain = sum(r[0] and r[4] == "found" for r in rows)
         wrong = sum(not r[0] and r[4] == "found" for r in rows)
@@ -72,7 +74,6 @@ def main() -> None:
         statuses: dict[str, int] = {}
         for r in rows:
             statuses[r[4]] = statuses.get(r[4], 0) + 1
-        label = "with --prune   " if prune else "without --prune"
         print(f"{label}: right first-bad commit {exact}/{args.trials} ({exact / args.trials:.0%}; "
               f"{certain} with no caveat, the rest flagged next to skipped/ambiguous commits), "
               f"confidently wrong {wrong}, culprit among suspects {within}; benchmark runs mean "
