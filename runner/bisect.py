@@ -18,7 +18,7 @@ import sys
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -265,7 +265,6 @@ class Bench:
         return run_build(cmd, self.repo, self.req.timeout, self._env(self.co.current or ""))
 
 
-
 def _options(req: BisectRequest) -> dict[str, Any]:
     return {"cwd": req.cwd, "metric": asdict(req.metric), "lower": req.lower, "higher": req.higher,
             "search": asdict(req.search), "all_parents": req.all_parents, "timeout": req.timeout,
@@ -276,9 +275,14 @@ def _apply_options(req: BisectRequest, stored: dict[str, Any]) -> BisectRequest:
     opts = stored["options"]
     return replace(req, good=stored["good"], bad=stored["bad"], command=stored["command"],
                    build=stored["build"], cwd=opts["cwd"], metric=MetricSpec(**opts["metric"]),
-                   lower=opts["lower"], higher=opts["higher"], search=SearchConfig(**opts["search"]),
+                   lower=opts["lower"], higher=opts["higher"], search=_search_config(opts["search"]),
                    all_parents=opts["all_parents"], timeout=opts["timeout"], prune=opts["prune"],
                    benchmark=opts["benchmark"])
+
+
+def _search_config(stored: dict[str, Any]) -> SearchConfig:
+    known = {f.name for f in fields(SearchConfig)}
+    return SearchConfig(**{k: v for k, v in stored.items() if k in known})
 
 
 def _sigterm_to_interrupt() -> Callable[[], None]:
@@ -321,7 +325,11 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
             name = benchmark_name(req)
             if not name:
                 raise PerfqError("--prune needs to know the benchmark: pass --benchmark NAME")
-            may_affect = prune_predicate(repo, name, req.db)
+            pred = prune_predicate(repo, name, req.db)
+            log(f"--prune: asking the index which of {n} commit(s) can reach {name}")
+            reach = {c: pred(c) for c in commits[1:]}  # before any checkout: errors leave no trace
+            may_affect = reach.__getitem__
+            log(f"--prune: {sum(reach.values())} of {n} commit(s) can reach {name}")
         if not req.resume:
             session.create(repo, commits, req.command, req.build, _options(req))
         return _drive(repo, req, commits, session, may_affect, log, confirm)
@@ -391,7 +399,7 @@ def build_report(repo: Path, out: Outcome, side: Outcome | None, merge: str | No
     """The report document (the JSON shape of ``perfq bisect --format json``)."""
     main = out
     via_merge = None
-    if side is not None and side.status == "found" and side.first_bad:
+    if side is not None and side.status in ("found", "ambiguous") and side.first_bad:
         main, via_merge = side, merge
     steps = [{"commit": s.commit, "values": s.values, "verdict": s.verdict, "phase": s.phase, "note": s.note}
              for o in (out, side) if o is not None for s in o.steps]
