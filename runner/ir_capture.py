@@ -31,10 +31,21 @@ from perfq.errors import PerfqError
 HOOK = Path(__file__).with_name("ir_capture_hook.py")
 SITECUSTOMIZE = """\
 import importlib.util as _u
+import os as _os
+import sys as _sys
+
 _s = _u.spec_from_file_location("_perfq_ir_capture_hook", {hook!r})
 _m = _u.module_from_spec(_s)
 _s.loader.exec_module(_m)
 _m.install()
+# chain to the sitecustomize this one shadows, if any
+_here = _os.path.dirname(_os.path.abspath(__file__))
+for _p in _sys.path:
+    _f = _os.path.join(_p or ".", "sitecustomize.py")
+    if _os.path.abspath(_p or ".") != _here and _os.path.isfile(_f):
+        _c = _u.spec_from_file_location("_perfq_chained_sitecustomize", _f)
+        _c.loader.exec_module(_u.module_from_spec(_c))
+        break
 """
 
 

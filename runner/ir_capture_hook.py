@@ -22,6 +22,9 @@ DTYPES = {
     "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "i1",
     "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
 }
+# launch/compile options that define a specialization (others, like arch, belong to the target)
+SPEC_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "waves_per_eu",
+                "matrix_instr_nonkdim", "kpack")
 _seen: set[str] = set()
 
 
@@ -83,7 +86,8 @@ def record_ast_source(src, options) -> None:
         pairs = [list(a) for a in attrs]
         if isinstance(index, int) and index < len(names) and ["tt.divisibility", 16] in pairs:
             divisible.append(names[index])
-    opts = {k: v for k, v in dict(options or {}).items() if isinstance(v, bool | int | float | str)}
+    opts = {k: v for k, v in dict(options or {}).items()
+            if k in SPEC_OPTIONS and isinstance(v, bool | int | float | str)}
     _write({**_fn_info(fn), "signature": signature, "constexprs": constants,
             "divisible": sorted(divisible), "options": opts, "via": "compile"})
 
@@ -123,7 +127,7 @@ def spec_from_args(arg_names, constexpr_names, args, kwargs) -> dict:
                 divisible.append(name)
         elif ty in ("i32", "i64") and value % 16 == 0:
             divisible.append(name)
-    options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas")}
+    options = {k: v for k, v in kwargs.items() if k in SPEC_OPTIONS}
     return {"signature": signature, "constexprs": constants, "divisible": divisible, "options": options}
 
 
