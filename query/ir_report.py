@@ -30,9 +30,13 @@ def _fence(text: str, limit: int) -> str:
     return f"```diff\n{body}\n```"
 
 
+GITHUB_COMMENT_BUDGET = 60000  # characters; GitHub rejects comments over 65536
+
+
 def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool = False,
-                max_diff_lines: int = 400) -> str:
-    """A PR comment: summary, triage buckets, changed kernels first with folded diffs."""
+                max_diff_lines: int = 120, budget: int = GITHUB_COMMENT_BUDGET) -> str:
+    """A PR comment: summary, triage buckets, changed kernels first with folded diffs
+    (diffs that would push the comment past ``budget`` characters are left out, with a note)."""
     out = [f"### perfq ir diff: `{label_a}` → `{label_b}`", "", summary_line(diffs) + ".", ""]
     changed = [d for d in diffs if d.status != IDENTICAL]
     if not changed:
@@ -48,13 +52,24 @@ def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool =
     for d in changed:
         out.append(f"| `{d.kernel}` | {d.target} | {d.stage} | {d.status} | {format_delta(d.op_delta, 6)} |")
     out.append("")
+    size = sum(len(line) + 1 for line in out)
+    left_out = 0
     for d in changed:
         text = d.raw_diff if raw and d.raw_diff else d.diff
         title = f"{d.kernel} · {d.target} · {d.stage} · {d.status}"
         if d.op_delta:
             title += f" ({format_delta(d.op_delta, 4)})"
-        out += [f"<details><summary>{title}</summary>", "", f"specialization: `{d.specialization}`", "",
-                _fence(text, max_diff_lines), "", "</details>", ""]
+        block = [f"<details><summary>{title}</summary>", "", f"specialization: `{d.specialization}`", "",
+                 _fence(text, max_diff_lines), "", "</details>", ""]
+        block_size = sum(len(line) + 1 for line in block)
+        if budget and size + block_size > budget:
+            left_out += 1
+            continue
+        out += block
+        size += block_size
+    if left_out:
+        out += [f"_{left_out} diffs left out to keep this comment short: run "
+                f"`perfq ir diff {label_a} {label_b}` to see them._", ""]
     same = [d for d in diffs if d.status == IDENTICAL]
     if same:
         out += [f"<details><summary>{len(same)} identical IRs</summary>", ""]
