@@ -163,3 +163,13 @@ def test_recollecting_a_label_replaces_only_the_same_keys(tmp_path):
         assert con.execute("SELECT count(*) FROM ir_collections").fetchone()[0] == 2
     finally:
         con.close()
+
+
+def test_markdown_leaves_out_diffs_past_the_comment_budget():
+    diffs = diff_collections(_collection(**{"m:k": TTIR, "m:j": TTIR}),
+                             _collection(**{"m:k": TTIR_EDIT, "m:j": TTIR_ATTR}), "base", "head")
+    full = to_markdown("base", "head", diffs)
+    assert full.count("```diff") == 2 and "left out" not in full
+    short = to_markdown("base", "head", diffs, budget=len(full) - 200)
+    assert short.count("```diff") == 1
+    assert "_1 diffs left out to keep this comment short: run `perfq ir diff base head`" in short
