@@ -100,6 +100,11 @@ def _inside_loop(hunk: _Hunk, pos: int) -> bool:
     return False
 
 
+def _grew(rx: re.Pattern[str], added: list[str], removed: list[str]) -> bool:
+    """More matches on added than on removed lines: something new, not an edited line."""
+    return sum(len(rx.findall(t)) for t in added) > sum(len(rx.findall(t)) for t in removed)
+
+
 def scan_diff(diff: str, limit: int = 20) -> list[Hint]:
     """Hints for ``diff`` (unified format), at most one per kind and file, at most ``limit``."""
     hints: list[Hint] = []
@@ -115,15 +120,17 @@ def scan_diff(diff: str, limit: int = 20) -> list[Hint]:
         removed = [t for k, _, t in hunk.lines if k == "-"]
         added = [(n, t) for k, n, t in hunk.lines if k == "+"]
         removed_loops = [t for t in removed if _LOOP.match(t)]
+        added_text = [t for _, t in added]
+        new_sync, new_mask, new_load = (_grew(rx, added_text, removed) for rx in (_SYNC, _MASK, _LOAD))
         for pos, (kind, n, text) in enumerate(hunk.lines):
             if kind == "+":
                 if _LOOP.match(text) and removed_loops and text.strip() not in {r.strip() for r in removed}:
                     add("loop-bounds", hunk, n, text)
-                if _SYNC.search(text):
+                if new_sync and _SYNC.search(text):
                     add("sync", hunk, n, text)
-                if _LOAD.search(text) and _inside_loop(hunk, pos):
+                if new_load and _LOAD.search(text) and _inside_loop(hunk, pos):
                     add("load-in-loop", hunk, n, text)
-                if _MASK.search(text):
+                if new_mask and _MASK.search(text):
                     add("masking", hunk, n, text)
             if kind in "+-":
                 if _LAUNCH.search(text):

@@ -9,6 +9,7 @@ in the output that carries a unit (``time: 12.3 ms``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -150,10 +151,14 @@ def extract(text: str, spec: MetricSpec) -> Reading:
     if spec.regex and spec.json_path:
         raise PerfqError("use either --metric or --metric-json, not both")
     if spec.regex:
-        return _from_regex(text, spec.regex, spec.aggregate)
-    if spec.json_path:
-        return _from_json(text, spec.json_path)
-    return auto_detect(text)
+        reading = _from_regex(text, spec.regex, spec.aggregate)
+    elif spec.json_path:
+        reading = _from_json(text, spec.json_path)
+    else:
+        reading = auto_detect(text)
+    if not math.isfinite(reading.value):
+        raise PerfqError(f"the metric is {reading.value}, not a finite number")
+    return reading
 
 
 def polarity(lower: bool | None, higher: bool | None, unit: str | None) -> tuple[bool, str]:

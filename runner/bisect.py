@@ -11,6 +11,7 @@ a ``finally`` block, so success, failure and Ctrl-C all leave the tree as it was
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -54,6 +55,8 @@ class BisectRequest:
     yes: bool = False
     prune: bool = False
     benchmark: str | None = None  # operator benchmark name (also what --prune looks for)
+    ir_kernel: str | None = None  # bisect on "the IR of this kernel changed" (perfq ir collect)
+    ir_targets: tuple[str, ...] = ()
     db: Path | None = None
     history: Path | None = None
     resume: bool = False
@@ -69,6 +72,15 @@ def opbench_command(name: str, test_name: str | None = None) -> tuple[list[str],
     argv += ["--test-name", test_name] if test_name else ["--tag-filter", "short"]
     argv += ["--device", "cpu"]
     return argv, OPBENCH_ROOT, MetricSpec(regex=OPBENCH_METRIC, aggregate="first" if test_name else "sum")
+
+
+def ir_request(req: BisectRequest) -> BisectRequest:
+    """The request for ``--ir KERNEL``: one deterministic compile per commit (value 0.0 = same
+    IR as GOOD, 1.0 = changed), no extra runs, no noise checks."""
+    cfg = replace(req.search, runs=1, baseline_runs=1, extra_runs=0, min_change=0.5, verify=False,
+                  lower_is_better=True)
+    return replace(req, search=cfg, lower=True, higher=None,
+                   command=["perfq", "ir", "collect", "--kernel", req.ir_kernel or ""])
 
 
 def benchmark_name(req: BisectRequest) -> str | None:
@@ -209,6 +221,9 @@ class Bench:
         self.units: list[str] = []
         self.last_error = ""
         self.runs_done = 0
+        self.ir_good = ""
+        self.ir_reference: str | None = None
+        self.ir_cache: dict[str, str] = {}
 
     def __call__(self, commit: str, n: int) -> list[float] | None:
         if self.session.replay:
@@ -238,6 +253,8 @@ class Bench:
             if err:
                 return self._fail(commit, f"build failed: {err}")
             self.built = commit
+        if self.req.ir_kernel:
+            return self._ir_values(commit, n)
         values = []
         cwd = self.repo / self.req.cwd if self.req.cwd else self.repo
         for _ in range(n):
@@ -251,6 +268,58 @@ class Bench:
         unit = self.units[-1] if self.units else ""
         self.log(f"  {commit[:12]}: " + " ".join(f"{v:.4g}" for v in values) + (f" {unit}" if unit else ""))
         return values, None
+
+    def _ir_values(self, commit: str, n: int) -> tuple[list[float] | None, str | None]:
+        """0.0 when the kernel's normalized IR equals GOOD's, 1.0 when it differs (one compile)."""
+        fingerprint, err = self._ir_fingerprint(commit)
+        if fingerprint is None:
+            return self._fail(commit, err or "IR collection failed")
+        if self.ir_reference is None:
+            if commit != self.ir_good:
+                ref, err = self._ir_fingerprint(self.ir_good)
+                self.co.to(commit)
+                if ref is None:
+                    return self._fail(commit, f"cannot collect the IR at GOOD: {err}")
+                self.ir_reference = ref
+            else:
+                self.ir_reference = fingerprint
+        value = 0.0 if fingerprint == self.ir_reference else 1.0
+        self.log(f"  {commit[:12]}: IR of {self.req.ir_kernel} "
+                 + ("same as GOOD" if value == 0.0 else "changed") + f" ({fingerprint[:12]})")
+        return [value] * n, None
+
+    def _ir_fingerprint(self, commit: str) -> tuple[str | None, str | None]:
+        import hashlib
+        import tempfile
+
+        if commit in self.ir_cache:
+            return self.ir_cache[commit], None
+        self.co.to(commit)
+        with tempfile.TemporaryDirectory(prefix="perfq-bisect-ir-") as tmp:
+            db = Path(tmp) / "ir.duckdb"
+            argv = [sys.executable, "-m", "perfq", "ir", "collect", "--label", "bisect", "--kernel",
+                    self.req.ir_kernel or "", "--repo", str(self.repo), "--history", str(db),
+                    "--commit", commit, "--format", "json"]
+            for t in self.req.ir_targets:
+                argv += ["--target", t]
+            try:
+                out = subprocess.run(argv, cwd=self.repo, capture_output=True, text=True,
+                                     timeout=self.req.timeout, errors="replace")
+            except subprocess.TimeoutExpired:
+                return None, f"perfq ir collect timed out after {self.req.timeout:g}s"
+            if out.returncode != 0 or not db.exists():
+                return None, f"perfq ir collect failed: {_tail(out)}"
+            con = connect_history(db)
+            try:
+                rows = con.execute("SELECT kernel, specialization, target, stage, normalized_sha "
+                                   "FROM ir_records WHERE label = 'bisect' ORDER BY ALL").fetchall()
+            finally:
+                con.close()
+        if not rows:
+            return None, "no IR stored"
+        fp = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+        self.ir_cache[commit] = fp
+        return fp, None
 
     def _fail(self, commit: str, error: str) -> tuple[None, str]:
         self.last_error = error
@@ -268,7 +337,8 @@ class Bench:
 def _options(req: BisectRequest) -> dict[str, Any]:
     return {"cwd": req.cwd, "metric": asdict(req.metric), "lower": req.lower, "higher": req.higher,
             "search": asdict(req.search), "all_parents": req.all_parents, "timeout": req.timeout,
-            "prune": req.prune, "benchmark": req.benchmark}
+            "prune": req.prune, "benchmark": req.benchmark, "ir_kernel": req.ir_kernel,
+            "ir_targets": list(req.ir_targets)}
 
 
 def _apply_options(req: BisectRequest, stored: dict[str, Any]) -> BisectRequest:
@@ -277,7 +347,8 @@ def _apply_options(req: BisectRequest, stored: dict[str, Any]) -> BisectRequest:
                    build=stored["build"], cwd=opts["cwd"], metric=MetricSpec(**opts["metric"]),
                    lower=opts["lower"], higher=opts["higher"], search=_search_config(opts["search"]),
                    all_parents=opts["all_parents"], timeout=opts["timeout"], prune=opts["prune"],
-                   benchmark=opts["benchmark"])
+                   benchmark=opts["benchmark"], ir_kernel=opts.get("ir_kernel"),
+                   ir_targets=tuple(opts.get("ir_targets") or ()))
 
 
 def _search_config(stored: dict[str, Any]) -> SearchConfig:
@@ -310,7 +381,11 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
         else:
             if not req.good:
                 raise PerfqError("give the GOOD commit (or --resume)")
-            if not req.command:
+            if req.ir_kernel:
+                if req.command:
+                    raise PerfqError("--ir bisects on the kernel's IR; do not give a command after `--`")
+                req = ir_request(req)
+            elif not req.command:
                 raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
             good = g.resolve(repo, req.good)
             bad = g.resolve(repo, req.bad or "HEAD")
@@ -358,6 +433,7 @@ def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
     try:
         with g.guarded(repo, stash_ok, log) as co:
             bench = Bench(repo, req, co, session, log)
+            bench.ir_good = commits[0]
 
             def lower_is_better() -> bool:
                 lower, note = polarity(req.lower, req.higher, bench.units[0] if bench.units else None)
@@ -390,6 +466,8 @@ def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
         raise
     finally:
         restore_signal()
+    if req.ir_kernel and report["status"] == "noise":
+        report["message"] = f"the IR of {req.ir_kernel} is the same at GOOD and BAD: nothing to bisect"
     session.finish(report["status"], report)
     return report
 
@@ -414,7 +492,7 @@ def build_report(repo: Path, out: Outcome, side: Outcome | None, merge: str | No
         "runs": out.runs + (side.runs if side else 0),
         "range": {"good": commits[0], "bad": commits[-1], "commits": len(commits) - 1},
         "baseline": {"good": out.good_value, "bad": out.bad_value, "threshold": out.threshold_value,
-                     "change": relative_change(out.good_value, out.bad_value)
+                     "change": _finite(relative_change(out.good_value, out.bad_value))
                      if out.good_value is not None and out.bad_value is not None else None},
         "metric": {"unit": bench.units[0] if bench.units else None, "lower_is_better": out.lower_is_better,
                    "polarity": polarity_note[0] if polarity_note else None},
@@ -433,11 +511,16 @@ def build_report(repo: Path, out: Outcome, side: Outcome | None, merge: str | No
         doc["last_good"] = {"commit": main.last_good, "value": main.last_good_value,
                             "subject": g.info(repo, main.last_good).subject}
     if main.first_bad and main.last_good and main.first_bad_value is not None:
-        doc["first_bad"]["change"] = relative_change(main.last_good_value, main.first_bad_value)
+        doc["first_bad"]["change"] = _finite(relative_change(main.last_good_value, main.first_bad_value))
     if main.first_bad and main.status in ("found", "ambiguous"):
         doc["files"] = g.numstat(repo, main.first_bad)
         doc["hints"] = [asdict(h) for h in scan_diff(g.diff_text(repo, main.first_bad))]
     return doc
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None when it is infinite/NaN (JSON has no Infinity)."""
+    return x if math.isfinite(x) else None
 
 
 def _runs_saved(out: Outcome, runs_per_step: int) -> int:

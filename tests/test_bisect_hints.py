@@ -69,3 +69,16 @@ def test_load_outside_any_loop_is_not_flagged():
 +    y = tl.load(p)
 """
     assert [h.kind for h in scan_diff(diff)] == []
+
+
+def test_editing_an_existing_masked_load_is_not_new_masking():
+    diff = """\
+--- a/k.py
++++ b/k.py
+@@ -1,4 +1,4 @@
+ for i in range(n):
+-    x = tl.load(p + i, mask=m)
++    x = tl.load(p + i * 2, mask=m)
+     tl.debug_barrier()
+"""
+    assert scan_diff(diff) == []

@@ -81,3 +81,8 @@ def test_operator_benchmark_command_and_metric():
     assert extract(OPBENCH_OUT, spec).value == pytest.approx(32.75)  # sum of the printed tests
     argv, _, spec = opbench_command("add_test", "add_M64_N64_K128_cpu")
     assert argv[3:5] == ["--test-name", "add_M64_N64_K128_cpu"] and spec.aggregate == "first"
+
+
+def test_non_finite_values_are_rejected():
+    with pytest.raises(PerfqError, match="not a finite number"):
+        extract('{"t": NaN}', MetricSpec(json_path="t"))

@@ -14,6 +14,7 @@ from perfq.errors import PerfqError
 
 _CMD_KEY = "perfq_bisect_command"
 _FORMAT = typer.Option(Format.table, "--format", help="table (text), markdown or json.")
+_IR_TARGET = typer.Option(None, "--ir-target", help="With --ir: compile target(s), e.g. cuda:90.")
 
 
 class _DashDashCommand(TyperCommand):
@@ -82,6 +83,8 @@ def register(app: typer.Typer) -> None:
         benchmark: str = typer.Option(None, "--benchmark",
                                       help="Operator benchmark (pt/NAME.py): builds command and metric."),
         test_name: str = typer.Option(None, "--test-name", help="With --benchmark: one test, not the sum."),
+        ir: str = typer.Option(None, "--ir", help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
+        ir_target: list[str] = _IR_TARGET,
         resume: bool = typer.Option(False, "--resume", help="Continue the last interrupted session."),
         fmt: Format = _FORMAT,
         repo: Path = RepoOption,
@@ -105,6 +108,8 @@ def register(app: typer.Typer) -> None:
             lower = lower or not higher
         elif test_name:
             raise PerfqError("--test-name only applies with --benchmark")
+        if ir and benchmark:
+            raise PerfqError("give either --ir KERNEL or --benchmark NAME, not both")
         if resume and (good or command):
             raise PerfqError("--resume continues the stored session; do not give commits or a command")
         cfg = SearchConfig(runs=runs, baseline_runs=baseline_runs, threshold=threshold, margin=margin,
@@ -114,6 +119,7 @@ def register(app: typer.Typer) -> None:
             repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build, metric=spec,
             lower=lower or None, higher=higher or None, search=cfg, all_parents=all_parents, timeout=timeout,
             yes=yes, prune=prune, benchmark=benchmark, db=db, history=history, resume=resume,
+            ir_kernel=ir, ir_targets=tuple(ir_target or ()),
         )
         doc = run_bisect(req, _log, _confirm)
         if fmt == Format.json:
