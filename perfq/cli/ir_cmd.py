@@ -252,12 +252,14 @@ def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
             con.print(f"  {len(group):3d} x {escape(bucket)}", soft_wrap=True)
         con.print("[bold]changed:[/]")
         width = max(len(d.kernel) for d in diffs if d.status != IDENTICAL)
+        several = len({d.specialization for d in diffs}) > 1
         for d in diffs:
             if d.status == IDENTICAL:
                 continue
+            spec = f"  [dim]{escape(d.specialization)}[/]" if several else ""
             con.print(
                 f"  [{colors[d.status]}]{d.status:<15}[/] {escape(d.kernel):<{width}}  {d.target:<11}"
-                f" {d.stage:<6} {escape(format_delta(d.op_delta, 6))}",
+                f" {d.stage:<6} {escape(format_delta(d.op_delta, 6))}{spec}",
                 soft_wrap=True,
             )
     if no_diff:
