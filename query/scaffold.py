@@ -152,7 +152,7 @@ def pick_overload(schemas: Sequence[str]) -> str:
 MATRIX_OPS = re.compile(
     r"^(mm|addmm|matmul|mv|addmv|addbmm|chain_matmul|linalg_|cholesky|inverse|det|logdet|slogdet|lu|qr|svd|"
     r"eig|symeig|triangular_solve|trace|tril|triu|matrix_|pinverse|kron|_linalg|geqrf|orgqr|ormqr|"
-    r"lstsq|solve|diag|cov|corrcoef|cdist|pdist|frobenius|nuclear|mat)"
+    r"lstsq|solve|diag|cov|corrcoef|cdist|pdist|frobenius|nuclear|mat|einsum)"
 )
 VECTOR_OPS = re.compile(r"^(dot|vdot|ger|outer|inner|histc|bincount|cumulative_trapezoid|trapz|trapezoid)")
 BATCH_OPS = re.compile(r"^(bmm|baddbmm|_?bmm)")
@@ -161,6 +161,8 @@ INT_OPS = re.compile(
     r"__ior__|__ixor__|bincount|_bincount)"
 )
 SPD_OPS = re.compile(r"^(cholesky|linalg_cholesky|_cholesky|linalg_eigh|linalg_eigvalsh|symeig|_linalg_eigh)")
+# optional arguments of which at least one must be given
+FORCED = {r"^(clamp|clip)": {"min"}}
 SPATIAL = re.compile(r"([123])d")
 
 
@@ -246,25 +248,32 @@ class _Builder:
     def _last(self) -> str:
         return {"spatial": "N", "vec": "N", "batch": "N", "mat": "N"}.get(self.layout.kind, "N")
 
+    def _first(self) -> str:
+        return {"plain": "M", "batch": "B", "spatial": "2"}.get(self.layout.kind, "N")
+
     def tensor(self, arg: Arg) -> str:
         name, lay = arg.name, self.layout
         main = lay.shape()
-        if name in ("index", "indices", "idx") or (
-            name == "target" and re.search(r"nll|cross_entropy|margin", self.base)
-        ):
-            if name == "target":
-                return f"torch.randint(0, N, ({'M' if lay.kind == 'plain' else 'N'},), device=device)"
+        if name == "target" and re.search(r"nll|cross_entropy|margin", self.base):
+            return f"torch.randint(0, N, ({self._first()},), device=device)"
+        if name in ("index", "indices", "idx"):
+            if arg.type.startswith("Tensor?"):  # advanced indexing along the first dim
+                return f"torch.randint(0, {self._first()}, (N,), device=device)"
             if re.match(r"index_|_index_", self.base) or self.base in ("index_select", "take", "put", "put_"):
                 return f"torch.randint(0, {self._last()}, ({self._last()},), device=device)"
             return f"torch.randint(0, {self._last()}, {main}, device=device)"
-        if name == "mask":
+        if name in ("mask", "condition"):
             return f"torch.rand({main}, device=device) > 0.5"
         if name in ("vec", "vec1", "vec2") or (lay.kind == "mat" and name == "tensor" and self.base == "dot"):
+            return self._rand("(N,)")
+        if name == "self" and self.base.startswith("addmv"):
             return self._rand("(N,)")
         if name in ("batch1", "batch2") and lay.kind != "batch":
             return self._rand("(2, N, N)")
         if name in ("weight", "bias") and lay.kind == "spatial":
             return self._rand("(C,)")
+        if name in ("weight", "bias") and lay.kind == "plain":
+            return self._rand("(N,)")
         return self._rand(main)
 
     # scalars and lists
@@ -348,7 +357,7 @@ class _Builder:
         if base == "Tensor":
             if arg.is_list:
                 if arg.type.startswith("Tensor?"):
-                    return ("[" + self.tensor(Arg("index", "Tensor", None, False)) + "]", True)
+                    return ("[" + self.tensor(Arg("indices", "Tensor?", None, False)) + "]", True)
                 return ("[" + ", ".join([self.tensor(arg)] * 2) + "]", True)
             if arg.mutable and arg.kwarg_only:
                 return (f"torch.empty(0, device=device, dtype={self._out_dtype()})", True)
@@ -356,7 +365,7 @@ class _Builder:
         if base in ("int", "SymInt"):
             return (self.int_list(arg), False) if arg.is_list else (self.int_value(arg), False)
         if base == "Scalar":
-            return ("[2, 2]" if arg.is_list else "2", False)
+            return ("[2, 2]" if arg.is_list else {"min": "0.25", "max": "0.75"}.get(arg.name, "2"), False)
         if base == "float":
             if arg.is_list:
                 return ("[1.0]", False)
@@ -379,7 +388,7 @@ class _Builder:
                 {
                     "reduce": '"sum"',
                     "reduction": '"mean"',
-                    "equation": '"ij->ji"',
+                    "equation": '"ij,jk->ik"',
                     "approximate": '"none"',
                     "side": '"left"',
                     "mode": '"reflect"',
@@ -429,8 +438,11 @@ def scaffold(schema_text: str, namespace: str = "aten") -> Scaffold:
     ident = re.sub(r"\W", "_", schema.full_name)
     positional: list[str] = []
     keywords: list[str] = []
+    forced = next((names for pattern, names in FORCED.items() if re.match(pattern, schema.name)), set())
     for arg in schema.args:
-        if arg.default is not None:
+        if arg.name in forced:  # optional, but the op fails when all of them are left out
+            arg = Arg(arg.name, arg.type.rstrip("?"), None, arg.kwarg_only, arg.mutable)
+        elif arg.default is not None:
             continue
         built = builder.value(arg)
         if built is None:
