@@ -301,3 +301,14 @@ def test_harvest_a_real_triton_cache(tmp_path, monkeypatch):
     assert all(r.triton_version == triton.__version__ for r in records)
     assert "num_warps=4" in records[0].specialization and "shapes(256)" in records[0].specialization
     assert textwrap.dedent(records[0].source_file).endswith("kmod.py")
+
+
+def test_renaming_python_variables_changes_raw_but_not_normalized_ir(two_installs):
+    base, first, _second = two_installs
+    renamed = KERNELS.replace("    x = tl.load(x_ptr + offs, mask=mask)\n", "    lhs = tl.load(x_ptr + offs, mask=mask)\n")
+    renamed = renamed.replace("x + y, mask=mask)", "lhs + y, mask=mask)")
+    assert renamed.count("lhs") == 2
+    head = _collect(_checkout(base / "renamed", renamed), only="add_kernel")
+    diffs = diff_collections({k: v for k, v in first.items() if k[0] == "kmod:add_kernel"}, head)
+    assert {d.status for d in diffs} == {"identical"}
+    assert not next(d for d in diffs if d.stage == "ttir").raw_identical
