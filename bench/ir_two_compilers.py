@@ -54,6 +54,8 @@ def main() -> None:
     parser.add_argument("--new", default=sys.executable, help="interpreter with the new Triton")
     parser.add_argument("--target", action="append", default=None, help="default: cuda:90 and hip:gfx942")
     parser.add_argument("--json", type=Path, help="also write the diff JSON here")
+    parser.add_argument("--same-checkout", action="store_true",
+                        help="both environments compile the same copy of the kernels (same paths)")
     args = parser.parse_args()
     targets = args.target or ["cuda:90", "hip:gfx942"]
 
@@ -62,8 +64,8 @@ def main() -> None:
         history = root / "history.duckdb"
         docs = {}
         for side, python in (("old", args.old), ("new", args.new)):
-            checkout = root / f"worktree-{side}" / "bench"
-            checkout.mkdir(parents=True)
+            checkout = root / ("worktree" if args.same_checkout else f"worktree-{side}") / "bench"
+            checkout.mkdir(parents=True, exist_ok=True)
             for name in ("ir_kernels.py", "perfq-ir.yaml"):
                 shutil.copy(HERE / name, checkout / name)
             version = subprocess.run([python, "-c", "import triton; print(triton.__version__)"],
