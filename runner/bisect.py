@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -122,22 +123,28 @@ class Session:
     """The stored session: its row, the replay queue, and a writer for new measurements."""
 
     def __init__(self, history: Path) -> None:
-        self.con = connect_history(history)
+        self.history = history
+        connect_history(history).close()  # create/migrate now: a locked or corrupt file fails early
         self.id = ""
         self.replay: deque[tuple[str, int, list[float] | None, str | None]] = deque()
         self.seq = 0
 
     def latest_resumable(self, repo: Path) -> dict[str, Any]:
-        row = self.con.execute(
-            "SELECT id, good, bad, commits, command, build, options FROM bisect_sessions "
-            "WHERE repo = ? AND status IN ('running', 'interrupted') ORDER BY started_at DESC LIMIT 1",
-            [str(repo)]).fetchone()
-        if row is None:
-            raise PerfqError(f"no interrupted bisect session to resume for {repo}")
-        self.id = row[0]
-        for sha, n, okv, vals, unit in self.con.execute(
+        con = connect_history(self.history)
+        try:
+            row = con.execute(
+                "SELECT id, good, bad, commits, command, build, options FROM bisect_sessions "
+                "WHERE repo = ? AND status IN ('running', 'interrupted') ORDER BY started_at DESC LIMIT 1",
+                [str(repo)]).fetchone()
+            if row is None:
+                raise PerfqError(f"no interrupted bisect session to resume for {repo}")
+            self.id = row[0]
+            steps = con.execute(
                 "SELECT commit_sha, requested, ok, run_values, unit FROM bisect_steps WHERE session_id = ? "
-                "ORDER BY seq", [self.id]).fetchall():
+                "ORDER BY seq", [self.id]).fetchall()
+        finally:
+            con.close()
+        for sha, n, okv, vals, unit in steps:
             self.replay.append((sha, n, json.loads(vals) if okv else None, unit))
         self.seq = len(self.replay)
         return {"good": row[1], "bad": row[2], "commits": json.loads(row[3]), "command": json.loads(row[4]),
@@ -164,16 +171,30 @@ class Session:
                  "WHERE id = ?", [status, json.dumps(result, default=str) if result else None, self.id])
 
     def _tx(self, sql: str, params: list[Any]) -> None:
-        self.con.execute("BEGIN TRANSACTION")
+        """One statement in its own transaction; the file is open only meanwhile, so other
+        perfq commands (even the benchmark itself) can use the history between steps; a lock
+        held by one of them is waited for (up to ~30 s)."""
+        for attempt in range(150):
+            try:
+                con = connect_history(self.history)
+                break
+            except PerfqError as exc:
+                if "locked" not in str(exc) or attempt == 149:
+                    raise
+                time.sleep(0.2)
         try:
-            self.con.execute(sql, params)
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.execute(sql, params)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        finally:
+            con.close()
 
     def close(self) -> None:
-        self.con.close()
+        """Nothing is held open between writes."""
 
 
 def _tail(out: subprocess.CompletedProcess) -> str:
