@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import duckdb
 from perfq.query.bisect_hints import scan_diff
 from perfq.query.bisect_metric import MetricSpec, Reading, extract, polarity
 from perfq.query.bisect_search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
@@ -190,6 +191,9 @@ class Session:
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
+        except duckdb.Error as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise PerfqError(f"cannot write the bisect session to {self.history}: {first}") from None
         finally:
             con.close()
 
