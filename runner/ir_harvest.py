@@ -41,6 +41,11 @@ def specialization_key(texts: dict[str, str], meta: dict) -> str:
     func = _FUNC.search(ttir)
     args = re.sub(r"%v\d+:\s*", "", func.group(1)) if func else "?"
     shapes = sorted({s.rstrip("x") for s in _SHAPE.findall(ttir)}, key=lambda s: (len(s), s))
+    meta = dict(meta)
+    for key, attr in (("num_warps", "ttg.num-warps"), ("num_ctas", "ttg.num-ctas")):
+        found = re.search(rf'"{re.escape(attr)}"\s*=\s*(\d+)', texts.get("ttgir", ""))
+        if key not in meta and found:  # dump directories have no metadata JSON
+            meta[key] = int(found.group(1))
     opts = ",".join(f"{k}={meta[k]}" for k in ("num_warps", "num_stages", "num_ctas") if k in meta)
     return f"args({args}) shapes({' '.join(shapes)});{opts}"
 
