@@ -141,16 +141,28 @@ class Checkout:
         self.branch, self.head = head_ref(repo)
         self.current: str | None = self.head
 
+    def _switch(self, *args: str) -> None:
+        """``git checkout args``; when tracked files block it, they were modified by a build
+        or benchmark (the user's changes were stashed first): reset them and retry. Never
+        forced, so untracked files are never overwritten."""
+        if ok(self.repo, "checkout", "--quiet", *args):
+            return
+        if dirty(self.repo):
+            git(self.repo, "reset", "--quiet", "--hard")
+        git(self.repo, "checkout", "--quiet", *args)
+
     def to(self, sha: str) -> None:
         if self.current == sha:
             return
-        # Forced: the user's changes were stashed first; anything modified now is build output.
-        git(self.repo, "checkout", "--quiet", "--force", "--detach", sha)
+        self._switch("--detach", sha)
         self.current = sha
 
     def restore(self) -> None:
         target = self.branch or self.head
-        git(self.repo, "checkout", "--quiet", "--force", target)
+        try:
+            self._switch(target)
+        except PerfqError as exc:
+            raise PerfqError(f"could not restore {target} ({exc}); run `git checkout {target}`") from None
         self.current = self.head
 
 

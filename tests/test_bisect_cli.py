@@ -250,3 +250,29 @@ def test_operator_benchmark_option(tmp_path):
                                  "add_2", "--format", "json", "--history", str(tmp_path / "h.duckdb"))
     assert code == 0, (err, exc)
     assert json.loads(out)["baseline"]["good"] == pytest.approx(10.0)  # the runner was given one test
+
+
+def test_build_step_that_edits_tracked_files_and_untracked_files_survive(tmp_path):
+    r = make_repo(tmp_path, n=10, culprit=6, broken=(3,))
+    (r.path / "untracked_notes.txt").write_text("keep me\n")
+    code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--build", "echo built >> n.txt",
+                                 "--format", "json", "--history", str(tmp_path / "h.duckdb"),
+                                 "--", PY, "bench.py")
+    assert code == 0, (err, exc)
+    doc = json.loads(out)
+    assert doc["first_bad"]["commit"] == r.culprit
+    assert "building" in err
+    assert (r.path / "untracked_notes.txt").read_text() == "keep me\n"
+    assert git(r.path, "status", "--porcelain", "--untracked-files=no") == ""
+    assert r.head_branch() == "main"
+
+
+def test_failing_build_skips_the_commit(tmp_path):
+    r = make_repo(tmp_path, n=8, culprit=5)
+    build = f"test $(git rev-parse HEAD) != {r.commits[4]}"
+    code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--build", build, "--format", "json",
+                                 "--history", str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
+    assert code == 0, (err, exc)
+    doc = json.loads(out)
+    assert doc["skipped"] == [r.commits[4]] and "build failed" in err
+    assert doc["status"] == "ambiguous" and doc["suspects"] == [r.commits[4], r.culprit]
