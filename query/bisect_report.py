@@ -35,6 +35,8 @@ def render_text(doc: dict[str, Any]) -> str:
     metric = doc.get("metric") or {}
     unit = metric.get("unit") or ""
     out = [f"status: {doc['status']}: {doc['message']}"]
+    if doc.get("last_error") and doc["status"] in ("failures", "baseline_failed"):
+        out.append(f"last failure: {doc['last_error']}")
     out += _headline(doc)
     if doc.get("suspects") and len(doc["suspects"]) > 1:
         out.append("the first bad commit is one of: " + ", ".join(c[:12] for c in doc["suspects"]))

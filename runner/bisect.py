@@ -151,6 +151,14 @@ class Session:
         return {"good": row[1], "bad": row[2], "commits": json.loads(row[3]), "command": json.loads(row[4]),
                 "build": row[5], "options": json.loads(row[6])}
 
+    def has_resumable(self, repo: Path) -> bool:
+        con = connect_history(self.history)
+        try:
+            return con.execute("SELECT count(*) FROM bisect_sessions WHERE repo = ? AND status IN "
+                               "('running', 'interrupted')", [str(repo)]).fetchone()[0] > 0
+        finally:
+            con.close()
+
     def create(self, repo: Path, commits: list[str], command: list[str], build: str | None,
                options: dict[str, Any]) -> None:
         self.id = uuid.uuid4().hex[:12]
@@ -412,6 +420,8 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
                 req = ir_request(req)
             elif not req.command:
                 raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
+            if session.has_resumable(repo):
+                log("note: an interrupted session exists for this repo; `perfq bisect --resume` continues it")
             good = g.resolve(repo, req.good)
             bad = g.resolve(repo, req.bad or "HEAD")
             commits = g.enumerate_range(repo, good, bad)

@@ -123,6 +123,8 @@ def test_interrupt_restores_then_resume_continues(tmp_path):
     assert "--resume" in res.stderr.strip().splitlines()[-1]
     assert r.head_branch() == "main" and (r.path / "n.txt").read_text() == "dirty\n"
     assert git(r.path, "stash", "list") == ""
+    hint = perfq(r.path, "bisect", "HEAD", "HEAD", "--", PY, "bench.py")
+    assert "an interrupted session exists" in hint.stderr and hint.returncode == 2
     res = perfq(r.path, "bisect", "--resume", "--yes", "--format", "json", env=env)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
