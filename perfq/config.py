@@ -26,7 +26,7 @@ class Config:
     compile_commands: str = ""  # optional compile_commands.json for exact resolution
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")
     reach_bound: int = 40  # more ops reached than this: shared infrastructure (canary)
-    max_depth: int = 12
+    max_depth: int = 24
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, values: dict[str, Any]) -> Config:

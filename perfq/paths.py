@@ -19,7 +19,10 @@ def git_common_dir(repo: Path) -> Path | None:
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=repo, capture_output=True, text=True, check=False,
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     except (FileNotFoundError, NotADirectoryError):
         return None

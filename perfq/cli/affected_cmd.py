@@ -1,7 +1,80 @@
-"""CLI for `perfq affected`."""
+"""CLI for ``perfq affected`` and ``perfq backtest``."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
 
 import typer
 
+from perfq.cli.common import DbOption, RepoOption, print_json, resolve_repo
+
+
+class AffectedFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    gha_matrix = "gha-matrix"
+    names = "names"
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to ``app``."""
+    """Add ``affected`` and ``backtest`` to ``app``."""
+
+    @app.command()
+    def affected(
+        ref: str = typer.Argument(None, help="Base ref (HEAD is compared with merge-base(ref, HEAD)) or A..B."),
+        repo: Path = RepoOption,
+        db: Path = DbOption,
+        diff: str = typer.Option(None, "--diff", help="Read the patch from FILE ('-': stdin) instead of git."),
+        worktree: bool = typer.Option(False, "--worktree", help="Include uncommitted changes."),
+        reindex: bool = typer.Option(False, "--reindex", help="Refresh the index first."),
+        explain: bool = typer.Option(False, "--explain", help="Print the full chain for each benchmark."),
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format"),
+        fail_on_no_benchmark: bool = typer.Option(
+            False, "--fail-on-no-benchmark", help="Exit 3 when an affected op has no benchmark."
+        ),
+    ) -> None:
+        """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK."""
+        from perfq.cli import render_affected as render
+        from perfq.errors import PerfqError
+        from perfq.runner.affected_flow import affected_for_ref
+
+        root = resolve_repo(repo)
+        diff_text = None
+        if diff is not None:
+            try:
+                diff_text = sys.stdin.read() if diff == "-" else Path(diff).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PerfqError(f"cannot read diff {diff}: {exc}") from None
+        doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
+        if fmt == AffectedFormat.json:
+            print_json(doc)
+        elif fmt == AffectedFormat.markdown:
+            print(render.markdown(doc))
+        elif fmt == AffectedFormat.gha_matrix:
+            print_json(render.gha_matrix(doc))
+        elif fmt == AffectedFormat.names:
+            print(" ".join(render.names(doc)))
+        else:
+            render.table(doc, explain)
+        if fail_on_no_benchmark and doc["no_benchmark_ops"]:
+            raise typer.Exit(3)
+
+    @app.command()
+    def backtest(
+        rev_range: str = typer.Argument(..., help="A..B: replay `perfq affected` on every commit (first-parent)."),
+        repo: Path = RepoOption,
+        db: Path = DbOption,
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format"),
+    ) -> None:
+        """Replay affected over a commit range: selections, canary escalations, unmapped changes, time."""
+        from perfq.cli import render_affected as render
+        from perfq.runner.backtest import backtest as run_backtest
+
+        report = run_backtest(resolve_repo(repo), rev_range, db)
+        if fmt == AffectedFormat.json:
+            print_json(report)
+        else:
+            render.backtest_table(report)

@@ -1,0 +1,218 @@
+"""``perfq index``: find files, extract facts in parallel (reusing cached facts of
+unchanged files), link them, and hand the tables to the schema writer."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.discover import discover
+from perfq.indexer.extract import read_and_extract
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.link import link
+from perfq.indexer.native_yaml import OpFacts, load_native_functions
+from perfq.schema.writer import build_lock, write_index
+
+from perfq import __version__
+from perfq.config import Config
+from perfq.errors import PerfqError
+
+_EXTRACTOR_SOURCES = [
+    ("perfq.indexer", m)
+    for m in (
+        "benchmarks.py",
+        "cpp.py",
+        "cpp_fallback.py",
+        "extract.py",
+        "facts.py",
+        "python_src.py",
+        "registrations.py",
+        "source_text.py",
+    )
+] + [("perfq.data", "prelude.h")]
+
+
+def _extractor_version() -> str:
+    """A digest of the extractor sources and the prelude: cached facts from another
+    version of them are not reused."""
+    digest = hashlib.sha256(__version__.encode())
+    for pkg, name in _EXTRACTOR_SOURCES:
+        digest.update(name.encode())
+        digest.update(resources.files(pkg).joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class BuildReport:
+    counts: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    reparsed: int = 0
+    reused: int = 0
+
+
+def load_canaries(repo: Path, cfg: Config) -> list[dict]:
+    """Canary sets from the configured file, else perfq's own data/canaries.yaml."""
+    if cfg.canaries:
+        path = repo / cfg.canaries
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise PerfqError(f"canaries file {path}: {exc.strerror}") from None
+    else:
+        text = resources.files("perfq.data").joinpath("canaries.yaml").read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        raise PerfqError("canaries file: malformed YAML") from None
+    sets = data.get("sets", []) if isinstance(data, dict) else []
+    return [s for s in sets if isinstance(s, dict) and s.get("name")]
+
+
+def _head_commit(repo: Path) -> str:
+    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=False)
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _load_cache(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            data = pickle.load(fh)
+        return data.get("files", {}) if data.get("version") == _extractor_version() else {}
+    except Exception:
+        return {}
+
+
+def _save_cache(path: Path, entries: dict) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as fh:
+            pickle.dump({"version": _extractor_version(), "files": entries}, fh, protocol=5)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _hash(repo: Path, path: str) -> str | None:
+    try:
+        return hashlib.sha256((repo / path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _progress(total: int, quiet: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if quiet or not sys.stderr.isatty() or os.environ.get("CI"):
+        return None
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} files/s"),
+        TimeElapsedColumn(),
+        transient=True,
+    )
+
+
+def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None, quiet: bool = False) -> BuildReport:
+    """Build (or incrementally refresh) the index of ``repo`` at ``db_path``."""
+    if not repo.is_dir():
+        raise PerfqError(f"{repo} is not a directory")
+    report = BuildReport()
+    t0 = time.perf_counter()
+    yaml_paths = [repo / p for p in cfg.native_functions]
+    missing = [p for p in yaml_paths if not p.is_file()]
+    if missing:
+        raise PerfqError(f"native_functions.yaml not found at {missing[0]} (set native_functions in [tool.perfq])")
+    canaries = load_canaries(repo, cfg)
+    with build_lock(db_path):
+        files = discover(repo, cfg)
+        report.timings["discover"] = time.perf_counter() - t0
+        cache_path = db_path.with_name(db_path.name + ".facts")
+        cache = _load_cache(cache_path)
+        work: list[tuple[str, str, str]] = []
+        kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
+        t1 = time.perf_counter()
+        for kind in ("cpp", "python", "benchmark"):
+            for path in files[kind]:
+                key = f"{kind}:{path}"
+                cached = cache.get(key)
+                if cached is not None:
+                    sha = _hash(repo, path)
+                    if sha == cached[1]:
+                        kept[key] = cached
+                        continue
+                work.append((str(repo), kind, path))
+        report.timings["hash"] = time.perf_counter() - t1
+        report.reused, report.reparsed = len(kept), len(work)
+        t2 = time.perf_counter()
+        ops, reader = _extract_all(repo, work, kept, yaml_paths, jobs, quiet)
+        report.timings["extract"] = time.perf_counter() - t2
+        file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] != "benchmark"]
+        benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
+        t3 = time.perf_counter()
+        tables = link(file_facts, benches, ops, canaries)  # type: ignore[arg-type]
+        report.timings["link"] = time.perf_counter() - t3
+        t4 = time.perf_counter()
+        rows = dict(tables.rows)
+        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings]
+        meta = {
+            "indexed_commit": _head_commit(repo),
+            "perfq_version": __version__,
+            "repo": str(repo),
+            "native_functions_reader": reader,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "config": repr(cfg),
+            "reparsed_files": str(report.reparsed),
+            "reused_files": str(report.reused),
+        }
+        meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
+        write_index(db_path, rows, meta)
+        _save_cache(cache_path, kept)
+        report.timings["write"] = time.perf_counter() - t4
+        report.timings["total"] = time.perf_counter() - t0
+        report.counts = {k: len(v) for k, v in rows.items()}
+    return report
+
+
+def _extract_all(
+    repo: Path, work: list[tuple[str, str, str]], kept: dict, yaml_paths: list[Path], jobs: int | None, quiet: bool
+) -> tuple[list[OpFacts], str]:
+    """Run the extractors over ``work`` in a process pool; the yaml in parallel."""
+    jobs = jobs or os.cpu_count() or 1
+    ops: list[OpFacts] = []
+    reader = ""
+    progress = _progress(len(work), quiet)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        yaml_futures = [pool.submit(load_native_functions, repo, p) for p in yaml_paths]
+        chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
+        started = time.perf_counter()
+        task = None
+        if progress is not None:
+            progress.start()
+            task = progress.add_task("indexing", total=len(work), rate="0")
+        try:
+            for i, (kind, path, facts, error) in enumerate(pool.map(read_and_extract, work, chunksize=chunk)):
+                if facts is None:
+                    facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
+                kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", ""), facts)
+                if progress is not None and task is not None:
+                    rate = (i + 1) / max(1e-6, time.perf_counter() - started)
+                    progress.update(task, advance=1, rate=f"{rate:.0f}")
+        finally:
+            if progress is not None:
+                progress.stop()
+        for fut in yaml_futures:
+            o, reader = fut.result()
+            ops += o
+    return ops, reader

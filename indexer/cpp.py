@@ -1,0 +1,338 @@
+"""C++/CUDA/ObjC++ extractor: one source text in, its functions and call sites out.
+
+libclang parses each file on its own (single-file mode: includes are not followed, so
+no build and no generated headers are needed) with ``data/prelude.h`` defining ATen's
+macros. Function definitions and their extents come from the AST; call sites come
+from the tokens of each function body, because without headers clang's recovery loses
+most callees (unknown types, undeclared functions).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from perfq.indexer.cpp_fallback import text_functions
+from perfq.indexer.facts import Call, FileFacts, Function
+from perfq.indexer.registrations import extract_registrations
+from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
+
+# libclang translation-unit flags (CXTranslationUnit_*)
+_INCOMPLETE = 0x02
+_KEEP_GOING = 0x200
+_SINGLE_FILE_PARSE = 0x400
+
+_KEYWORDS = frozenset(
+    [
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "decltype",
+        "alignof",
+        "alignas",
+        "static_cast",
+        "reinterpret_cast",
+        "const_cast",
+        "dynamic_cast",
+        "catch",
+        "defined",
+        "noexcept",
+        "static_assert",
+        "typeid",
+        "new",
+        "delete",
+        "throw",
+        "case",
+        "do",
+        "else",
+        "void",
+        "int",
+        "char",
+        "bool",
+        "float",
+        "double",
+        "long",
+        "short",
+        "unsigned",
+        "signed",
+        "auto",
+        "const",
+        "volatile",
+        "template",
+        "typename",
+        "operator",
+        "using",
+        "namespace",
+        "struct",
+        "class",
+        "union",
+        "enum",
+        "public",
+        "private",
+        "protected",
+        "__attribute__",
+        "__declspec",
+        "asm",
+        "__asm__",
+        "explicit",
+        "constexpr",
+    ]
+)
+
+# name( or name<...>( ; the qualifier chain (a::b::) or member access (. / ->) before
+# the name is read backwards by _qualifier, which is much faster than one big regex.
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*?>\s*)?\(")
+_SPACE = " \t\r\n"
+_ADDRESS = re.compile(
+    r"(?:(?<=[(,=])|(?<=return))\s*&\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\b(?!\s*[(.\[])"
+)
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+_FUNCTION_KINDS = {
+    "FUNCTION_DECL",
+    "CXX_METHOD",
+    "FUNCTION_TEMPLATE",
+    "CONSTRUCTOR",
+    "DESTRUCTOR",
+    "CONVERSION_FUNCTION",
+}
+_SCOPE_KINDS = {
+    "NAMESPACE",
+    "LINKAGE_SPEC",
+    "CLASS_DECL",
+    "STRUCT_DECL",
+    "CLASS_TEMPLATE",
+    "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION",
+    "UNEXPOSED_DECL",
+    "UNION_DECL",
+}
+_CLASS_KINDS = {"CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION", "UNION_DECL"}
+
+
+def language_of(path: str) -> str:
+    if path.endswith((".cu", ".cuh")):
+        return "cuda"
+    if path.endswith(".mm"):
+        return "objcpp"
+    return "cpp"
+
+
+@cache
+def _prelude_path() -> str:
+    return str(resources.files("perfq.data").joinpath("prelude.h"))
+
+
+@cache
+def _index():  # one libclang Index per process
+    from clang import cindex
+
+    return cindex.Index.create()
+
+
+def _clang_args(path: str) -> list[str]:
+    lang = language_of(path)
+    if lang == "cuda":
+        lang_args = ["-x", "c++", "-std=c++17", "-D__CUDACC__"]
+    elif lang == "objcpp":
+        lang_args = ["-x", "objective-c++", "-std=c++17"]
+    else:
+        lang_args = ["-x", "c++", "-std=c++17"]
+    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0", "-include", _prelude_path()]
+
+
+def _template_suffix(cursor) -> str:
+    params = [
+        c.spelling
+        for c in cursor.get_children()
+        if c.kind.name in ("TEMPLATE_TYPE_PARAMETER", "TEMPLATE_NON_TYPE_PARAMETER", "TEMPLATE_TEMPLATE_PARAMETER")
+    ]
+    return f"<{', '.join(p or '?' for p in params)}>" if params else ""
+
+
+def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
+    if name.startswith("__perfq_torch_library"):
+        return "registration"
+    stripped = head.lstrip()
+    if stripped.startswith("TORCH_IMPL_FUNC"):
+        return "structured_impl"
+    if stripped.startswith(("TORCH_META_FUNC", "TORCH_PRECOMPUTE_META_FUNC")):
+        return "structured_meta"
+    if "__global__" in head:
+        return "global_kernel"
+    if cursor_kind in ("CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION") or in_class:
+        return "method"
+    if cursor_kind == "FUNCTION_TEMPLATE":
+        return "template"
+    return "function"
+
+
+def _definitions(tu, path: str, lines: list[str]) -> list[Function]:
+    """Function definitions of the main file, with qualified names and extents."""
+    out: list[Function] = []
+
+    def visit(cursor, scope: list[str], in_class: bool, anonymous: bool) -> None:
+        for child in cursor.get_children():
+            loc = child.location
+            if loc.file is None or loc.file.name != path:
+                continue
+            kind = child.kind.name
+            if kind in _SCOPE_KINDS:
+                spelling = child.spelling
+                if kind == "NAMESPACE":
+                    is_anon = not spelling
+                    visit(child, [*scope, spelling or "(anonymous namespace)"], False, anonymous or is_anon)
+                elif kind in _CLASS_KINDS:
+                    visit(child, [*scope, spelling or "(anonymous)"], True, anonymous)
+                else:
+                    visit(child, scope, in_class, anonymous)
+            elif kind in _FUNCTION_KINDS and child.is_definition():
+                start, end = child.extent.start.line, child.extent.end.line
+                if start <= 0 or end < start:
+                    continue
+                name = child.spelling
+                head = "".join(lines[start - 1 : min(end, start + 2)])
+                semantic = child.semantic_parent
+                qual = list(scope)
+                # out-of-line member definitions (void Foo::bar()) name their class
+                if (
+                    semantic is not None
+                    and semantic.kind.name in _CLASS_KINDS
+                    and (not qual or qual[-1] != semantic.spelling)
+                ):
+                    qual.append(semantic.spelling)
+                suffix = _template_suffix(child) if kind == "FUNCTION_TEMPLATE" else ""
+                qualname = "::".join([*qual, name]) + suffix
+                internal = anonymous or child.linkage.name == "INTERNAL"
+                out.append(Function(qualname, name, _kind_of(kind, head, name, in_class), start, end, internal))
+
+    visit(tu.cursor, [], False, False)
+    return out
+
+
+def _innermost(functions: list[Function]) -> list[int]:
+    """For each line, the index of the innermost function containing it (-1: none)."""
+    if not functions:
+        return []
+    n = max(f.end_line for f in functions) + 2
+    owner = [-1] * n
+    # wider functions first, so nested definitions overwrite their parents' lines
+    for i in sorted(range(len(functions)), key=lambda k: functions[k].start_line - functions[k].end_line):
+        f = functions[i]
+        for line in range(f.start_line, f.end_line + 1):
+            owner[line] = i
+    return owner
+
+
+def _skip_back_template(code: str, j: int) -> int:
+    """From a '>' at ``j``, the offset before its matching '<' (bounded scan)."""
+    depth = 0
+    stop = max(0, j - 200)
+    while j >= stop:
+        ch = code[j]
+        if ch == ">":
+            depth += 1
+        elif ch == "<":
+            depth -= 1
+            if depth == 0:
+                return j - 1
+        elif ch in ";{}":
+            break
+        j -= 1
+    return -1
+
+
+def _qualifier(code: str, start: int) -> tuple[str, str]:
+    """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
+    ('.', 'member') or ('', 'direct')."""
+    j = start - 1
+    while j >= 0 and code[j] in _SPACE:
+        j -= 1
+    if j < 0:
+        return "", "direct"
+    ch = code[j]
+    if ch == "." or (ch == ">" and j > 0 and code[j - 1] == "-"):
+        return ".", "member"
+    parts: list[str] = []
+    while j >= 1 and code[j] == ":" and code[j - 1] == ":":
+        j -= 2
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+        if j >= 0 and code[j] == ">":
+            j = _skip_back_template(code, j)
+            while j >= 0 and code[j] in _SPACE:
+                j -= 1
+        end = j + 1
+        while j >= 0 and (code[j].isalnum() or code[j] == "_"):
+            j -= 1
+        if end == j + 1:
+            break
+        parts.append(code[j + 1 : end])
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+    return "::".join(reversed(parts)), "direct"
+
+
+def _call_sites(code: str, functions: list[Function]) -> list[Call]:
+    owner = _innermost(functions)
+    if not owner:
+        return []
+    lines = LineIndex(code)
+    calls: list[Call] = []
+    n_owner = len(owner)
+    for m in _CALL.finditer(code):
+        name = m.group(1)
+        if name in _KEYWORDS:
+            continue
+        start = m.start(1)
+        line = lines.line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx < 0:
+            continue
+        f = functions[idx]
+        if line == f.start_line and name == f.name:
+            continue  # the definition's own declarator
+        qual, kind = _qualifier(code, start)
+        calls.append(Call(idx, name, qual, kind, line))
+    for m in _ADDRESS.finditer(code):
+        line = lines.line_of(m.start("name"))
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and m.group("name") not in _KEYWORDS:
+            qual = re.sub(r"\s+", "", m.group("qual") or "").rstrip(":")
+            calls.append(Call(idx, m.group("name"), qual, "address", line))
+    return calls
+
+
+def extract_cpp(path: str, text: str, facts: FileFacts) -> FileFacts:
+    """Fill ``facts`` with the functions, calls, includes and registrations of ``text``.
+
+    ``path`` is the repo-relative path (it names the translation unit); ``text`` is the
+    file's content (from disk or a git blob).
+    """
+    from clang import cindex
+
+    lines = text.splitlines(keepends=True)
+    try:
+        tu = _index().parse(
+            path,
+            args=_clang_args(path),
+            unsaved_files=[(path, text)],
+            options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
+        )
+    except cindex.TranslationUnitLoadError as exc:
+        facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
+        tu = None
+    stripped = strip_c_comments(text)
+    code = blank_strings(stripped)
+    if tu is not None:
+        facts.functions = _definitions(tu, path, lines)
+    recovered = text_functions(code, [(f.start_line, f.end_line) for f in facts.functions])
+    if recovered:
+        facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
+    facts.calls = _call_sites(code, facts.functions)
+    facts.includes = _INCLUDE.findall(stripped)
+    extract_registrations(path, stripped, facts)
+    return facts

@@ -1,0 +1,54 @@
+"""One file in, its facts out: reads the file, hashes it, and calls the extractor for
+its kind. Runs in worker processes; never raises for bad input (the facts say why)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from perfq.indexer.benchmarks import BenchmarkFacts, extract_benchmark
+from perfq.indexer.cpp import extract_cpp, language_of
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.python_src import extract_python
+from perfq.indexer.source_text import decode_source
+
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def file_facts(kind: str, path: str, data: bytes) -> FileFacts | BenchmarkFacts:
+    """Facts of one file's content ``data`` (kind: cpp | python | benchmark)."""
+    sha = hashlib.sha256(data).hexdigest()
+    text = decode_source(data)
+    lang = language_of(path) if kind == "cpp" else "python"
+    facts = FileFacts(path, lang, sha, data.count(b"\n") + 1)
+    if text is None:
+        facts.status, facts.message = "skipped", "binary content"
+        return facts
+    if len(data) > MAX_BYTES:
+        facts.status, facts.message = "skipped", f"larger than {MAX_BYTES} bytes"
+        return facts
+    if kind == "benchmark":
+        bench = extract_benchmark(path, text)
+        bench.sha256 = sha
+        return bench
+    try:
+        if kind == "cpp":
+            return extract_cpp(path, text, facts)
+        return extract_python(path, text, facts)
+    except RecursionError:
+        facts.status, facts.message = "warning", "too deeply nested to parse"
+        return facts
+
+
+def read_and_extract(args: tuple[str, str, str]) -> tuple[str, str, FileFacts | BenchmarkFacts | None, str]:
+    """(kind, path, facts or None, error) for ``(repo, kind, path)``; worker entry point."""
+    repo, kind, path = args
+    try:
+        data = (Path(repo) / path).read_bytes()
+    except OSError as exc:
+        return kind, path, None, f"cannot read: {exc.strerror}"
+    return kind, path, file_facts(kind, path, data), ""
+
+
+def sha_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -1,0 +1,71 @@
+"""Plain fact records produced by the extractors (picklable, no behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class Function(NamedTuple):
+    qualname: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    internal: bool
+
+
+class Call(NamedTuple):
+    func_index: int  # index into FileFacts.functions
+    callee_name: str
+    qualifier: str
+    kind: str  # direct | member | address | python
+    line: int
+
+
+@dataclass
+class StubFact:
+    stub: str
+    role: str  # declare | define
+    line: int
+
+
+@dataclass
+class StubImpl:
+    stub: str
+    arch: str
+    impl_name: str
+    line: int
+
+
+@dataclass
+class LibraryImpl:
+    namespace: str
+    dispatch_key: str
+    op: str
+    kernel_name: str
+    line: int
+
+
+@dataclass
+class LibraryDef:
+    namespace: str
+    schema: str
+    line: int
+
+
+@dataclass
+class FileFacts:
+    path: str
+    lang: str
+    sha256: str
+    n_lines: int
+    status: str = "ok"
+    message: str = ""
+    functions: list[Function] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    includes: list[str] = field(default_factory=list)
+    stubs: list[StubFact] = field(default_factory=list)
+    stub_impls: list[StubImpl] = field(default_factory=list)
+    library_impls: list[LibraryImpl] = field(default_factory=list)
+    library_defs: list[LibraryDef] = field(default_factory=list)

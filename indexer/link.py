@@ -1,0 +1,396 @@
+"""Linking: per-file facts in, index tables out (a pure function).
+
+Resolves call names to functions, kernel names to definitions, stub registrations,
+library registrations, API calls to operators, Python references through imports and
+re-exports, and builds the reachability graph that queries walk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.native_yaml import OpFacts
+
+# Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
+_OP_PREFIXES = {
+    "torch": "",
+    "torch.Tensor": "",
+    "torch._C._VariableFunctions": "",
+    "torch._C._nn": "",
+    "torch.nn.functional": "",
+    "torch._C._TensorBase": "",
+    "torch._C.TensorBase": "",
+    "torch.special": "special_",
+    "torch._C._special": "special_",
+    "torch.linalg": "linalg_",
+    "torch._C._linalg": "linalg_",
+    "torch.fft": "fft_",
+    "torch._C._fft": "fft_",
+    "torch.nested": "nested_",
+    "torch._C._nested": "nested_",
+    "torch.sparse": "sparse_",
+}
+_HUB_SUBCLASSES = 40  # a Python base class with more subclasses than this does not propagate
+_AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
+
+
+@dataclass
+class Tables:
+    """Rows per table, in schema/index.sql column order."""
+
+    rows: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class _Graph:
+    def __init__(self, tables: Tables) -> None:
+        self.t = tables
+        self.node_ids: dict[tuple[str, str], int] = {}
+        self.seen: set[tuple[int, int]] = set()
+
+    def node(self, kind: str, key: str, label: str | None = None) -> int:
+        k = (kind, key)
+        nid = self.node_ids.get(k)
+        if nid is None:
+            nid = len(self.node_ids)
+            self.node_ids[k] = nid
+            self.t.rows["nodes"].append((nid, kind, key, label or key))
+        return nid
+
+    def edge(self, dst: int, src: int, kind: str, detail: str = "") -> None:
+        if dst == src or (dst, src) in self.seen:
+            return
+        self.seen.add((dst, src))
+        self.t.rows["reach_edges"].append((dst, src, kind, detail))
+
+
+def _op_key(namespace: str, name: str) -> str:
+    return name if namespace == "aten" else f"{namespace}::{name}"
+
+
+def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFacts], canaries: list[dict]) -> Tables:
+    """All index tables from the extracted facts."""
+    t = Tables()
+    g = _Graph(t)
+
+    # ---- files and functions
+    func_rows = []
+    file_of: list[int] = []
+    fid_base: list[int] = []
+    for file_id, f in enumerate(files):
+        t.rows["files"].append((file_id, f.path, f.sha256, f.lang, f.n_lines, f.status, f.message or None))
+        if f.status != "ok":
+            t.warnings.append((f.path, "extract", f.message))
+        fid_base.append(len(func_rows))
+        for fn in f.functions:
+            gid = len(func_rows)
+            func_rows.append((gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal))
+            file_of.append(file_id)
+    t.rows["functions"] = func_rows
+    for gid, _, qualname, _, _, _, _, _ in func_rows:
+        g.node("function", str(gid), qualname)  # node id == function id
+
+    is_python = [files[fid].lang == "python" for fid in range(len(files))]
+    cpp_by_name: dict[str, list[int]] = defaultdict(list)
+    py_by_qual: dict[str, int] = {}
+    for gid, file_id, qualname, name, *_ in func_rows:
+        if is_python[file_id]:
+            py_by_qual[qualname] = gid
+        else:
+            cpp_by_name[name].append(gid)
+
+    # ---- operators
+    op_by_name: dict[str, OpFacts] = {o.name: o for o in ops}
+    ops_by_base: dict[str, list[str]] = defaultdict(list)
+    method_ops: dict[str, list[str]] = defaultdict(list)
+    out_ops: dict[str, list[str]] = defaultdict(list)
+    for o in ops:
+        ops_by_base[o.base].append(o.name)
+        if "method" in o.variants:
+            method_ops[o.base].append(o.name)
+        if "out" in o.overload:
+            out_ops[o.base].append(o.name)
+    ops_struct: dict[str, str] = {}
+    for o in ops:
+        ops_struct[o.name.replace(".", "_")] = o.name
+
+    library_ops: dict[str, tuple[str, str]] = {}
+    for f in files:
+        for d in f.library_defs:
+            name = d.schema.split("(")[0].split("::")[-1].strip()
+            library_ops.setdefault(_op_key(d.namespace, name), (d.namespace, d.schema))
+    for key, (namespace, schema) in sorted(library_ops.items()):
+        if key not in op_by_name:
+            base, _, overload = key.split("::")[-1].partition(".")
+            t.rows["ops"].append((key, base, overload, namespace, schema, False, None, "function", "", None))
+    for o in ops:
+        t.rows["ops"].append(
+            (
+                o.name,
+                o.base,
+                o.overload,
+                "aten",
+                o.schema,
+                o.structured,
+                o.structured_delegate,
+                o.variants,
+                o.tags,
+                o.composite,
+            )
+        )
+        g.node("op", o.name)
+
+    def op_node(name: str) -> int:
+        return g.node("op", name)
+
+    # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
+    meta_by_name: dict[str, list[int]] = defaultdict(list)
+    for gid, _, _, name, kind, *_ in func_rows:
+        if kind == "structured_meta":
+            meta_by_name[name].append(gid)
+    for o in ops:
+        for key, kernel in o.kernels:
+            targets = (
+                [gid for gid in cpp_by_name.get(kernel.split("::")[-1], ()) if "::meta::" not in func_rows[gid][2]]
+                if kernel
+                else []
+            )
+            t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
+            for gid in targets:
+                g.edge(gid, op_node(o.name), "kernel", key)
+        for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
+            g.edge(gid, op_node(o.name), "meta", "TORCH_META_FUNC")
+        if o.structured_delegate:
+            t.rows["op_edges"].append((o.structured_delegate, o.name, "structured_delegate"))
+            g.edge(op_node(o.structured_delegate), op_node(o.name), "structured_delegate")
+        for a in o.autogen:
+            t.rows["op_edges"].append((o.name, a, "autogen"))
+            g.edge(op_node(o.name), op_node(a), "autogen")
+
+    # ---- stubs and library registrations
+    stub_names: set[str] = set()
+    for file_id, f in enumerate(files):
+        for s in f.stubs:
+            t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
+            stub_names.add(s.stub)
+        for s in f.stub_impls:
+            stub_names.add(s.stub)
+            cands = [
+                gid
+                for gid in cpp_by_name.get(s.impl_name.split("::")[-1], ())
+                if file_of[gid] == file_id or not func_rows[gid][7]
+            ]
+            same = [gid for gid in cands if file_of[gid] == file_id]
+            targets = same or cands
+            t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, targets[0] if targets else None, file_id, s.line))
+            for gid in targets:
+                g.edge(gid, g.node("stub", s.stub), "registered", s.arch)
+        for li in f.library_impls:
+            op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
+            name = li.kernel_name.split("::")[-1]
+            cands = [
+                gid
+                for gid in cpp_by_name.get(name, ())
+                if func_rows[gid][2].endswith(li.kernel_name) and (file_of[gid] == file_id or not func_rows[gid][7])
+            ]
+            t.rows["library_impls"].append(
+                (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
+            )
+            op_names = ops_by_base.get(op.split(".")[0], [op]) if li.namespace == "aten" and "." not in op else [op]
+            for gid in cands:
+                for on in op_names:
+                    g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
+
+    # ---- C++ calls
+    aten_api: dict[str, list[str]] = defaultdict(list)
+    for base, names in ops_by_base.items():
+        aten_api[base] += names
+    for base, names in out_ops.items():
+        aten_api[f"{base}_out"] += names
+        aten_api[f"{base}_outf"] += names
+    linked: set[tuple[int, int]] = set()
+    for file_id, f in enumerate(files):
+        base_gid = fid_base[file_id]
+        if f.lang == "python":
+            continue
+        for c in f.calls:
+            caller = base_gid + c.func_index
+            name, qual = c.callee_name, c.qualifier
+            t.rows["calls"].append((caller, name, qual, c.kind, c.line))
+            if name in stub_names and c.kind != "member":
+                g.edge(g.node("stub", name), caller, "stub_call", f"line {c.line}")
+                continue
+            # operator API: at::foo, at::_ops::foo::call, tensor.foo()
+            if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
+                op = ops_struct.get(qual[len("at::_ops::") :])
+                if op:
+                    t.rows["op_calls"].append((caller, op, "at::_ops", c.line))
+                    g.edge(op_node(op), caller, "op_call", f"at::_ops line {c.line}")
+                continue
+            if c.kind == "member":
+                for op in method_ops.get(name, ()):
+                    t.rows["op_calls"].append((caller, op, "method", c.line))
+                    g.edge(op_node(op), caller, "op_call", f".{name}() line {c.line}")
+            elif qual in ("at", "", "torch", "at::cpu", "at::cuda") and name in aten_api:
+                for op in aten_api[name]:
+                    t.rows["op_calls"].append((caller, op, f"{qual or 'at'}::{name}", c.line))
+                    g.edge(op_node(op), caller, "op_call", f"{qual or 'at'}::{name} line {c.line}")
+                if qual == "at":
+                    continue
+            if c.kind == "member" and name in method_ops:
+                continue  # tensor.foo(): the operator, not every C++ method named foo
+            cands = cpp_by_name.get(name)
+            if not cands:
+                continue
+            last_qual = qual.split("::")[-1] if qual and c.kind != "member" else ""
+            targets = []
+            for gid in cands:
+                if gid == caller:
+                    continue
+                row = func_rows[gid]
+                if row[7] and file_of[gid] != file_id:
+                    continue  # internal linkage: same translation unit only
+                if c.kind == "member" and row[4] != "method":
+                    continue
+                if last_qual and f"{last_qual}::" not in row[2] and f"{last_qual}<" not in row[2]:
+                    continue
+                targets.append(gid)
+            if len(targets) > _AMBIGUOUS:
+                # a very common name: keep the same file and the caller's namespace
+                scope = func_rows[caller][2].rsplit("::", 1)[0]
+                targets = [
+                    gid for gid in targets if file_of[gid] == file_id or func_rows[gid][2].startswith(scope + "::")
+                ]
+            for gid in targets:
+                if (caller, gid) in linked:
+                    continue
+                linked.add((caller, gid))
+                t.rows["call_edges"].append((caller, gid, c.kind, c.line))
+                g.edge(gid, caller, "call", f"line {c.line}")
+
+    # ---- Python: references through imports and re-exports
+    module_aliases: dict[str, dict[str, str]] = {}
+    module_stars: dict[str, list[str]] = {}
+    for f in files:
+        if f.lang == "python":
+            mod = f.path[:-3].replace("/", ".")
+            mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+            module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
+            module_stars[mod] = [m for a, m in module_aliases[mod].items() if a.startswith("*")]
+
+    resolved_cache: dict[str, int | None] = {}
+
+    def resolve_py(dotted: str, depth: int = 0) -> int | None:
+        if dotted in resolved_cache:
+            return resolved_cache[dotted]
+        resolved_cache[dotted] = None
+        result = py_by_qual.get(dotted)
+        if result is None and depth < 6:
+            parts = dotted.split(".")
+            for cut in range(len(parts) - 1, 0, -1):
+                mod = ".".join(parts[:cut])
+                aliases = module_aliases.get(mod)
+                if aliases is None:
+                    continue
+                head, rest = parts[cut], parts[cut + 1 :]
+                candidates = [aliases[head]] if head in aliases else []
+                candidates += [f"{m}.{head}" for m in module_stars[mod]]
+                for target in candidates:
+                    result = resolve_py(".".join([target, *rest]), depth + 1)
+                    if result is not None:
+                        break
+                break
+        resolved_cache[dotted] = result
+        return result
+
+    def ops_of_python(dotted: str, kind: str) -> list[str]:
+        qual, _, name = dotted.rpartition(".")
+        if kind == "member" or (
+            qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
+        ):
+            return method_ops.get(name, [])
+        m = re.match(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$", dotted)
+        if m:
+            ns, base, overload = m.groups()
+            if ns == "aten":
+                return (
+                    [f"{base}.{overload}"]
+                    if overload and f"{base}.{overload}" in op_by_name
+                    else ops_by_base.get(base, [])
+                )
+            key = _op_key(ns, base)
+            return [key] if key in library_ops else []
+        if qual in _OP_PREFIXES:
+            return ops_by_base.get(_OP_PREFIXES[qual] + name, [])
+        return []
+
+    class_subs: dict[int, list[int]] = defaultdict(list)
+    for file_id, f in enumerate(files):
+        if f.lang != "python":
+            continue
+        base_gid = fid_base[file_id]
+        for c in f.calls:
+            caller = base_gid + c.func_index
+            dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
+            t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+            if c.kind == "member_of":
+                method = py_by_qual.get(dotted)
+                if method is not None:
+                    g.edge(method, caller, "method_of", "")
+                continue
+            target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
+            if c.kind == "base":
+                if target is not None:
+                    class_subs[target].append(caller)
+                continue
+            if target is not None and target != caller:
+                t.rows["call_edges"].append((caller, target, "python", c.line))
+                g.edge(target, caller, "python_call", f"line {c.line}")
+                continue
+            for op in ops_of_python(dotted.lstrip("."), c.kind):
+                t.rows["op_calls"].append((caller, op, dotted, c.line))
+                g.edge(op_node(op), caller, "op_call", f"{dotted} line {c.line}")
+    for base_cls, subs in class_subs.items():
+        if len(subs) <= _HUB_SUBCLASSES:
+            for sub in subs:
+                g.edge(base_cls, sub, "subclass", "")
+
+    # ---- benchmarks
+    for b in benches:
+        t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices)))
+        bnode = g.node("benchmark", b.name)
+        if b.status != "ok":
+            t.warnings.append((b.file, "benchmark", b.message))
+        seen: set[tuple[str, str]] = set()
+        for test, dotted, kind in b.refs:
+            target = None if kind == "member" or dotted.startswith(".") else resolve_py(dotted)
+            if target is not None:
+                if (test, str(target)) not in seen:
+                    seen.add((test, str(target)))
+                    t.rows["bench_calls"].append((b.name, target, test))
+                    g.edge(target, bnode, "bench_call", f"{test}: {dotted}")
+                continue
+            for op in ops_of_python(dotted.lstrip("."), kind):
+                if (test, op) in seen:
+                    continue
+                seen.add((test, op))
+                for device in b.devices:
+                    t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
+                g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
+
+    for c in canaries:
+        t.rows["canary_sets"].append(
+            (
+                c["name"],
+                c.get("description", ""),
+                json.dumps(c.get("paths", [])),
+                json.dumps(c.get("functions", [])),
+                json.dumps(c.get("benchmarks", [])),
+            )
+        )
+    return t

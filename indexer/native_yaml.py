@@ -1,0 +1,166 @@
+"""Operators from native_functions.yaml, read with torchgen's own parser so that
+multi-key dispatch lines, default composite kernels, structured_delegate and autogen
+mean what they mean to PyTorch. Falls back to a plain YAML reader with the same rules
+when torchgen cannot be imported from the indexed tree or an installed torch."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from perfq.errors import PerfqError
+
+
+@dataclass
+class OpFacts:
+    name: str
+    base: str
+    overload: str
+    schema: str
+    structured: bool
+    structured_delegate: str | None
+    variants: str
+    tags: str
+    composite: str | None
+    kernels: list[tuple[str, str]] = field(default_factory=list)  # (dispatch key, kernel name)
+    autogen: list[str] = field(default_factory=list)
+
+
+def _torchgen_importable(repo: Path) -> bool:
+    if (repo / "torchgen" / "gen.py").is_file():
+        if str(repo) not in sys.path:
+            sys.path.insert(0, str(repo))
+        return True
+    try:
+        import torchgen.gen  # noqa: F401  (from an installed torch)
+    except Exception:
+        return False
+    return True
+
+
+def _with_torchgen(yaml_path: Path, tags_path: Path | None) -> list[OpFacts]:
+    from torchgen.gen import parse_native_yaml
+    from torchgen.model import DispatchKey
+
+    if tags_path is None or not tags_path.is_file():
+        import torchgen
+
+        tags_path = Path(torchgen.__file__).parent / "packaged/ATen/native/tags.yaml"
+    parsed = parse_native_yaml(str(yaml_path), str(tags_path), skip_native_fns_gen=True)
+    out: list[OpFacts] = []
+    for f in parsed.native_functions:
+        name = str(f.func.name)
+        kernels = []
+        for key, index in parsed.backend_indices.items():
+            meta = index.get_kernel(f)
+            if meta is not None:
+                kernels.append((str(key), meta.kernel))
+        composite = None
+        if f.has_composite_implicit_autograd_kernel:
+            composite = "CompositeImplicitAutograd"
+        elif f.has_composite_explicit_autograd_kernel:
+            composite = "CompositeExplicitAutograd"
+        elif f.has_composite_explicit_autograd_non_functional_kernel:
+            composite = "CompositeExplicitAutogradNonFunctional"
+        _ = DispatchKey
+        out.append(
+            OpFacts(
+                name=name,
+                base=str(f.func.name.name),
+                overload=f.func.name.overload_name,
+                schema=str(f.func),
+                structured=bool(f.structured),
+                structured_delegate=str(f.structured_delegate) if f.structured_delegate else None,
+                variants=", ".join(sorted(v.name for v in f.variants)),
+                tags=", ".join(sorted(f.tags)),
+                composite=composite,
+                kernels=kernels,
+                autogen=[str(a) for a in f.autogen],
+            )
+        )
+    return out
+
+
+def _plain(yaml_path: Path) -> list[OpFacts]:
+    """The same facts from a plain YAML reading (no torchgen)."""
+    entries = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+    if not isinstance(entries, list):
+        raise PerfqError(f"{yaml_path}: not a list of native functions")
+    out: list[OpFacts] = []
+    for e in entries:
+        if not isinstance(e, dict) or "func" not in e:
+            continue
+        schema = str(e["func"])
+        name = schema.split("(", 1)[0].strip()
+        base, _, overload = name.partition(".")
+        dispatch = e.get("dispatch") or {}
+        kernels: list[tuple[str, str]] = []
+        for keys, kernel in dispatch.items():
+            for key in str(keys).split(","):
+                kernels.append((key.strip(), str(kernel)))
+        delegate = e.get("structured_delegate")
+        if not dispatch and not delegate:
+            kernels.append(("CompositeImplicitAutograd", base))
+        keys = {k for k, _ in kernels}
+        composite = next(
+            (
+                k
+                for k in (
+                    "CompositeImplicitAutograd",
+                    "CompositeExplicitAutograd",
+                    "CompositeExplicitAutogradNonFunctional",
+                )
+                if k in keys
+            ),
+            None,
+        )
+        autogen = [a.strip() for a in str(e.get("autogen", "")).split(",") if a.strip()]
+        tags = e.get("tags") or []
+        out.append(
+            OpFacts(
+                name=name,
+                base=base,
+                overload=overload,
+                schema=schema,
+                structured=bool(e.get("structured")),
+                structured_delegate=str(delegate) if delegate else None,
+                variants=", ".join(sorted(v.strip() for v in str(e.get("variants", "function")).split(","))),
+                tags=", ".join(sorted([tags] if isinstance(tags, str) else tags)),
+                composite=composite,
+                kernels=kernels,
+                autogen=autogen,
+            )
+        )
+    return out
+
+
+def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], str]:
+    """Operators of ``yaml_path`` and which reader produced them ('torchgen' or 'plain')."""
+    if not yaml_path.is_file():
+        raise PerfqError(f"native_functions.yaml not found at {yaml_path}")
+    try:
+        yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise PerfqError(f"{yaml_path}: malformed YAML{where}") from None
+    except UnicodeDecodeError:
+        raise PerfqError(f"{yaml_path}: not UTF-8 text") from None
+    tags = yaml_path.parent / "tags.yaml"
+    if _torchgen_importable(repo):
+        try:
+            return _with_torchgen(yaml_path, tags if tags.is_file() else None), "torchgen"
+        except Exception:  # an incompatible torchgen: the plain reader has the same rules
+            pass
+    return _plain(yaml_path), "plain"
+
+
+def cpp_api_names(op: OpFacts) -> set[str]:
+    """Names under which C++ code calls the op: at::foo, at::foo_out / foo_outf for outs."""
+    names = {op.base}
+    if "out" in op.overload:
+        names |= {f"{op.base}_out", f"{op.base}_outf"}
+    return names

@@ -1,0 +1,167 @@
+"""Python extractor: functions, classes and module-level aliases of one module, with
+the dotted names they reference, resolved through the module's own imports
+(``F.relu`` -> ``torch.nn.functional.relu``)."""
+
+from __future__ import annotations
+
+import ast
+
+from perfq.indexer.facts import Call, FileFacts, Function
+
+
+def module_name(path: str) -> str:
+    """'torch/nn/functional.py' -> 'torch.nn.functional' ('__init__' dropped)."""
+    parts = path[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def dotted(node: ast.AST) -> str | None:
+    """'a.b.c' for a Name/Attribute chain, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def import_map(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """Local alias -> fully qualified dotted target, from the module's imports (any level)."""
+    aliases: dict[str, str] = {}
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    root = a.name.split(".")[0]
+                    aliases.setdefault(root, root)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                keep = len(parts) - (node.level - 1)
+                prefix = ".".join(parts[:keep]) if keep > 0 else ""
+                base = f"{prefix}.{base}" if base and prefix else (prefix or base)
+            for a in node.names:
+                if a.name == "*":
+                    aliases[f"*{base}"] = base
+                else:
+                    aliases[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
+    return aliases
+
+
+def resolve(name: str, aliases: dict[str, str], module: str, local: set[str]) -> str:
+    """Qualify a dotted reference written in ``module``."""
+    head, _, rest = name.partition(".")
+    if head in aliases:
+        target = aliases[head]
+    elif head in local:
+        target = f"{module}.{head}"
+    else:
+        return name
+    return f"{target}.{rest}" if rest else target
+
+
+class _Collector(ast.NodeVisitor):
+    """Collects references (calls and dotted values) inside one definition."""
+
+    def __init__(self) -> None:
+        self.refs: list[tuple[str, str, int]] = []  # (dotted or '.attr', kind, line)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = dotted(node.func)
+        if name is not None:
+            self.refs.append((name, "python", node.lineno))
+            for child in [*node.args, *node.keywords]:
+                self.visit(child)
+            return
+        if isinstance(node.func, ast.Attribute):
+            self.refs.append(("." + node.func.attr, "member", node.lineno))
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = dotted(node)
+        if name is not None and "." in name:
+            self.refs.append((name, "ref", node.lineno))
+            return
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested defs: their own entries
+        return
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        return
+
+
+def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
+    """Fill ``facts`` with the module's functions, classes, aliases and their references.
+
+    A class is a function of kind ``class`` whose calls are its bases (kind ``base``) and
+    its methods (kind ``member_of``: the class is affected when a method is); a
+    module-level ``name = <expr>`` becomes kind ``alias`` referencing what ``expr`` names.
+    """
+    try:
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        facts.status, facts.message = "warning", f"python syntax error: {exc}"
+        return facts
+    module = module_name(path)
+    aliases = import_map(tree, module, path.endswith("__init__.py"))
+    local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    local |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    facts.includes = sorted(f"{alias}={target}" for alias, target in aliases.items())
+
+    def add(qualname: str, name: str, kind: str, node: ast.AST, body: list[ast.AST]) -> int:
+        idx = len(facts.functions)
+        end = getattr(node, "end_lineno", node.lineno) or node.lineno
+        facts.functions.append(Function(qualname, name, kind, node.lineno, end, name.startswith("_")))
+        collector = _Collector()
+        for stmt in body:
+            collector.visit(stmt)
+        for ref, kind_, line in collector.refs:
+            target = ref if ref.startswith(".") else resolve(ref, aliases, module, local)
+            qual, _, last = target.rpartition(".")
+            facts.calls.append(Call(idx, last, qual, kind_, line))
+        return idx
+
+    def visit_defs(nodes: list[ast.stmt], prefix: str, class_idx: int | None) -> None:
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                add(
+                    f"{prefix}.{node.name}",
+                    node.name,
+                    "python",
+                    node,
+                    [*node.decorator_list, *node.args.defaults, *node.body],
+                )
+                if class_idx is not None:
+                    facts.calls.append(Call(class_idx, node.name, f"{prefix}", "member_of", node.lineno))
+                visit_defs(node.body, f"{prefix}.{node.name}", None)
+            elif isinstance(node, ast.ClassDef):
+                cidx = add(f"{prefix}.{node.name}", node.name, "class", node, [])
+                for base in node.bases:
+                    name = dotted(base)
+                    if name:
+                        target = resolve(name, aliases, module, local)
+                        qual, _, last = target.rpartition(".")
+                        facts.calls.append(Call(cidx, last, qual, "base", node.lineno))
+                visit_defs(node.body, f"{prefix}.{node.name}", cidx)
+            elif class_idx is None and prefix == module and isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if (
+                    len(targets) == 1
+                    and isinstance(targets[0], ast.Name)
+                    and isinstance(node.value, ast.Call | ast.Attribute | ast.Name)
+                ):
+                    add(f"{module}.{targets[0].id}", targets[0].id, "alias", node, [ast.Expr(node.value)])
+
+    visit_defs(tree.body, module, None)
+    return facts

@@ -1,0 +1,257 @@
+"""``perfq affected``: from changed functions to the benchmarks that can see them, the
+operators behind them, the operators with NO BENCHMARK, and why (reads the index)."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+from perfq.query.changes import ChangeSet
+from perfq.query.reach import Reach, reaching_benchmarks, walk_up
+
+from perfq.config import Config
+
+_GPU_HINTS = ("/cuda/", "/cudnn/", "/hip/", "/miopen/", ".cu", ".cuh")
+_CPU_HINTS = ("/cpu/", "/mkldnn/", "/mkl/")
+_WEAK_EDGES = {"subclass", "method_of"}
+
+
+@dataclass
+class Start:
+    node: int
+    label: str
+    confidence: str
+    why: str
+
+
+@dataclass
+class AffectedInput:
+    base: str
+    head: str
+    changes: ChangeSet
+    warnings: list[str] = field(default_factory=list)
+
+
+def _canary_sets(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    rows = con.execute("SELECT name, description, paths, functions, benchmarks FROM canary_sets").fetchall()
+    return [
+        {"name": n, "description": d, "paths": json.loads(p), "functions": json.loads(f), "benchmarks": json.loads(b)}
+        for n, d, p, f, b in rows
+    ]
+
+
+def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start], list[dict]]:
+    """Index nodes the changes start from, and what could not be mapped."""
+    starts: list[Start] = []
+    unmapped: list[dict] = []
+    paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    by_file: dict[str, list[tuple[int, str, str]]] = {}
+    if paths:
+        for path, fid, qualname, name in con.execute(
+            "SELECT fi.path, f.id, f.qualname, f.name FROM functions f JOIN files fi ON fi.id = f.file_id"
+            " WHERE fi.path IN (SELECT unnest(?::TEXT[]))",
+            [paths],
+        ).fetchall():
+            by_file.setdefault(path, []).append((fid, qualname, name))
+    for cf in cs.functions:
+        indexed = by_file.get(cf.path, [])
+        ids = [fid for fid, q, _ in indexed if q == cf.qualname] or [fid for fid, _, n in indexed if n == cf.name]
+        label = f"{cf.path}:{cf.qualname}"
+        if ids:
+            starts += [Start(i, label, "high", f"{cf.status} function") for i in ids]
+            continue
+        callers = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT caller_id FROM calls WHERE callee_name = ? LIMIT 500", [cf.name]
+            ).fetchall()
+        ]
+        if callers:
+            starts += [
+                Start(i, label, "medium", f"{cf.status} function, reached through callers of {cf.name}")
+                for i in callers
+            ]
+        else:
+            unmapped.append(
+                {
+                    "file": cf.path,
+                    "function": cf.qualname,
+                    "lines": cf.lines[:20],
+                    "reason": f"{cf.status} function not in the index and nothing calls {cf.name}",
+                }
+            )
+    for path, lines, why in cs.file_level:
+        ids = [fid for fid, _, _ in by_file.get(path, [])]
+        unmapped.append(
+            {
+                "file": path,
+                "function": None,
+                "lines": lines,
+                "reason": why + (f"; falling back to the {len(ids)} functions of the file" if ids else ""),
+            }
+        )
+        starts += [Start(i, f"{path} (file level)", "low", why) for i in ids]
+    if cs.yaml_ops:
+        names = [op for op, _ in cs.yaml_ops]
+        for nid, key in con.execute(
+            "SELECT id, key FROM nodes WHERE kind = 'op' AND key IN (SELECT unnest(?::TEXT[]))", [names]
+        ).fetchall():
+            why = next(w for op, w in cs.yaml_ops if op == key)
+            starts.append(Start(nid, f"op {key}", "high", why))
+    return starts, unmapped
+
+
+def _label(r: Reach, node: int, files: dict[int, str]) -> str:
+    kind, key, label = r.kind.get(node, "?"), r.key.get(node, "?"), r.label.get(node, "?")
+    if kind == "function":
+        return f"{files.get(node, '?')}:{label}"
+    return f"{kind} {key}"
+
+
+def _devices(changed_paths: list[str], bench_devices: list[str]) -> list[str]:
+    if changed_paths and all(any(h in p for h in _GPU_HINTS) for p in changed_paths):
+        wanted = [d for d in bench_devices if d != "cpu"]
+    elif changed_paths and all(any(h in p for h in _CPU_HINTS) for p in changed_paths):
+        wanted = [d for d in bench_devices if d == "cpu"]
+    else:
+        wanted = list(bench_devices)
+    return wanted or list(bench_devices)
+
+
+def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) -> dict:
+    """The ``perfq affected`` document (see README for its JSON shape)."""
+    cs = inp.changes
+    starts, unmapped = _starts(con, cs)
+    start_of = {s.node: s for s in starts}
+    r = walk_up(con, list(start_of), cfg.max_depth)
+    fn_nodes = [n for n, k in r.kind.items() if k == "function"]
+    files = (
+        dict(
+            con.execute(
+                "SELECT f.id, fi.path FROM functions f JOIN files fi ON fi.id = f.file_id"
+                " WHERE f.id IN (SELECT unnest(?::INTEGER[]))",
+                [fn_nodes],
+            ).fetchall()
+        )
+        if fn_nodes
+        else {}
+    )
+    bench_rows = {
+        name: (file, json.loads(tests), json.loads(devices))
+        for name, file, tests, devices in con.execute("SELECT name, file, tests, devices FROM benchmarks").fetchall()
+    }
+    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    compile_mode = bool(cs.compile_paths)
+    modes = ["eager", "compile"] if compile_mode else ["eager"]
+
+    ops = sorted((r.depth[n], r.key[n]) for n in r.nodes_of("op"))
+    benchmarks: dict[str, dict] = {}
+    for node in r.nodes_of("benchmark"):
+        name = r.key[node]
+        chain = r.chain(node)
+        start = start_of.get(chain[0][0])
+        weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
+        confidence = start.confidence if start else "low"
+        if weak and confidence == "high":
+            confidence = "medium"
+        file, tests, devices = bench_rows.get(name, (name, [], ["cpu"]))
+        test = chain[-1][2].split(":", 1)[0] if chain[-1][2] else ""
+        entry = benchmarks.setdefault(
+            name,
+            {
+                "name": name,
+                "file": file,
+                "tests": [],
+                "ops": [],
+                "modes": modes,
+                "devices": _devices(changed_paths, devices),
+                "confidence": confidence,
+                "reasons": [],
+                "distance": r.depth[node],
+            },
+        )
+        if test and test not in entry["tests"]:
+            entry["tests"].append(test)
+        entry["ops"] += [r.key[n] for n, _, _ in chain if r.kind.get(n) == "op" and r.key[n] not in entry["ops"]]
+        entry["reasons"].append(
+            {
+                "function": start.label if start else _label(r, chain[0][0], files),
+                "chain": [_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in chain],
+            }
+        )
+    for path in cs.benchmark_files:
+        name = Path(path).stem
+        file, tests, devices = bench_rows.get(name, (path, [], ["cpu"]))
+        entry = benchmarks.setdefault(
+            name,
+            {
+                "name": name,
+                "file": path,
+                "tests": [],
+                "ops": [],
+                "modes": modes,
+                "devices": devices,
+                "confidence": "high",
+                "reasons": [],
+                "distance": 0,
+            },
+        )
+        entry["reasons"].append({"function": path, "chain": [f"benchmark file {path} changed"]})
+
+    # shared infrastructure: canary sets by pattern, or by reach beyond the bound
+    canary = []
+    qualnames = [cf.qualname for cf in cs.functions]
+    touched = changed_paths + [p for p, _, _ in cs.file_level]
+    sets = _canary_sets(con)
+    for s in sets:
+        hit = next((p for p in touched for g in s["paths"] if fnmatch.fnmatch(p, g)), None)
+        hit_fn = next((q for q in qualnames for g in s["functions"] if fnmatch.fnmatch(q, g)), None)
+        if hit or hit_fn:
+            canary.append(
+                {
+                    "set": s["name"],
+                    "trigger": f"changed {hit or hit_fn} matches the {s['name']} set",
+                    "description": s["description"],
+                    "benchmarks": [{"name": b, "file": bench_rows.get(b, (b,))[0]} for b in s["benchmarks"]],
+                }
+            )
+    if len(ops) > cfg.reach_bound and not canary and sets:
+        broad = next((s for s in sets if s["name"] == "broad"), sets[0])
+        canary.append(
+            {
+                "set": broad["name"],
+                "trigger": f"reaches {len(ops)} operators (bound {cfg.reach_bound})",
+                "description": broad["description"],
+                "benchmarks": [{"name": b, "file": bench_rows.get(b, (b,))[0]} for b in broad["benchmarks"]],
+            }
+        )
+
+    covered = reaching_benchmarks(r)
+    no_benchmark = [key for _, key in ops if not any(n for n in r.nodes_of("op") if r.key[n] == key and n in covered)]
+    result_benchmarks = sorted(benchmarks.values(), key=lambda b: (b["distance"], b["name"]))
+    for b in result_benchmarks:
+        b.pop("distance", None)
+        b["reasons"] = b["reasons"][:3]
+    return {
+        "base": inp.base,
+        "head": inp.head,
+        "compile_mode": compile_mode,
+        "changed_functions": [cf.as_dict() for cf in cs.functions],
+        "benchmarks": result_benchmarks,
+        "canary": canary,
+        "ops": [key for _, key in ops],
+        "no_benchmark_ops": no_benchmark,
+        "unmapped_changes": unmapped,
+        "ignored_files": cs.ignored,
+        "warnings": inp.warnings + cs.notes + (["reach truncated at max_depth"] if r.truncated else []),
+    }
+
+
+def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
+    """The affected document for ``A..B``; reads git, so it lives in runner/ (re-exported)."""
+    from perfq.runner.affected_flow import affected_for_range as run
+
+    return run(repo, rev_range, db)

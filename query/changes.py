@@ -1,0 +1,170 @@
+"""From changed lines to changed functions: function extents of the base and head
+versions of each changed file come from parsing them on the fly (pure: the texts are
+passed in), so an index some commits away still maps lines exactly."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from perfq.indexer.discover import CPP_SUFFIXES
+from perfq.indexer.extract import file_facts
+from perfq.indexer.facts import FileFacts, Function
+from perfq.query.diff_parse import FileChange
+
+from perfq.config import Config
+
+TextOf = Callable[[str], bytes | None]
+
+
+@dataclass
+class ChangedFunction:
+    path: str
+    qualname: str
+    name: str
+    lines: list[int]
+    side: str  # base | head | both
+    status: str  # modified | added | deleted
+
+    def as_dict(self) -> dict:
+        return {"file": self.path, "function": self.qualname, "lines": self.lines[:20], "status": self.status}
+
+
+@dataclass
+class ChangeSet:
+    functions: list[ChangedFunction] = field(default_factory=list)
+    file_level: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, why)
+    yaml_ops: list[tuple[str, str]] = field(default_factory=list)  # (op, why)
+    benchmark_files: list[str] = field(default_factory=list)
+    compile_paths: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _innermost(functions: list[Function], line: int) -> Function | None:
+    best = None
+    for f in functions:
+        if f.start_line <= line <= f.end_line and (
+            best is None or f.end_line - f.start_line < best.end_line - best.start_line
+        ):
+            best = f
+    return best
+
+
+def _kind_of(path: str, cfg: Config) -> str:
+    if any(path == p for p in cfg.native_functions):
+        return "native_yaml"
+    if path.endswith("derivatives.yaml"):
+        return "derivatives"
+    if path.endswith(".py") and any(
+        path.startswith(r.strip("/") + "/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
+    ):
+        return "benchmark"
+    if path.endswith(CPP_SUFFIXES):
+        return "cpp"
+    if path.endswith(".py"):
+        return "python"
+    return "other"
+
+
+def _yaml_entries(text: str, lines: set[int], key: str) -> list[str]:
+    """Names of the yaml entries (``- func:`` / ``- name:``) that contain ``lines``."""
+    starts = [
+        (i + 1, m.group(1))
+        for i, line in enumerate(text.splitlines())
+        if (m := re.match(rf"-\s+{key}:\s*([^\s(]+)", line))
+    ]
+    out = []
+    for line in sorted(lines):
+        owner = None
+        for start, name in starts:
+            if start <= line:
+                owner = name
+            else:
+                break
+        if owner and owner not in out:
+            out.append(owner)
+    return out
+
+
+def changed_functions(changes: list[FileChange], base_text: TextOf, head_text: TextOf, cfg: Config) -> ChangeSet:
+    """Map every changed line of ``changes`` to the function that encloses it."""
+    cs = ChangeSet()
+    for fc in changes:
+        kind = _kind_of(fc.path, cfg)
+        if fc.binary:
+            cs.ignored.append(f"{fc.path} (binary)")
+            continue
+        if kind == "other":
+            cs.ignored.append(fc.path)
+            continue
+        if any(fnmatch.fnmatch(fc.path, p) for p in ("torch/_inductor/*", "torch/_dynamo/*")):
+            cs.compile_paths.append(fc.path)
+        if kind == "benchmark":
+            cs.benchmark_files.append(fc.path)
+            continue
+        if kind in ("native_yaml", "derivatives"):
+            key = "func" if kind == "native_yaml" else "name"
+            for side_lines, text_of, path in ((fc.removed, base_text, fc.old_path), (fc.added, head_text, fc.new_path)):
+                data = text_of(path) if path else None
+                if data and side_lines:
+                    for name in _yaml_entries(data.decode("utf-8", "replace"), side_lines, key):
+                        cs.yaml_ops.append((name, f"{fc.path} entry changed"))
+            continue
+        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs)
+    return cs
+
+
+def _facts(kind: str, path: str | None, text_of: TextOf) -> FileFacts | None:
+    if path is None:
+        return None
+    data = text_of(path)
+    if data is None:
+        return None
+    facts = file_facts(kind, path, data)
+    return facts if isinstance(facts, FileFacts) else None
+
+
+def _map_source(fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet) -> None:
+    base = _facts(kind, fc.old_path, base_text)
+    head = _facts(kind, fc.new_path, head_text)
+    found: dict[tuple[str, str], ChangedFunction] = {}
+    loose: list[int] = []
+    for side, facts, lines in (("base", base, fc.removed), ("head", head, fc.added)):
+        if facts is None:
+            continue
+        if facts.status == "skipped":
+            cs.notes.append(f"{facts.path}: {facts.message}")
+            continue
+        funcs = (
+            [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions
+        )
+        classes = [f for f in facts.functions if f.kind in ("class", "alias")] if kind == "python" else []
+        for line in sorted(lines):
+            f = _innermost(funcs, line) or _innermost(classes, line)
+            if f is None:
+                loose.append(line)
+                continue
+            key = (facts.path, f.qualname)
+            cf = found.get(key)
+            if cf is None:
+                status = {"added": "added", "deleted": "deleted"}.get(fc.status, "modified")
+                cf = found[key] = ChangedFunction(facts.path, f.qualname, f.name, [], side, status)
+            elif cf.side != side:
+                cf.side = "both"
+            if line not in cf.lines:
+                cf.lines.append(line)
+    if base is not None and head is not None:
+        base_names = {f.qualname for f in base.functions}
+        head_names = {f.qualname for f in head.functions}
+        for cf in found.values():
+            if cf.side == "head" and cf.qualname not in base_names:
+                cf.status = "added"
+            elif cf.side == "base" and cf.qualname not in head_names:
+                cf.status = "deleted"
+    cs.functions += found.values()
+    if loose:
+        why = "outside any function (globals, macros, includes)"
+        cs.file_level.append((fc.path if fc.new_path else (fc.old_path or ""), sorted(set(loose))[:20], why))

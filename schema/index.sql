@@ -1,0 +1,126 @@
+-- perfq index schema (rebuilt by `perfq index`, swapped in atomically).
+-- Vocabulary follows torchgen / ATen: operators are `name.overload` (overload '' for the
+-- default one), dispatch keys as in native_functions.yaml (CPU, CUDA, CompositeImplicitAutograd...).
+
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+
+CREATE TABLE files (
+  id INTEGER PRIMARY KEY,
+  path TEXT NOT NULL UNIQUE,       -- repo-relative, '/' separated
+  sha256 TEXT NOT NULL,
+  lang TEXT NOT NULL,              -- cpp | cuda | objcpp | python | yaml
+  n_lines INTEGER NOT NULL,
+  status TEXT NOT NULL,            -- ok | warning | skipped
+  message TEXT                     -- why, when status is not ok
+);
+
+CREATE TABLE functions (
+  id INTEGER PRIMARY KEY,
+  file_id INTEGER NOT NULL,
+  qualname TEXT NOT NULL,          -- at::native::(anonymous namespace)::foo, torch.nn.functional.relu
+  name TEXT NOT NULL,              -- last component: foo, relu
+  kind TEXT NOT NULL,              -- function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | python
+  start_line INTEGER NOT NULL,
+  end_line INTEGER NOT NULL,
+  internal BOOLEAN NOT NULL        -- internal linkage (static, anonymous namespace, _private python): same-file callers only
+);
+
+-- Raw call sites, as written (name-level); resolved edges are in call_edges.
+CREATE TABLE calls (
+  caller_id INTEGER NOT NULL,
+  callee_name TEXT NOT NULL,       -- last identifier: foo
+  qualifier TEXT NOT NULL,         -- what stood before it: 'at', 'at::native', 'at::_ops::sum', '.', 'torch', 'F'...
+  kind TEXT NOT NULL,              -- direct | member | address | python
+  line INTEGER NOT NULL
+);
+
+CREATE TABLE call_edges (
+  caller_id INTEGER NOT NULL,
+  callee_id INTEGER NOT NULL,
+  kind TEXT NOT NULL,              -- direct | member | address | python
+  line INTEGER NOT NULL
+);
+
+CREATE TABLE includes (file_id INTEGER NOT NULL, target TEXT NOT NULL, target_file_id INTEGER);
+
+CREATE TABLE ops (
+  name TEXT PRIMARY KEY,           -- name.overload ('add.Tensor', 'relu')
+  base TEXT NOT NULL,              -- add, relu_ -> relu_ (in-place keeps its underscore)
+  overload TEXT NOT NULL,
+  namespace TEXT NOT NULL,         -- aten, quantized, ...
+  schema TEXT NOT NULL,
+  structured BOOLEAN NOT NULL,
+  structured_delegate TEXT,        -- the op whose kernel this one uses
+  variants TEXT NOT NULL,          -- 'function, method'
+  tags TEXT NOT NULL,
+  composite TEXT                   -- CompositeImplicitAutograd | CompositeExplicitAutograd... | NULL
+);
+
+CREATE TABLE kernels (
+  op TEXT NOT NULL,
+  dispatch_key TEXT NOT NULL,
+  kernel_name TEXT NOT NULL,       -- as in the yaml: softmax_cpu_out
+  function_id INTEGER              -- the indexed definition, when found
+);
+
+CREATE TABLE stubs (
+  stub TEXT NOT NULL,              -- softmax_lastdim_kernel
+  role TEXT NOT NULL,              -- declare | define
+  file_id INTEGER NOT NULL,
+  line INTEGER NOT NULL
+);
+
+CREATE TABLE stub_impls (
+  stub TEXT NOT NULL,
+  arch TEXT NOT NULL,              -- DEFAULT (cpu kernels, per CPU_CAPABILITY), AVX512, CUDA, HIP, MPS, XPU...
+  impl_name TEXT NOT NULL,
+  function_id INTEGER,
+  file_id INTEGER NOT NULL,
+  line INTEGER NOT NULL
+);
+
+CREATE TABLE library_impls (
+  namespace TEXT NOT NULL,
+  dispatch_key TEXT NOT NULL,      -- '' for catch-all m.impl without a key
+  op TEXT NOT NULL,
+  kernel_name TEXT NOT NULL,
+  function_id INTEGER,
+  file_id INTEGER NOT NULL,
+  line INTEGER NOT NULL
+);
+
+-- A function (C++ or Python) that calls an operator through its API
+-- (at::foo, at::_ops::foo::call, tensor.foo(), torch.foo, F.foo, torch.ops.aten.foo).
+CREATE TABLE op_calls (function_id INTEGER NOT NULL, op TEXT NOT NULL, via TEXT NOT NULL, line INTEGER NOT NULL);
+
+-- op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen).
+CREATE TABLE op_edges (op TEXT NOT NULL, caller_op TEXT NOT NULL, kind TEXT NOT NULL);
+
+CREATE TABLE benchmarks (
+  name TEXT PRIMARY KEY,           -- file stem: softmax_test
+  file TEXT NOT NULL,
+  framework TEXT NOT NULL,         -- operator_benchmark | script
+  tests TEXT NOT NULL,             -- JSON list of {name, tags, devices}
+  devices TEXT NOT NULL            -- JSON list
+);
+
+CREATE TABLE bench_ops (
+  bench TEXT NOT NULL,
+  op TEXT NOT NULL,
+  source TEXT NOT NULL,            -- static | traced
+  test TEXT NOT NULL,              -- test/class name it came from ('' = whole file)
+  device TEXT NOT NULL,            -- '' when unknown
+  via TEXT NOT NULL                -- how: 'torch.softmax', 'F.avg_pool2d via torch.ao...'
+);
+
+-- Python functions a benchmark calls (statically), so ops reached through torch/*.py count.
+CREATE TABLE bench_calls (bench TEXT NOT NULL, function_id INTEGER NOT NULL, test TEXT NOT NULL);
+
+CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
+
+-- Precomputed reachability graph over nodes (functions, stubs, ops, benchmarks):
+-- 'src' is affected when 'dst' changes. Queries walk it from changed functions.
+CREATE TABLE nodes (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, label TEXT NOT NULL);
+CREATE TABLE reach_edges (dst INTEGER NOT NULL, src INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+
+CREATE TABLE warnings (file TEXT, phase TEXT NOT NULL, message TEXT NOT NULL);

@@ -1,0 +1,38 @@
+"""Opening an existing index read-only, with clear errors when it is missing or foreign."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+from perfq.schema.db import open_db
+from perfq.schema.writer import SCHEMA_VERSION
+
+from perfq.errors import PerfqError
+
+
+@contextlib.contextmanager
+def open_index(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the index at ``path``."""
+    if not path.exists():
+        raise PerfqError(f"no perfq index at {path}; build one with `perfq index` at the repository root")
+    con = open_db(path, read_only=True)
+    try:
+        try:
+            version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.Error:
+            raise PerfqError(f"{path} is not a perfq index (no meta table); rebuild it with `perfq index`") from None
+        if version is None or int(version[0]) != SCHEMA_VERSION:
+            raise PerfqError(
+                f"{path} has index schema v{version[0] if version else '?'}, this perfq reads "
+                f"v{SCHEMA_VERSION}; rebuild it with `perfq index`"
+            )
+        yield con
+    finally:
+        con.close()
+
+
+def meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    return dict(con.execute("SELECT key, value FROM meta").fetchall())
