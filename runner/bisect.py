@@ -403,6 +403,15 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
                confirm: Callable[[str], bool] | None = None) -> dict[str, Any]:
     """Run (or resume) a bisection and return the report document."""
     repo = g.toplevel(req.repo)
+    if not req.resume:
+        if not req.good:
+            raise PerfqError("give the GOOD commit (or --resume)")
+        if req.ir_kernel:
+            if req.command:
+                raise PerfqError("--ir bisects on the kernel's IR; do not give a command after `--`")
+            req = ir_request(req)
+        elif not req.command:
+            raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
     history = req.history or _default_history(repo)
     session = Session(history)
     try:
@@ -412,14 +421,6 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
             commits = stored["commits"]
             log(f"resuming session {session.id}: {len(session.replay)} stored measurement(s) to replay")
         else:
-            if not req.good:
-                raise PerfqError("give the GOOD commit (or --resume)")
-            if req.ir_kernel:
-                if req.command:
-                    raise PerfqError("--ir bisects on the kernel's IR; do not give a command after `--`")
-                req = ir_request(req)
-            elif not req.command:
-                raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
             if session.has_resumable(repo):
                 log("note: an interrupted session exists for this repo; `perfq bisect --resume` continues it")
             good = g.resolve(repo, req.good)
