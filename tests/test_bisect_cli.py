@@ -143,8 +143,9 @@ def test_text_and_markdown_reports(tmp_path):
     assert code == 0, (err, exc)
     assert f"first bad commit: {r.culprit}" in out and "c3: change 3" in out
     assert "sync:" in out and "kernel.py" in out and "lower is better (inferred from the unit ms)" in out
+    # Everything after `--` belongs to the benchmark, even options perfq also has.
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--format", "markdown", "--history", hist,
-                                 "--", PY, "bench.py")
+                                 "--", PY, "bench.py", "--format", "json", "--runs", "9")
     assert code == 0 and out.startswith("## perfq bisect") and f"`{r.culprit}`" in out
     assert "| phase | commit | verdict | values |" in out
 
