@@ -76,9 +76,7 @@ def run_and_compare(label: str, benches: tuple[str, ...], extra: list[str], tmp:
     start = time.monotonic()
     perfq(*args, *extra)
     elapsed = time.monotonic() - start
-    doc = json.loads(
-        perfq("compare", label, "--format", "json", "--history", str(history), "--repo", str(tmp)).stdout
-    )
+    doc = json.loads(perfq("compare", label, "--format", "json", "--history", str(history), "--repo", str(tmp)).stdout)
     doc["elapsed"] = elapsed
     return doc
 
@@ -99,7 +97,7 @@ def show(doc: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat-aa", type=int, default=7)
+    parser.add_argument("--repeat-aa", type=int, default=5)
     parser.add_argument("--repeat-ab", type=int, default=5)
     args = parser.parse_args()
     root = corpus_root()
@@ -116,7 +114,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="perfq-bench-") as tmpdir:
         tmp = Path(tmpdir)
         aa = run_and_compare(
-            "aa", AA_BENCHES, ["--repeat", str(args.repeat_aa), "--iterations", "100"], tmp, root
+            "aa",
+            AA_BENCHES,
+            ["--repeat", str(args.repeat_aa), "--iterations", "40", "--num-runs", "5"],
+            tmp,
+            root,
         )
         n = len(aa["tests"])
         c = aa["summary"]

@@ -14,7 +14,8 @@ import csv
 import io
 import json
 import re
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,7 @@ def build_command(
         argv += ["--tag-filter", spec.tag_filter]
         if len(spec.tests) > 1:
             notes.append(
-                f"{spec.name}: runner filters one --test-name at a time; "
-                f"{len(spec.tests)} tests kept by parsing"
+                f"{spec.name}: runner filters one --test-name at a time; {len(spec.tests)} tests kept by parsing"
             )
     if spec.ops:
         argv += ["--operators", ",".join(spec.ops)]
@@ -152,9 +152,7 @@ def thread_env(spec: OpBenchSpec) -> dict[str, str]:
 _NAME = re.compile(r"^# Name:\s*(\S+)\s*$")
 _INPUT = re.compile(r"^# Input:\s*(.*)$")
 _MODE = re.compile(r"^# Mode:\s*(\S+)")
-_TIME = re.compile(
-    r"^(?:Run:\s*(\d+),\s*)?(Forward|Backward) Execution Time \((\w+)\)\s*:\s*([-+0-9.eE]+|nan|inf)\s*$"
-)
+_TIME = re.compile(r"^(?:Run:\s*(\d+),\s*)?(Forward|Backward) Execution Time \((\w+)\)\s*:\s*([-+0-9.eE]+|nan|inf)\s*$")
 _DEVICE = re.compile(r"(?:^|,\s*)device:\s*([\w:]+)")
 
 
@@ -250,9 +248,7 @@ def parse_csv(text: str, default_device: str = "", mode: str = "eager") -> list[
         device = default_device
         if m := re.search(r"_(cpu|cuda|mps|xpu)(?:_|$)", name):
             device = m.group(1)
-        found.append(
-            Measurement(name, value, "backward_time" if backward else "forward_time", "us", mode, device)
-        )
+        found.append(Measurement(name, value, "backward_time" if backward else "forward_time", "us", mode, device))
     return found
 
 
@@ -264,8 +260,23 @@ def keep_selected(found: list[Measurement], spec: OpBenchSpec) -> list[Measureme
     return [m for m in found if m.test in wanted]
 
 
+def collapse(found: list[Measurement]) -> list[Measurement]:
+    """One value per test and metric: the median of the runs of one invocation (``--num-runs``).
+
+    Runs inside one process are not independent samples; their median filters out a
+    transient hiccup, and the process-level samples feed the statistics.
+    """
+    groups: dict[tuple[str, str, str, str, str], list[float]] = {}
+    for m in found:
+        groups.setdefault((m.test, m.metric, m.unit, m.mode, m.device), []).append(m.value)
+    return [
+        Measurement(test, statistics.median(values), metric, unit, mode, device)
+        for (test, metric, unit, mode, device), values in groups.items()
+    ]
+
+
 def parse_invocation(stdout: str, spec: OpBenchSpec, json_file: Path | None = None) -> list[Measurement]:
-    """Measurements of one invocation: the JSON file when the runner wrote one, else stdout."""
+    """Measurements of one invocation (JSON file when the runner wrote one, else stdout), one per test."""
     found: list[Measurement] = []
     if json_file is not None and json_file.is_file():
         try:
@@ -274,4 +285,83 @@ def parse_invocation(stdout: str, spec: OpBenchSpec, json_file: Path | None = No
             found = []
     if not found:
         found = parse_text(stdout, spec.device)
-    return keep_selected(found, spec)
+    return collapse(keep_selected(found, spec))
+
+
+# ---- batch: several benchmark files in one process (one torch import) -------------------
+
+BATCH_ENV = "PERFQ_OPBENCH_BATCH"
+BATCH_MARK = "# perfq-module: "
+BATCH_FAILED = "# perfq-module-failed: "
+
+# Runs each pt module's tests with the runner's own BenchmarkRunner, one module at a time, so
+# the output of each module is delimited and a module that fails does not stop the others.
+_BATCH_SCRIPT = """
+import copy, importlib, json, os, sys, traceback
+import benchmark_core, benchmark_runner
+members = json.loads(os.environ["PERFQ_OPBENCH_BATCH"])
+args = benchmark_runner.parse_args()
+for module, test_name, operators in members:
+    del benchmark_core.BENCHMARK_TESTER[:]
+    print("# perfq-module: " + module, flush=True)
+    try:
+        importlib.import_module("pt." + module)
+        margs = copy.copy(args)
+        margs.test_name = test_name
+        margs.operators = operators
+        if test_name is None:
+            margs.tag_filter = args.tag_filter
+        benchmark_core.BenchmarkRunner(margs).run()
+    except Exception as exc:
+        traceback.print_exc()
+        print("# perfq-module-failed: " + module + ": " + type(exc).__name__ + ": " + str(exc), flush=True)
+    sys.stdout.flush()
+"""
+
+
+def batch_key(spec: OpBenchSpec) -> tuple:
+    """Specs with equal keys can share one process (same runner-wide flags)."""
+    return (
+        spec.mode,
+        spec.device,
+        spec.tag_filter,
+        spec.iterations,
+        spec.num_runs,
+        spec.warmup_iterations,
+        spec.omp_num_threads,
+        spec.mkl_num_threads,
+        spec.extra_args,
+    )
+
+
+def build_batch_command(python: str, specs: list[OpBenchSpec], caps: RunnerCaps) -> tuple[list[str], dict[str, str]]:
+    """argv and extra environment running several benchmark files in one process."""
+    first = specs[0]
+    argv, _ = build_command(python, replace(first, tests=(), ops=()), caps)
+    argv = [python, "-c", _BATCH_SCRIPT, *argv[3:]]
+    members = [
+        [normalize_name(s.name), s.tests[0] if len(s.tests) == 1 else None, ",".join(s.ops) or None] for s in specs
+    ]
+    return argv, {BATCH_ENV: json.dumps(members), **thread_env(first)}
+
+
+def parse_batch(stdout: str, specs: list[OpBenchSpec]) -> dict[str, tuple[list[Measurement], str]]:
+    """Per benchmark file: its measurements and a failure message ('' when it ran)."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in stdout.splitlines():
+        if line.startswith(BATCH_MARK):
+            current = sections.setdefault(line[len(BATCH_MARK) :].strip(), [])
+        elif current is not None:
+            current.append(line)
+    result: dict[str, tuple[list[Measurement], str]] = {}
+    for spec in specs:
+        name = normalize_name(spec.name)
+        lines = sections.get(name)
+        if lines is None:
+            result[name] = ([], "did not run (the batch process stopped earlier)")
+            continue
+        failed = next((ln[len(BATCH_FAILED) :] for ln in lines if ln.startswith(BATCH_FAILED)), "")
+        found = collapse(keep_selected(parse_text("\n".join(lines), spec.device), spec))
+        result[name] = (found, failed)
+    return result

@@ -52,10 +52,18 @@ class Job:
     benchmark: str
     spec: OpBenchSpec | None = None
     script: ScriptBench | None = None
+    members: tuple[Job, ...] = ()  # a batch: several files run in one process
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity across rounds (adaptive rounds narrow the tests, not the key)."""
+        return (self.benchmark, self.spec.mode if self.spec else "")
 
     @property
     def title(self) -> str:
         spec = self.spec
+        if self.members:
+            return f"{len(self.members)} files [{spec.mode if spec else ''}]: {self.benchmark}"
         if spec is None:
             return self.benchmark
         what = f"{len(spec.tests)} tests" if spec.tests else "all tests"
@@ -77,6 +85,7 @@ class Plan:
     adaptive: bool = False
     max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: 3 x repeat
     budget_seconds: float | None = None
+    batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
     settings: Settings = field(default_factory=Settings)
     command: str = ""
@@ -107,57 +116,93 @@ def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
     )
 
 
-def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> Outcome:
-    """Run one job once on one side (subprocess); Ctrl-C kills the child and propagates."""
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, str, str]:
+    """(returncode, stdout, stderr, error) of one process; Ctrl-C kills the child and propagates."""
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        return None, "", str(exc), f"cannot start: {exc}"
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        stdout, stderr = proc.communicate()
+        return None, stdout, stderr, f"timed out after {timeout:.0f}s"
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, stdout, stderr, ""
+
+
+def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str], error: str) -> Outcome:
+    if not error and rc != 0:
+        error = f"exit status {rc}"
+    elif not error and not found:
+        error = "no measurement found in the output"
+    return Outcome(found, rc, _tail(err or out), argv, error)
+
+
+def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, Outcome]]:
+    """Run one job once on one side; a batch job gives one outcome per member file."""
     env = dict(os.environ)
     env.update(dict(side.env))
     env.setdefault("PYTHONUNBUFFERED", "1")
-    json_file: Path | None = None
+    if job.script is not None:
+        argv = job.script.argv(side.python)
+        rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
+        return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
+    if job.members:
+        specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
+        argv, extra = opbench.build_batch_command(side.python, specs, caps)
+        env.update(extra)
+        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        parsed = opbench.parse_batch(out, specs)
+        results = []
+        for member, spec in zip(job.members, specs, strict=True):
+            found, failed = parsed[opbench.normalize_name(spec.name)]
+            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
+            if failed:
+                outcome.returncode = rc if rc else 1
+                outcome.stderr_tail = f"{failed}\n{_tail(err)}".strip()
+            results.append((member, outcome))
+        return results
+    assert job.spec is not None
     with tempfile.TemporaryDirectory(prefix="perfq-run-") as tmp:
-        if job.spec is not None:
-            spec = side_spec(job.spec, side)
-            if caps.output_json:
-                json_file = Path(tmp) / "out.json"
-            argv, _ = opbench.build_command(side.python, spec, caps, json_file)
-            env.update(opbench.thread_env(spec))
-            cwd = plan.bench_root
+        spec = side_spec(job.spec, side)
+        json_file = Path(tmp) / "out.json" if caps.output_json else None
+        argv, _ = opbench.build_command(side.python, spec, caps, json_file)
+        env.update(opbench.thread_env(spec))
+        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        found = opbench.parse_invocation(out, spec, json_file)
+    return [(job, _outcome(found, rc, out, err, argv, error))]
+
+
+def batch_jobs(jobs: list[Job]) -> list[Job]:
+    """Group operator_benchmark jobs with the same runner flags into one-process batch jobs."""
+    order: list[tuple | Job] = []
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        if job.spec is None or job.members:
+            order.append(job)
+            continue
+        key = opbench.batch_key(job.spec)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(job)
+    result = []
+    for item in order:
+        if isinstance(item, Job):
+            result.append(item)
+            continue
+        members = groups[item]
+        if len(members) == 1:
+            result.append(members[0])
         else:
-            assert job.script is not None
-            argv = job.script.argv(side.python)
-            cwd = job.script.workdir(plan.repo)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=False,
-            )
-        except OSError as exc:
-            return Outcome([], None, str(exc), argv, f"cannot start: {exc}")
-        try:
-            stdout, stderr = proc.communicate(timeout=plan.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            stdout, stderr = proc.communicate()
-            return Outcome([], None, _tail(stderr), argv, f"timed out after {plan.timeout:.0f}s")
-        except KeyboardInterrupt:
-            proc.kill()
-            proc.communicate()
-            raise
-        if job.spec is not None:
-            found = opbench.parse_invocation(stdout, side_spec(job.spec, side), json_file)
-        else:
-            assert job.script is not None
-            found = parse_output(job.script, stdout)
-    error = ""
-    if proc.returncode != 0:
-        error = f"exit status {proc.returncode}"
-    elif not found:
-        error = "no measurement found in the output"
-    return Outcome(found, proc.returncode, _tail(stderr or stdout), argv, error)
+            name = "+".join(m.benchmark for m in members)
+            result.append(Job(name, spec=members[0].spec, members=tuple(members)))
+    return result
 
 
 def python_info(python: str) -> dict[str, str]:
@@ -242,24 +287,30 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
     started = time.monotonic()
 
     def one_round(jobs: list[Job], round_index: int) -> None:
-        for job in jobs:
+        for job in batch_jobs(jobs) if plan.batch else jobs:
             progress("job", job, 0)
             for side, run in zip(plan.sides, runs, strict=True):
-                if (job.title, side.name) in dead:
+                todo = job
+                if job.members:
+                    alive = tuple(m for m in job.members if (m.key, side.name) not in dead)
+                    todo = replace(job, members=alive) if len(alive) > 1 else (alive[0] if alive else None)
+                elif (job.key, side.name) in dead:
+                    todo = None
+                if todo is None:
                     progress("advance", job, 1)
                     continue
-                outcome = invoke(job, side, plan, caps)
-                if outcome.error:
-                    dead.add((job.title, side.name))
-                    run.add_failure(
-                        job.benchmark,
-                        " ".join(outcome.argv),
-                        outcome.returncode,
-                        f"{outcome.error}\n{outcome.stderr_tail}".strip(),
-                    )
-                    progress("failed", job, 0)
-                for m in outcome.measurements:
-                    run.add_sample(round_index, job.benchmark, m)
+                for member, outcome in invoke(todo, side, plan, caps):
+                    if outcome.error:
+                        dead.add((member.key, side.name))
+                        run.add_failure(
+                            member.benchmark,
+                            " ".join(outcome.argv),
+                            outcome.returncode,
+                            f"{outcome.error}\n{outcome.stderr_tail}".strip(),
+                        )
+                        progress("failed", job, 0)
+                    for m in outcome.measurements:
+                        run.add_sample(round_index, member.benchmark, m)
                 _persist(plan, runs)
                 progress("advance", job, 1)
 
@@ -296,18 +347,18 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
 def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:
     """Jobs narrowed to their tests whose verdict is still unknown."""
     result = compare_samples(samples_as_pairs(runs[0]), samples_as_pairs(runs[1]), plan.settings)
-    unknown: dict[str, set[str]] = {}
+    unknown: dict[tuple[str, str], set[str]] = {}
     for key in result.unknown_keys():
-        unknown.setdefault(key.benchmark, set()).add(key.test)
+        unknown.setdefault((key.benchmark, key.mode), set()).add(key.test)
     jobs = []
     for job in plan.jobs:
-        tests = unknown.get(job.benchmark)
-        if not tests:
+        if job.spec is None:
+            if any(bench == job.benchmark for bench, _ in unknown):
+                jobs.append(job)
             continue
-        if job.spec is not None:
+        tests = unknown.get(job.key)
+        if tests:
             jobs.append(replace(job, spec=replace(job.spec, tests=tuple(sorted(tests)))))
-        else:
-            jobs.append(job)
     return jobs
 
 

@@ -3,7 +3,9 @@
 ``pt/fake_test.py`` prints PyTorch 2.6.0's text format and honours the runner flags
 perfq passes. Its behaviour is driven by environment variables so the two sides of an
 A/B run can differ: FAKE_SLOW (factor on every time), FAKE_NOISE (relative gaussian noise),
-FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL (exit 1 with a stderr message).
+FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL ("1": every file fails,
+or the name of the one module that fails).
+A fake ``benchmark_core``/``benchmark_runner`` lets perfq run several files in one process (batch).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 FAKE_MODULE = r"""
 import argparse, json, os, random, sys
 
+MODULE = __name__.rsplit(".", 1)[-1]
 TESTS = [  # (operator, test name, tag, backward, base time in us)
     ("add", "add_M8_cpu", "short", False, 10.0),
     ("add", "add_M64_cpu", "short", False, 40.0),
@@ -20,75 +23,109 @@ TESTS = [  # (operator, test name, tag, backward, base time in us)
     ("add", "add_M8_cpu_bwdall", "short", True, 25.0),
     ("mul", "mul_M8_cpu", "short", False, 12.0),
 ]
-p = argparse.ArgumentParser()
-p.add_argument("--tag-filter", default="short")
-p.add_argument("--test-name")
-p.add_argument("--operators")
-p.add_argument("--device", default="None")
-p.add_argument("--iterations", type=int)
-p.add_argument("--num-runs", type=int, default=1)
-p.add_argument("--warmup-iterations", type=int)
-p.add_argument("--omp-num-threads", type=int)
-p.add_argument("--mkl-num-threads", type=int)
-p.add_argument("--use-compile", action="store_true")
-p.add_argument("--output-json")
-args, _ = p.parse_known_args()
-if os.environ.get("FAKE_FAIL"):
-    print("Traceback (most recent call last):", file=sys.stderr)
-    print("RuntimeError: fake kernel exploded", file=sys.stderr)
-    sys.exit(1)
-slow = float(os.environ.get("FAKE_SLOW", "1"))
-noise = float(os.environ.get("FAKE_NOISE", "0"))
-noisy = set(filter(None, os.environ.get("FAKE_NOISY_TESTS", "").split(",")))
-rng = random.Random()
-ops = args.operators.split(",") if args.operators else None
-tag = None if args.test_name else args.tag_filter
-print("# ----------------------------------------")
-print("# PyTorch/Caffe2 Operator Micro-benchmarks")
-print("# ----------------------------------------")
-print(f"# Tag : {tag}")
-print()
-records = []
-for op, name, ttag, bwd, base in TESTS:
-    if args.test_name and name != args.test_name:
-        continue
-    if ops and op not in ops:
-        continue
-    if tag not in (None, "all") and ttag != tag:
-        continue
-    value = base * slow
-    if noise and (not noisy or name in noisy):
-        value *= max(0.05, 1 + rng.gauss(0, noise))
-    runtime = "Compile" if args.use_compile else "Eager"
-    kind = "Backward" if bwd else "Forward"
-    print(f"# Benchmarking PyTorch: {op}")
-    print(f"# Mode: {runtime}")
-    print(f"# Name: {name}")
-    print(f"# Input: M: {name.split('_')[1][1:]}, device: cpu")
-    if args.num_runs > 1:
-        for r in range(args.num_runs):
-            print(f"Run: {r}, {kind} Execution Time (us) : {value:.3f}")
+
+
+def run(args):
+    if os.environ.get("FAKE_FAIL") in ("1", MODULE):
+        raise RuntimeError("fake kernel exploded")
+    slow = float(os.environ.get("FAKE_SLOW", "1"))
+    noise = float(os.environ.get("FAKE_NOISE", "0"))
+    noisy = set(filter(None, os.environ.get("FAKE_NOISY_TESTS", "").split(",")))
+    rng = random.Random()
+    ops = args.operators.split(",") if args.operators else None
+    tag = None if args.test_name else args.tag_filter
+    print(f"# Tag : {tag}")
+    records = []
+    for op, name, ttag, bwd, base in TESTS:
+        if args.test_name and name != args.test_name:
+            continue
+        if ops and op not in ops:
+            continue
+        if tag not in (None, "all") and ttag != tag:
+            continue
+        value = base * slow
+        if noise and (not noisy or name in noisy):
+            value *= max(0.05, 1 + rng.gauss(0, noise))
+        runtime = "Compile" if getattr(args, "use_compile", False) else "Eager"
+        kind = "Backward" if bwd else "Forward"
+        print(f"# Benchmarking PyTorch: {op}")
+        print(f"# Mode: {runtime}")
+        print(f"# Name: {name}")
+        print(f"# Input: M: {name.split('_')[1][1:]}, device: cpu")
+        if args.num_runs > 1:
+            for r in range(args.num_runs):
+                print(f"Run: {r}, {kind} Execution Time (us) : {value:.3f}")
+        else:
+            print(f"{kind} Execution Time (us) : {value:.3f}")
         print()
-    else:
-        print(f"{kind} Execution Time (us) : {value:.3f}")
-        print()
-    records.append({"test_name": name, "input_config": "M: 8, device: cpu", "runtime": runtime,
-                    "run": kind, "latency": round(value, 3), "latency unit": "us", "device": "cpu"})
-if args.output_json:
-    with open(args.output_json, "w") as fh:
-        json.dump(records, fh)
+        records.append({"test_name": name, "input_config": "M: 8, device: cpu", "runtime": runtime,
+                        "run": kind, "latency": round(value, 3), "latency unit": "us", "device": "cpu"})
+    if getattr(args, "output_json", None):
+        with open(args.output_json, "w") as fh:
+            json.dump(records, fh)
+
+
+if __name__ == "__main__":
+    import benchmark_runner
+    try:
+        run(benchmark_runner.parse_args())
+    except RuntimeError as exc:
+        print("Traceback (most recent call last):", file=sys.stderr)
+        print(f"RuntimeError: {exc}", file=sys.stderr)
+        sys.exit(1)
+else:
+    import benchmark_core
+    benchmark_core.BENCHMARK_TESTER.append(run)
 """
 
-NEW_RUNNER = """
-parser.add_argument("--use-compile", "--use_compile")
-parser.add_argument("--output-json", "--output_json")
-parser.add_argument("--output-csv", "--output_csv")
+# benchmark_core / benchmark_runner with the shape perfq relies on in batch mode
+FAKE_CORE = """
+BENCHMARK_TESTER = []
+
+
+class BenchmarkRunner:
+    def __init__(self, args):
+        self.args = args
+
+    def run(self):
+        for fn in BENCHMARK_TESTER:
+            fn(self.args)
 """
 
-OLD_RUNNER = """
-parser.add_argument("--tag-filter", "--tag_filter")
-parser.add_argument("--warmup-iterations", "--warmup_iterations")
+RUNNER_HEAD = """
+import argparse
+
+parser = argparse.ArgumentParser()
+
+
+def parse_args():
+    parser.add_argument("--tag-filter", "--tag_filter", default="short")
+    parser.add_argument("--test-name", "--test_name")
+    parser.add_argument("--operators")
+    parser.add_argument("--device", default="None")
+    parser.add_argument("--iterations", type=int)
+    parser.add_argument("--num-runs", "--num_runs", type=int, default=1)
+    parser.add_argument("--warmup-iterations", "--warmup_iterations", type=int)
+    parser.add_argument("--omp-num-threads", type=int)
+    parser.add_argument("--mkl-num-threads", type=int)
 """
+
+NEW_RUNNER = (
+    RUNNER_HEAD
+    + """
+    parser.add_argument("--use-compile", "--use_compile", action="store_true")
+    parser.add_argument("--output-json", "--output_json")
+    parser.add_argument("--output-csv", "--output_csv")
+    return parser.parse_known_args()[0]
+"""
+)
+
+OLD_RUNNER = (
+    RUNNER_HEAD
+    + """
+    return parser.parse_known_args()[0]
+"""
+)
 
 ALL_TESTS_SHORT = {"add_M8_cpu", "add_M64_cpu", "add_M8_cpu_bwdall", "mul_M8_cpu"}
 
@@ -101,4 +138,5 @@ def make_bench_root(tmp: Path, new_runner: bool = False, names: tuple[str, ...] 
     for name in names:
         (root / "pt" / f"{name}.py").write_text(FAKE_MODULE)
     (root / "benchmark_runner.py").write_text(NEW_RUNNER if new_runner else OLD_RUNNER)
+    (root / "benchmark_core.py").write_text(FAKE_CORE)
     return root

@@ -67,9 +67,7 @@ def test_small_effect_is_not_a_regression_and_throughput_direction():
     t = compare_samples(base, head).tests[0]
     assert t.p_value < 0.05 and t.verdict == "same"
     bw = key("bw", unit="GB/s", metric="bandwidth")
-    t = compare_samples(
-        pairs(bw, [10, 10.1, 9.9, 10.05, 9.95]), pairs(bw, [14, 14.1, 13.9, 14.05, 13.95])
-    ).tests[0]
+    t = compare_samples(pairs(bw, [10, 10.1, 9.9, 10.05, 9.95]), pairs(bw, [14, 14.1, 13.9, 14.05, 13.95])).tests[0]
     assert t.change > 0.3 and t.verdict == "improvement"  # more GB/s is better
 
 

@@ -21,10 +21,8 @@ PY = sys.executable
 
 
 def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
-    jobs = [
-        runner.opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), kw.pop("tests", ()))
-        for b in benches
-    ]
+    tests = kw.pop("tests", ())
+    jobs = [runner.opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
     sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
     return runner.Plan(
         label=kw.pop("label", "L"),
@@ -72,12 +70,8 @@ def test_test_filter_runs_only_selected_tests(tmp_path):
     root = make_bench_root(tmp_path)
     runs = runner.execute(plan_for(tmp_path, root, tests=("mul_M8_cpu",), repeat=2))
     assert {s.test for r in runs for s in r.samples} == {"mul_M8_cpu"}
-    runs = runner.execute(
-        plan_for(tmp_path, root, tests=("add_M8_cpu", "add_M512_cpu"), repeat=1, label="two")
-    )
-    assert {s.test for s in runs[0].samples} == {
-        "add_M8_cpu"
-    }  # add_M512 is tagged long: not in the short set
+    runs = runner.execute(plan_for(tmp_path, root, tests=("add_M8_cpu", "add_M512_cpu"), repeat=1, label="two"))
+    assert {s.test for s in runs[0].samples} == {"add_M8_cpu"}  # add_M512 is tagged long: not in the short set
 
 
 def test_failing_benchmark_is_recorded_and_run_goes_on(tmp_path):
@@ -91,6 +85,32 @@ def test_failing_benchmark_is_recorded_and_run_goes_on(tmp_path):
     assert "fake kernel exploded" in head.failures[0].stderr_tail and head.failures[0].returncode == 1
     stored = runs_for_label(tmp_path / "h.duckdb", "L")
     assert [len(r.failures) for r in stored] == [0, 2] and all(r.status == "complete" for r in stored)
+
+
+def test_batch_runs_files_in_one_process_and_isolates_a_failing_file(tmp_path):
+    root = make_bench_root(tmp_path, names=("fake_test", "other_test", "third_test"))
+    plan = plan_for(
+        tmp_path,
+        root,
+        benches=("fake_test", "other_test", "third_test"),
+        head_env=[("FAKE_FAIL", "other_test"), ("FAKE_SLOW", "2")],
+        batch=True,
+        repeat=2,
+        tests=("add_M8_cpu", "mul_M8_cpu"),
+    )
+    seen = []
+    base, head = runner.execute(plan, lambda event, job, n: seen.append((event, job.title if job else "")))
+    assert {(s.benchmark, s.test) for s in base.samples} == {
+        (b, t) for b in ("fake_test", "other_test", "third_test") for t in ("add_M8_cpu", "mul_M8_cpu")
+    }
+    assert len(base.samples) == 2 * 3 * 2
+    assert {s.benchmark for s in head.samples} == {"fake_test", "third_test"}
+    assert {s.value for s in head.samples if s.test == "add_M8_cpu"} == {20.0}
+    assert [f.benchmark for f in head.failures] == ["other_test"]  # recorded once, then left out
+    assert "fake kernel exploded" in head.failures[0].stderr_tail
+    assert head.failures[0].command.split()[1] == "-c"  # it ran inside the batch process
+    jobs = {title for event, title in seen if event == "job"}
+    assert len(jobs) == 1 and "3 files" in jobs.pop()
 
 
 def test_ctrl_c_keeps_finished_samples_and_marks_incomplete(tmp_path):
@@ -200,9 +220,7 @@ def test_cli_run_compare_history_import(tmp_path):
     res = cli.invoke(app, ["compare", "pr1", "--format", "json", *common])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert {t["verdict"] for t in doc["tests"]} == {"improvement"} and len(doc["tests"]) == len(
-        ALL_TESTS_SHORT
-    )
+    assert {t["verdict"] for t in doc["tests"]} == {"improvement"} and len(doc["tests"]) == len(ALL_TESTS_SHORT)
     res = cli.invoke(app, ["compare", "pr1", "--format", "markdown", *common])
     assert res.stdout.splitlines()[0].count("0 regression(s)") == 1
     res = cli.invoke(app, ["history", "fake_test", "--test", "add_M8_cpu", "--format", "json", *common])
@@ -257,9 +275,7 @@ def test_script_benchmark_from_config(tmp_path):
         ],
     )
     assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(
-        app, ["compare", "s", "--format", "json", "--repo", str(tmp_path), "--history", str(hist)]
-    )
+    res = CliRunner().invoke(app, ["compare", "s", "--format", "json", "--repo", str(tmp_path), "--history", str(hist)])
     doc = json.loads(res.stdout)
     assert [(t["test"], t["verdict"], round(t["change"], 3)) for t in doc["tests"]] == [
         ("gemm_large", "regression", 2.0),

@@ -119,9 +119,7 @@ def comparison_for_label(history: Path, label: str, settings) -> dict:
     head = [r for r in runs if r.side == "head"]
     if not base or not head:
         missing = "base" if not base else "head"
-        raise PerfqError(
-            f"label {label!r} has no {missing} run yet (perfq run --label {label} --side {missing})"
-        )
+        raise PerfqError(f"label {label!r} has no {missing} run yet (perfq run --label {label} --side {missing})")
     result = compare_samples(
         [p for r in base for p in samples_as_pairs(r)],
         [p for r in head for p in samples_as_pairs(r)],
@@ -135,35 +133,23 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(
-        label: Annotated[
-            str, typer.Option("--label", "-l", help="Comparison label shared by base and head.")
-        ],
+        label: Annotated[str, typer.Option("--label", "-l", help="Comparison label shared by base and head.")],
         side: Annotated[SideName | None, typer.Option("--side", help="Which side this checkout is.")] = None,
         ab: Annotated[bool, typer.Option("--ab", help="Run both sides interleaved (A B A B ...).")] = False,
-        base_python: Annotated[
-            str | None, typer.Option("--base-python", help="Interpreter of the base side.")
-        ] = None,
-        head_python: Annotated[
-            str | None, typer.Option("--head-python", help="Interpreter of the head side.")
-        ] = None,
+        base_python: Annotated[str | None, typer.Option("--base-python", help="Interpreter of the base side.")] = None,
+        head_python: Annotated[str | None, typer.Option("--head-python", help="Interpreter of the head side.")] = None,
         affected: Annotated[
             str | None, typer.Option("--affected", help="Run what `perfq affected REF` selects.")
         ] = None,
         bench: Annotated[
             list[str] | None, typer.Option("--bench", help="Benchmark to run (file stem or script name).")
         ] = None,
-        test: Annotated[
-            list[str] | None, typer.Option("--test", help="Only these test names (with --bench).")
-        ] = None,
+        test: Annotated[list[str] | None, typer.Option("--test", help="Only these test names (with --bench).")] = None,
         operators: Annotated[
             str | None, typer.Option("--operators", help="Comma list for the runner's --operators.")
         ] = None,
-        python: Annotated[
-            str | None, typer.Option("--python", help="Interpreter (default: this one).")
-        ] = None,
-        mode: Annotated[
-            Mode | None, typer.Option("--mode", help="eager, compile or both (default eager).")
-        ] = None,
+        python: Annotated[str | None, typer.Option("--python", help="Interpreter (default: this one).")] = None,
+        mode: Annotated[Mode | None, typer.Option("--mode", help="eager, compile or both (default eager).")] = None,
         device: Annotated[str, typer.Option("--device")] = "cpu",
         repeat: Annotated[int, typer.Option("--repeat", min=1, help="Samples per test and side.")] = 5,
         tag_filter: Annotated[str, typer.Option("--tag-filter")] = "short",
@@ -189,24 +175,19 @@ def register(app: typer.Typer) -> None:
         adaptive: Annotated[
             bool, typer.Option("--adaptive", help="Add repeats to unknown tests (needs --ab).")
         ] = False,
-        max_repeat: Annotated[
-            int, typer.Option("--max-repeat", help="Adaptive ceiling (default 3 x --repeat).")
-        ] = 0,
-        budget: Annotated[
-            float | None, typer.Option("--budget", help="Adaptive time budget in seconds.")
-        ] = None,
-        bench_root: Annotated[
-            Path | None, typer.Option("--bench-root", help="operator_benchmark root.")
-        ] = None,
+        max_repeat: Annotated[int, typer.Option("--max-repeat", help="Adaptive ceiling (default 3 x --repeat).")] = 0,
+        budget: Annotated[float | None, typer.Option("--budget", help="Adaptive time budget in seconds.")] = None,
+        batch: Annotated[
+            bool, typer.Option("--batch", help="Run benchmark files with equal flags in one process each.")
+        ] = False,
+        bench_root: Annotated[Path | None, typer.Option("--bench-root", help="operator_benchmark root.")] = None,
         ref: Annotated[str | None, typer.Option("--ref", help="Ref recorded for this side.")] = None,
         base_ref: Annotated[str | None, typer.Option("--base-ref")] = None,
         head_ref: Annotated[str | None, typer.Option("--head-ref")] = None,
         out: Annotated[
             Path | None, typer.Option("--out", help="Also write a portable result file (perfq import).")
         ] = None,
-        timeout: Annotated[
-            float, typer.Option("--timeout", help="Seconds per benchmark invocation.")
-        ] = 900.0,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds per benchmark invocation.")] = 900.0,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
@@ -270,21 +251,15 @@ def register(app: typer.Typer) -> None:
             if not base_python or not head_python:
                 raise PerfqError("--ab needs --base-python and --head-python")
             sides = [
-                runner.Side(
-                    "base", base_python, _env(base_env), omp_num_threads=base_omp, ref=base_ref or ""
-                ),
-                runner.Side(
-                    "head", head_python, _env(head_env), omp_num_threads=head_omp, ref=head_ref or ""
-                ),
+                runner.Side("base", base_python, _env(base_env), omp_num_threads=base_omp, ref=base_ref or ""),
+                runner.Side("head", head_python, _env(head_env), omp_num_threads=head_omp, ref=head_ref or ""),
             ]
         else:
             assert side is not None
             threads = base_omp if side == SideName.base else head_omp
             env = _env(base_env if side == SideName.base else head_env)
             sides = [
-                runner.Side(
-                    side.value, python or runner.default_python(), env, omp_num_threads=threads, ref=ref or ""
-                )
+                runner.Side(side.value, python or runner.default_python(), env, omp_num_threads=threads, ref=ref or "")
             ]
         plan = runner.Plan(
             label=label,
@@ -298,6 +273,7 @@ def register(app: typer.Typer) -> None:
             adaptive=adaptive,
             max_repeat=max_repeat,
             budget_seconds=budget,
+            batch=batch,
             timeout=timeout,
             settings=_settings(repo_path),
             command=shlex.join(["perfq", *sys.argv[1:]]),
@@ -319,9 +295,7 @@ def register(app: typer.Typer) -> None:
     def compare(
         label: Annotated[str, typer.Argument(help="Label given to perfq run.")],
         fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
-        alpha: Annotated[
-            float | None, typer.Option("--alpha", help="False discovery rate (default 0.05).")
-        ] = None,
+        alpha: Annotated[float | None, typer.Option("--alpha", help="False discovery rate (default 0.05).")] = None,
         min_effect: Annotated[
             float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
         ] = None,
@@ -333,9 +307,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare the head side of LABEL against its base side."""
         repo_path = resolve_repo(repo)
-        doc = comparison_for_label(
-            resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect)
-        )
+        doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
         _render_comparison(doc, fmt)
         if fail_on_regression and doc["summary"]["regression"]:
             raise typer.Exit(1)
@@ -388,9 +360,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("import")
     def import_cmd(
-        files: Annotated[
-            list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")
-        ],
+        files: Annotated[list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")],
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
@@ -441,8 +411,7 @@ def _execute(plan, jobs, sides, repeat):
         return runner.execute(plan, progress_cb)
     except KeyboardInterrupt:
         raise PerfqError(
-            f"interrupted: finished samples kept in {plan.history}, "
-            f"runs of label {plan.label!r} marked incomplete",
+            f"interrupted: finished samples kept in {plan.history}, runs of label {plan.label!r} marked incomplete",
             exit_code=130,
         ) from None
     finally:
