@@ -15,8 +15,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 NO_KERNEL_AREA = "(no kernel found)"
 
 
@@ -111,55 +109,68 @@ def functions_touched(
     return dict(touched)
 
 
+@dataclass
+class Reach:
+    """Operators reached per commit, and the commits' shared-infrastructure functions."""
+
+    ops: dict[str, set[str]]
+    infrastructure: dict[str, set[int]]  # commit -> start nodes reaching more than ``reach_bound`` ops
+
+
 def ops_reached(
     edges: Iterable[tuple[int, int]],
     op_of_node: Mapping[int, str],
     start_sets: Mapping[str, Iterable[int]],
-) -> dict[str, set[str]]:
+    max_depth: int | None = None,
+    reach_bound: int | None = None,
+) -> Reach:
     """For each key of ``start_sets`` (a commit), the ops whose nodes are reachable from its nodes.
 
     ``edges`` are (dst, src) pairs: src is affected when dst changes, so the walk goes
-    dst -> src. Reachability is computed once per strongly connected component, as
-    bitsets over the ops, on the part of the graph reachable from any start node.
+    dst -> src, at most ``max_depth`` edges deep. A start node reaching more than
+    ``reach_bound`` ops is shared infrastructure (a canary matter, not churn of each op):
+    it is reported in ``infrastructure`` and adds no op. Walks are cached per start node.
     """
-    graph = nx.DiGraph()
-    graph.add_edges_from(edges)
-    starts = {n for nodes in start_sets.values() for n in nodes}
-    present = [n for n in starts if n in graph]
-    seen: set[int] = set(present)
-    stack = list(present)
-    while stack:
-        node = stack.pop()
-        for nxt in graph.successors(node):
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    sub = graph.subgraph(seen)
-    op_names = sorted(
-        {op_of_node[n] for n in seen if n in op_of_node} | {op_of_node[n] for n in starts if n in op_of_node}
-    )
-    bit = {name: 1 << i for i, name in enumerate(op_names)}
-    mask: dict[int, int] = {}
-    if len(sub):
-        cond = nx.condensation(sub)
-        members = nx.get_node_attributes(cond, "members")
-        comp_mask: dict[int, int] = {}
-        for comp in reversed(list(nx.topological_sort(cond))):
-            m = 0
-            for n in members[comp]:
+    adj: dict[int, list[int]] = defaultdict(list)
+    for dst, src in edges:
+        adj[dst].append(src)
+    cache: dict[int, frozenset[str] | None] = {}
+
+    def walk(start: int) -> frozenset[str] | None:
+        found: set[str] = set()
+        depth_of = {start: 0}
+        frontier = [start]
+        depth = 0
+        while frontier:
+            for n in frontier:
                 if n in op_of_node:
-                    m |= bit[op_of_node[n]]
-            for succ in cond.successors(comp):
-                m |= comp_mask[succ]
-            comp_mask[comp] = m
-        for n, comp in cond.graph["mapping"].items():
-            mask[n] = comp_mask[comp]
-    result: dict[str, set[str]] = {}
+                    found.add(op_of_node[n])
+            if reach_bound is not None and len(found) > reach_bound:
+                return None
+            if max_depth is not None and depth >= max_depth:
+                break
+            depth += 1
+            nxt = []
+            for n in frontier:
+                for m in adj.get(n, ()):
+                    if m not in depth_of:
+                        depth_of[m] = depth
+                        nxt.append(m)
+            frontier = nxt
+        return frozenset(found)
+
+    result = Reach(ops={}, infrastructure={})
     for key, nodes in start_sets.items():
-        m = 0
+        ops: set[str] = set()
         for n in nodes:
-            m |= mask.get(n, bit.get(op_of_node.get(n, ""), 0))
-        result[key] = {name for name in op_names if m & bit[name]}
+            if n not in cache:
+                cache[n] = walk(n)
+            got = cache[n]
+            if got is None:
+                result.infrastructure.setdefault(key, set()).add(n)
+            else:
+                ops |= got
+        result.ops[key] = ops
     return result
 
 
@@ -177,6 +188,11 @@ def churn_by_op(commit_ops: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
 
 def _area(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def group_name(fact: OpFact) -> str:
+    """The group of an overload: its base name, namespace-qualified outside aten (quantized::add)."""
+    return fact.base if fact.namespace in ("aten", "") else f"{fact.namespace}::{fact.base}"
 
 
 def build_report(
@@ -205,7 +221,7 @@ def build_report(
     for fact in facts.ops.values():
         if wanted and not wanted.intersection(fact.dispatch_keys):
             continue
-        groups[fact.base].append(fact)
+        groups[group_name(fact)].append(fact)
 
     rows: list[OpRow] = []
     for base, members in groups.items():

@@ -47,26 +47,26 @@ def headline(report: CoverageReport) -> str:
     return f"{line}. {note}" if note else line
 
 
+def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" +{len(keys) - limit}" if len(keys) > limit else "")
+
+
 def to_rich_table(report: CoverageReport) -> Table:
     """The ranked rows as a rich table (uncovered rows say NO BENCHMARK in red)."""
     table = Table(title=headline(report), title_justify="left")
-    for name, kw in (
-        ("#", {"justify": "right"}),
-        ("operator", {}),
-        ("churn", {"justify": "right"}),
-        ("kernel lines", {"justify": "right"}),
-        ("dispatch keys", {}),
-        ("overloads", {}),
-        ("benchmarks", {}),
-    ):
-        table.add_column(name, **kw)
+    table.add_column("#", justify="right")
+    table.add_column("operator", overflow="fold", ratio=3)
+    table.add_column("churn", justify="right")
+    table.add_column("kernel lines", justify="right")
+    table.add_column("dispatch keys", ratio=2)
+    table.add_column("ovl", justify="right")
+    table.add_column("benchmarks", ratio=3)
     for i, row in enumerate(report.rows, 1):
         benches = ", ".join(row.benchmarks) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
-        over = ", ".join(row.overloads[:4]) + (
-            f" (+{len(row.overloads) - 4})" if len(row.overloads) > 4 else ""
-        )
         table.add_row(
-            str(i), row.op, _churn(row), str(row.kernel_lines), ", ".join(row.dispatch_keys), over, benches
+            str(i), row.op, _churn(row), str(row.kernel_lines), _short_keys(row.dispatch_keys),
+            str(len(row.overloads)), benches,
         )
     return table
 

@@ -18,12 +18,19 @@ from perfq.paths import git_common_dir
 
 
 def op_churn(
-    repo: Path, con: duckdb.DuckDBPyConnection, since: str, ref: str = "HEAD"
+    repo: Path,
+    con: duckdb.DuckDBPyConnection,
+    since: str,
+    ref: str = "HEAD",
+    max_depth: int | None = 24,
+    reach_bound: int | None = 40,
 ) -> tuple[dict[str, set[str]] | None, dict[str, object]]:
     """(op -> commits that changed a function reaching it, or None without history; a note for the summary).
 
-    The note says how many commits the period holds, how many changed indexed code, and
-    why churn is unavailable when it is (not a git repository, one-commit tree, empty period).
+    The note says how many commits the period holds, how many changed indexed code, how many
+    changed shared infrastructure (functions reaching more than ``reach_bound`` ops, which
+    count for no op), and why churn is unavailable (not a git repository, one-commit tree,
+    empty period). The walk goes at most ``max_depth`` edges up from a changed function.
     """
     note: dict[str, object] = {"since": since, "commits": 0, "commits_with_indexed_changes": 0}
     if git_common_dir(repo) is None:
@@ -46,4 +53,8 @@ def op_churn(
         return {}, note
     edges, op_nodes, fn_nodes = reach_graph(con)
     starts = {commit: [fn_nodes[f] for f in fids if f in fn_nodes] for commit, fids in touched.items()}
-    return churn_by_op(ops_reached(edges, op_nodes, starts)), note
+    reach = ops_reached(edges, op_nodes, starts, max_depth=max_depth, reach_bound=reach_bound)
+    note["commits_touching_infrastructure"] = len(reach.infrastructure)
+    note["reach_bound"] = reach_bound
+    note["max_depth"] = max_depth
+    return churn_by_op(reach.ops), note

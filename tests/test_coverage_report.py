@@ -112,7 +112,18 @@ def test_ops_reached_walks_upward_through_cycles(tmp_path):
     edges = [(1, 2), (2, 3), (3, 2), (3, 10), (4, 11), (10, 12)]
     op_of_node = {10: "a", 11: "b", 12: "c"}
     got = ops_reached(edges, op_of_node, {"x": [1], "y": [4], "z": [99], "w": [12]})
-    assert got == {"x": {"a", "c"}, "y": {"b"}, "z": set(), "w": {"c"}}
+    assert got.ops == {"x": {"a", "c"}, "y": {"b"}, "z": set(), "w": {"c"}}
+    assert got.infrastructure == {}
+    shallow = ops_reached(edges, op_of_node, {"x": [1]}, max_depth=3)
+    assert shallow.ops == {"x": {"a"}}  # 1 -> 2 -> 3 -> 10 (a); c is 4 edges away
+
+
+def test_ops_reached_marks_shared_infrastructure():
+    # node 1 reaches ops a, b, c; node 5 reaches only d
+    edges = [(1, 10), (1, 11), (1, 12), (5, 13)]
+    op_of_node = {10: "a", 11: "b", 12: "c", 13: "d"}
+    got = ops_reached(edges, op_of_node, {"k": [1, 5]}, reach_bound=2)
+    assert got.ops == {"k": {"d"}} and got.infrastructure == {"k": {1}}
 
 
 def test_ops_reached_on_fixture_graph(tmp_path):
@@ -121,7 +132,7 @@ def test_ops_reached_on_fixture_graph(tmp_path):
     con.close()
     assert fn_nodes[2] == 2
     got = ops_reached(edges, op_nodes, {"c": [fn_nodes[2]]})
-    assert got["c"] == {"add.Tensor", "add.Scalar", "lerp.Scalar"}
+    assert got.ops["c"] == {"add.Tensor", "add.Scalar", "lerp.Scalar"}
 
 
 def test_empty_index_gives_empty_report():

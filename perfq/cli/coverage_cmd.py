@@ -44,14 +44,16 @@ def parse_dispatch(value: str | None) -> list[str]:
 def collect_report(repo: Path, db: Path, since: str, dispatch: list[str], top: int | None,
                    uncovered_only: bool = False):  # noqa: ANN201 - CoverageReport, imported lazily
     """Load facts, compute churn from git history, build the report."""
+    from perfq.config import load_config
     from perfq.query.coverage import build_report
     from perfq.query.coverage_facts import load_facts
     from perfq.runner.coverage_churn import op_churn
 
+    cfg = load_config(repo)
     con = open_index(db)
     try:
         facts = load_facts(con)
-        op_commits, note = op_churn(repo, con, since)
+        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=cfg.reach_bound)
     finally:
         con.close()
     return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only,
