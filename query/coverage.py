@@ -255,7 +255,7 @@ def build_report(
     summary["ranking"] = (
         "churn, kernel_lines, dispatch_keys"
         if op_commits is not None
-        else ("kernel_lines, dispatch_keys (no history in the period)")
+        else "kernel_lines, dispatch_keys"
     )
     summary["filters"] = {"dispatch": sorted(wanted), "top": top, "uncovered_only": uncovered_only}
     selected = [r for r in rows if not (uncovered_only and r.covered)]
