@@ -260,17 +260,19 @@ def keep_selected(found: list[Measurement], spec: OpBenchSpec) -> list[Measureme
     return [m for m in found if m.test in wanted]
 
 
-def collapse(found: list[Measurement]) -> list[Measurement]:
-    """One value per test and metric: the median of the runs of one invocation (``--num-runs``).
+def collapse(found: list[Measurement], how: str = "min") -> list[Measurement]:
+    """One value per test and metric per invocation, from the runs of ``--num-runs``.
 
-    Runs inside one process are not independent samples; their median filters out a
-    transient hiccup, and the process-level samples feed the statistics.
+    Runs inside one process are not independent samples. ``min`` (default): interference
+    from other work only ever adds time, so the fastest run is the best estimate of the
+    uncontended cost; ``median`` is the alternative. Process-level values feed the statistics.
     """
+    pick = min if how == "min" else statistics.median
     groups: dict[tuple[str, str, str, str, str], list[float]] = {}
     for m in found:
         groups.setdefault((m.test, m.metric, m.unit, m.mode, m.device), []).append(m.value)
     return [
-        Measurement(test, statistics.median(values), metric, unit, mode, device)
+        Measurement(test, float(pick(values)), metric, unit, mode, device)
         for (test, metric, unit, mode, device), values in groups.items()
     ]
 

@@ -55,14 +55,16 @@ def test_parse_text_260_format():
     assert all(m.unit == "us" for m in found)
 
 
-def test_num_runs_collapse_to_one_median_sample_per_invocation():
+def test_num_runs_collapse_to_one_sample_per_invocation():
     spec = OpBenchSpec("x", device="cpu")
     found = opbench.parse_invocation(
         TEXT_260.replace("12.250", "12.250\nRun: 2, Backward Execution Time (us) : 90.000"), spec
     )
     by = {m.test: m.value for m in found}
-    assert by["add_M8_N2_K1_cuda_bwdall"] == 12.25  # median of 11.5, 12.25, 90
+    assert by["add_M8_N2_K1_cuda_bwdall"] == 11.5  # fastest of 11.5, 12.25, 90
     assert len(found) == 3
+    runs = opbench.parse_text(TEXT_260.replace("12.250", "12.250\nRun: 2, Backward Execution Time (us) : 90.000"))
+    assert [m.value for m in opbench.collapse(runs, "median") if m.test.startswith("add")] == [12.25]
 
 
 def test_parse_json_list_and_dashboard_records():
