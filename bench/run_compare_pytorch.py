@@ -66,6 +66,7 @@ def run_and_compare(label: str, benches: tuple[str, ...], extra: list[str], tmp:
         str(tmp),
         "--omp-num-threads",
         "1",
+        "--batch",
         "--warmup-iterations",
         "20",
         "--out",
@@ -97,7 +98,7 @@ def show(doc: dict) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat-aa", type=int, default=5)
+    parser.add_argument("--repeat-aa", type=int, default=7)
     parser.add_argument("--repeat-ab", type=int, default=5)
     args = parser.parse_args()
     root = corpus_root()
@@ -116,7 +117,7 @@ def main() -> int:
         aa = run_and_compare(
             "aa",
             AA_BENCHES,
-            ["--repeat", str(args.repeat_aa), "--iterations", "40", "--num-runs", "5"],
+            ["--repeat", str(args.repeat_aa), "--iterations", "20", "--num-runs", "10"],
             tmp,
             root,
         )

@@ -281,3 +281,48 @@ def test_script_benchmark_from_config(tmp_path):
         ("gemm_large", "regression", 2.0),
         ("gemm_small", "regression", 2.0),
     ]
+
+
+def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
+    import types
+
+    root = make_bench_root(tmp_path, names=("fake_test", "other_test"))
+    calls = []
+
+    def fake_affected(repo, rev_range, db=None):
+        calls.append(rev_range)
+        return {
+            "benchmarks": [
+                {
+                    "name": "fake_test",
+                    "file": "pt/fake_test.py",
+                    "tests": ["mul_M8_cpu"],
+                    "ops": [],
+                    "modes": ["eager", "compile"],
+                    "devices": ["cpu"],
+                }
+            ],
+            "canary": [{"set": "core", "trigger": "x", "benchmarks": [{"name": "other_test", "file": "y"}]}],
+        }
+
+    monkeypatch.setitem(sys.modules, "perfq.query.affected", types.SimpleNamespace(affected_for_range=fake_affected))
+    hist = tmp_path / "a.duckdb"
+    common = ["--history", str(hist), "--repo", str(tmp_path), "--bench-root", str(root)]
+    res = CliRunner().invoke(
+        app, ["run", "--label", "aff", "--side", "head", "--affected", "origin/main", "--repeat", "1", *common]
+    )
+    assert res.exit_code == 0, res.output
+    assert calls == ["origin/main"]
+    assert "compile mode not run" in res.output and "--use-compile" in res.output
+    (run,) = runs_for_label(hist, "aff")
+    assert {(s.benchmark, s.test) for s in run.samples} == {("fake_test", "mul_M8_cpu")} | {
+        ("other_test", t) for t in ALL_TESTS_SHORT
+    }
+    # a compile-only request on a runner without --use-compile: a note, an empty result file, exit 0
+    out = tmp_path / "empty.json"
+    res = CliRunner().invoke(
+        app,
+        ["run", "--label", "c", "--side", "base", "--bench", "fake", "--mode", "compile", "--out", str(out), *common],
+    )
+    assert res.exit_code == 0 and "nothing to run" in res.output
+    assert import_files(tmp_path / "x.duckdb", [out])["runs_seen"] == 0

@@ -246,7 +246,13 @@ def register(app: typer.Typer) -> None:
         for note in notes:
             err.print(f"note: {note}")
         if not jobs:
-            raise PerfqError("nothing to run: no benchmark selected" + (f" ({notes[0]})" if notes else ""))
+            # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
+            err.print("nothing to run: no benchmark selected")
+            if out is not None:
+                from perfq.runner.results_store import export_runs
+
+                export_runs([], out)
+            return
         if ab:
             if not base_python or not head_python:
                 raise PerfqError("--ab needs --base-python and --head-python")
