@@ -142,7 +142,8 @@ def pick_overload(schemas: Sequence[str]) -> str:
             or any(a.mutable and a.kwarg_only for a in s.args)
         )
         required = sum(1 for a in s.args if a.default is None)
-        return (int(unsupported), int(out), int(s.overload != ""), required, text)
+        rank = 0 if s.overload == "" else 1 if s.overload == "Tensor" else 2
+        return (int(unsupported), int(out), rank, required, text)
 
     return min(schemas, key=score)
 
@@ -162,7 +163,11 @@ INT_OPS = re.compile(
 )
 SPD_OPS = re.compile(r"^(cholesky|linalg_cholesky|_cholesky|linalg_eigh|linalg_eigvalsh|symeig|_linalg_eigh)")
 # optional arguments of which at least one must be given
-FORCED = {r"^(clamp|clip)": {"min"}}
+FORCED = {r"^(clamp|clip)": {"min"}, r"^stft": {"return_complex"}}
+# bool arguments the operator needs true (stft: real input without return_complex is an error)
+TRUE_FLAGS = {"return_complex": "True"}
+# per-channel tensors: given even when optional (batch norm without running stats is not inference)
+CHANNEL_TENSORS = ("weight", "bias", "running_mean", "running_var")
 SPATIAL = re.compile(r"([123])d")
 
 
@@ -270,9 +275,11 @@ class _Builder:
             return self._rand("(N,)")
         if name in ("batch1", "batch2") and lay.kind != "batch":
             return self._rand("(2, N, N)")
-        if name in ("weight", "bias") and lay.kind == "spatial":
+        if name == "weight" and lay.kind == "spatial" and "conv" in self.base:
+            return self._rand("(C, C, " + ", ".join(["3"] * lay.spatial) + ")")
+        if name in CHANNEL_TENSORS and lay.kind == "spatial":
             return self._rand("(C,)")
-        if name in ("weight", "bias") and lay.kind == "plain":
+        if name in CHANNEL_TENSORS and lay.kind == "plain":
             return self._rand("(N,)")
         return self._rand(main)
 
@@ -310,6 +317,7 @@ class _Builder:
             "ndims": "1",
             "correction": "1",
             "steps": "8",
+            "n_fft": "8",
         }
         return table.get(n, "1")
 
@@ -340,7 +348,7 @@ class _Builder:
         if n in ("output_size",):
             return str([4] * (k or self.layout.spatial or 1))
         if n in ("kernel_size",):
-            return str([2] * (k or self.layout.spatial or 1))
+            return str([3 if "conv" in self.base else 2] * (k or self.layout.spatial or 1))
         if n in ("padding",):
             return str([1] * (k or 1))
         if n in ("shifts",):
@@ -352,7 +360,7 @@ class _Builder:
         base = arg.base
         if base in UNSUPPORTED:
             return None
-        if arg.optional and not arg.is_list:
+        if arg.optional and not arg.is_list and not (base == "Tensor" and arg.name in CHANNEL_TENSORS):
             return ("None", False)
         if base == "Tensor":
             if arg.is_list:
@@ -382,7 +390,7 @@ class _Builder:
                 False,
             )
         if base == "bool":
-            return (str([False] * (arg.list_len or 1)) if arg.is_list else "False", False)
+            return (str([False] * (arg.list_len or 1)) if arg.is_list else TRUE_FLAGS.get(arg.name, "False"), False)
         if base == "str":
             return (
                 {
@@ -439,16 +447,16 @@ def scaffold(schema_text: str, namespace: str = "aten") -> Scaffold:
     positional: list[str] = []
     keywords: list[str] = []
     forced = next((names for pattern, names in FORCED.items() if re.match(pattern, schema.name)), set())
+    skipped = False  # a positional argument was left to its default: later ones go by keyword
     for arg in schema.args:
         if arg.name in forced:  # optional, but the op fails when all of them are left out
             arg = Arg(arg.name, arg.type.rstrip("?"), None, arg.kwarg_only, arg.mutable)
         elif arg.default is not None:
+            skipped = True
             continue
         built = builder.value(arg)
         if built is None:
-            raise PerfqError(
-                f"cannot scaffold {schema.full_name}: argument '{arg.type} {arg.name}' has no generator"
-            )
+            raise PerfqError(f"cannot scaffold {schema.full_name}: argument '{arg.type} {arg.name}' has no generator")
         expr, is_tensor = built
         py = _pyname(arg.name)
         if is_tensor:
@@ -459,7 +467,7 @@ def scaffold(schema_text: str, namespace: str = "aten") -> Scaffold:
             ref = f"self.{py}"
         else:
             ref = expr
-        if arg.kwarg_only:
+        if arg.kwarg_only or skipped:
             kw = f"**{{'{arg.name}': {ref}}}" if keyword.iskeyword(arg.name) else f"{arg.name}={ref}"
             keywords.append(kw)
         else:

@@ -44,6 +44,12 @@ SCHEMAS = [
     "narrow(Tensor(a) self, int dim, SymInt start, SymInt length) -> Tensor(a)",
     "einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor",
     "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+    "stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, "
+    "bool normalized=False, bool? onesided=None, bool? return_complex=None) -> Tensor",
+    "native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, "
+    "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
+    "slow_conv3d_forward(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, "
+    "SymInt[3] padding) -> Tensor",
 ]
 
 
@@ -104,6 +110,9 @@ def test_scaffold_call_uses_exact_overload_and_defaults():
     assert "torch.ops.aten.mm.default(" in scaffold(SCHEMAS[6]).text
     div = scaffold("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor").text
     assert "torch.ops.aten.div.Tensor_mode(self_, other, rounding_mode=None)" in div
+    # a forced optional after defaulted positionals goes by keyword
+    stft = scaffold(SCHEMAS[-3]).text
+    assert "torch.ops.aten.stft.default(self_, 8, return_complex=True)" in stft
 
 
 FAKE_OP_BENCH = textwrap.dedent('''
