@@ -6,7 +6,9 @@
    its CPU kernels to the scalar (non-vectorised) build instead of AVX2/AVX512: a real kernel
    slowdown, the same kind a bad kernel change causes. The softmax kernels
    (aten/src/ATen/native/cpu/SoftMaxKernel.cpp) are vectorised DispatchStub kernels, so every
-   softmax test must be reported as a regression.
+   softmax test must be reported as a regression; matmul goes to the BLAS library, which does
+   its own CPU dispatch and is unaffected (measured: 45.6 vs 45.2 us, 339 vs 348 us), so no
+   matmul test may be reported as a regression.
 
 Both runs use one OpenMP thread per process: on this shared 2-core machine two threads
 oversubscribe the cores and make timings erratic (softmax measured up to 30x slower).
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 
 AA_BENCHES = ("softmax", "sum", "index_select", "linear", "matmul")
-AB_BENCHES = ("softmax",)
+AB_BENCHES = ("softmax", "matmul")  # matmul: BLAS, its own ISA dispatch: the control
 
 
 def corpus_root() -> Path:
@@ -140,7 +142,9 @@ def main() -> int:
                 "--repeat",
                 str(args.repeat_ab),
                 "--iterations",
-                "30",
+                "20",
+                "--num-runs",
+                "3",
                 "--head-env",
                 "ATEN_CPU_CAPABILITY=default",
             ],
@@ -148,14 +152,17 @@ def main() -> int:
             root,
         )
         softmax = [t for t in ab["tests"] if t["benchmark"] == "softmax_test"]
+        control = [t for t in ab["tests"] if t["benchmark"] == "matmul_test"]
         flagged = [t for t in softmax if t["verdict"] == "regression"]
+        false_flags = [t for t in control if t["verdict"] == "regression"]
         print(
-            f"\nA/B (head ATEN_CPU_CAPABILITY=default, {len(softmax)} softmax tests, {args.repeat_ab} "
-            f"repeats/side, {ab['elapsed']:.0f}s): {len(flagged)}/{len(softmax)} reported as regression "
-            f"(target: all)"
+            f"\nA/B (head ATEN_CPU_CAPABILITY=default, {args.repeat_ab} repeats/side, {ab['elapsed']:.0f}s): "
+            f"{len(flagged)}/{len(softmax)} softmax tests reported as regression (target: all); "
+            f"control matmul (BLAS, not dispatched by ATen's CPU capability): "
+            f"{len(false_flags)}/{len(control)} reported as regression (target: none)"
         )
         show(ab)
-        ok &= bool(softmax) and len(flagged) == len(softmax)
+        ok &= bool(softmax) and len(flagged) == len(softmax) and bool(control) and not false_flags
         print(f"\ntotal time {aa['elapsed'] + ab['elapsed']:.0f}s; {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -399,18 +399,23 @@ def _execute(plan, jobs, sides, repeat):
             console=console(stderr=True),
             transient=False,
         )
-        tasks = {job.title: bar.add_task(job.title, total=repeat * len(sides)) for job in jobs}
+        tasks: dict[str, object] = {}
+        phase = {"adaptive": False}
 
         def progress_cb(event, job, advance):
+            if event == "adaptive":
+                phase["adaptive"] = True
+                return
             if job is None:
                 return
-            task = tasks.get(job.title)
-            if task is None:  # adaptive rounds narrow jobs to their unknown tests
-                task = tasks[job.title] = bar.add_task(f"{job.title} (adaptive)", total=None)
+            name = job.benchmark + (" (adaptive)" if phase["adaptive"] else "")
+            if name not in tasks:  # one bar per job (benchmark file or batch), created on first use
+                total = None if phase["adaptive"] else repeat * len(sides)
+                tasks[name] = bar.add_task(job.title + (" (adaptive)" if phase["adaptive"] else ""), total=total)
             if event == "advance":
-                bar.advance(task, advance)
+                bar.advance(tasks[name], advance)
             elif event == "failed":
-                bar.update(task, description=f"[red]{job.title} (failed)[/red]")
+                bar.update(tasks[name], description=f"[red]{job.title} (a file failed)[/red]")
 
         bar.start()
     try:
