@@ -253,6 +253,12 @@ class _Builder:
     def _last(self) -> str:
         return {"spatial": "N", "vec": "N", "batch": "N", "mat": "N"}.get(self.layout.kind, "N")
 
+    def numel(self) -> str:
+        """Python expression of the main tensor's number of elements."""
+        return {"plain": "M * N", "vec": "N", "batch": "B * N * N", "spatial": "2 * C * N"}.get(
+            self.layout.kind, "N * N"
+        )
+
     def _first(self) -> str:
         return {"plain": "M", "batch": "B", "spatial": "2"}.get(self.layout.kind, "N")
 
@@ -316,7 +322,7 @@ class _Builder:
             "group": "1",
             "ndims": "1",
             "correction": "1",
-            "steps": "8",
+            "steps": self.numel(),
             "n_fft": "8",
         }
         return table.get(n, "1")
@@ -373,7 +379,8 @@ class _Builder:
         if base in ("int", "SymInt"):
             return (self.int_list(arg), False) if arg.is_list else (self.int_value(arg), False)
         if base == "Scalar":
-            return ("[2, 2]" if arg.is_list else {"min": "0.25", "max": "0.75"}.get(arg.name, "2"), False)
+            named = {"min": "0.25", "max": "0.75", "start": "0", "end": self.numel()}
+            return ("[2, 2]" if arg.is_list else named.get(arg.name, "2"), False)
         if base == "float":
             if arg.is_list:
                 return ("[1.0]", False)
@@ -447,10 +454,16 @@ def scaffold(schema_text: str, namespace: str = "aten") -> Scaffold:
     positional: list[str] = []
     keywords: list[str] = []
     forced = next((names for pattern, names in FORCED.items() if re.match(pattern, schema.name)), set())
+    # a factory (no tensor argument) builds its result on the config's device and dtype
+    factory = not any(a.base == "Tensor" for a in schema.args)
     skipped = False  # a positional argument was left to its default: later ones go by keyword
     for arg in schema.args:
         if arg.name in forced:  # optional, but the op fails when all of them are left out
             arg = Arg(arg.name, arg.type.rstrip("?"), None, arg.kwarg_only, arg.mutable)
+        elif factory and arg.name in ("device", "dtype") and arg.base in ("Device", "ScalarType"):
+            keywords.append(f"{arg.name}=self.{arg.name}")
+            builder.consts.append((arg.name, arg.name))
+            continue
         elif arg.default is not None:
             skipped = True
             continue

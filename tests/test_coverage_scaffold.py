@@ -50,6 +50,8 @@ SCHEMAS = [
     "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
     "slow_conv3d_forward(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, "
     "SymInt[3] padding) -> Tensor",
+    "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, "
+    "Device? device=None, bool? pin_memory=None) -> Tensor",
 ]
 
 
@@ -111,8 +113,11 @@ def test_scaffold_call_uses_exact_overload_and_defaults():
     div = scaffold("div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor").text
     assert "torch.ops.aten.div.Tensor_mode(self_, other, rounding_mode=None)" in div
     # a forced optional after defaulted positionals goes by keyword
-    stft = scaffold(SCHEMAS[-3]).text
+    stft = scaffold(SCHEMAS[-4]).text
     assert "torch.ops.aten.stft.default(self_, 8, return_complex=True)" in stft
+    # a factory takes the config's device and dtype
+    lin = scaffold(SCHEMAS[-1]).text
+    assert "linspace.default(0, self.end, self.steps, dtype=self.dtype, device=self.device)" in lin
 
 
 FAKE_OP_BENCH = textwrap.dedent('''
