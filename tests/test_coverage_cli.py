@@ -102,7 +102,7 @@ def test_scaffold_writes_compilable_file_and_refuses_overwrite(setup, tmp_path):
     assert res.exit_code == 0, res.output
     text = out.read_text()
     compile(text, str(out), "exec")
-    assert "torch.ops.aten.lerp.Scalar(" in text  # fewest required tensors: the Scalar overload
+    assert "torch.ops.aten.lerp.Tensor(" in text  # no default overload: .Tensor is preferred
     again = _run("--repo", str(repo), "--db", str(db), "--scaffold", "lerp", "--out", str(out))
     assert again.exit_code != 0 and "exists" in str(again.exception)
     exact = _run("--repo", str(repo), "--db", str(db), "--scaffold", "aten::add.Tensor", "--out",
