@@ -89,7 +89,7 @@ def _split_top(text: str) -> list[str]:
 def parse_schema(schema: str) -> Schema:
     """Parse a torchgen schema string; PerfqError when it is not one."""
     text = schema.strip()
-    m = re.match(r"^([A-Za-z_][\w]*)(?:\.([\w]+))?\((.*)\)\s*->\s*(.+)$", text, re.S)
+    m = re.match(r"^(?:\w+::)?([A-Za-z_][\w]*)(?:\.([\w]+))?\((.*)\)\s*->\s*(.+)$", text, re.S)
     if not m:
         raise PerfqError(f"cannot parse operator schema: {schema!r}")
     name, overload, body, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4).strip()

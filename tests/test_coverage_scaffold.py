@@ -56,9 +56,7 @@ SCHEMAS = [
 
 
 def test_parse_schema_arguments():
-    s = parse_schema(
-        'clamp_.Tensor(Tensor(a!) self, Tensor? min=None, *, int[2] k=[1, 2], str m="a,b") -> Tensor(a!)'
-    )
+    s = parse_schema('clamp_.Tensor(Tensor(a!) self, Tensor? min=None, *, int[2] k=[1, 2], str m="a,b") -> Tensor(a!)')
     assert (s.name, s.overload, s.full_name) == ("clamp_", "Tensor", "clamp_.Tensor")
     self_, mn, k, m = s.args
     assert (self_.type, self_.mutable, self_.default, self_.kwarg_only) == ("Tensor", True, None, False)
@@ -67,6 +65,10 @@ def test_parse_schema_arguments():
     assert m.default == '"a,b"'
     assert parse_schema("relu(Tensor self) -> Tensor").overload == ""
     assert parse_schema("_foo() -> ()").args == ()
+    q = parse_schema("quantized::softmax(Tensor qx, int dim, float output_scale, int output_zero_point) -> Tensor")
+    assert (q.name, q.overload, len(q.args)) == ("softmax", "", 4)
+    qtext = scaffold("quantized::softmax(Tensor qx, int dim) -> Tensor", namespace="quantized").text
+    assert "return torch.ops.quantized.softmax.default(qx, -1)" in qtext
     idx = parse_schema("index.Tensor(Tensor self, Tensor?[] indices) -> Tensor").args[1]
     assert (idx.type, idx.optional, idx.is_list, idx.base) == ("Tensor?[]", False, True, "Tensor")
 
@@ -86,9 +88,9 @@ def test_pick_overload_prefers_functional_supported_few_args():
         ]
     )
     assert got.startswith("sum(")
-    assert pick_overload(
-        ["a.x(Tensor self, Dimname d) -> Tensor", "a.y(Tensor self, Tensor o) -> Tensor"]
-    ).startswith("a.y")
+    assert pick_overload(["a.x(Tensor self, Dimname d) -> Tensor", "a.y(Tensor self, Tensor o) -> Tensor"]).startswith(
+        "a.y"
+    )
 
 
 def test_dimname_only_overload_cannot_be_scaffolded():

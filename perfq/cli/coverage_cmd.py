@@ -41,8 +41,9 @@ def parse_dispatch(value: str | None) -> list[str]:
     return [k.strip() for k in (value or "").split(",") if k.strip()]
 
 
-def collect_report(repo: Path, db: Path, since: str, dispatch: list[str], top: int | None,
-                   uncovered_only: bool = False):  # noqa: ANN201 - CoverageReport, imported lazily
+def collect_report(
+    repo: Path, db: Path, since: str, dispatch: list[str], top: int | None, uncovered_only: bool = False
+):  # noqa: ANN201 - CoverageReport, imported lazily
     """Load facts, compute churn from git history, build the report."""
     from perfq.config import load_config
     from perfq.query.coverage import build_report
@@ -56,8 +57,7 @@ def collect_report(repo: Path, db: Path, since: str, dispatch: list[str], top: i
         op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=cfg.reach_bound)
     finally:
         con.close()
-    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only,
-                        history_note=note)
+    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
 
 
 def _write(text: str, out: Path | None) -> None:
@@ -78,18 +78,25 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
 
     con = open_index(db)
     try:
-        name = op.split("::", 1)[1] if op.startswith("aten::") else op
+        namespace, _, bare = op.rpartition("::")
+        namespace = namespace or "aten"
+        name = bare if namespace == "aten" else op
         rows = con.execute("SELECT name, namespace, schema FROM ops WHERE name = ?", [name]).fetchall()
         if not rows:
-            rows = con.execute("SELECT name, namespace, schema FROM ops WHERE base = ?", [name]).fetchall()
+            rows = con.execute(
+                "SELECT name, namespace, schema FROM ops WHERE base = ? AND namespace = ?", [bare, namespace]
+            ).fetchall()
         if not rows:
             raise PerfqError(f"unknown operator {op!r} (not in the index's ops)")
         chosen = pick_overload([r[2] for r in rows])
         _, namespace, schema = next(r for r in rows if r[2] == chosen)
-        benches = [r[0] for r in con.execute(
-            "SELECT DISTINCT bench FROM bench_ops WHERE op IN (SELECT unnest(?)) ORDER BY 1",
-            [[r[0] for r in rows]],
-        ).fetchall()]
+        benches = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT bench FROM bench_ops WHERE op IN (SELECT unnest(?)) ORDER BY 1",
+                [[r[0] for r in rows]],
+            ).fetchall()
+        ]
     finally:
         con.close()
     result = scaffold(schema, namespace=namespace)
@@ -102,8 +109,12 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
     if out.exists() and not force:
         raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
     _write(result.text, out)
-    err.print(f"benchmark for {result.op} calls {result.call}; run it from benchmarks/operator_benchmark "
-              f"with: python -m pt.{out.stem} --tag-filter short")
+    bench_root = repo / "benchmarks" / "operator_benchmark"
+    if out.resolve().parent == (bench_root / "pt").resolve():
+        how = f"cd {bench_root} && python -m pt.{out.stem} --tag-filter short"
+    else:
+        how = f"cd <pytorch>/benchmarks/operator_benchmark && PYTHONPATH=. python {out.resolve()} --tag-filter short"
+    err.print(f"benchmark for {result.op} calls {result.call}; run it with: {how}", markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -117,12 +128,8 @@ def register(app: typer.Typer) -> None:
             typer.Option("--dispatch", help="Only operators with any of these dispatch keys (CPU,CUDA)."),
         ] = None,
         top: Annotated[int | None, typer.Option("--top", min=0, help="Show the first N operators.")] = None,
-        uncovered: Annotated[
-            bool, typer.Option("--uncovered", help="Only operators without a benchmark.")
-        ] = False,
-        fmt: Annotated[CoverageFormat, typer.Option("--format", help="Output format.")] = (
-            CoverageFormat.table
-        ),
+        uncovered: Annotated[bool, typer.Option("--uncovered", help="Only operators without a benchmark.")] = False,
+        fmt: Annotated[CoverageFormat, typer.Option("--format", help="Output format.")] = (CoverageFormat.table),
         out: Annotated[
             Path | None, typer.Option("--out", help="Write the report (or the scaffold) to this file.")
         ] = None,
