@@ -23,7 +23,7 @@ def op_churn(
     since: str,
     ref: str = "HEAD",
     max_depth: int | None = 24,
-    reach_bound: int | None = 40,
+    reach_bound: int | None = 200,
 ) -> tuple[dict[str, set[str]] | None, dict[str, object]]:
     """(op -> commits that changed a function reaching it, or None without history; a note for the summary).
 
@@ -55,6 +55,6 @@ def op_churn(
     starts = {commit: [fn_nodes[f] for f in fids if f in fn_nodes] for commit, fids in touched.items()}
     reach = ops_reached(edges, op_nodes, starts, max_depth=max_depth, reach_bound=reach_bound)
     note["commits_touching_infrastructure"] = len(reach.infrastructure)
-    note["reach_bound"] = reach_bound
+    note["infra_ops"] = reach_bound
     note["max_depth"] = max_depth
     return churn_by_op(reach.ops), note

@@ -49,6 +49,26 @@ def test_since_window_changes_churn(setup):
     assert ops["add"] == 2 and ops["lerp"] == 3
 
 
+def test_infra_ops_bound_drops_shared_functions(setup):
+    repo, db, _ = setup
+    # helper_common (c1) reaches add.Tensor, add.Scalar and lerp.Scalar: more than 2 ops
+    res = _run("--repo", str(repo), "--db", str(db), "--format", "json", "--infra-ops", "2")
+    data = json.loads(res.stdout)
+    ops = {o["op"]: o["churn"] for o in data["ops"]}
+    assert ops["add"] == 0 and ops["lerp"] == 2
+    assert data["summary"]["history"]["commits_touching_infrastructure"] == 1
+    assert data["summary"]["history"]["infra_ops"] == 2
+
+
+def test_bad_infra_ops_config_is_one_line_error(setup, tmp_path):
+    repo, db, _ = setup
+    cfg_repo = tmp_path / "cfg"
+    subprocess.run(["git", "clone", "-q", str(repo), str(cfg_repo)], check=True)
+    (cfg_repo / "perfq.toml").write_text("[tool.perfq]\ncoverage_infra_ops = 'lots'\n")
+    res = _run("--repo", str(cfg_repo), "--db", str(db), "--format", "json")
+    assert res.exit_code != 0 and "coverage_infra_ops must be a positive integer" in str(res.exception)
+
+
 def test_csv_markdown_dispatch_and_top(setup):
     repo, db, _ = setup
     res = _run("--repo", str(repo), "--db", str(db), "--format", "csv", "--dispatch", "CUDA", "--top", "2")
@@ -76,7 +96,8 @@ def test_table_and_html_out(setup, tmp_path):
 def test_missing_index_is_one_line_error(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "perfq", "coverage", "--repo", str(tmp_path), "--db", str(tmp_path / "no.duckdb")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -89,7 +110,8 @@ def test_corrupt_index_is_one_line_error(tmp_path):
     bad.write_bytes(b"not a database at all" * 100)
     proc = subprocess.run(
         [sys.executable, "-m", "perfq", "coverage", "--repo", str(tmp_path), "--db", str(bad)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("error: ")
@@ -105,8 +127,9 @@ def test_scaffold_writes_compilable_file_and_refuses_overwrite(setup, tmp_path):
     assert "torch.ops.aten.lerp.Tensor(" in text  # no default overload: .Tensor is preferred
     again = _run("--repo", str(repo), "--db", str(db), "--scaffold", "lerp", "--out", str(out))
     assert again.exit_code != 0 and "exists" in str(again.exception)
-    exact = _run("--repo", str(repo), "--db", str(db), "--scaffold", "aten::add.Tensor", "--out",
-                 str(tmp_path / "a.py"))
+    exact = _run(
+        "--repo", str(repo), "--db", str(db), "--scaffold", "aten::add.Tensor", "--out", str(tmp_path / "a.py")
+    )
     assert exact.exit_code == 0 and "add_test" in exact.stderr
     unknown = _run("--repo", str(repo), "--db", str(db), "--scaffold", "nope")
     assert unknown.exit_code != 0 and "unknown operator" in str(unknown.exception)

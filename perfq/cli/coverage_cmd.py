@@ -12,6 +12,7 @@ import typer
 
 from perfq.cli.common import DbOption, RepoOption, console, resolve_db, resolve_repo
 from perfq.errors import PerfqError
+from perfq.query.coverage import CoverageReport
 
 
 class CoverageFormat(str, Enum):
@@ -41,9 +42,28 @@ def parse_dispatch(value: str | None) -> list[str]:
     return [k.strip() for k in (value or "").split(",") if k.strip()]
 
 
+DEFAULT_INFRA_OPS = 200  # a changed function reaching more operators than this is shared infrastructure
+
+
+def infra_bound(cfg_extra: dict, override: int | None) -> int:
+    """The churn infrastructure bound: ``--infra-ops``, else ``[tool.perfq] coverage_infra_ops``, else 200."""
+    if override is not None:
+        return override
+    value = cfg_extra.get("coverage_infra_ops", DEFAULT_INFRA_OPS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PerfqError(f"[tool.perfq] coverage_infra_ops must be a positive integer, not {value!r}")
+    return value
+
+
 def collect_report(
-    repo: Path, db: Path, since: str, dispatch: list[str], top: int | None, uncovered_only: bool = False
-):  # noqa: ANN201 - CoverageReport, imported lazily
+    repo: Path,
+    db: Path,
+    since: str,
+    dispatch: list[str],
+    top: int | None,
+    uncovered_only: bool = False,
+    infra_ops: int | None = None,
+) -> CoverageReport:
     """Load facts, compute churn from git history, build the report."""
     from perfq.config import load_config
     from perfq.query.coverage import build_report
@@ -51,10 +71,11 @@ def collect_report(
     from perfq.runner.coverage_churn import op_churn
 
     cfg = load_config(repo)
+    bound = infra_bound(cfg.extra, infra_ops)
     con = open_index(db)
     try:
         facts = load_facts(con)
-        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=cfg.reach_bound)
+        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=bound)
     finally:
         con.close()
     return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
@@ -138,6 +159,15 @@ def register(app: typer.Typer) -> None:
             typer.Option("--scaffold", metavar="OP", help="Write an operator_benchmark file for OP instead."),
         ] = None,
         force: Annotated[bool, typer.Option("--force", help="With --scaffold: overwrite the file.")] = False,
+        infra_ops: Annotated[
+            int | None,
+            typer.Option(
+                "--infra-ops",
+                min=1,
+                help="Churn: a changed function reaching more operators than "
+                "this is shared infrastructure and counts for none (default 200).",
+            ),
+        ] = None,
         repo: Path | None = RepoOption,
         db: Path | None = DbOption,
     ) -> None:
@@ -149,7 +179,7 @@ def register(app: typer.Typer) -> None:
             return
         from perfq.query import coverage_render as render
 
-        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered)
+        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
         if fmt is CoverageFormat.json:
             _write(render.to_json_text(report), out)
         elif fmt is CoverageFormat.csv:
