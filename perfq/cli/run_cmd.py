@@ -327,8 +327,10 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Show a benchmark's results across stored runs."""
+        from perfq.runner.opbench import normalize_name
         from perfq.runner.results_store import history_rows
 
+        bench = normalize_name(bench)
         rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)
         if not rows:
             raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else ""))
