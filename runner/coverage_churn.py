@@ -36,7 +36,10 @@ def op_churn(
     if git_common_dir(repo) is None:
         note["note"] = f"{repo} is not a git repository: no history, ranked by kernel size"
         return None, note
-    history = changed_lines(repo, since, ref=ref)
+    known = indexed_paths(con)
+    # only the top-level folders holding indexed files: keeps docs, tests and third_party out of the log
+    pathspecs = sorted({":(top,literal)" + p.split("/", 1)[0] for p in known}) or None
+    history = changed_lines(repo, since, ref=ref, paths=pathspecs)
     non_root = [c for c in history.commits if c not in history.root_commits]
     note["commits"] = len(non_root)
     note["total_commits"] = history.total_commits
@@ -44,7 +47,6 @@ def op_churn(
         why = "a one-commit tree" if history.total_commits <= 1 else f"no commit since {since}"
         note["note"] = f"no history ({why}): ranked by kernel size, then number of dispatch keys"
         return None, note
-    known = indexed_paths(con)
     changes = [(c.commit, c.path, c.ranges) for c in history.changes if c.path in known]
     extents = function_extents(con, {path for _, path, _ in changes})
     touched = functions_touched(changes, extents)
