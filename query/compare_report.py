@@ -102,9 +102,7 @@ def _section(title: str, rows: list[dict], fold: bool) -> list[str]:
 def render_markdown(doc: dict) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
     tests = doc["tests"]
-    by = {
-        v: [t for t in tests if t["verdict"] == v] for v in ("regression", "improvement", "unknown", "same")
-    }
+    by = {v: [t for t in tests if t["verdict"] == v] for v in ("regression", "improvement", "unknown", "same")}
     lines = [summary_line(doc)]
     lines += _section("Regressions", by["regression"], fold=False)
     lines += _section("Improvements", by["improvement"], fold=True)

@@ -200,11 +200,7 @@ def load_export(path: Path) -> list[Run]:
         raise PerfqError(f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:
         raise PerfqError(f"{path}: not a perfq result file (bad JSON: {exc})") from None
-    if (
-        not isinstance(doc, dict)
-        or doc.get("format") != EXPORT_FORMAT
-        or not isinstance(doc.get("runs"), list)
-    ):
+    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT or not isinstance(doc.get("runs"), list):
         raise PerfqError(f"{path}: not a perfq result file (expected format {EXPORT_FORMAT!r})")
     try:
         return [_run_from_dict(r) for r in doc["runs"]]
@@ -222,9 +218,7 @@ def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any]
     """Runs (with samples and failures) matching an optional SQL condition on ``runs``."""
     runs = []
     for row in _rows(con, f"SELECT * FROM runs {where} ORDER BY started_at, side, id", params):
-        row = {
-            k: (str(v) if k in ("started_at", "ended_at") and v is not None else v) for k, v in row.items()
-        }
+        row = {k: (str(v) if k in ("started_at", "ended_at") and v is not None else v) for k, v in row.items()}
         run = _run_from_dict(row)
         run.samples = [
             Sample(**r)
