@@ -168,6 +168,12 @@ FORCED = {r"^(clamp|clip)": {"min"}, r"^stft": {"return_complex"}}
 TRUE_FLAGS = {"return_complex": "True"}
 # per-channel tensors: given even when optional (batch norm without running stats is not inference)
 CHANNEL_TENSORS = ("weight", "bias", "running_mean", "running_var")
+# operators that need (N, C, H, W) inputs although their name has no "2d"
+IMAGE_OPS = re.compile(
+    r"^(dsplit|channel_shuffle|native_channel_shuffle|pixel_shuffle|pixel_unshuffle|"
+    r"group_norm|native_group_norm|instance_norm|batch_norm|native_batch_norm|"
+    r"_native_batch_norm|grid_sampler|affine_grid|im2col|col2im)"
+)
 SPATIAL = re.compile(r"([123])d")
 
 
@@ -208,8 +214,9 @@ def choose_layout(schema: Schema) -> Layout:
     if MATRIX_OPS.match(base):
         return Layout("mat", ("N",), ((16,), (64,)), ((256,), (512,)))
     m = SPATIAL.search(schema.name)
-    if m and not base.startswith(("view", "atleast", "fft")):
-        k = int(m.group(1))
+    image = IMAGE_OPS.match(base)
+    if (m or image) and not base.startswith(("view", "atleast", "fft")):
+        k = int(m.group(1)) if m else 2
         short = ((3, 8), (8, 16)) if k < 3 else ((3, 4), (4, 8))
         long = ((16, 32), (32, 64)) if k < 3 else ((8, 16), (16, 16))
         return Layout("spatial", ("C", "N"), short, long, spatial=k)
@@ -265,7 +272,7 @@ class _Builder:
     def tensor(self, arg: Arg) -> str:
         name, lay = arg.name, self.layout
         main = lay.shape()
-        if name == "target" and re.search(r"nll|cross_entropy|margin", self.base):
+        if name == "target" and re.search(r"nll|cross_entropy|multi_margin|multilabel_margin", self.base):
             return f"torch.randint(0, N, ({self._first()},), device=device)"
         if name in ("index", "indices", "idx"):
             if arg.type.startswith("Tensor?"):  # advanced indexing along the first dim
@@ -273,6 +280,8 @@ class _Builder:
             if re.match(r"index_|_index_", self.base) or self.base in ("index_select", "take", "put", "put_"):
                 return f"torch.randint(0, {self._last()}, ({self._last()},), device=device)"
             return f"torch.randint(0, {self._last()}, {main}, device=device)"
+        if name == "value" and not arg.is_list:  # masked_fill.Tensor, index_fill.int_Tensor: 0-dim
+            return "torch.tensor(0.5, device=device, dtype=dtype)"
         if name in ("mask", "condition"):
             return f"torch.rand({main}, device=device) > 0.5"
         if name in ("vec", "vec1", "vec2") or (lay.kind == "mat" and name == "tensor" and self.base == "dot"):
@@ -325,6 +334,8 @@ class _Builder:
             "steps": self.numel(),
             "n_fft": "8",
         }
+        if self.layout.kind == "spatial":  # native_group_norm(input, ..., N, C, HxW, group, eps)
+            table.update({"N": "2", "C": "C", "HxW": " * ".join(["N"] * self.layout.spatial)})
         return table.get(n, "1")
 
     def int_list(self, arg: Arg) -> str:

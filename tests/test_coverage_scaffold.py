@@ -50,6 +50,11 @@ SCHEMAS = [
     "bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)",
     "slow_conv3d_forward(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, "
     "SymInt[3] padding) -> Tensor",
+    "native_group_norm(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, "
+    "float eps) -> (Tensor, Tensor, Tensor)",
+    "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
+    "margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0.0, int reduction=Mean) -> Tensor",
+    "channel_shuffle(Tensor self, SymInt groups) -> Tensor",
     "linspace(Scalar start, Scalar end, int steps, *, ScalarType? dtype=None, Layout? layout=None, "
     "Device? device=None, bool? pin_memory=None) -> Tensor",
 ]
