@@ -10,7 +10,12 @@
    its own CPU dispatch and is unaffected (measured: 45.6 vs 45.2 us, 339 vs 348 us), so no
    matmul test may be reported as a regression.
 
-Both runs use one OpenMP thread per process: on this shared 2-core machine two threads
+3. A/B moderate: the head runs ``ATEN_CPU_CAPABILITY=avx2`` (the AVX2 build of the same
+   kernels instead of AVX512: softmax measured 25-60% slower on its own), with ``--adaptive``;
+   softmax tests must be regressions (one may stay unknown: Softmax_N4_C3_H256_W256 is bimodal
+   on this machine), none same/improvement, and no matmul test a regression.
+
+All runs use one OpenMP thread per process: on this shared 2-core machine two threads
 oversubscribe the cores and make timings erratic (softmax measured up to 30x slower).
 
 Usage: python bench/run_compare_pytorch.py [--repeat-aa 7] [--repeat-ab 5]
@@ -163,7 +168,46 @@ def main() -> int:
         )
         show(ab)
         ok &= bool(softmax) and len(flagged) == len(softmax) and bool(control) and not false_flags
-        print(f"\ntotal time {aa['elapsed'] + ab['elapsed']:.0f}s; {'PASS' if ok else 'FAIL'}")
+
+        # a moderate slowdown: the AVX2 build of the same kernels instead of AVX512 (+25-60% on
+        # softmax when measured alone), with --adaptive resolving the unknown tests
+        mid = run_and_compare(
+            "ab_avx2",
+            AB_BENCHES,
+            [
+                "--repeat",
+                str(args.repeat_aa),
+                "--iterations",
+                "20",
+                "--num-runs",
+                "5",
+                "--adaptive",
+                "--max-repeat",
+                str(2 * args.repeat_aa),
+                "--head-env",
+                "ATEN_CPU_CAPABILITY=avx2",
+            ],
+            tmp,
+            root,
+        )
+        softmax = [t for t in mid["tests"] if t["benchmark"] == "softmax_test"]
+        control = [t for t in mid["tests"] if t["benchmark"] == "matmul_test"]
+        flagged = [t for t in softmax if t["verdict"] == "regression"]
+        false_flags = [t for t in control if t["verdict"] == "regression"]
+        print(
+            f"\nA/B moderate (head ATEN_CPU_CAPABILITY=avx2, {args.repeat_aa} repeats/side + adaptive up to "
+            f"{2 * args.repeat_aa}, {mid['elapsed']:.0f}s): {len(flagged)}/{len(softmax)} softmax tests reported "
+            f"as regression (target: all but at most one unknown); "
+            f"matmul control {len(false_flags)}/{len(control)} (target: none)"
+        )
+        show(mid)
+        wrong = [t for t in softmax if t["verdict"] in ("same", "improvement")]
+        print(f"  softmax tests called same/improvement (must be 0): {len(wrong)}")
+        # Softmax_N4_C3_H256_W256 is bimodal on this machine (A/A medians 710 vs 1508 us in one
+        # run): its CI may span 0 and `unknown` is then the honest answer, so one unknown is allowed
+        ok &= bool(softmax) and len(flagged) >= len(softmax) - 1 and not wrong and not false_flags
+        total = aa["elapsed"] + ab["elapsed"] + mid["elapsed"]
+        print(f"\ntotal time {total:.0f}s; {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
