@@ -40,6 +40,7 @@ class CoverageFacts:
     function_paths: dict[int, str] = field(default_factory=dict)  # kernel function id -> file path
     bench_ops: dict[str, set[str]] = field(default_factory=dict)  # bench -> ops it links to
     bench_files: dict[str, str] = field(default_factory=dict)  # bench -> file
+    link_sources: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (bench, op) -> static/traced
 
 
 @dataclass
@@ -53,6 +54,7 @@ class OpRow:
     kernel_lines: int
     dispatch_keys: list[str]
     areas: list[str]
+    links: list[dict[str, str]] = field(default_factory=list)  # {bench, op, source}
 
     @property
     def covered(self) -> bool:
@@ -68,6 +70,7 @@ class OpRow:
             "kernel_lines": self.kernel_lines,
             "dispatch_keys": self.dispatch_keys,
             "areas": self.areas,
+            "links": self.links,
         }
 
 
@@ -237,6 +240,12 @@ def build_report(
             if op_commits is not None:
                 commits |= op_commits.get(fact.name, set())
         areas = sorted({_area(facts.function_paths[f]) for f in kfuncs if f in facts.function_paths})
+        links = [
+            {"bench": b, "op": f.name, "source": src}
+            for f in members
+            for b in sorted(covered_by.get(f.name, ()))
+            for src in sorted(facts.link_sources.get((b, f.name), {"static"}))
+        ]
         rows.append(
             OpRow(
                 op=base,
@@ -246,6 +255,7 @@ def build_report(
                 kernel_lines=sum(facts.function_lines.get(f, 0) for f in kfuncs),
                 dispatch_keys=sorted(keys),
                 areas=areas or [NO_KERNEL_AREA],
+                links=links,
             )
         )
     rows.sort(key=lambda r: (-(r.churn or 0), -r.kernel_lines, -len(r.dispatch_keys), r.op))

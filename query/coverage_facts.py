@@ -42,8 +42,9 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
     for name, file in con.execute("SELECT name, file FROM benchmarks").fetchall():
         facts.bench_files[name] = file
         facts.bench_ops.setdefault(name, set())
-    for bench, op in con.execute("SELECT DISTINCT bench, op FROM bench_ops").fetchall():
+    for bench, op, source in con.execute("SELECT DISTINCT bench, op, source FROM bench_ops").fetchall():
         facts.bench_ops.setdefault(bench, set()).add(op)
+        facts.link_sources.setdefault((bench, op), set()).add(source)
     return facts
 
 

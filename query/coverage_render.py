@@ -47,6 +47,14 @@ def headline(report: CoverageReport) -> str:
     return f"{line}. {note}" if note else line
 
 
+def bench_labels(row: OpRow) -> str:
+    """Benchmarks of a row, marked ``(traced)`` when only traced links found them."""
+    sources: dict[str, set[str]] = {}
+    for link in row.links:
+        sources.setdefault(link["bench"], set()).add(link["source"])
+    return ", ".join(f"{b} (traced)" if sources.get(b) == {"traced"} else b for b in row.benchmarks)
+
+
 def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(keys[:limit])
     return shown + (f" +{len(keys) - limit}" if len(keys) > limit else "")
@@ -63,10 +71,15 @@ def to_rich_table(report: CoverageReport) -> Table:
     table.add_column("ovl", justify="right")
     table.add_column("benchmarks", ratio=3)
     for i, row in enumerate(report.rows, 1):
-        benches = ", ".join(row.benchmarks) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
+        benches = bench_labels(row) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
         table.add_row(
-            str(i), row.op, _churn(row), str(row.kernel_lines), _short_keys(row.dispatch_keys),
-            str(len(row.overloads)), benches,
+            str(i),
+            row.op,
+            _churn(row),
+            str(row.kernel_lines),
+            _short_keys(row.dispatch_keys),
+            str(len(row.overloads)),
+            benches,
         )
     return table
 
@@ -92,8 +105,7 @@ def summary_lines(report: CoverageReport, limit: int = 12) -> list[str]:
     stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
     if stale:
         out.append(
-            "benchmarks covering nothing that exists: "
-            + ", ".join(f"{b['bench']} ({b['file']})" for b in stale)
+            "benchmarks covering nothing that exists: " + ", ".join(f"{b['bench']} ({b['file']})" for b in stale)
         )
     return out
 
@@ -137,7 +149,7 @@ def to_markdown(report: CoverageReport) -> str:
         "|---:|---|---:|---:|---|---|---|",
     ]
     for i, row in enumerate(report.rows, 1):
-        benches = ", ".join(row.benchmarks) if row.covered else f"**{NO_BENCHMARK}**"
+        benches = bench_labels(row) if row.covered else f"**{NO_BENCHMARK}**"
         lines.append(
             f"| {i} | `{_md(row.op)}` | {_churn(row)} | {row.kernel_lines} "
             f"| {_md(', '.join(row.dispatch_keys))} "
@@ -178,16 +190,11 @@ def _bar_chart(items: Sequence[tuple[str, float]], color: str, unit: str) -> str
     label_w, bar_w, row_h = 230, 520, 20
     peak = max(v for _, v in items) or 1
     height = row_h * len(items) + 10
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" '
-        f'role="img">'
-    ]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" role="img">']
     for i, (label, value) in enumerate(items):
         y = 5 + i * row_h
         w = max(1.0, bar_w * value / peak) if value else 0
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[:34])}</text>'
-        )
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[:34])}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{color}" rx="2">'
             f"<title>{html.escape(label)}: {value:g} {unit}</title></rect>"
@@ -204,18 +211,13 @@ def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
     label_w, bar_w, row_h = 300, 480, 20
     peak = max(t for _, t, _ in items) or 1
     height = row_h * len(items) + 10
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" '
-        f'role="img">'
-    ]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" role="img">']
     for i, (label, total, covered) in enumerate(items):
         y = 5 + i * row_h
         wc = bar_w * covered / peak
         wu = bar_w * (total - covered) / peak
         pct = 100 * covered / total if total else 0
-        parts.append(
-            f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-44:])}</text>'
-        )
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-44:])}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{wc:.1f}" height="{row_h - 5}" fill="{COVERED}">'
             f"<title>{html.escape(label)}: {covered} covered</title></rect>"
@@ -224,9 +226,7 @@ def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
             f'<rect x="{label_w + wc:.1f}" y="{y + 2}" width="{wu:.1f}" height="{row_h - 5}" '
             f'fill="{UNCOVERED}"><title>{html.escape(label)}: {total - covered} uncovered</title></rect>'
         )
-        parts.append(
-            f'<text x="{label_w + wc + wu + 5:.1f}" y="{y + 14}">{covered}/{total} ({pct:.0f}%)</text>'
-        )
+        parts.append(f'<text x="{label_w + wc + wu + 5:.1f}" y="{y + 14}">{covered}/{total} ({pct:.0f}%)</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -249,9 +249,7 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
     metric = "churn (commits)" if by_churn else "kernel lines"
     top = [(r.op, float(r.churn if by_churn else r.kernel_lines)) for r in uncovered[:chart_rows]]
     areas = [(k, int(v["total"]), int(v["covered"])) for k, v in dict(s["by_area"]).items()][:chart_rows]  # type: ignore[arg-type]
-    keys = [(k, int(v["total"]), int(v["covered"])) for k, v in dict(s["by_dispatch_key"]).items()][
-        :chart_rows
-    ]  # type: ignore[arg-type]
+    keys = [(k, int(v["total"]), int(v["covered"])) for k, v in dict(s["by_dispatch_key"]).items()][:chart_rows]  # type: ignore[arg-type]
     esc = html.escape
     cards = [
         (f"{s['ops_covered']}/{s['ops_total']}", "operators covered"),
@@ -266,8 +264,7 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
         '<div class="cards">',
     ]
     body += [
-        f'<div class="card"><div class="v">{esc(v)}</div><div class="l">{esc(label)}</div></div>'
-        for v, label in cards
+        f'<div class="card"><div class="v">{esc(v)}</div><div class="l">{esc(label)}</div></div>' for v, label in cards
     ]
     body.append("</div>")
     body.append(f"<h2>Top uncovered operators by {esc(metric)}</h2>")
@@ -281,9 +278,7 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
         "<th>kernel lines</th><th>dispatch keys</th><th>overloads</th><th>benchmarks</th></tr>"
     )
     for i, row in enumerate(report.rows, 1):
-        benches = (
-            esc(", ".join(row.benchmarks)) if row.covered else f'<span class="nob">{NO_BENCHMARK}</span>'
-        )
+        benches = esc(bench_labels(row)) if row.covered else f'<span class="nob">{NO_BENCHMARK}</span>'
         body.append(
             f'<tr><td class="n">{i}</td><td><code>{esc(row.op)}</code></td><td class="n">{_churn(row)}</td>'
             f'<td class="n">{row.kernel_lines}</td><td>{esc(", ".join(row.dispatch_keys))}</td>'
@@ -293,15 +288,10 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
     stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
     body.append('<h2>Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
     body += [
-        f"<li><code>{esc(b['bench'])}</code> ({esc(b['file'])}): {esc(', '.join(b['ops']))}</li>"
-        for b in stale
+        f"<li><code>{esc(b['bench'])}</code> ({esc(b['file'])}): {esc(', '.join(b['ops']))}</li>" for b in stale
     ] or ["<li>none</li>"]
     body.append("</ul></div>")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        "<title>perfq coverage</title><style>"
-        + _CSS
-        + "</style></head><body>"
-        + "\n".join(body)
-        + "</body></html>\n"
+        "<title>perfq coverage</title><style>" + _CSS + "</style></head><body>" + "\n".join(body) + "</body></html>\n"
     )

@@ -78,6 +78,8 @@ def test_csv_markdown_dispatch_and_top(setup):
     md = _run("--repo", str(repo), "--db", str(db), "--format", "markdown", "--uncovered").stdout
     assert "| 1 | `lerp` | 3 |" in md and "**NO BENCHMARK**" in md and "`add`" not in md
     assert "`old_test`" in md  # stale benchmark listed
+    full = _run("--repo", str(repo), "--db", str(db), "--format", "markdown").stdout
+    assert "add_test (traced)" in full and "| softmax_test |" in full
 
 
 def test_table_and_html_out(setup, tmp_path):

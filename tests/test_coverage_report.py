@@ -49,6 +49,8 @@ def test_groups_by_base_with_overloads_and_benchmarks(facts):
     assert set(rows) == {"add", "softmax", "lerp", "relu", "addcmul"}
     assert rows["add"].overloads == ["add.Scalar", "add.Tensor"]
     assert rows["add"].benchmarks == ["add_test"]  # the group is covered through add.Tensor
+    assert rows["add"].links == [{"bench": "add_test", "op": "add.Tensor", "source": "traced"}]
+    assert rows["softmax"].links == [{"bench": "softmax_test", "op": "softmax.int", "source": "static"}]
     assert rows["lerp"].benchmarks == [] and not rows["lerp"].covered
     assert rows["softmax"].kernel_lines == 156
     assert rows["lerp"].kernel_lines == 20 + 11
