@@ -227,7 +227,7 @@ def main() -> int:
     ap.add_argument("--db", type=Path, default=None)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--n", type=int, default=30)
-    ap.add_argument("--synthetic-commits", type=int, default=1000)
+    ap.add_argument("--synthetic-commits", type=int, default=3000)
     ap.add_argument("--keep", type=Path, default=None, help="write the scaffolds here")
     ap.add_argument("--skip-scaffold", action="store_true")
     ap.add_argument(

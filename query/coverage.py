@@ -139,9 +139,14 @@ def ops_reached(
         adj[dst].append(src)
     cache: dict[int, frozenset[str] | None] = {}
 
+    # node -> a depth within which it reaches more than ``reach_bound`` ops: a walk meeting
+    # that node at depth d with d + k <= max_depth is infrastructure too (exact shortcut)
+    infra_at: dict[int, int] = {}
+    limit = max_depth if max_depth is not None else 1 << 30
+
     def walk(start: int) -> frozenset[str] | None:
         found: set[str] = set()
-        depth_of = {start: 0}
+        seen = {start}
         frontier = [start]
         depth = 0
         while frontier:
@@ -149,16 +154,22 @@ def ops_reached(
                 if n in op_of_node:
                     found.add(op_of_node[n])
             if reach_bound is not None and len(found) > reach_bound:
+                infra_at[start] = depth
                 return None
-            if max_depth is not None and depth >= max_depth:
+            if depth >= limit:
                 break
             depth += 1
             nxt = []
             for n in frontier:
                 for m in adj.get(n, ()):
-                    if m not in depth_of:
-                        depth_of[m] = depth
-                        nxt.append(m)
+                    if m in seen:
+                        continue
+                    k = infra_at.get(m)
+                    if k is not None and depth + k <= limit:
+                        infra_at[start] = depth + k
+                        return None
+                    seen.add(m)
+                    nxt.append(m)
             frontier = nxt
         return frozenset(found)
 

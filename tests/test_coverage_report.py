@@ -146,3 +146,45 @@ def test_op_without_kernels_or_keys_counts_under_none_key():
     facts = CoverageFacts(ops={"x": OpFact("x", "x")})
     s = build_report(facts, None).summary
     assert s["by_dispatch_key"] == {"(none)": {"total": 1, "covered": 0, "ratio": 0.0}}
+
+
+def _naive_reach(edges, op_of_node, start, max_depth, bound):
+    adj = {}
+    for d, s in edges:
+        adj.setdefault(d, []).append(s)
+    depth_of = {start: 0}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for n in frontier:
+            if depth_of[n] >= max_depth:
+                continue
+            for m in adj.get(n, ()):
+                if m not in depth_of:
+                    depth_of[m] = depth_of[n] + 1
+                    nxt.append(m)
+        frontier = nxt
+    ops = {op_of_node[n] for n in depth_of if n in op_of_node}
+    return None if len(ops) > bound else ops
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ops_reached_infrastructure_shortcut_is_exact(seed):
+    import random
+
+    rng = random.Random(seed)
+    nodes = list(range(300))
+    edges = [(rng.choice(nodes), rng.choice(nodes)) for _ in range(700)]
+    op_of_node = {n: f"op{n}" for n in rng.sample(nodes, 120)}
+    starts = {f"c{i}": rng.sample(nodes, 3) for i in range(60)}
+    got = ops_reached(edges, op_of_node, starts, max_depth=6, reach_bound=15)
+    for key, nodes_ in starts.items():
+        expected_ops, expected_infra = set(), set()
+        for n in nodes_:
+            r = _naive_reach(edges, op_of_node, n, 6, 15)
+            if r is None:
+                expected_infra.add(n)
+            else:
+                expected_ops |= r
+        assert got.ops[key] == expected_ops
+        assert got.infrastructure.get(key, set()) == expected_infra
