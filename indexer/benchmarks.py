@@ -96,7 +96,8 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
     if not classes:
         facts.framework = "script"
         facts.tests.append({"name": stem, "class": "", "ops": []})
-        facts.refs = [(stem, qualify(r), k) for r, k in _refs(list(tree.body))]
+        facts.refs = [(stem, qualify(r), "ref" if k == "name" else k) for r, k in _refs(list(tree.body))
+                      if k != "name" or qualify(r) != r]
     for cls in classes:
         methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
         timed = [m for name, m in methods.items() if name in ("forward", "backward")] or list(methods.values())
@@ -107,16 +108,19 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
         params: set[str] = set()
         if init is not None:
             params = {a.arg for a in init.args.args}
+            assigned: dict[str, ast.AST] = {}
+            for stmt in ast.walk(init):
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    assigned[stmt.targets[0].id] = stmt.value
             for stmt in ast.walk(init):
                 if isinstance(stmt, ast.Assign):
                     for target in stmt.targets:
-                        if (
-                            isinstance(target, ast.Attribute)
-                            and isinstance(target.value, ast.Name)
-                            and target.value.id == "self"
-                            and target.attr in used
-                        ):
+                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                                and target.value.id == "self" and target.attr in used):
                             nodes.append(stmt.value)
+                            # one step of local data flow: qconfig = default_qconfig; self.m = M(qconfig=qconfig)
+                            nodes += [assigned[n.id] for n in ast.walk(stmt.value)
+                                      if isinstance(n, ast.Name) and n.id in assigned]
                 if isinstance(stmt, ast.Call) and (dotted(stmt.func) or "").endswith("set_module_name"):
                     module_names += [s for s in _string_constants(stmt)]
         refs = _refs(nodes)
@@ -126,6 +130,12 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
             refs += op_list_refs
         for ref, kind in refs:
             if ref.startswith("self.") or ref.split(".")[0] in params:
+                continue
+            if kind == "name":
+                target = qualify(ref)
+                if target == ref:
+                    continue  # a local variable
+                facts.refs.append((cls.name, target, "ref"))
                 continue
             facts.refs.append((cls.name, qualify(ref), kind))
         facts.tests.append(

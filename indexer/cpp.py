@@ -90,6 +90,9 @@ _SPACE = " \t\r\n"
 _ADDRESS = re.compile(
     r"(?:(?<=[(,=])|(?<=return))\s*&\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\b(?!\s*[(.\[])"
 )
+_USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+([\w:]+)\s*;")
+# a DispatchStub (or kernel) passed as an argument: allany_impl<1>(self, result, dim, keepdim, and_stub)
+_STUB_VALUE = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*(?:_stub|_kernel|Kernel))\s*(?=[,)])")
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 _FUNCTION_KINDS = {
@@ -303,6 +306,11 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
         if idx >= 0 and m.group("name") not in _KEYWORDS:
             qual = re.sub(r"\s+", "", m.group("qual") or "").rstrip(":")
             calls.append(Call(idx, m.group("name"), qual, "address", line))
+    for m in _STUB_VALUE.finditer(code):
+        line = lines.line_of(m.start(1))
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0:
+            calls.append(Call(idx, m.group(1), "", "value", line))
     return calls
 
 
@@ -333,6 +341,6 @@ def extract_cpp(path: str, text: str, facts: FileFacts) -> FileFacts:
     if recovered:
         facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
     facts.calls = _call_sites(code, facts.functions)
-    facts.includes = _INCLUDE.findall(stripped)
+    facts.includes = _INCLUDE.findall(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]
     extract_registrations(path, stripped, facts)
     return facts

@@ -35,8 +35,35 @@ _OP_PREFIXES = {
     "torch._C._nested": "nested_",
     "torch.sparse": "sparse_",
 }
+_ATEN_API_NAMESPACES = {
+    "", "at", "torch", "at::cpu", "at::cuda", "at::meta", "at::redispatch", "at::compositeexplicitautograd",
+    "at::compositeimplicitautograd", "at::compositeexplicitautogradnonfunctional",
+}
+_HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
 _HUB_SUBCLASSES = 40  # a Python base class with more subclasses than this does not propagate
 _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
+
+
+def _namespace_of(qualname: str) -> str:
+    """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
+    return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0]
+
+
+def _visible_scopes(caller_qualname: str, usings: tuple[str, ...]) -> set[str]:
+    """Namespaces an unqualified call in ``caller_qualname`` can find names in: every
+    enclosing scope, the global one, and those of ``using namespace`` directives."""
+    parts = _namespace_of(caller_qualname).split("::") if "::" in caller_qualname else []
+    scopes = {"::".join(parts[:i]) for i in range(len(parts) + 1)}
+    for ns in usings:
+        ns = ns.lstrip(":")
+        scopes.add(ns)
+        for prefix in list(scopes):
+            if prefix:
+                scopes.add(f"{prefix}::{ns}")
+    # inline namespaces that ATen uses everywhere
+    scopes |= {f"{s}::CPU_CAPABILITY" for s in list(scopes) if s}
+    scopes |= {f"{s}::(anonymous namespace)" for s in list(scopes) if s}
+    return scopes
 
 
 @dataclass
@@ -92,8 +119,8 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
             func_rows.append((gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal))
             file_of.append(file_id)
     t.rows["functions"] = func_rows
-    for gid, _, qualname, _, _, _, _, _ in func_rows:
-        g.node("function", str(gid), qualname)  # node id == function id
+    for gid, file_id, qualname, *_ in func_rows:  # node id == function id
+        g.node("pyfunction" if files[file_id].lang == "python" else "function", str(gid), qualname)
 
     is_python = [files[fid].lang == "python" for fid in range(len(files))]
     cpp_by_name: dict[str, list[int]] = defaultdict(list)
@@ -210,10 +237,12 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
     aten_api: dict[str, list[str]] = defaultdict(list)
     for base, names in ops_by_base.items():
         aten_api[base] += names
+        aten_api[f"{base}_symint"] += names
     for base, names in out_ops.items():
-        aten_api[f"{base}_out"] += names
-        aten_api[f"{base}_outf"] += names
+        for suffix in ("_out", "_outf", "_symint_out", "_symint_outf"):
+            aten_api[base + suffix] += names
     linked: set[tuple[int, int]] = set()
+    usings = [tuple(i[6:] for i in f.includes if i.startswith("using:")) for f in files]
     for file_id, f in enumerate(files):
         base_gid = fid_base[file_id]
         if f.lang == "python":
@@ -225,6 +254,8 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
             if name in stub_names and c.kind != "member":
                 g.edge(g.node("stub", name), caller, "stub_call", f"line {c.line}")
                 continue
+            if c.kind == "value":
+                c = c._replace(kind="address")  # a function passed by name: like &name
             # operator API: at::foo, at::_ops::foo::call, tensor.foo()
             if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
                 op = ops_struct.get(qual[len("at::_ops::") :])
@@ -236,7 +267,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
                 for op in method_ops.get(name, ()):
                     t.rows["op_calls"].append((caller, op, "method", c.line))
                     g.edge(op_node(op), caller, "op_call", f".{name}() line {c.line}")
-            elif qual in ("at", "", "torch", "at::cpu", "at::cuda") and name in aten_api:
+            elif qual in _ATEN_API_NAMESPACES and name in aten_api:
                 for op in aten_api[name]:
                     t.rows["op_calls"].append((caller, op, f"{qual or 'at'}::{name}", c.line))
                     g.edge(op_node(op), caller, "op_call", f"{qual or 'at'}::{name} line {c.line}")
@@ -248,17 +279,24 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
             if not cands:
                 continue
             last_qual = qual.split("::")[-1] if qual and c.kind != "member" else ""
+            caller_scopes = _visible_scopes(func_rows[caller][2], usings[file_id])
             targets = []
             for gid in cands:
                 if gid == caller:
                     continue
                 row = func_rows[gid]
-                if row[7] and file_of[gid] != file_id:
+                same_file = file_of[gid] == file_id
+                if row[7] and not same_file:
                     continue  # internal linkage: same translation unit only
                 if c.kind == "member" and row[4] != "method":
                     continue
                 if last_qual and f"{last_qual}::" not in row[2] and f"{last_qual}<" not in row[2]:
                     continue
+                if not qual and c.kind != "member" and not same_file:
+                    if c.kind == "address":
+                        continue  # &name of another file's function: almost always a variable
+                    if _namespace_of(row[2]) not in caller_scopes:
+                        continue  # unqualified lookup only sees enclosing and used namespaces
                 targets.append(gid)
             if len(targets) > _AMBIGUOUS:
                 # a very common name: keep the same file and the caller's namespace
@@ -330,6 +368,23 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
         return []
 
     class_subs: dict[int, list[int]] = defaultdict(list)
+    class_methods: dict[int, list[int]] = defaultdict(list)
+    for file_id, f in enumerate(files):
+        if f.lang == "python":
+            for c in f.calls:
+                if c.kind == "member_of":
+                    method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
+                    if method is not None:
+                        class_methods[fid_base[file_id] + c.func_index].append(method)
+    for cls, methods in class_methods.items():
+        if len(methods) <= _HUB_METHODS:
+            for method in methods:
+                g.edge(method, cls, "method_of", "")
+
+    def constructor(cls: int) -> int | None:
+        """Calling a class from Python code runs its __init__ (not every method)."""
+        return py_by_qual.get(f"{func_rows[cls][2]}.__init__")
+
     for file_id, f in enumerate(files):
         if f.lang != "python":
             continue
@@ -339,15 +394,18 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
             dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
             t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
             if c.kind == "member_of":
-                method = py_by_qual.get(dotted)
-                if method is not None:
-                    g.edge(method, caller, "method_of", "")
                 continue
+            if c.kind == "ref" and func_rows[caller][4] != "alias":
+                continue  # named as a value in a body (isinstance, tables of overrides), not called
             target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
             if c.kind == "base":
                 if target is not None:
                     class_subs[target].append(caller)
                 continue
+            if target is not None and func_rows[target][4] == "class" and c.kind == "python":
+                target = constructor(target)
+                if target is None:
+                    continue
             if target is not None and target != caller:
                 t.rows["call_edges"].append((caller, target, "python", c.line))
                 g.edge(target, caller, "python_call", f"line {c.line}")

@@ -92,6 +92,10 @@ class _Collector(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self.refs.append((node.id, "name", node.lineno))
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested defs: their own entries
         return
 
@@ -128,6 +132,10 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
             collector.visit(stmt)
         for ref, kind_, line in collector.refs:
             target = ref if ref.startswith(".") else resolve(ref, aliases, module, local)
+            if kind_ == "name":
+                if target == ref:
+                    continue  # a local variable or builtin, not something this module names
+                kind_ = "ref"
             qual, _, last = target.rpartition(".")
             facts.calls.append(Call(idx, last, qual, kind_, line))
         return idx

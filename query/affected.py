@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 from perfq.query.changes import ChangeSet
-from perfq.query.reach import Reach, reaching_benchmarks, walk_up
+from perfq.query.reach import Reach, device_of_path, reaching_benchmarks, walk_up
 
 from perfq.config import Config
 
@@ -25,6 +25,7 @@ class Start:
     label: str
     confidence: str
     why: str
+    device: str = ""  # device family of the changed file ('' = any)
 
 
 @dataclass
@@ -36,9 +37,17 @@ class AffectedInput:
 
 
 def _canary_sets(con: duckdb.DuckDBPyConnection) -> list[dict]:
+    files = dict(con.execute("SELECT name, file FROM benchmarks").fetchall())
     rows = con.execute("SELECT name, description, paths, functions, benchmarks FROM canary_sets").fetchall()
     return [
-        {"name": n, "description": d, "paths": json.loads(p), "functions": json.loads(f), "benchmarks": json.loads(b)}
+        {
+            "name": n,
+            "description": d,
+            "paths": json.loads(p),
+            "functions": json.loads(f),
+            "benchmarks": json.loads(b),
+            "files": files,
+        }
         for n, d, p, f, b in rows
     ]
 
@@ -60,8 +69,9 @@ def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start],
         indexed = by_file.get(cf.path, [])
         ids = [fid for fid, q, _ in indexed if q == cf.qualname] or [fid for fid, _, n in indexed if n == cf.name]
         label = f"{cf.path}:{cf.qualname}"
+        dev = device_of_path(cf.path)
         if ids:
-            starts += [Start(i, label, "high", f"{cf.status} function") for i in ids]
+            starts += [Start(i, label, "high", f"{cf.status} function", dev) for i in ids]
             continue
         callers = [
             r[0]
@@ -71,7 +81,7 @@ def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start],
         ]
         if callers:
             starts += [
-                Start(i, label, "medium", f"{cf.status} function, reached through callers of {cf.name}")
+                Start(i, label, "medium", f"{cf.status} function, reached through callers of {cf.name}", dev)
                 for i in callers
             ]
         else:
@@ -93,7 +103,7 @@ def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start],
                 "reason": why + (f"; falling back to the {len(ids)} functions of the file" if ids else ""),
             }
         )
-        starts += [Start(i, f"{path} (file level)", "low", why) for i in ids]
+        starts += [Start(i, f"{path} (file level)", "low", why, device_of_path(path)) for i in ids]
     if cs.yaml_ops:
         names = [op for op, _ in cs.yaml_ops]
         for nid, key in con.execute(
@@ -104,10 +114,32 @@ def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start],
     return starts, unmapped
 
 
+def _canary_entry(s: dict, trigger: str) -> dict:
+    return {
+        "set": s["name"],
+        "trigger": trigger,
+        "description": s["description"],
+        "benchmarks": [{"name": b, "file": s["files"].get(b, b)} for b in s["benchmarks"]],
+    }
+
+
+def _pattern_canaries(sets: list[dict], paths: list[str], qualnames: list[str]) -> list[dict]:
+    """Canary sets whose path globs or function patterns match the change."""
+    out = []
+    for s in sets:
+        hit = next((p for p in paths for g in s["paths"] if fnmatch.fnmatch(p, g)), None)
+        hit = hit or next((q for q in qualnames for g in s["functions"] if fnmatch.fnmatch(q, g)), None)
+        if hit:
+            out.append(_canary_entry(s, f"changed {hit} matches the {s['name']} set"))
+    return out
+
+
 def _label(r: Reach, node: int, files: dict[int, str]) -> str:
     kind, key, label = r.kind.get(node, "?"), r.key.get(node, "?"), r.label.get(node, "?")
     if kind == "function":
         return f"{files.get(node, '?')}:{label}"
+    if kind == "pyfunction":
+        return label
     return f"{kind} {key}"
 
 
@@ -126,7 +158,21 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
     cs = inp.changes
     starts, unmapped = _starts(con, cs)
     start_of = {s.node: s for s in starts}
-    r = walk_up(con, list(start_of), cfg.max_depth)
+    start_devices = {s.node: s.device for s in starts}
+    # first the operators the change implements (no composite callers), to tell a
+    # shared-infrastructure change; then everything, unless it is one
+    r = walk_up(con, start_devices, cfg.max_depth, through_composites=False)
+    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    sets = _canary_sets(con)
+    canary = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
+    first_tier = len(r.nodes_of("op"))
+    if first_tier > cfg.reach_bound and not canary:
+        broad = next((s for s in sets if s["name"] == "broad"), None)
+        if broad is not None:
+            canary.append(_canary_entry(broad, f"reaches {first_tier} operators (bound {cfg.reach_bound})"))
+    shared = bool(canary)
+    if not shared:
+        r = walk_up(con, start_devices, cfg.max_depth)
     fn_nodes = [n for n, k in r.kind.items() if k == "function"]
     files = (
         dict(
@@ -143,7 +189,6 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
         name: (file, json.loads(tests), json.loads(devices))
         for name, file, tests, devices in con.execute("SELECT name, file, tests, devices FROM benchmarks").fetchall()
     }
-    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
     compile_mode = bool(cs.compile_paths)
     modes = ["eager", "compile"] if compile_mode else ["eager"]
 
@@ -200,34 +245,6 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
             },
         )
         entry["reasons"].append({"function": path, "chain": [f"benchmark file {path} changed"]})
-
-    # shared infrastructure: canary sets by pattern, or by reach beyond the bound
-    canary = []
-    qualnames = [cf.qualname for cf in cs.functions]
-    touched = changed_paths + [p for p, _, _ in cs.file_level]
-    sets = _canary_sets(con)
-    for s in sets:
-        hit = next((p for p in touched for g in s["paths"] if fnmatch.fnmatch(p, g)), None)
-        hit_fn = next((q for q in qualnames for g in s["functions"] if fnmatch.fnmatch(q, g)), None)
-        if hit or hit_fn:
-            canary.append(
-                {
-                    "set": s["name"],
-                    "trigger": f"changed {hit or hit_fn} matches the {s['name']} set",
-                    "description": s["description"],
-                    "benchmarks": [{"name": b, "file": bench_rows.get(b, (b,))[0]} for b in s["benchmarks"]],
-                }
-            )
-    if len(ops) > cfg.reach_bound and not canary and sets:
-        broad = next((s for s in sets if s["name"] == "broad"), sets[0])
-        canary.append(
-            {
-                "set": broad["name"],
-                "trigger": f"reaches {len(ops)} operators (bound {cfg.reach_bound})",
-                "description": broad["description"],
-                "benchmarks": [{"name": b, "file": bench_rows.get(b, (b,))[0]} for b in broad["benchmarks"]],
-            }
-        )
 
     covered = reaching_benchmarks(r)
     no_benchmark = [key for _, key in ops if not any(n for n in r.nodes_of("op") if r.key[n] == key and n in covered)]

@@ -36,11 +36,46 @@ class Reach:
         return list(reversed(out))
 
 
-def walk_up(con: duckdb.DuckDBPyConnection, starts: list[int], max_depth: int) -> Reach:
-    """Breadth-first walk from ``starts`` along reach_edges (dst -> src), one SQL query
-    per level; benchmark nodes are reached but not expanded."""
+def device_of_key(key: str) -> str:
+    """The device family of a dispatch key or stub arch ('' for device-neutral keys)."""
+    k = key.upper()
+    if "CUDA" in k or "HIP" in k:
+        return "cuda"
+    if "MPS" in k:
+        return "mps"
+    if "XPU" in k:
+        return "xpu"
+    if k.endswith("CPU") or k in ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256", "ALL_CPU"):
+        return "cpu"
+    return ""
+
+
+def device_of_path(path: str) -> str:
+    """The device family a source file belongs to ('' when it serves every device)."""
+    if path.endswith((".cu", ".cuh")) or any(p in path for p in ("/cuda/", "/cudnn/", "/hip/", "/miopen/")):
+        return "cuda"
+    if path.endswith(".mm") or "/mps/" in path:
+        return "mps"
+    if "/xpu/" in path:
+        return "xpu"
+    if any(p in path for p in ("/cpu/", "/mkldnn/")):
+        return "cpu"
+    return ""
+
+
+def walk_up(
+    con: duckdb.DuckDBPyConnection, starts: dict[int, str], max_depth: int, through_composites: bool = True
+) -> Reach:
+    """Breadth-first walk from ``starts`` (node -> device family, '' = any) along
+    reach_edges (dst -> src), one SQL query per level. A path that has committed to a
+    device (a CPU kernel file, a CPU dispatch key) does not cross a registration for
+    another device. Benchmark nodes are reached but not expanded. Without
+    ``through_composites`` the walk does not go from an operator into the C++ code that
+    calls it (composite ops, other kernels): only to its overload family, Python and
+    benchmarks."""
     r = Reach()
-    frontier = sorted(set(starts))
+    device: dict[int, str] = dict(starts)
+    frontier = sorted(starts)
     for node, kind, key, label in _describe(con, frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
         r.depth[node] = 0
@@ -58,15 +93,27 @@ def walk_up(con: duckdb.DuckDBPyConnection, starts: list[int], max_depth: int) -
         ).fetchall()
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
+            if not through_composites and ekind == "op_call" and nkind == "function":
+                continue
+            dev = device.get(dst, "")
+            if ekind in ("kernel", "registered", "library_impl"):
+                edge_dev = device_of_key(detail)
+                if dev and edge_dev and edge_dev != dev:
+                    continue  # a CPU change does not reach an op through its CUDA registration
+                dev = dev or edge_dev
             r.edges.append((dst, src))
             if src in r.depth:
+                if device.get(src) and not dev:
+                    device[src] = ""  # also reached for every device: widen and walk on
+                    nxt.append(src)
                 continue
+            device[src] = dev
             r.depth[src] = depth
             r.parent[src] = (dst, ekind, detail)
             r.kind[src], r.key[src], r.label[src] = nkind, nkey, nlabel
             if nkind != "benchmark":
                 nxt.append(src)
-        frontier = nxt
+        frontier = sorted(set(nxt))
     return r
 
 
