@@ -168,6 +168,11 @@ FORCED = {r"^(clamp|clip)": {"min"}, r"^stft": {"return_complex"}}
 TRUE_FLAGS = {"return_complex": "True"}
 # per-channel tensors: given even when optional (batch norm without running stats is not inference)
 CHANNEL_TENSORS = ("weight", "bias", "running_mean", "running_var")
+# inputs a schema cannot tell: complex spectra, complex tensors (op base, argument) -> expression
+RECIPES = {
+    ("istft", "self"): "torch.stft(torch.rand(M * N, device=device, dtype=dtype), 8, return_complex=True)",
+    ("view_as_real", "self"): "torch.rand({shape}, device=device, dtype=torch.complex64)",
+}
 # operators that need (N, C, H, W) inputs although their name has no "2d"
 IMAGE_OPS = re.compile(
     r"^(dsplit|channel_shuffle|native_channel_shuffle|pixel_shuffle|pixel_unshuffle|"
@@ -272,6 +277,9 @@ class _Builder:
     def tensor(self, arg: Arg) -> str:
         name, lay = arg.name, self.layout
         main = lay.shape()
+        recipe = RECIPES.get((self.base, name))
+        if recipe:
+            return recipe.format(shape=main)
         if name == "target" and re.search(r"nll|cross_entropy|multi_margin|multilabel_margin", self.base):
             return f"torch.randint(0, N, ({self._first()},), device=device)"
         if name in ("index", "indices", "idx"):
