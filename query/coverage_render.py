@@ -107,6 +107,9 @@ def summary_lines(report: CoverageReport, limit: int = 12) -> list[str]:
         out.append(
             "benchmarks covering nothing that exists: " + ", ".join(f"{b['bench']} ({b['file']})" for b in stale)
         )
+    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+    if unlinked:
+        out.append(f"benchmark files linked to no operator ({len(unlinked)}): " + ", ".join(unlinked))
     return out
 
 
@@ -162,6 +165,9 @@ def to_markdown(report: CoverageReport) -> str:
     stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
     lines += ["", "## Benchmarks covering nothing that exists any more", ""]
     lines += [f"- `{b['bench']}` ({b['file']}): {', '.join(b['ops'])}" for b in stale] or ["- none"]
+    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+    lines += ["", "## Benchmark files linked to no operator", ""]
+    lines += [f"- `{b}`" for b in unlinked] or ["- none"]
     return "\n".join(lines) + "\n"
 
 
@@ -290,6 +296,10 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
     body += [
         f"<li><code>{esc(b['bench'])}</code> ({esc(b['file'])}): {esc(', '.join(b['ops']))}</li>" for b in stale
     ] or ["<li>none</li>"]
+    body.append("</ul></div>")
+    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+    body.append('<h2>Benchmark files linked to no operator</h2><div class="panel"><ul>')
+    body += [f"<li><code>{esc(b)}</code></li>" for b in unlinked] or ["<li>none</li>"]
     body.append("</ul></div>")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

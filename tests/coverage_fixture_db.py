@@ -82,6 +82,7 @@ BENCHMARKS = [
     ("softmax_test", "benchmarks/operator_benchmark/pt/softmax_test.py"),
     ("add_test", "benchmarks/operator_benchmark/pt/add_test.py"),
     ("old_test", "benchmarks/operator_benchmark/pt/old_test.py"),
+    ("module_test", "benchmarks/operator_benchmark/pt/module_test.py"),  # linked to nothing
 ]
 BENCH_OPS = [
     ("softmax_test", "softmax.int", "static"),

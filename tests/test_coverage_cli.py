@@ -80,6 +80,7 @@ def test_csv_markdown_dispatch_and_top(setup):
     assert "`old_test`" in md  # stale benchmark listed
     full = _run("--repo", str(repo), "--db", str(db), "--format", "markdown").stdout
     assert "add_test (traced)" in full and "| softmax_test |" in full
+    assert "## Benchmark files linked to no operator\n\n- `module_test`" in full
 
 
 def test_table_and_html_out(setup, tmp_path):

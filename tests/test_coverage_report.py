@@ -78,6 +78,7 @@ def test_summary_by_key_area_and_stale_benchmarks(facts):
     assert s["by_dispatch_key"]["CPU"] == {"total": 3, "covered": 2, "ratio": round(2 / 3, 4)}
     assert s["by_dispatch_key"]["CompositeImplicitAutograd"]["covered"] == 0
     assert s["by_area"]["aten/src/ATen/native"] == {"total": 2, "covered": 1, "ratio": 0.5}
+    assert s["unlinked_benchmarks"] == ["module_test"] and s["benchmarks"] == 4
     assert s["stale_benchmarks"] == [
         {
             "bench": "old_test",
