@@ -187,8 +187,9 @@ def write_tree(root: Path, files: dict[str, str] | None = None) -> Path:
 
 
 def git(root: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@l", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@l")
+    env = dict(
+        os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@l", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@l"
+    )
     return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, env=env).stdout
 
 
@@ -216,5 +217,6 @@ def replace_in(root: Path, rel: str, old: str, new: str) -> None:
 
 def perfq(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """Run the perfq CLI in a subprocess (real exit codes and stderr)."""
-    return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=root, capture_output=True, text=True,
-                          input=stdin, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "perfq", *args], cwd=root, capture_output=True, text=True, input=stdin, timeout=300
+    )

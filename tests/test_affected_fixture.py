@@ -53,7 +53,8 @@ def bench(doc: dict, name: str) -> dict:
 def test_helper_below_stub_kernel_reaches_ops_and_benchmarks(change):
     doc = change((KERNEL, "out[i] * 2", "out[i] * 3"))
     assert [c["function"] for c in doc["changed_functions"]] == [
-        "at::native::(anonymous namespace)::inner_loop<scalar_t>"]
+        "at::native::(anonymous namespace)::inner_loop<scalar_t>"
+    ]
     assert names(doc) == ["fancy_test", "softmax_op_test"]
     assert {"softmax_op.out", "softmax_op", "fancy"} <= set(doc["ops"])
     chain = bench(doc, "softmax_op_test")["reasons"][0]["chain"]
@@ -82,8 +83,13 @@ def test_cuda_kernel_change_selects_cuda_runs(change):
 
 
 def test_native_functions_entry_selects_its_op(change):
-    doc = change(("aten/src/ATen/native/native_functions.yaml", "CompositeExplicitAutograd: fancy",
-                  "CompositeExplicitAutograd: fancy\n  tags: core"))
+    doc = change(
+        (
+            "aten/src/ATen/native/native_functions.yaml",
+            "CompositeExplicitAutograd: fancy",
+            "CompositeExplicitAutograd: fancy\n  tags: core",
+        )
+    )
     assert names(doc) == ["fancy_test"]
 
 
@@ -137,7 +143,9 @@ def test_patch_on_stdin_and_other_formats(repo):
     proc = perfq(repo, "affected", "--diff", "-", "--format", "gha-matrix", stdin=patch)
     matrix = json.loads(proc.stdout)
     assert {(e["benchmark"], e["mode"], e["device"]) for e in matrix["include"]} == {
-        ("fancy_test", "eager", "cpu"), ("softmax_op_test", "eager", "cpu")}
+        ("fancy_test", "eager", "cpu"),
+        ("softmax_op_test", "eager", "cpu"),
+    }
     proc = perfq(repo, "affected", "--diff", "-", "--format", "markdown", stdin=patch)
     assert proc.stdout.startswith("**perfq**: 2 benchmark(s)")
     assert "| `softmax_op_test` |" in proc.stdout

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from perfq.indexer.build import build_index
 
 from perfq.config import Config
-from perfq.indexer.build import build_index
 from tests.aten_fixture import make_repo
 
 
@@ -47,49 +47,74 @@ def test_internal_linkage(indexed):
 
 def test_calls_through_dispatch_lambda_and_template_args(indexed):
     _, con = indexed
-    edges = q(con, """SELECT a.name, b.name FROM call_edges e JOIN functions a ON a.id = e.caller_id
-                      JOIN functions b ON b.id = e.callee_id""")
+    edges = q(
+        con,
+        """SELECT a.name, b.name FROM call_edges e JOIN functions a ON a.id = e.caller_id
+                      JOIN functions b ON b.id = e.callee_id""",
+    )
     assert ("softmax_op_kernel_impl", "inner_loop") in edges
     assert ("lonely_kernel", "make_size") in edges
 
 
 def test_dispatch_stub_declare_define_register(indexed):
     _, con = indexed
-    roles = {(s, r, p.rsplit("/", 1)[-1]) for s, r, p in q(
-        con, "SELECT s.stub, s.role, f.path FROM stubs s JOIN files f ON f.id = s.file_id")}
+    roles = {
+        (s, r, p.rsplit("/", 1)[-1])
+        for s, r, p in q(con, "SELECT s.stub, s.role, f.path FROM stubs s JOIN files f ON f.id = s.file_id")
+    }
     assert ("softmax_op_stub", "declare", "SoftmaxOp.h") in roles  # a DECLARE_DISPATCH over three lines
     assert ("softmax_op_stub", "define", "SoftmaxOp.cpp") in roles
-    impls = q(con, """SELECT s.arch, s.impl_name, fn.name FROM stub_impls s
-                      JOIN functions fn ON fn.id = s.function_id WHERE s.stub = 'softmax_op_stub'""")
+    impls = q(
+        con,
+        """SELECT s.arch, s.impl_name, fn.name FROM stub_impls s
+                      JOIN functions fn ON fn.id = s.function_id WHERE s.stub = 'softmax_op_stub'""",
+    )
     assert impls == [("CPU", "softmax_op_kernel_impl", "softmax_op_kernel_impl")]
 
 
 def test_native_functions_kernels_and_structured_delegate(indexed):
     _, con = indexed
-    kernels = {(op, key): name for op, key, name in q(
-        con, """SELECT k.op, k.dispatch_key, f.qualname FROM kernels k JOIN functions f ON f.id = k.function_id""")}
+    kernels = {
+        (op, key): name
+        for op, key, name in q(
+            con, """SELECT k.op, k.dispatch_key, f.qualname FROM kernels k JOIN functions f ON f.id = k.function_id"""
+        )
+    }
     assert kernels[("softmax_op.out", "CPU")] == "at::native::softmax_op_cpu_out"
     assert kernels[("softmax_op.out", "CUDA")] == "at::native::softmax_op_cuda_out"
     assert kernels[("lonely", "CPU")] == kernels[("lonely", "CUDA")] == "at::native::lonely_kernel"
     assert kernels[("composite_thing", "CompositeImplicitAutograd")] == "at::native::composite_thing"
     assert q(con, "SELECT op, caller_op, kind FROM op_edges WHERE kind = 'structured_delegate'") == [
-        ("softmax_op.out", "softmax_op", "structured_delegate")]
+        ("softmax_op.out", "softmax_op", "structured_delegate")
+    ]
     ops = dict(q(con, "SELECT name, structured FROM ops WHERE namespace = 'aten'"))
-    assert ops == {"softmax_op": False, "softmax_op.out": True, "fancy": False, "lonely": False,
-                   "composite_thing": False}
+    assert ops == {
+        "softmax_op": False,
+        "softmax_op.out": True,
+        "fancy": False,
+        "lonely": False,
+        "composite_thing": False,
+    }
 
 
 def test_library_registrations(indexed):
     _, con = indexed
-    rows = q(con, """SELECT l.namespace, l.dispatch_key, l.op, f.name FROM library_impls l
-                     JOIN functions f ON f.id = l.function_id""")
+    rows = q(
+        con,
+        """SELECT l.namespace, l.dispatch_key, l.op, f.name FROM library_impls l
+                     JOIN functions f ON f.id = l.function_id""",
+    )
     assert rows == [("quantized", "QuantizedCPU", "quantized::qthing", "qthing_impl")]
-    assert q(con, "SELECT name, namespace FROM ops WHERE namespace = 'quantized'") == [("quantized::qthing", "quantized")]
+    assert q(con, "SELECT name, namespace FROM ops WHERE namespace = 'quantized'") == [
+        ("quantized::qthing", "quantized")
+    ]
 
 
 def test_op_calls_from_cpp_and_python(indexed):
     _, con = indexed
-    calls = {(f, op) for f, op in q(con, "SELECT f.name, o.op FROM op_calls o JOIN functions f ON f.id = o.function_id")}
+    calls = {
+        (f, op) for f, op in q(con, "SELECT f.name, o.op FROM op_calls o JOIN functions f ON f.id = o.function_id")
+    }
     assert ("fancy", "softmax_op") in calls  # at::softmax_op in a composite kernel
     assert ("fancy", "softmax_op.out") in calls
     assert ("fancy_softmax", "softmax_op") in calls  # torch.softmax_op in Python
