@@ -56,6 +56,14 @@ def _affected_doc(repo: Path, ref: str) -> dict:
     return affected_for_range(repo, ref)
 
 
+def _wide_console():
+    """The shared console, but wide enough for full test names when output goes to a log/pipe."""
+    con = console()
+    if not con.is_terminal:
+        con.width = 220
+    return con
+
+
 def _env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
     out = []
     for pair in pairs or []:
@@ -77,7 +85,7 @@ def _render_comparison(doc: dict, fmt: Format) -> None:
         return
     from rich.table import Table
 
-    con = console()
+    con = _wide_console()
     con.print(summary_line(doc).replace("**", ""))
     table = Table(show_lines=False)
     for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
@@ -364,7 +372,7 @@ def register(app: typer.Typer) -> None:
                 str(r["n"]),
                 r["status"],
             )
-        console().print(table)
+        _wide_console().print(table)
 
     @app.command("import")
     def import_cmd(
