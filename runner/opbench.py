@@ -62,6 +62,15 @@ class OpBenchSpec:
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
 
+def default_root(benchmark_roots: tuple[str, ...]) -> str:
+    """The runner root from config ``benchmark_roots`` (``.../operator_benchmark/pt`` -> its parent)."""
+    for entry in benchmark_roots:
+        path = Path(entry)
+        if "operator_benchmark" in path.parts:
+            return str(path.parent if path.name == "pt" else path)
+    return DEFAULT_ROOT
+
+
 def normalize_name(name: str) -> str:
     """``softmax`` / ``softmax_test`` / ``pt/softmax_test.py`` -> ``softmax_test``."""
     stem = Path(name).name

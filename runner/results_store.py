@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from perfq.schema.db import open_db
-from perfq.schema.history import connect_history
 
 from perfq.errors import PerfqError
+from perfq.schema.db import open_db
+from perfq.schema.history import connect_history
 
 EXPORT_FORMAT = "perfq-results"
 EXPORT_VERSION = 1

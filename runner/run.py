@@ -22,13 +22,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfq.errors import PerfqError
 from perfq.query.compare import Settings, TestKey, compare_samples
 from perfq.runner import opbench
 from perfq.runner.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.runner.results_store import Run, export_runs, now, save_runs
 from perfq.runner.script_bench import ScriptBench, parse_output
-
-from perfq.errors import PerfqError
 
 STDERR_TAIL_LINES = 25
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfq.runner.opbench import Measurement
-
 from perfq.errors import PerfqError
+from perfq.runner.opbench import Measurement
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from scipy import stats
+
 from perfq.query.compare import (
     Settings,
     TestKey,
@@ -15,7 +17,6 @@ from perfq.query.compare import (
 )
 from perfq.query.compare_report import comparison_document, render_markdown
 from perfq.runner.results_store import Run
-from scipy import stats
 
 
 def key(test: str, bench: str = "b_test", unit: str = "us", metric: str = "forward_time") -> TestKey:

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from perfq.errors import PerfqError
 from perfq.runner import opbench
 from perfq.runner.opbench import OpBenchSpec, RunnerCaps
 from perfq.runner.run import drop_unsupported_compile, jobs_from_affected, match_ops
 from perfq.runner.script_bench import parse_output, script_benchmarks
-
-from perfq.errors import PerfqError
 from tests.run_fakebench import make_bench_root
 
 TEXT_260 = """# ----------------------------------------
@@ -258,6 +258,12 @@ def test_jobs_from_affected_selection_to_commands(tmp_path):
     assert [(j.spec.tests, j.spec.mode) for j in jobs] == [(("add_M8_cpu",), "eager")]
     argv, _ = opbench.build_command("py", jobs[0].spec, RunnerCaps())
     assert argv[argv.index("--test-name") + 1] == "add_M8_cpu"
+
+
+def test_default_root_from_config():
+    assert opbench.default_root(("benchmarks/operator_benchmark/pt",)) == "benchmarks/operator_benchmark"
+    assert opbench.default_root(("bench/operator_benchmark",)) == "bench/operator_benchmark"
+    assert opbench.default_root(("other/dir",)) == opbench.DEFAULT_ROOT
 
 
 def test_match_ops_normalises_names():

@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
         bench, test = bench or [], test or []
         repo_path = resolve_repo(repo)
         cfg = load_config(repo_path)
-        root = (bench_root or repo_path / opbench.DEFAULT_ROOT).resolve()
+        root = (bench_root or repo_path / opbench.default_root(cfg.benchmark_roots)).resolve()
         if ab == (side is not None):
             raise PerfqError("give exactly one of --side base|head or --ab")
         if bool(affected) == bool(bench):
