@@ -12,11 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from perfq.errors import PerfqError
 from perfq.runner.ir_manifest import load_manifest
 from perfq.runner.ir_store import store_collection
 from perfq.runner.triton_ir import check_targets, collect, git_commit
-
-from perfq.errors import PerfqError
 
 
 def main() -> None:

@@ -14,11 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
-from perfq.runner.html_screenshot import count_color, read_png, screenshot
-
 from perfq.cli.coverage_cmd import collect_report
 from perfq.paths import default_index_path
+from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
+from perfq.runner.html_screenshot import count_color, read_png, screenshot
 
 CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
 

@@ -15,6 +15,10 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+
+from perfq import __version__
+from perfq.config import Config
+from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import read_and_extract
@@ -22,10 +26,6 @@ from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions
 from perfq.schema.writer import build_lock, write_index
-
-from perfq import __version__
-from perfq.config import Config
-from perfq.errors import PerfqError
 
 _EXTRACTOR_SOURCES = [
     ("perfq.indexer", m)

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-from perfq.query.changes import ChangeSet
-from perfq.query.reach import Reach, device_of_path, reaching_benchmarks, walk_up
 
 from perfq.config import Config
+from perfq.query.changes import ChangeSet
+from perfq.query.reach import Reach, device_of_path, reaching_benchmarks, walk_up
 
 _GPU_HINTS = ("/cuda/", "/cudnn/", "/hip/", "/miopen/", ".cu", ".cuh")
 _CPU_HINTS = ("/cpu/", "/mkldnn/", "/mkl/")

@@ -17,6 +17,7 @@ class FileChange:
     removed: set[int] = field(default_factory=set)  # old-side line numbers
     added: set[int] = field(default_factory=set)  # new-side line numbers
     binary: bool = False
+    hunks: list[tuple[int, int, list[str]]] = field(default_factory=list)  # (source start, length, new lines)
 
     @property
     def path(self) -> str:
@@ -53,6 +54,8 @@ def parse_diff(text: str) -> list[FileChange]:
         new = None if pf.is_removed_file else _strip(pf.target_file)
         fc = FileChange(old, new, binary=pf.is_binary_file)
         for hunk in pf:
+            new_lines = [line.value for line in hunk if line.is_added or line.is_context]
+            fc.hunks.append((hunk.source_start, hunk.source_length, new_lines))
             for line in hunk:
                 if line.is_removed and line.source_line_no:
                     fc.removed.add(line.source_line_no)
@@ -64,3 +67,14 @@ def parse_diff(text: str) -> list[FileChange]:
                 fc.added.add(max(1, hunk.target_start))  # a pure deletion: where it was
         changes.append(fc)
     return changes
+
+
+def apply_hunks(old_text: bytes | None, change: FileChange) -> bytes | None:
+    """The new side of ``change`` rebuilt from its old side and hunks (for a bare patch)."""
+    if change.new_path is None:
+        return None
+    lines = (old_text or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    for start, length, new_lines in sorted(change.hunks, reverse=True):
+        begin = start - 1 if length else start  # a pure insertion goes after line `start`
+        lines[begin : begin + length] = new_lines
+    return "".join(lines).encode("utf-8")

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfq.query.affected import AffectedInput, affected
-from perfq.query.changes import changed_functions
-from perfq.query.diff_parse import parse_diff
-from perfq.runner import git
-from perfq.schema.reader import meta, open_index
-
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.paths import default_index_path
+from perfq.query.affected import AffectedInput, affected
+from perfq.query.changes import changed_functions
+from perfq.query.diff_parse import apply_hunks, parse_diff
+from perfq.runner import git
+from perfq.schema.reader import meta, open_index
 
 
 def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
@@ -50,22 +49,32 @@ def affected_for_ref(
         build_index(repo, cfg, db, quiet=True)
     warnings: list[str] = []
     if diff_text is not None:
-        base, head = (git.resolve_ref(repo, ref) if ref else "", None)
-        text = diff_text
-        base_rev: str | None = base or None
+        # a bare patch applies to ``ref`` (default: the working tree); its new side is rebuilt
+        base = git.resolve_ref(repo, ref) if ref else ""
+        head = None
+        changes = parse_diff(diff_text)
+        by_new_path = {c.new_path: c for c in changes if c.new_path}
+
+        def base_text(path: str) -> bytes | None:
+            return git.show(repo, base or None, path)
+
+        def head_text(path: str) -> bytes | None:
+            change = by_new_path.get(path)
+            if change is None:
+                return git.show(repo, base or None, path)
+            return apply_hunks(base_text(change.old_path) if change.old_path else None, change)
+
     else:
         if ref is None:
             raise PerfqError("give a base ref, A..B, or --diff")
         base, head = _revisions(repo, ref, worktree)
-        text = git.diff(repo, base, head)
-        base_rev = base
-    changes = parse_diff(text)
+        changes = parse_diff(git.diff(repo, base, head))
 
-    def base_text(path: str) -> bytes | None:
-        return git.show(repo, base_rev, path) if base_rev else None
+        def base_text(path: str) -> bytes | None:
+            return git.show(repo, base, path)
 
-    def head_text(path: str) -> bytes | None:
-        return git.show(repo, head, path)
+        def head_text(path: str) -> bytes | None:
+            return git.show(repo, head, path)
 
     cs = changed_functions(changes, base_text, head_text, cfg)
     with open_index(db) as con:
@@ -79,7 +88,8 @@ def affected_for_ref(
                 )
             else:
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
-        return affected(con, AffectedInput(base, head or "WORKTREE", cs, warnings), cfg)
+        head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
+        return affected(con, AffectedInput(base, head_label, cs, warnings), cfg)
 
 
 def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from perfq.runner import git
-from perfq.runner.affected_flow import affected_for_ref
-from perfq.schema.reader import open_index
-
 from perfq.cli.render_affected import names
 from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.paths import default_index_path
+from perfq.runner import git
+from perfq.runner.affected_flow import affected_for_ref
+from perfq.schema.reader import open_index
 
 
 def backtest(repo: Path, rev_range: str, db: Path | None = None) -> dict:

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from perfq.errors import PerfqError
 from perfq.query.bisect_hints import scan_diff
 from perfq.query.bisect_metric import MetricSpec, Reading, extract, polarity
 from perfq.query.bisect_search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
 from perfq.runner import bisect_git as g
 from perfq.schema.history import connect_history
-
-from perfq.errors import PerfqError
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"

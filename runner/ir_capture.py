@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfq.errors import PerfqError
 from perfq.runner.ir_compile import IRCompileError, Specialization, compile_spec, kernel_source_info
 from perfq.runner.ir_manifest import import_kernel
 from perfq.runner.ir_store import IRRecord
 from perfq.runner.triton_ir import CollectResult, relative_source, require_triton, triton_cache
-
-from perfq.errors import PerfqError
 
 HOOK = Path(__file__).with_name("ir_capture_hook.py")
 SITECUSTOMIZE = """\

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from perfq.runner.ir_compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
 
 from perfq.config import load_config
 from perfq.errors import PerfqError
+from perfq.runner.ir_compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
 
 MANIFEST_FILE = "perfq-ir.yaml"
 SPEC_KEYS = {"signature", "constexprs", "divisible", "num_warps", "num_stages", "options", "name"}

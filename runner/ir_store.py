@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from perfq.query.ir_normalize import NORMALIZER_VERSION, normalize_ir
-from perfq.schema.history import connect_history
 
 from perfq.errors import PerfqError
+from perfq.query.ir_normalize import NORMALIZER_VERSION, normalize_ir
+from perfq.schema.history import connect_history
 
 
 @dataclass

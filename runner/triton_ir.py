@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfq.errors import PerfqError
 from perfq.runner.ir_compile import (
     KNOWN_STAGES,
     IRCompileError,
@@ -25,8 +26,6 @@ from perfq.runner.ir_compile import (
 )
 from perfq.runner.ir_manifest import Manifest, import_kernel
 from perfq.runner.ir_store import IRRecord
-
-from perfq.errors import PerfqError
 
 
 @dataclass

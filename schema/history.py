@@ -11,9 +11,9 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
-from perfq.schema.db import open_db
 
 from perfq.errors import PerfqError
+from perfq.schema.db import open_db
 
 
 def migrations() -> list[tuple[int, str, str]]:

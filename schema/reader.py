@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-from perfq.schema.db import open_db
-from perfq.schema.writer import SCHEMA_VERSION
 
 from perfq.errors import PerfqError
+from perfq.schema.db import open_db
+from perfq.schema.writer import SCHEMA_VERSION
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from perfq.query.bisect_search import AMBIGUOUS, SearchConfig, bisect, classify, estimated_steps
 
 

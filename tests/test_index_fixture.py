@@ -7,9 +7,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from perfq.indexer.build import build_index
 
 from perfq.config import Config
+from perfq.indexer.build import build_index
 from tests.aten_fixture import make_repo
 
 

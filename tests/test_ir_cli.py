@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from perfq.runner.ir_harvest import harvest
 from perfq.runner.ir_store import IRRecord, store_collection
 

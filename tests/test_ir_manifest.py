@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from perfq.runner.ir_compile import Specialization
-from perfq.runner.ir_manifest import load_manifest, parse_manifest
 
 from perfq.errors import PerfqError
+from perfq.runner.ir_compile import Specialization
+from perfq.runner.ir_manifest import load_manifest, parse_manifest
 
 GOOD = {
     "paths": ["bench"],

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from perfq.indexer import native_yaml
 
 from perfq.errors import PerfqError
+from perfq.indexer import native_yaml
 from tests.aten_fixture import NATIVE_FUNCTIONS
 
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Set up perfq and run its main job on a real tree: index PyTorch 2.6.0, then ask which
+# benchmarks a one-line kernel change selects (in a scratch worktree), with the chain.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e .
+corpus=$(scripts/fetch-pytorch-source.sh | tail -n 1)
+perfq index --repo "$corpus"
+perfq stats --repo "$corpus"
+work=$(mktemp -d)
+trap 'git -C "$corpus" worktree remove --force "$work/case" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+git -C "$corpus" worktree add -q --detach "$work/case" main
+kernel=aten/src/ATen/native/cpu/SoftMaxKernel.cpp
+# a one-line edit in a vectorized softmax helper (line 168 of the 2.6.0 file)
+sed -i '168s/input_data + d0/input_data + d0 + 0/' "$work/case/$kernel"
+git -C "$work/case" -c user.name=demo -c user.email=demo@localhost commit -qam "demo: touch a softmax kernel"
+(cd "$work/case" && perfq affected main --explain)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Install perfq with everything its tests use, fetch the PyTorch 2.6.0 corpus for the
+# integration tests, and run the whole test suite. Works on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python -m pip install -q -e '.[dev,ir]'
+# torch (a local CPU wheel here) for the tests that run generated benchmarks for real
+python -m pip install -q torch==2.13.0 || echo "note: torch==2.13.0 not installable; torch tests will skip"
+scripts/fetch-pytorch-source.sh >/dev/null || echo "note: corpus not fetched; corpus tests will skip"
+python -m pytest -q "$@"

@@ -1,0 +1,62 @@
+"""Diff parsing: changed lines on both sides, statuses, and rebuilding a patch's new side."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from perfq.errors import PerfqError
+from perfq.query.diff_parse import apply_hunks, parse_diff
+
+OLD = "".join(f"line {i}\n" for i in range(1, 11))
+
+
+def _diff(old: str, new: str, path: str = "a.cpp") -> str:
+    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}", n=0))
+    return f"diff --git a/{path} b/{path}\n" + body
+
+
+def test_modified_lines_on_both_sides():
+    new = OLD.replace("line 3\n", "line three\n").replace("line 8\n", "")
+    (fc,) = parse_diff(_diff(OLD, new))
+    assert fc.status == "modified" and fc.path == "a.cpp"
+    assert fc.removed == {3, 8}
+    assert 3 in fc.added
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        OLD.replace("line 5\n", "line 5\ninserted\n"),
+        OLD.replace("line 1\n", "first\nline 1\n"),
+        OLD.replace("line 10\n", "line 10\nlast\n"),
+        OLD.replace("line 4\nline 5\n", ""),
+        OLD.replace("line 2\n", "two\n").replace("line 9\n", "nine\nnine and a half\n"),
+    ],
+)
+def test_apply_hunks_rebuilds_the_new_side(new):
+    (fc,) = parse_diff(_diff(OLD, new))
+    assert apply_hunks(OLD.encode(), fc) == new.encode()
+
+
+def test_pure_insertion_maps_to_the_line_it_follows():
+    (fc,) = parse_diff(_diff(OLD, OLD.replace("line 5\n", "line 5\ninserted\n")))
+    assert fc.removed == {5} and fc.added == {6}
+
+
+def test_added_deleted_and_renamed_files():
+    text = (
+        "diff --git a/new.cpp b/new.cpp\nnew file mode 100644\n--- /dev/null\n+++ b/new.cpp\n@@ -0,0 +1 @@\n+int x;\n"
+        "diff --git a/gone.cpp b/gone.cpp\ndeleted file mode 100644\n--- a/gone.cpp\n+++ /dev/null\n"
+        "@@ -1 +0,0 @@\n-int y;\n"
+        "diff --git a/old.cpp b/moved.cpp\nsimilarity index 100%\nrename from old.cpp\nrename to moved.cpp\n"
+    )
+    statuses = {fc.path: fc.status for fc in parse_diff(text)}
+    assert statuses == {"new.cpp": "added", "gone.cpp": "deleted", "moved.cpp": "renamed"}
+
+
+def test_garbage_is_a_clear_error():
+    assert parse_diff("") == []
+    with pytest.raises(PerfqError, match="not a unified diff"):
+        parse_diff("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-only one line\n")
