@@ -314,8 +314,9 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
     return calls
 
 
-def extract_cpp(path: str, text: str, facts: FileFacts) -> FileFacts:
-    """Fill ``facts`` with the functions, calls, includes and registrations of ``text``.
+def extract_cpp(path: str, text: str, facts: FileFacts, functions_only: bool = False) -> FileFacts:
+    """Fill ``facts`` with the functions, calls, includes and registrations of ``text``
+    (only the functions with ``functions_only``, for mapping changed lines).
 
     ``path`` is the repo-relative path (it names the translation unit); ``text`` is the
     file's content (from disk or a git blob).
@@ -340,6 +341,8 @@ def extract_cpp(path: str, text: str, facts: FileFacts) -> FileFacts:
     recovered = text_functions(code, [(f.start_line, f.end_line) for f in facts.functions])
     if recovered:
         facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
+    if functions_only:
+        return facts
     facts.calls = _call_sites(code, facts.functions)
     facts.includes = _INCLUDE.findall(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]
     extract_registrations(path, stripped, facts)

@@ -15,8 +15,9 @@ from perfq.indexer.source_text import decode_source
 MAX_BYTES = 4 * 1024 * 1024
 
 
-def file_facts(kind: str, path: str, data: bytes) -> FileFacts | BenchmarkFacts:
-    """Facts of one file's content ``data`` (kind: cpp | python | benchmark)."""
+def file_facts(kind: str, path: str, data: bytes, functions_only: bool = False) -> FileFacts | BenchmarkFacts:
+    """Facts of one file's content ``data`` (kind: cpp | python | benchmark); with
+    ``functions_only`` just the C++ function extents."""
     sha = hashlib.sha256(data).hexdigest()
     text = decode_source(data)
     lang = language_of(path) if kind == "cpp" else "python"
@@ -33,7 +34,7 @@ def file_facts(kind: str, path: str, data: bytes) -> FileFacts | BenchmarkFacts:
         return bench
     try:
         if kind == "cpp":
-            return extract_cpp(path, text, facts)
+            return extract_cpp(path, text, facts, functions_only)
         return extract_python(path, text, facts)
     except RecursionError:
         facts.status, facts.message = "warning", "too deeply nested to parse"

@@ -122,7 +122,7 @@ def _facts(kind: str, path: str | None, text_of: TextOf) -> FileFacts | None:
     data = text_of(path)
     if data is None:
         return None
-    facts = file_facts(kind, path, data)
+    facts = file_facts(kind, path, data, functions_only=True)
     return facts if isinstance(facts, FileFacts) else None
 
 

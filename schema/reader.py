@@ -10,7 +10,7 @@ import duckdb
 
 from perfq.errors import PerfqError
 from perfq.schema.db import open_db
-from perfq.schema.writer import SCHEMA_VERSION
+from perfq.schema.version import SCHEMA_VERSION
 
 
 @contextlib.contextmanager

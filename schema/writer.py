@@ -15,8 +15,7 @@ import duckdb
 import numpy as np
 
 from perfq.errors import PerfqError
-
-SCHEMA_VERSION = 1
+from perfq.schema.version import SCHEMA_VERSION
 
 
 def index_ddl() -> str:
