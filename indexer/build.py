@@ -84,10 +84,11 @@ def _head_commit(repo: Path) -> str:
 
 
 def _load_cache(path: Path) -> dict:
+    """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
     try:
         with path.open("rb") as fh:
             data = pickle.load(fh)
-        return data.get("files", {}) if data.get("version") == _extractor_version() else {}
+        return data["files"] if data.get("version") == _extractor_version() else {}
     except Exception:
         return {}
 
@@ -96,7 +97,7 @@ def _save_cache(path: Path, entries: dict) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as fh:
-            pickle.dump({"version": _extractor_version(), "files": entries}, fh, protocol=5)
+            pickle.dump({"version": _extractor_version(), "files": entries}, fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -156,9 +157,9 @@ def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None,
         report.timings["hash"] = time.perf_counter() - t1
         report.reused, report.reparsed = len(kept), len(work)
         t2 = time.perf_counter()
-        ops, reader = _extract_all(repo, work, kept, yaml_paths, jobs, quiet)
+        ops, reader = _extract_all(repo, work, kept, cache, yaml_paths, jobs, quiet)
         report.timings["extract"] = time.perf_counter() - t2
-        file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] != "benchmark"]
+        file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
         benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
         t3 = time.perf_counter()
         tables = link(file_facts, benches, ops, canaries)  # type: ignore[arg-type]
@@ -178,41 +179,71 @@ def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None,
         }
         meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
         write_index(db_path, rows, meta)
-        _save_cache(cache_path, kept)
+        if report.reparsed or set(kept) != set(cache):
+            _save_cache(cache_path, kept)
         report.timings["write"] = time.perf_counter() - t4
         report.timings["total"] = time.perf_counter() - t0
         report.counts = {k: len(v) for k, v in rows.items()}
     return report
 
 
+def _yaml_key(yaml_path: Path) -> tuple[str, str]:
+    """Cache key and content digest of a native_functions.yaml (with its tags.yaml)."""
+    digest = hashlib.sha256(yaml_path.read_bytes())
+    tags = yaml_path.parent / "tags.yaml"
+    if tags.is_file():
+        digest.update(tags.read_bytes())
+    return f"yaml:{yaml_path}", digest.hexdigest()
+
+
 def _extract_all(
-    repo: Path, work: list[tuple[str, str, str]], kept: dict, yaml_paths: list[Path], jobs: int | None, quiet: bool
+    repo: Path,
+    work: list[tuple[str, str, str]],
+    kept: dict,
+    cache: dict,
+    yaml_paths: list[Path],
+    jobs: int | None,
+    quiet: bool,
 ) -> tuple[list[OpFacts], str]:
-    """Run the extractors over ``work`` in a process pool; the yaml in parallel."""
+    """Run the extractors over ``work`` in a process pool, and read the yaml files whose
+    content changed (others come from ``cache``), filling ``kept``."""
     jobs = jobs or os.cpu_count() or 1
     ops: list[OpFacts] = []
-    reader = ""
-    progress = _progress(len(work), quiet)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        yaml_futures = [pool.submit(load_native_functions, repo, p) for p in yaml_paths]
-        chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
-        started = time.perf_counter()
-        task = None
-        if progress is not None:
-            progress.start()
-            task = progress.add_task("indexing", total=len(work), rate="0")
-        try:
-            for i, (kind, path, facts, error) in enumerate(pool.map(read_and_extract, work, chunksize=chunk)):
-                if facts is None:
-                    facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
-                kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", ""), facts)
-                if progress is not None and task is not None:
-                    rate = (i + 1) / max(1e-6, time.perf_counter() - started)
-                    progress.update(task, advance=1, rate=f"{rate:.0f}")
-        finally:
+    readers: list[str] = []
+    yaml_todo = []
+    for path in yaml_paths:
+        key, sha = _yaml_key(path)
+        cached = cache.get(key)
+        if cached is not None and cached[1] == sha:
+            kept[key] = cached
+        else:
+            yaml_todo.append((key, sha, path))
+    if work or yaml_todo:
+        progress = _progress(len(work), quiet)
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
+            chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
+            started = time.perf_counter()
+            task = None
             if progress is not None:
-                progress.stop()
-        for fut in yaml_futures:
-            o, reader = fut.result()
-            ops += o
-    return ops, reader
+                progress.start()
+                task = progress.add_task("indexing", total=len(work), rate="0")
+            try:
+                for i, (kind, path, facts, error) in enumerate(pool.map(read_and_extract, work, chunksize=chunk)):
+                    if facts is None:
+                        facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
+                    kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", ""), facts)
+                    if progress is not None and task is not None:
+                        rate = (i + 1) / max(1e-6, time.perf_counter() - started)
+                        progress.update(task, advance=1, rate=f"{rate:.0f}")
+            finally:
+                if progress is not None:
+                    progress.stop()
+            for key, sha, fut in yaml_futures:
+                kept[key] = ("yaml", sha, fut.result())
+    for path in yaml_paths:
+        key, _ = _yaml_key(path)
+        yaml_ops, reader = kept[key][2]
+        ops += yaml_ops
+        readers.append(reader)
+    return ops, ",".join(readers)

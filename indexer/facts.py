@@ -69,3 +69,4 @@ class FileFacts:
     stub_impls: list[StubImpl] = field(default_factory=list)
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
+

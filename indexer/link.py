@@ -11,6 +11,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts
@@ -49,10 +50,11 @@ def _namespace_of(qualname: str) -> str:
     return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0]
 
 
-def _visible_scopes(caller_qualname: str, usings: tuple[str, ...]) -> set[str]:
-    """Namespaces an unqualified call in ``caller_qualname`` can find names in: every
-    enclosing scope, the global one, and those of ``using namespace`` directives."""
-    parts = _namespace_of(caller_qualname).split("::") if "::" in caller_qualname else []
+@lru_cache(maxsize=65536)
+def _visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
+    """Namespaces an unqualified call from a function in ``namespace`` can find names in:
+    every enclosing scope, the global one, and those of ``using namespace`` directives."""
+    parts = namespace.split("::") if namespace else []
     scopes = {"::".join(parts[:i]) for i in range(len(parts) + 1)}
     for ns in usings:
         ns = ns.lstrip(":")
@@ -63,7 +65,7 @@ def _visible_scopes(caller_qualname: str, usings: tuple[str, ...]) -> set[str]:
     # inline namespaces that ATen uses everywhere
     scopes |= {f"{s}::CPU_CAPABILITY" for s in list(scopes) if s}
     scopes |= {f"{s}::(anonymous namespace)" for s in list(scopes) if s}
-    return scopes
+    return frozenset(scopes)
 
 
 @dataclass
@@ -242,6 +244,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
         for suffix in ("_out", "_outf", "_symint_out", "_symint_outf"):
             aten_api[base + suffix] += names
     linked: set[tuple[int, int]] = set()
+    namespace_of = [_namespace_of(row[2]) if "::" in row[2] else "" for row in func_rows]
     usings = [tuple(i[6:] for i in f.includes if i.startswith("using:")) for f in files]
     for file_id, f in enumerate(files):
         base_gid = fid_base[file_id]
@@ -279,7 +282,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
             if not cands:
                 continue
             last_qual = qual.split("::")[-1] if qual and c.kind != "member" else ""
-            caller_scopes = _visible_scopes(func_rows[caller][2], usings[file_id])
+            caller_scopes = _visible_scopes(namespace_of[caller], usings[file_id])
             targets = []
             for gid in cands:
                 if gid == caller:
@@ -295,7 +298,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
                 if not qual and c.kind != "member" and not same_file:
                     if c.kind == "address":
                         continue  # &name of another file's function: almost always a variable
-                    if _namespace_of(row[2]) not in caller_scopes:
+                    if namespace_of[gid] not in caller_scopes:
                         continue  # unqualified lookup only sees enclosing and used namespaces
                 targets.append(gid)
             if len(targets) > _AMBIGUOUS:

@@ -34,7 +34,12 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -
     data = {}
     for i, col in enumerate(cols):
         values = [r[i] for r in rows]
-        data[col] = np.array(values, dtype=object)
+        if all(type(v) is int for v in values):
+            data[col] = np.array(values, dtype=np.int64)
+        elif all(type(v) is bool for v in values):
+            data[col] = np.array(values, dtype=np.bool_)
+        else:
+            data[col] = np.array(values, dtype=object)
     con.register("_perfq_rows", data)
     try:
         con.execute(f"INSERT INTO {table} SELECT {', '.join(cols)} FROM _perfq_rows")
