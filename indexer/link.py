@@ -11,10 +11,10 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts
+from perfq.indexer.link_cpp import CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
@@ -36,36 +36,8 @@ _OP_PREFIXES = {
     "torch._C._nested": "nested_",
     "torch.sparse": "sparse_",
 }
-_ATEN_API_NAMESPACES = {
-    "", "at", "torch", "at::cpu", "at::cuda", "at::meta", "at::redispatch", "at::compositeexplicitautograd",
-    "at::compositeimplicitautograd", "at::compositeexplicitautogradnonfunctional",
-}
 _HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
 _HUB_SUBCLASSES = 40  # a Python base class with more subclasses than this does not propagate
-_AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
-
-
-def _namespace_of(qualname: str) -> str:
-    """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
-    return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0]
-
-
-@lru_cache(maxsize=65536)
-def _visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
-    """Namespaces an unqualified call from a function in ``namespace`` can find names in:
-    every enclosing scope, the global one, and those of ``using namespace`` directives."""
-    parts = namespace.split("::") if namespace else []
-    scopes = {"::".join(parts[:i]) for i in range(len(parts) + 1)}
-    for ns in usings:
-        ns = ns.lstrip(":")
-        scopes.add(ns)
-        for prefix in list(scopes):
-            if prefix:
-                scopes.add(f"{prefix}::{ns}")
-    # inline namespaces that ATen uses everywhere
-    scopes |= {f"{s}::CPU_CAPABILITY" for s in list(scopes) if s}
-    scopes |= {f"{s}::(anonymous namespace)" for s in list(scopes) if s}
-    return frozenset(scopes)
 
 
 @dataclass
@@ -137,16 +109,10 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
     op_by_name: dict[str, OpFacts] = {o.name: o for o in ops}
     ops_by_base: dict[str, list[str]] = defaultdict(list)
     method_ops: dict[str, list[str]] = defaultdict(list)
-    out_ops: dict[str, list[str]] = defaultdict(list)
     for o in ops:
         ops_by_base[o.base].append(o.name)
         if "method" in o.variants:
             method_ops[o.base].append(o.name)
-        if "out" in o.overload:
-            out_ops[o.base].append(o.name)
-    ops_struct: dict[str, str] = {}
-    for o in ops:
-        ops_struct[o.name.replace(".", "_")] = o.name
 
     library_ops: dict[str, tuple[str, str]] = {}
     for f in files:
@@ -236,83 +202,22 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
                     g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
 
     # ---- C++ calls
-    aten_api: dict[str, list[str]] = defaultdict(list)
-    for base, names in ops_by_base.items():
-        aten_api[base] += names
-        aten_api[f"{base}_symint"] += names
-    for base, names in out_ops.items():
-        for suffix in ("_out", "_outf", "_symint_out", "_symint_outf"):
-            aten_api[base + suffix] += names
-    linked: set[tuple[int, int]] = set()
-    namespace_of = [_namespace_of(row[2]) if "::" in row[2] else "" for row in func_rows]
-    usings = [tuple(i[6:] for i in f.includes if i.startswith("using:")) for f in files]
+    cpp_linker = CppCallLinker(
+        ((row[0], row[1], row[2], row[3], row[4], row[7], not is_python[row[1]]) for row in func_rows),
+        ((o.name, o.base, o.overload, o.variants) for o in ops),
+        stub_names,
+        g.node,
+    )
     for file_id, f in enumerate(files):
-        base_gid = fid_base[file_id]
         if f.lang == "python":
             continue
-        for c in f.calls:
-            caller = base_gid + c.func_index
-            name, qual = c.callee_name, c.qualifier
-            t.rows["calls"].append((caller, name, qual, c.kind, c.line))
-            if name in stub_names and c.kind != "member":
-                g.edge(g.node("stub", name), caller, "stub_call", f"line {c.line}")
-                continue
-            if c.kind == "value":
-                c = c._replace(kind="address")  # a function passed by name: like &name
-            # operator API: at::foo, at::_ops::foo::call, tensor.foo()
-            if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
-                op = ops_struct.get(qual[len("at::_ops::") :])
-                if op:
-                    t.rows["op_calls"].append((caller, op, "at::_ops", c.line))
-                    g.edge(op_node(op), caller, "op_call", f"at::_ops line {c.line}")
-                continue
-            if c.kind == "member":
-                for op in method_ops.get(name, ()):
-                    t.rows["op_calls"].append((caller, op, "method", c.line))
-                    g.edge(op_node(op), caller, "op_call", f".{name}() line {c.line}")
-            elif qual in _ATEN_API_NAMESPACES and name in aten_api:
-                for op in aten_api[name]:
-                    t.rows["op_calls"].append((caller, op, f"{qual or 'at'}::{name}", c.line))
-                    g.edge(op_node(op), caller, "op_call", f"{qual or 'at'}::{name} line {c.line}")
-                if qual == "at":
-                    continue
-            if c.kind == "member" and name in method_ops:
-                continue  # tensor.foo(): the operator, not every C++ method named foo
-            cands = cpp_by_name.get(name)
-            if not cands:
-                continue
-            last_qual = qual.split("::")[-1] if qual and c.kind != "member" else ""
-            caller_scopes = _visible_scopes(namespace_of[caller], usings[file_id])
-            targets = []
-            for gid in cands:
-                if gid == caller:
-                    continue
-                row = func_rows[gid]
-                same_file = file_of[gid] == file_id
-                if row[7] and not same_file:
-                    continue  # internal linkage: same translation unit only
-                if c.kind == "member" and row[4] != "method":
-                    continue
-                if last_qual and f"{last_qual}::" not in row[2] and f"{last_qual}<" not in row[2]:
-                    continue
-                if not qual and c.kind != "member" and not same_file:
-                    if c.kind == "address":
-                        continue  # &name of another file's function: almost always a variable
-                    if namespace_of[gid] not in caller_scopes:
-                        continue  # unqualified lookup only sees enclosing and used namespaces
-                targets.append(gid)
-            if len(targets) > _AMBIGUOUS:
-                # a very common name: keep the same file and the caller's namespace
-                scope = func_rows[caller][2].rsplit("::", 1)[0]
-                targets = [
-                    gid for gid in targets if file_of[gid] == file_id or func_rows[gid][2].startswith(scope + "::")
-                ]
-            for gid in targets:
-                if (caller, gid) in linked:
-                    continue
-                linked.add((caller, gid))
-                t.rows["call_edges"].append((caller, gid, c.kind, c.line))
-                g.edge(gid, caller, "call", f"line {c.line}")
+        usings = tuple(i[6:] for i in f.includes if i.startswith("using:"))
+        linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings)
+        t.rows["calls"] += linked.calls
+        t.rows["call_edges"] += linked.call_edges
+        t.rows["op_calls"] += linked.op_calls
+        for dst, src, kind, detail in linked.reach:
+            g.edge(dst, src, kind, detail)
 
     # ---- Python: references through imports and re-exports
     module_aliases: dict[str, dict[str, str]] = {}

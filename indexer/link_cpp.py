@@ -1,0 +1,168 @@
+"""Resolving the call sites of one C++ file: to functions (by name, with C++ lookup
+rules approximated), to DispatchStubs, and to operators through their C++ API.
+
+Shared by the full link and by the incremental patch of a body-only edit, so both
+produce the same edges.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from perfq.indexer.facts import Call
+
+_ATEN_API_NAMESPACES = {
+    "",
+    "at",
+    "torch",
+    "at::cpu",
+    "at::cuda",
+    "at::meta",
+    "at::redispatch",
+    "at::compositeexplicitautograd",
+    "at::compositeimplicitautograd",
+    "at::compositeexplicitautogradnonfunctional",
+}
+_AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
+
+
+def namespace_of(qualname: str) -> str:
+    """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
+    return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0] if "::" in qualname else ""
+
+
+@lru_cache(maxsize=65536)
+def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
+    """Namespaces an unqualified call from a function in ``namespace`` can find names in:
+    every enclosing scope, the global one, and those of ``using namespace`` directives."""
+    parts = namespace.split("::") if namespace else []
+    scopes = {"::".join(parts[:i]) for i in range(len(parts) + 1)}
+    for ns in usings:
+        ns = ns.lstrip(":")
+        scopes.add(ns)
+        for prefix in list(scopes):
+            if prefix:
+                scopes.add(f"{prefix}::{ns}")
+    # inline namespaces that ATen uses everywhere
+    scopes |= {f"{s}::CPU_CAPABILITY" for s in list(scopes) if s}
+    scopes |= {f"{s}::(anonymous namespace)" for s in list(scopes) if s}
+    return frozenset(scopes)
+
+
+@dataclass
+class LinkedCalls:
+    """Rows produced for one file's call sites."""
+
+    calls: list[tuple] = field(default_factory=list)  # (caller, name, qualifier, kind, line)
+    call_edges: list[tuple] = field(default_factory=list)  # (caller, callee, kind, line)
+    op_calls: list[tuple] = field(default_factory=list)  # (caller, op, via, line)
+    reach: list[tuple] = field(default_factory=list)  # (dst node, src node, kind, detail)
+
+
+class CppCallLinker:
+    """Name tables of every indexed function and operator, and the resolution rules."""
+
+    def __init__(
+        self,
+        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp)
+        ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
+        stub_names: set[str],
+        node_of: Callable[[str, str], int],
+    ) -> None:
+        self.rows: dict[int, tuple] = {}
+        self.by_name: dict[str, list[int]] = defaultdict(list)
+        for fid, file_id, qualname, name, kind, internal, is_cpp in functions:
+            self.rows[fid] = (file_id, qualname, kind, internal, namespace_of(qualname))
+            if is_cpp:
+                self.by_name[name].append(fid)
+        self.aten_api: dict[str, list[str]] = defaultdict(list)
+        self.method_ops: dict[str, list[str]] = defaultdict(list)
+        self.ops_struct: dict[str, str] = {}
+        for name, base, overload, variants in ops:
+            self.aten_api[base].append(name)
+            self.aten_api[f"{base}_symint"].append(name)
+            if "out" in overload:
+                for suffix in ("_out", "_outf", "_symint_out", "_symint_outf"):
+                    self.aten_api[base + suffix].append(name)
+            if "method" in variants:
+                self.method_ops[base].append(name)
+            self.ops_struct[name.replace(".", "_")] = name
+        self.stub_names = stub_names
+        self.node_of = node_of
+
+    def _op_call(self, out: LinkedCalls, caller: int, op: str, via: str, line: int) -> None:
+        out.op_calls.append((caller, op, via, line))
+        out.reach.append((self.node_of("op", op), caller, "op_call", f"{via} line {line}"))
+
+    def link_file(self, file_id: int, base_id: int, calls: Iterable[Call], usings: tuple[str, ...]) -> LinkedCalls:
+        """Rows for the call sites of one file whose first function has id ``base_id``."""
+        out = LinkedCalls()
+        linked: set[tuple[int, int]] = set()
+        for c in calls:
+            caller = base_id + c.func_index
+            name, qual, kind = c.callee_name, c.qualifier, c.kind
+            out.calls.append((caller, name, qual, kind, c.line))
+            if name in self.stub_names and kind != "member":
+                out.reach.append((self.node_of("stub", name), caller, "stub_call", f"line {c.line}"))
+                continue
+            if kind == "value":
+                kind = "address"  # a function passed by name: like &name
+            if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
+                op = self.ops_struct.get(qual[len("at::_ops::") :])
+                if op:
+                    self._op_call(out, caller, op, "at::_ops", c.line)
+                continue
+            if kind == "member":
+                for op in self.method_ops.get(name, ()):
+                    self._op_call(out, caller, op, f".{name}()", c.line)
+                if name in self.method_ops:
+                    continue  # tensor.foo(): the operator, not every C++ method named foo
+            elif qual in _ATEN_API_NAMESPACES and name in self.aten_api:
+                for op in self.aten_api[name]:
+                    self._op_call(out, caller, op, f"{qual or 'at'}::{name}", c.line)
+                if qual == "at":
+                    continue
+            for callee in self._targets(file_id, caller, name, qual, kind, usings):
+                if (caller, callee) not in linked:
+                    linked.add((caller, callee))
+                    out.call_edges.append((caller, callee, kind, c.line))
+                    out.reach.append((callee, caller, "call", f"line {c.line}"))
+        return out
+
+    def _targets(
+        self, file_id: int, caller: int, name: str, qual: str, kind: str, usings: tuple[str, ...]
+    ) -> list[int]:
+        cands = self.by_name.get(name)
+        if not cands:
+            return []
+        last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
+        caller_scopes = visible_scopes(self.rows[caller][4], usings)
+        targets = []
+        for fid in cands:
+            if fid == caller:
+                continue
+            cand_file, qualname, cand_kind, internal, cand_ns = self.rows[fid]
+            same_file = cand_file == file_id
+            if internal and not same_file:
+                continue  # internal linkage: same translation unit only
+            if kind == "member" and cand_kind != "method":
+                continue
+            if last_qual and f"{last_qual}::" not in qualname and f"{last_qual}<" not in qualname:
+                continue
+            if not qual and kind != "member" and not same_file:
+                if kind == "address":
+                    continue  # &name of another file's function: almost always a variable
+                if cand_ns not in caller_scopes:
+                    continue  # unqualified lookup only sees enclosing and used namespaces
+            targets.append(fid)
+        if len(targets) > _AMBIGUOUS:
+            # a very common name: keep the same file and the caller's namespace
+            scope = self.rows[caller][1].rsplit("::", 1)[0]
+            targets = [
+                fid for fid in targets if self.rows[fid][0] == file_id or self.rows[fid][1].startswith(scope + "::")
+            ]
+        return targets
