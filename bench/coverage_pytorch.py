@@ -28,14 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
-from perfq.query import coverage_render as render
-from perfq.query.coverage import functions_touched, ops_reached
-from perfq.query.coverage_facts import function_extents, reach_graph
-from perfq.query.scaffold import pick_overload, scaffold
 
 from perfq.cli.coverage_cmd import DEFAULT_INFRA_OPS, collect_report
 from perfq.errors import PerfqError
 from perfq.paths import default_index_path
+from perfq.query import coverage_render as render
+from perfq.query.coverage import functions_touched, ops_reached
+from perfq.query.coverage_facts import function_extents, reach_graph
+from perfq.query.scaffold import pick_overload, scaffold
 
 CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]

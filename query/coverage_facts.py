@@ -6,6 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 import duckdb
+
 from perfq.query.coverage import CoverageFacts, OpFact
 
 

@@ -13,9 +13,10 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 
-from perfq.query.coverage import CoverageReport, OpRow
 from rich.console import Console
 from rich.table import Table
+
+from perfq.query.coverage import CoverageReport, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
 CSV_FIELDS = [

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
-from perfq.runner.html_screenshot import count_color, find_browser, read_png, screenshot
 
 from perfq.cli.coverage_cmd import collect_report
+from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
+from perfq.runner.html_screenshot import count_color, find_browser, read_png, screenshot
 from tests.coverage_fixture_db import build_index, build_repo
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+
 from perfq.query.coverage import (
     CoverageFacts,
     OpFact,
@@ -12,7 +13,6 @@ from perfq.query.coverage import (
     ops_reached,
 )
 from perfq.query.coverage_facts import load_facts, reach_graph
-
 from tests.coverage_fixture_db import build_index
 
 
