@@ -95,35 +95,72 @@ def schema_sql() -> str:
     return resources.files("perfq.schema").joinpath("index.sql").read_text()
 
 
+def _insert(con: duckdb.DuckDBPyConnection, table: str, **values: object) -> None:
+    """Insert one row by column name; NOT NULL columns the fixture does not set get a neutral value.
+
+    Keeps the fixture valid when the index schema gains columns the coverage query does not read.
+    """
+    info = con.execute(f"PRAGMA table_info('{table}')").fetchall()  # cid, name, type, notnull, default, pk
+    row = {}
+    for _, name, ctype, notnull, _, _ in info:
+        if name in values:
+            row[name] = values[name]
+        elif notnull:
+            row[name] = False if ctype == "BOOLEAN" else 0 if "INT" in ctype else ""
+    unknown = set(values) - set(row)
+    if unknown:
+        raise KeyError(f"{table} has no column {sorted(unknown)}")
+    cols = ", ".join(row)
+    con.execute(f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+
 def build_index(path: Path) -> Path:
     """Write the fixture index at ``path``."""
     con = duckdb.connect(str(path))
     con.execute(schema_sql())
     for fid, p, lang, n in FILES:
-        con.execute("INSERT INTO files VALUES (?, ?, 'x', ?, ?, 'ok', NULL)", [fid, p, lang, n])
+        _insert(con, "files", id=fid, path=p, sha256="x", lang=lang, n_lines=n, status="ok")
     for fid, file_id, name, start, end in FUNCTIONS:
-        con.execute(
-            "INSERT INTO functions VALUES (?, ?, ?, ?, 'function', ?, ?, false)",
-            [fid, file_id, f"at::native::{name}", name, start, end],
+        _insert(
+            con,
+            "functions",
+            id=fid,
+            file_id=file_id,
+            qualname=f"at::native::{name}",
+            name=name,
+            kind="function",
+            start_line=start,
+            end_line=end,
+            internal=False,
         )
     for name, base, overload, schema, composite in OPS:
-        con.execute(
-            "INSERT INTO ops VALUES (?, ?, ?, 'aten', ?, false, NULL, 'function', '', ?)",
-            [name, base, overload, schema, composite],
+        _insert(
+            con,
+            "ops",
+            name=name,
+            base=base,
+            overload=overload,
+            namespace="aten",
+            schema=schema,
+            structured=False,
+            variants="function",
+            tags="",
+            composite=composite,
         )
-    con.executemany("INSERT INTO kernels VALUES (?, ?, ?, ?)", KERNELS)
+    for op, key, kernel, fid in KERNELS:
+        _insert(con, "kernels", op=op, dispatch_key=key, kernel_name=kernel, function_id=fid)
     for name, file in BENCHMARKS:
-        con.execute("INSERT INTO benchmarks VALUES (?, ?, 'operator_benchmark', '[]', '[]')", [name, file])
+        _insert(con, "benchmarks", name=name, file=file, framework="operator_benchmark", tests="[]", devices="[]")
     for bench, op, source in BENCH_OPS:
-        con.execute("INSERT INTO bench_ops VALUES (?, ?, ?, '', 'cpu', 'torch.x')", [bench, op, source])
+        _insert(con, "bench_ops", bench=bench, op=op, source=source, test="", device="cpu", via="torch.x")
     # nodes: function node id == function id, ops from 100, benchmarks from 200
     for fid, _, name, _, _ in FUNCTIONS:
-        con.execute("INSERT INTO nodes VALUES (?, 'function', ?, ?)", [fid, str(fid), name])
+        _insert(con, "nodes", id=fid, kind="function", key=str(fid), label=name)
     op_node = {}
     for i, (name, *_rest) in enumerate(OPS):
         op_node[name] = 100 + i
-        con.execute("INSERT INTO nodes VALUES (?, 'op', ?, ?)", [100 + i, name, name])
-    con.execute("INSERT INTO nodes VALUES (200, 'benchmark', 'softmax_test', 'softmax_test')")
+        _insert(con, "nodes", id=100 + i, kind="op", key=name, label=name)
+    _insert(con, "nodes", id=200, kind="benchmark", key="softmax_test", label="softmax_test")
     edges = [
         (2, 1, "call"),
         (1, op_node["add.Tensor"], "kernel"),
@@ -135,7 +172,8 @@ def build_index(path: Path) -> Path:
         (4, op_node["softmax.int"], "kernel"),
         (op_node["softmax.int"], 200, "bench_op"),
     ]
-    con.executemany("INSERT INTO reach_edges VALUES (?, ?, ?, '')", edges)
+    for dst, src, kind in edges:
+        _insert(con, "reach_edges", dst=dst, src=src, kind=kind, detail="")
     con.close()
     return path
 
