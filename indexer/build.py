@@ -4,6 +4,7 @@ unchanged files), link them, and hand the tables to the schema writer."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pickle
 import subprocess
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import duckdb
 import yaml
 
 from perfq import __version__
@@ -23,6 +25,7 @@ from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import read_and_extract
 from perfq.indexer.facts import FileFacts
+from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions
 from perfq.schema.writer import build_lock, write_index
@@ -58,6 +61,7 @@ class BuildReport:
     timings: dict[str, float] = field(default_factory=dict)
     reparsed: int = 0
     reused: int = 0
+    mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
 
 
 def load_canaries(repo: Path, cfg: Config) -> list[dict]:
@@ -125,8 +129,12 @@ def _progress(total: int, quiet: bool):
     )
 
 
-def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None, quiet: bool = False) -> BuildReport:
-    """Build (or incrementally refresh) the index of ``repo`` at ``db_path``."""
+def build_index(
+    repo: Path, cfg: Config, db_path: Path, jobs: int | None = None, quiet: bool = False, full: bool = False
+) -> BuildReport:
+    """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: a body-only
+    C++ edit is patched in place, anything else re-links from the facts cache (only
+    changed files are parsed again); ``full`` forces the re-link."""
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     report = BuildReport()
@@ -136,9 +144,30 @@ def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None,
     if missing:
         raise PerfqError(f"native_functions.yaml not found at {missing[0]} (set native_functions in [tool.perfq])")
     canaries = load_canaries(repo, cfg)
+    inputs = {"config": repr(cfg), "canaries": json.dumps(canaries, sort_keys=True)}
+    inputs.update({f"source_sha:{p}": _yaml_key(p)[1] for p in yaml_paths})
     with build_lock(db_path):
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
+        patched = None
+        if db_path.exists() and not full:
+            patched = patch_index(
+                repo,
+                db_path,
+                files,
+                {
+                    **inputs,
+                    "indexed_commit": _head_commit(repo),
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                },
+            )
+        if patched is not None:
+            report.reparsed, timings = patched
+            report.timings.update(timings)
+            report.timings["total"] = time.perf_counter() - t0
+            report.counts = _counts(db_path)
+            report.mode = "patched"
+            return report
         cache_path = db_path.with_name(db_path.name + ".facts")
         cache = _load_cache(cache_path)
         work: list[tuple[str, str, str]] = []
@@ -173,7 +202,7 @@ def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None,
             "repo": str(repo),
             "native_functions_reader": reader,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "config": repr(cfg),
+            **inputs,
             "reparsed_files": str(report.reparsed),
             "reused_files": str(report.reused),
         }
@@ -185,6 +214,15 @@ def build_index(repo: Path, cfg: Config, db_path: Path, jobs: int | None = None,
         report.timings["total"] = time.perf_counter() - t0
         report.counts = {k: len(v) for k, v in rows.items()}
     return report
+
+
+def _counts(db_path: Path) -> dict[str, int]:
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+    finally:
+        con.close()
 
 
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:

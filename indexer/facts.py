@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -70,3 +71,17 @@ class FileFacts:
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
 
+
+
+def structure_signature(facts: FileFacts) -> str:
+    """A digest of what ``facts`` declares: functions (names, kinds, linkage, order),
+    stubs and registrations; not line numbers, not bodies."""
+    parts = (
+        [(f.qualname, f.name, f.kind, f.internal) for f in facts.functions],
+        [(s.stub, s.role) for s in facts.stubs],
+        [(s.stub, s.arch, s.impl_name) for s in facts.stub_impls],
+        [(x.namespace, x.dispatch_key, x.op, x.kernel_name) for x in facts.library_impls],
+        [(d.namespace, d.schema) for d in facts.library_defs],
+        facts.status,
+    )
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.facts import FileFacts
+from perfq.indexer.facts import FileFacts, structure_signature
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 
@@ -84,7 +84,9 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
     file_of: list[int] = []
     fid_base: list[int] = []
     for file_id, f in enumerate(files):
-        t.rows["files"].append((file_id, f.path, f.sha256, f.lang, f.n_lines, f.status, f.message or None))
+        t.rows["files"].append(
+            (file_id, f.path, f.sha256, f.lang, f.n_lines, f.status, f.message or None, structure_signature(f))
+        )
         if f.status != "ok":
             t.warnings.append((f.path, "extract", f.message))
         fid_base.append(len(func_rows))
@@ -328,7 +330,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
 
     # ---- benchmarks
     for b in benches:
-        t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices)))
+        t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
         bnode = g.node("benchmark", b.name)
         if b.status != "ok":
             t.warnings.append((b.file, "benchmark", b.message))

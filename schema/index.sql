@@ -11,7 +11,9 @@ CREATE TABLE files (
   lang TEXT NOT NULL,              -- cpp | cuda | objcpp | python | yaml
   n_lines INTEGER NOT NULL,
   status TEXT NOT NULL,            -- ok | warning | skipped
-  message TEXT                     -- why, when status is not ok
+  message TEXT,                    -- why, when status is not ok
+  signature TEXT NOT NULL          -- digest of what the file declares (not its bodies): a body-only
+                                   -- edit keeps it, and the index is patched instead of rebuilt
 );
 
 CREATE TABLE functions (
@@ -101,7 +103,8 @@ CREATE TABLE benchmarks (
   file TEXT NOT NULL,
   framework TEXT NOT NULL,         -- operator_benchmark | script
   tests TEXT NOT NULL,             -- JSON list of {name, tags, devices}
-  devices TEXT NOT NULL            -- JSON list
+  devices TEXT NOT NULL,           -- JSON list
+  sha256 TEXT NOT NULL
 );
 
 CREATE TABLE bench_ops (

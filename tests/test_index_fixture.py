@@ -10,6 +10,7 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
+from perfq.schema.version import SCHEMA_VERSION
 from tests.aten_fixture import make_repo
 
 
@@ -138,4 +139,4 @@ def test_meta_records_commit_and_timings(indexed):
     meta = dict(q(con, "SELECT key, value FROM meta"))
     assert len(meta["indexed_commit"]) == 40
     assert float(meta["time_extract"]) >= 0
-    assert meta["schema_version"] == "1"
+    assert meta["schema_version"] == str(SCHEMA_VERSION)

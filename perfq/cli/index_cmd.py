@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         benchmark_root: list[str] = typer.Option(None, "--benchmark-root", help="Benchmark roots (repeatable)."),
         canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+        full: bool = typer.Option(False, "--full", help="Re-link everything (no in-place patch)."),
         fmt: Format = typer.Option(Format.table, "--format"),
     ) -> None:
         """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic)."""
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
             },
         )
         target = resolve_db(root, db)
-        report = build_index(root, cfg, target, jobs=jobs or None, quiet=quiet)
+        report = build_index(root, cfg, target, jobs=jobs or None, quiet=quiet, full=full)
         if fmt == Format.json:
             print_json(
                 {
@@ -49,6 +50,7 @@ def register(app: typer.Typer) -> None:
                     "counts": report.counts,
                     "timings": report.timings,
                     "reparsed": report.reparsed,
+                    "mode": report.mode,
                     "reused": report.reused,
                 }
             )
@@ -56,7 +58,7 @@ def register(app: typer.Typer) -> None:
         c = console(stderr=True)
         c.print(f"indexed {root} -> {target}")
         c.print(
-            f"  files re-parsed {report.reparsed}, reused {report.reused}; "
+            f"  {report.mode}: files re-parsed {report.reparsed}, reused {report.reused}; "
             + ", ".join(
                 f"{k} {v}"
                 for k, v in report.counts.items()

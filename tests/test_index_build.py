@@ -1,0 +1,120 @@
+"""Building the index: incremental modes, atomicity, locking and bad input."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from perfq.config import Config
+from perfq.errors import PerfqError
+from perfq.indexer import build as build_module
+from perfq.indexer.build import build_index
+from perfq.schema.writer import build_lock
+from tests.aten_fixture import make_repo, perfq, replace_in
+
+KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
+EDGE_TABLES = {
+    "call_edges": "SELECT caller_id, callee_id, kind FROM call_edges",
+    "op_calls": "SELECT function_id, op, via FROM op_calls",
+    "reach_edges": "SELECT dst, src, kind FROM reach_edges",
+    "functions": "SELECT id, qualname, start_line, end_line FROM functions",
+    "files": "SELECT path, sha256 FROM files",
+}
+
+
+def _snapshot(db: Path) -> dict[str, set]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {name: set(con.execute(sql).fetchall()) for name, sql in EDGE_TABLES.items()}
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+def test_body_only_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path: Path):
+    db = tmp_path / "index.duckdb"
+    first = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert first.mode == "linked" and first.reparsed > 0
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 2;\n    out[i] += helper(i);\n")
+    patched = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert (patched.mode, patched.reparsed) == ("patched", 1)
+    full_db = tmp_path / "full.duckdb"
+    shutil.copyfile(db.with_name(db.name + ".facts"), full_db.with_name(full_db.name + ".facts"))
+    build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
+    assert _snapshot(db) == _snapshot(full_db)
+
+
+def test_structural_edit_relinks_and_reparses_only_that_file(repo: Path, tmp_path: Path):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() {}\n}  // namespace\n")
+    report = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert (report.mode, report.reparsed) == ("linked", 1)
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM functions WHERE name = 'extra_helper'").fetchone()[0] == 1
+    con.close()
+
+
+def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, monkeypatch):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    before = _snapshot(db)
+    (repo / "aten/src/ATen/native/New.cpp").write_text("namespace at::native { void fresh() {} }\n")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "write_index", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert _snapshot(db) == before
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_second_writer_is_refused(repo: Path, tmp_path: Path):
+    db = tmp_path / "index.duckdb"
+    with build_lock(db), pytest.raises(PerfqError, match="another perfq index is writing"):
+        build_index(repo, Config(), db, jobs=1, quiet=True)
+
+
+def test_binary_and_non_utf8_files_are_recorded_not_fatal(repo: Path, tmp_path: Path):
+    (repo / "aten/src/ATen/native/blob.h").write_bytes(b"\x00\x01\x02binary")
+    (repo / "aten/src/ATen/native/latin1.cpp").write_bytes(b"// caf\xe9\nnamespace at::native { void latin() {} }\n")
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    con = duckdb.connect(str(db), read_only=True)
+    status = dict(
+        con.execute("SELECT path, status FROM files WHERE path LIKE '%blob.h' OR path LIKE '%latin1.cpp'").fetchall()
+    )
+    assert status == {"aten/src/ATen/native/blob.h": "skipped", "aten/src/ATen/native/latin1.cpp": "ok"}
+    assert con.execute("SELECT count(*) FROM functions WHERE name = 'latin'").fetchone()[0] == 1
+    con.close()
+
+
+def test_cli_errors_for_bad_trees(tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = perfq(empty, "index", "-q")
+    assert proc.returncode == 2 and "native_functions.yaml not found" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+    repo = make_repo(tmp_path / "bad")
+    (repo / "aten/src/ATen/native/native_functions.yaml").write_text("- func: [unclosed\n")
+    proc = perfq(repo, "index", "-q")
+    assert proc.returncode == 2 and "malformed YAML" in proc.stderr
+    assert not (repo / ".git/perfq/index.duckdb").exists()
+
+
+def test_non_git_tree_keeps_its_index_in_dot_perfq(tmp_path: Path):
+    from tests.aten_fixture import write_tree
+
+    tree = write_tree(tmp_path / "plain")
+    proc = perfq(tree, "index", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert (tree / ".perfq/index.duckdb").exists()
