@@ -247,7 +247,8 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
         entry["reasons"].append({"function": path, "chain": [f"benchmark file {path} changed"]})
 
     covered = reaching_benchmarks(r)
-    no_benchmark = [key for _, key in ops if not any(n for n in r.nodes_of("op") if r.key[n] == key and n in covered)]
+    covered_ops = {r.key[n] for n in r.nodes_of("op") if n in covered}
+    no_benchmark = [key for _, key in ops if key not in covered_ops]
     result_benchmarks = sorted(benchmarks.values(), key=lambda b: (b["distance"], b["name"]))
     for b in result_benchmarks:
         b.pop("distance", None)

@@ -16,6 +16,13 @@ from perfq.indexer.facts import FileFacts, Function
 from perfq.query.diff_parse import FileChange
 
 TextOf = Callable[[str], bytes | None]
+Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
+
+
+def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
+    """Function extents of one file version, parsed on the fly."""
+    facts = file_facts(kind, path, data, functions_only=True)
+    return facts if isinstance(facts, FileFacts) else None
 
 
 @dataclass
@@ -88,8 +95,16 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[str]:
     return out
 
 
-def changed_functions(changes: list[FileChange], base_text: TextOf, head_text: TextOf, cfg: Config) -> ChangeSet:
-    """Map every changed line of ``changes`` to the function that encloses it."""
+def source_kind(path: str, cfg: Config) -> str:
+    """native_yaml | derivatives | benchmark | cpp | python | other."""
+    return _kind_of(path, cfg)
+
+
+def changed_functions(
+    changes: list[FileChange], base_text: TextOf, head_text: TextOf, cfg: Config, parse: Parse = parse_extents
+) -> ChangeSet:
+    """Map every changed line of ``changes`` to the function that encloses it, with the
+    extents ``parse`` gives for the base and head versions of each file."""
     cs = ChangeSet()
     for fc in changes:
         kind = _kind_of(fc.path, cfg)
@@ -112,23 +127,20 @@ def changed_functions(changes: list[FileChange], base_text: TextOf, head_text: T
                     for name in _yaml_entries(data.decode("utf-8", "replace"), side_lines, key):
                         cs.yaml_ops.append((name, f"{fc.path} entry changed"))
             continue
-        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs)
+        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse)
     return cs
 
 
-def _facts(kind: str, path: str | None, text_of: TextOf) -> FileFacts | None:
+def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFacts | None:
     if path is None:
         return None
     data = text_of(path)
-    if data is None:
-        return None
-    facts = file_facts(kind, path, data, functions_only=True)
-    return facts if isinstance(facts, FileFacts) else None
+    return None if data is None else parse(kind, path, data)
 
 
-def _map_source(fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet) -> None:
-    base = _facts(kind, fc.old_path, base_text)
-    head = _facts(kind, fc.new_path, head_text)
+def _map_source(fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse) -> None:
+    base = _facts(kind, fc.old_path, base_text, parse)
+    head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
     loose: list[int] = []
     for side, facts, lines in (("base", base, fc.removed), ("head", head, fc.added)):

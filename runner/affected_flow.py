@@ -1,18 +1,28 @@
 """The side-effect half of ``perfq affected``: git plumbing, reading the base and head
-versions of changed files, opening the index; the answer comes from query/."""
+versions of changed files, parsing them (in parallel when there are many, from the
+index when a version is the indexed one), opening the index; the answer comes from
+query/."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import duckdb
 
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
+from perfq.indexer.facts import FileFacts, Function
 from perfq.paths import default_index_path
 from perfq.query.affected import AffectedInput, affected
-from perfq.query.changes import changed_functions
-from perfq.query.diff_parse import apply_hunks, parse_diff
+from perfq.query.changes import changed_functions, parse_extents, source_kind
+from perfq.query.diff_parse import FileChange, apply_hunks, parse_diff
 from perfq.runner import git
 from perfq.schema.reader import meta, open_index
+
+PARALLEL_PARSE_FROM = 16  # files to parse before a process pool pays off
 
 
 def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
@@ -25,6 +35,67 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
     head_commit = git.resolve_ref(repo, "HEAD")
     base = git.merge_base(repo, git.resolve_ref(repo, ref), head_commit)
     return base, None if worktree else head_commit
+
+
+def _texts(
+    repo: Path, changes: list[FileChange], base: str | None, head: str | None, patch: bool
+) -> tuple[dict[str, bytes | None], dict[str, bytes | None]]:
+    """Base and head contents of the changed files (a bare patch: head rebuilt from base)."""
+
+    def read(rev: str | None, paths: list[str]) -> dict[str, bytes | None]:
+        if rev is None:
+            return {p: git.show(repo, None, p) for p in paths}
+        blobs = git.read_blobs(repo, [(rev, p) for p in paths])
+        return {p: blobs[(rev, p)] for p in paths}
+
+    base_texts = read(base, [c.old_path for c in changes if c.old_path])
+    if patch:
+        head_texts = {
+            c.new_path: apply_hunks(base_texts.get(c.old_path) if c.old_path else None, c)
+            for c in changes
+            if c.new_path
+        }
+    else:
+        head_texts = read(head, [c.new_path for c in changes if c.new_path])
+    return base_texts, head_texts
+
+
+def _extents(con: duckdb.DuckDBPyConnection, wanted: list[tuple[str, str, bytes]]) -> dict[tuple[str, str], FileFacts]:
+    """Function extents for (kind, path, content): from the index when that content is
+    the indexed one, else parsed (in a process pool when there are many)."""
+    keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in wanted}
+    out: dict[tuple[str, str], FileFacts] = {}
+    paths = sorted({path for path, _ in keyed})
+    if paths:
+        indexed = {}
+        for path, sha, lang, n_lines in con.execute(
+            "SELECT path, sha256, lang, n_lines FROM files WHERE path IN (SELECT unnest(?::TEXT[]))", [paths]
+        ).fetchall():
+            if (path, sha) in keyed:
+                indexed[path] = FileFacts(path, lang, sha, n_lines)
+        if indexed:
+            for path, qualname, name, kind, start, end, internal in con.execute(
+                "SELECT fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal FROM functions f"
+                " JOIN files fi ON fi.id = f.file_id WHERE fi.path IN (SELECT unnest(?::TEXT[])) ORDER BY f.id",
+                [sorted(indexed)],
+            ).fetchall():
+                indexed[path].functions.append(Function(qualname, name, kind, start, end, internal))
+            out.update({(p, f.sha256): f for p, f in indexed.items()})
+    todo = [(key, job) for key, job in keyed.items() if key not in out]
+    if len(todo) >= PARALLEL_PARSE_FROM:
+        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            results = pool.map(_parse_job, [job for _, job in todo], chunksize=8)
+            out.update({key: facts for (key, _), facts in zip(todo, results, strict=True) if facts is not None})
+    else:
+        for key, job in todo:
+            facts = _parse_job(job)
+            if facts is not None:
+                out[key] = facts
+    return out
+
+
+def _parse_job(job: tuple[str, str, bytes]) -> FileFacts | None:
+    return parse_extents(*job)
 
 
 def affected_for_ref(
@@ -53,31 +124,28 @@ def affected_for_ref(
         base = git.resolve_ref(repo, ref) if ref else ""
         head = None
         changes = parse_diff(diff_text)
-        by_new_path = {c.new_path: c for c in changes if c.new_path}
-
-        def base_text(path: str) -> bytes | None:
-            return git.show(repo, base or None, path)
-
-        def head_text(path: str) -> bytes | None:
-            change = by_new_path.get(path)
-            if change is None:
-                return git.show(repo, base or None, path)
-            return apply_hunks(base_text(change.old_path) if change.old_path else None, change)
-
+        base_texts, head_texts = _texts(repo, changes, base or None, None, patch=True)
     else:
         if ref is None:
             raise PerfqError("give a base ref, A..B, or --diff")
         base, head = _revisions(repo, ref, worktree)
         changes = parse_diff(git.diff(repo, base, head))
-
-        def base_text(path: str) -> bytes | None:
-            return git.show(repo, base, path)
-
-        def head_text(path: str) -> bytes | None:
-            return git.show(repo, head, path)
-
-    cs = changed_functions(changes, base_text, head_text, cfg)
+        base_texts, head_texts = _texts(repo, changes, base, head, patch=False)
     with open_index(db) as con:
+        kinds = {c.path: source_kind(c.path, cfg) for c in changes}
+        wanted = []
+        for texts, side in ((base_texts, "old_path"), (head_texts, "new_path")):
+            for c in changes:
+                path = getattr(c, side)
+                kind = kinds[c.path]
+                if path and kind in ("cpp", "python") and texts.get(path) is not None:
+                    wanted.append((kind, path, texts[path]))
+        extents = _extents(con, wanted)
+
+        def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
+            return extents.get((path, hashlib.sha256(data).hexdigest()))
+
+        cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse)
         indexed = meta(con).get("indexed_commit", "")
         if indexed and base and indexed != base:
             proc = git.git(repo, "merge-base", "--is-ancestor", indexed, base, check=False)

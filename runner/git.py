@@ -79,3 +79,28 @@ def first_parent_commits(repo: Path, rev_range: str) -> list[str]:
     """Commits of ``rev_range`` oldest first, first-parent."""
     out = git(repo, "rev-list", "--first-parent", "--reverse", rev_range).stdout
     return [line for line in out.splitlines() if line]
+
+
+def read_blobs(repo: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
+    """Contents of many (rev, path) blobs with one ``git cat-file --batch`` process."""
+    if not wanted:
+        return {}
+    request = "".join(f"{rev}:{path}\n" for rev, path in wanted).encode()
+    try:
+        proc = subprocess.run(["git", "cat-file", "--batch"], cwd=repo, input=request, capture_output=True,
+                              check=False)
+    except FileNotFoundError:
+        raise PerfqError("git is not installed") from None
+    out, pos = proc.stdout, 0
+    blobs: dict[tuple[str, str], bytes | None] = {}
+    for key in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            blobs[key] = out[pos:pos + size]
+            pos += size + 1
+        else:
+            blobs[key] = None  # "missing" (or not a blob)
+    return blobs

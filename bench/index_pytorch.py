@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Benchmark `perfq index` on the real PyTorch 2.6.0 tree (not a test).
+
+Prints files, functions, edges, ops, benchmarks, wall time and peak RSS of a cold full
+index, the time of an incremental re-index after one file changed, and resolution rates,
+each with its target. Works in a scratch worktree so the corpus stays untouched.
+
+    python bench/index_pytorch.py [--corpus DIR] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGETS = {"full_s": 60.0, "rss_mib": 2048.0, "incremental_s": 5.0, "resolution_pct": 95.0}
+
+
+def run(cmd: list[str], cwd: Path) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
+    return time.perf_counter() - start, proc.stdout
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path,
+                    default=Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0")
+    ap.add_argument("--jobs", type=int, default=0)
+    args = ap.parse_args()
+    if not (args.corpus / ".git").exists():
+        sys.exit(f"no corpus at {args.corpus}: run scripts/fetch-pytorch-source.sh")
+    scratch = Path(tempfile.mkdtemp(prefix="perfq-bench-index-"))
+    tree = scratch / "tree"
+    subprocess.run(["git", "-C", str(args.corpus), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], check=True)
+    db = scratch / "index.duckdb"
+    perfq = [sys.executable, "-m", "perfq", "index", "--repo", str(tree), "--db", str(db), "-q", "--format", "json"]
+    if args.jobs:
+        perfq += ["--jobs", str(args.jobs)]
+    try:
+        full_s, out = run(perfq, tree)
+        rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        report = json.loads(out)
+        kernel = tree / "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
+        kernel.write_text(kernel.read_text() + "\n// perfq bench: one changed file\n")
+        inc_s, out = run(perfq, tree)
+        inc = json.loads(out)
+        kernel.write_text(kernel.read_text() + "namespace at::native { void perfq_bench_new_function() {} }\n")
+        struct_s, out = run(perfq, tree)
+        struct = json.loads(out)
+        _, stats = run([sys.executable, "-m", "perfq", "stats", "--repo", str(tree), "--db", str(db), "--format",
+                        "json"], tree)
+        stats = json.loads(stats)
+    finally:
+        subprocess.run(["git", "-C", str(args.corpus), "worktree", "remove", "--force", str(tree)], check=False)
+    counts = report["counts"]
+    print("perfq index on PyTorch 2.6.0")
+    for key in ("files", "functions", "calls", "call_edges", "reach_edges", "ops", "kernels", "stub_impls",
+                "library_impls", "benchmarks", "bench_ops"):
+        print(f"  {key:<14} {counts.get(key, 0):>9}")
+    print("  phases (full): " + ", ".join(f"{k} {v:.1f}s" for k, v in report["timings"].items()))
+    rates = dict(stats["resolution"])
+    print(f"full index      {full_s:6.1f} s   target <= {TARGETS['full_s']:.0f} s   ratio "
+          f"{full_s / TARGETS['full_s']:.2f}")
+    print(f"peak RSS        {rss_mib:6.0f} MiB target <= {TARGETS['rss_mib']:.0f} MiB ratio "
+          f"{rss_mib / TARGETS['rss_mib']:.2f}")
+    print(f"incremental     {inc_s:6.1f} s   target <= {TARGETS['incremental_s']:.0f} s    ratio "
+          f"{inc_s / TARGETS['incremental_s']:.2f}   mode {inc['mode']}, re-parsed {inc['reparsed']} file")
+    print("  phases (incremental): " + ", ".join(f"{k} {v:.1f}s" for k, v in inc["timings"].items()))
+    print(f"incremental, new function (re-link from cache) {struct_s:5.1f} s   ratio "
+          f"{struct_s / TARGETS['incremental_s']:.2f}   mode {struct['mode']}, re-parsed {struct['reparsed']}")
+    for name, value in rates.items():
+        print(f"{name:<30} {value}")
+
+
+if __name__ == "__main__":
+    main()
