@@ -273,3 +273,18 @@ def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> di
     from perfq.runner.affected_flow import affected_for_range as run
 
     return run(repo, rev_range, db)
+
+
+def flag_ir_changes(doc: dict, changed_kernels: set[str], kernel_map: dict[str, list[str]]) -> dict:
+    """Mark each benchmark whose Triton kernels' IR changed between two collections.
+
+    A benchmark's kernels are those ``kernel_map`` lists for it (``[tool.perfq.ir.benchmarks]``)
+    plus kernels whose module is the benchmark itself (``softmax_test:kernel``,
+    ``pt.softmax_test:kernel``).
+    """
+    doc["ir_changed_kernels"] = sorted(changed_kernels)
+    for b in doc["benchmarks"]:
+        mine = {k for k in changed_kernels if k.split(":", 1)[0].rsplit(".", 1)[-1] == b["name"]}
+        mine |= changed_kernels & set(kernel_map.get(b["name"], []))
+        b["ir_changed"] = sorted(mine)
+    return doc

@@ -32,6 +32,10 @@ def register(app: typer.Typer) -> None:
         reindex: bool = typer.Option(False, "--reindex", help="Refresh the index first."),
         explain: bool = typer.Option(False, "--explain", help="Print the full chain for each benchmark."),
         fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format"),
+        ir: str = typer.Option(
+            None, "--ir", help="A..B: flag benchmarks whose Triton IR changed between two `perfq ir collect` labels."
+        ),
+        history: Path = typer.Option(None, "--history", help="Results history database (for --ir)."),
         fail_on_no_benchmark: bool = typer.Option(
             False, "--fail-on-no-benchmark", help="Exit 3 when an affected op has no benchmark."
         ),
@@ -49,6 +53,26 @@ def register(app: typer.Typer) -> None:
             except (OSError, UnicodeDecodeError) as exc:
                 raise PerfqError(f"cannot read diff {diff}: {exc}") from None
         doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
+        if ir:
+            from perfq.cli.common import resolve_history
+            from perfq.config import load_config
+            from perfq.query.affected import flag_ir_changes
+            from perfq.query.ir_diff import changed_kernels
+            from perfq.schema.history import connect_history
+
+            label_a, sep, label_b = ir.partition("..")
+            if not sep or not label_a or not label_b:
+                raise PerfqError("--ir takes two collection labels: A..B")
+            path = resolve_history(root, history)
+            kernels: set[str] = set()
+            if path.exists():
+                con = connect_history(path, read_only=True)
+                try:
+                    kernels = changed_kernels(con, label_a, label_b)
+                finally:
+                    con.close()
+            kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
+            doc = flag_ir_changes(doc, kernels, kernel_map)
         if fmt == AffectedFormat.json:
             print_json(doc)
         elif fmt == AffectedFormat.markdown:

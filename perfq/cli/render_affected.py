@@ -64,7 +64,7 @@ def table(doc: dict, explain: bool = False) -> None:
     t = Table("benchmark", "tests / ops", "modes", "devices", "confidence", "why", title="Benchmarks to run")
     for b in all_benchmarks(doc):
         t.add_row(
-            b["name"],
+            b["name"] + (" [bold yellow]IR changed[/]" if b.get("ir_changed") else ""),
             ", ".join(b["tests"] or b["ops"][:4]),
             ",".join(b["modes"]),
             ",".join(b["devices"]),
