@@ -288,3 +288,30 @@ def flag_ir_changes(doc: dict, changed_kernels: set[str], kernel_map: dict[str, 
         mine |= changed_kernels & set(kernel_map.get(b["name"], []))
         b["ir_changed"] = sorted(mine)
     return doc
+
+
+def all_benchmarks(doc: dict) -> list[dict]:
+    """Selected benchmarks plus those of triggered canary sets (deduplicated)."""
+    seen = {b["name"] for b in doc["benchmarks"]}
+    out = list(doc["benchmarks"])
+    for c in doc["canary"]:
+        for b in c["benchmarks"]:
+            if b["name"] not in seen:
+                seen.add(b["name"])
+                out.append(
+                    {
+                        "name": b["name"],
+                        "file": b["file"],
+                        "tests": [],
+                        "ops": [],
+                        "modes": ["eager", "compile"] if doc["compile_mode"] else ["eager"],
+                        "devices": ["cpu"],
+                        "confidence": "canary",
+                        "reasons": [{"function": "", "chain": [f"canary set {c['set']}: {c['trigger']}"]}],
+                    }
+                )
+    return out
+
+
+def names(doc: dict) -> list[str]:
+    return [b["name"] for b in all_benchmarks(doc)]

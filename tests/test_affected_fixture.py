@@ -205,3 +205,19 @@ def test_stale_index_warns(repo):
 
 def test_shutil_available():
     assert shutil.which("git")
+
+
+def test_backtest_replays_every_commit(repo):
+    git(repo, "checkout", "-q", "-b", "history")
+    replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
+    commit_all(repo, "kernel")
+    replace_in(repo, "README.md", "fixture", "fixture docs")
+    commit_all(repo, "docs")
+    proc = perfq(repo, "backtest", "main..history", "--format", "json")
+    git(repo, "checkout", "-q", "-f", "main")
+    git(repo, "branch", "-q", "-D", "history")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [r["subject"] for r in report["commits"]] == ["kernel", "docs"]
+    assert [r["benchmarks"] for r in report["commits"]] == [["softmax_op_test", "fancy_test"], []]
+    assert report["summary"]["suite"] == 3 and report["summary"]["commits"] == 2

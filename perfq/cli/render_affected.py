@@ -5,33 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from perfq.cli.common import console
-
-
-def all_benchmarks(doc: dict) -> list[dict]:
-    """Selected benchmarks plus those of triggered canary sets (deduplicated)."""
-    seen = {b["name"] for b in doc["benchmarks"]}
-    out = list(doc["benchmarks"])
-    for c in doc["canary"]:
-        for b in c["benchmarks"]:
-            if b["name"] not in seen:
-                seen.add(b["name"])
-                out.append(
-                    {
-                        "name": b["name"],
-                        "file": b["file"],
-                        "tests": [],
-                        "ops": [],
-                        "modes": ["eager"],
-                        "devices": ["cpu"],
-                        "confidence": "canary",
-                        "reasons": [{"function": "", "chain": [f"canary set {c['set']}: {c['trigger']}"]}],
-                    }
-                )
-    return out
-
-
-def names(doc: dict) -> list[str]:
-    return [b["name"] for b in all_benchmarks(doc)]
+from perfq.query.affected import all_benchmarks
 
 
 def gha_matrix(doc: dict) -> dict:
