@@ -7,4 +7,8 @@ python -m pip install -q -e '.[dev,ir]'
 # torch (a local CPU wheel here) for the tests that run generated benchmarks for real
 python -m pip install -q torch==2.13.0 || echo "note: torch==2.13.0 not installable; torch tests will skip"
 scripts/fetch-pytorch-source.sh >/dev/null || echo "note: corpus not fetched; corpus tests will skip"
+# Debian's chromium renders the coverage HTML report in a test
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "note: chromium not installed; its test will skip"
+fi
 python -m pytest -q "$@"

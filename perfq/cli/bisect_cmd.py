@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -20,7 +19,7 @@ _IR_TARGET = typer.Option(None, "--ir-target", help="With --ir: compile target(s
 class _DashDashCommand(TyperCommand):
     """Keeps everything after the first ``--`` verbatim as the benchmark command."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
         if "--" in args:
             i = args.index("--")
             ctx.meta[_CMD_KEY] = list(args[i + 1:])
