@@ -25,7 +25,7 @@ class Config:
     canaries: str = ""  # path in the repo; empty: perfq's own data/canaries.yaml
     compile_commands: str = ""  # optional compile_commands.json for exact resolution
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")
-    reach_bound: int = 40  # more ops reached than this: shared infrastructure (canary)
+    reach_bound: int = 100  # more ops reached than this: shared infrastructure (canary); see README
     max_depth: int = 24
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -166,13 +166,23 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
     sets = _canary_sets(con)
     canary = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
     first_tier = len(r.nodes_of("op"))
-    if first_tier > cfg.reach_bound and not canary:
-        broad = next((s for s in sets if s["name"] == "broad"), None)
-        if broad is not None:
-            canary.append(_canary_entry(broad, f"reaches {first_tier} operators (bound {cfg.reach_bound})"))
-    shared = bool(canary)
-    if not shared:
-        r = walk_up(con, start_devices, cfg.max_depth)
+    broad = next((s for s in sets if s["name"] == "broad"), None)
+    if first_tier > cfg.reach_bound and not canary and broad is not None:
+        canary.append(_canary_entry(broad, f"reaches {first_tier} operators of its own (bound {cfg.reach_bound})"))
+    reached_ops = first_tier
+    if not canary:
+        full = walk_up(con, start_devices, cfg.max_depth)
+        reached_ops = len(full.nodes_of("op"))
+        if reached_ops > cfg.reach_bound and broad is not None:
+            # a hub op (add, mul, copy, cat...): composites everywhere call it; keep the
+            # benchmarks of its own operators and run the representative sample
+            canary.append(
+                _canary_entry(
+                    broad, f"reaches {reached_ops} operators through composite callers (bound {cfg.reach_bound})"
+                )
+            )
+        else:
+            r = full
     fn_nodes = [n for n, k in r.kind.items() if k == "function"]
     files = (
         dict(
@@ -257,6 +267,8 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
         "base": inp.base,
         "head": inp.head,
         "compile_mode": compile_mode,
+        "shared_infrastructure": bool(canary),
+        "reach": {"first_tier_ops": first_tier, "ops": reached_ops, "bound": cfg.reach_bound},
         "changed_functions": [cf.as_dict() for cf in cs.functions],
         "benchmarks": result_benchmarks,
         "canary": canary,

@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK."""
         from perfq.cli import render_affected as render
         from perfq.errors import PerfqError
+        from perfq.query.affected import names
         from perfq.runner.affected_flow import affected_for_ref
 
         root = resolve_repo(repo)
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
         elif fmt == AffectedFormat.gha_matrix:
             print_json(render.gha_matrix(doc))
         elif fmt == AffectedFormat.names:
-            print(" ".join(render.names(doc)))
+            print(" ".join(names(doc)))
         else:
             render.table(doc, explain)
         if fail_on_no_benchmark and doc["no_benchmark_ops"]:
