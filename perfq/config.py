@@ -26,6 +26,7 @@ class Config:
     compile_commands: str = ""  # optional compile_commands.json for exact resolution
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")
     reach_bound: int = 100  # more ops reached than this: shared infrastructure (canary); see README
+    hub_fanout: int = 25  # an op called from more C++ functions than this is a hub; see README
     max_depth: int = 24
     extra: dict[str, Any] = field(default_factory=dict)
 

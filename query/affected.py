@@ -161,7 +161,7 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
     start_devices = {s.node: s.device for s in starts}
     # first the operators the change implements (no composite callers), to tell a
     # shared-infrastructure change; then everything, unless it is one
-    r = walk_up(con, start_devices, cfg.max_depth, through_composites=False)
+    r = walk_up(con, start_devices, cfg.max_depth, composite_hops=0)
     changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
     sets = _canary_sets(con)
     canary = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
@@ -171,18 +171,27 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
         canary.append(_canary_entry(broad, f"reaches {first_tier} operators of its own (bound {cfg.reach_bound})"))
     reached_ops = first_tier
     if not canary:
-        full = walk_up(con, start_devices, cfg.max_depth)
-        reached_ops = len(full.nodes_of("op"))
-        if reached_ops > cfg.reach_bound and broad is not None:
-            # a hub op (add, mul, copy, cat...): composites everywhere call it; keep the
-            # benchmarks of its own operators and run the representative sample
-            canary.append(
-                _canary_entry(
-                    broad, f"reaches {reached_ops} operators through composite callers (bound {cfg.reach_bound})"
-                )
+        # composite callers, transitively, except through hub ops (called from more than
+        # hub_fanout C++ functions: their callers are most of ATen); when chains of
+        # composites still fan out beyond the bound, follow fewer composite steps
+        own_hubs: list[str] = []
+        fell_back = True
+        for hops in (None, 3, 2, 1):
+            walk = walk_up(con, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout)
+            if hops is None:
+                reached_ops = len(walk.nodes_of("op"))
+                own_hubs = sorted(walk.key[n] for n in walk.hubs if n in r.depth)
+            if len(walk.nodes_of("op")) <= cfg.reach_bound:
+                r, fell_back = walk, False
+                break
+        if broad is not None and (own_hubs or fell_back):
+            why = (
+                f"implements hub operator(s) {', '.join(own_hubs[:4])} (called from more than "
+                f"{cfg.hub_fanout} C++ functions)"
+                if own_hubs
+                else f"reaches {reached_ops} operators (bound {cfg.reach_bound})"
             )
-        else:
-            r = full
+            canary.append(_canary_entry(broad, why))
     fn_nodes = [n for n, k in r.kind.items() if k == "function"]
     files = (
         dict(

@@ -19,6 +19,7 @@ class Reach:
     label: dict[int, str] = field(default_factory=dict)
     edges: list[tuple[int, int]] = field(default_factory=list)  # (dst, src) explored
     truncated: bool = False
+    hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
 
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
@@ -64,17 +65,24 @@ def device_of_path(path: str) -> str:
 
 
 def walk_up(
-    con: duckdb.DuckDBPyConnection, starts: dict[int, str], max_depth: int, through_composites: bool = True
+    con: duckdb.DuckDBPyConnection,
+    starts: dict[int, str],
+    max_depth: int,
+    composite_hops: int | None = None,
+    hub_fanout: int | None = None,
 ) -> Reach:
     """Breadth-first walk from ``starts`` (node -> device family, '' = any) along
     reach_edges (dst -> src), one SQL query per level. A path that has committed to a
     device (a CPU kernel file, a CPU dispatch key) does not cross a registration for
-    another device. Benchmark nodes are reached but not expanded. Without
-    ``through_composites`` the walk does not go from an operator into the C++ code that
-    calls it (composite ops, other kernels): only to its overload family, Python and
-    benchmarks."""
+    another device. Benchmark nodes are reached but not expanded. ``composite_hops``
+    bounds how many times a path may go from an operator into C++ code that calls it
+    (composite ops, other kernels); None: no bound, 0: only the overload family, Python
+    and benchmarks. With ``hub_fanout``, an operator called from more C++ functions than
+    that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
+    records it in ``hubs``."""
     r = Reach()
-    device: dict[int, str] = dict(starts)
+    # per node, the best state it was reached with: (device family, composite hops used)
+    state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
     for node, kind, key, label in _describe(con, frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
@@ -91,11 +99,20 @@ def walk_up(
             " ORDER BY e.dst, e.src",
             [frontier],
         ).fetchall()
+        fanout: dict[int, int] = {}
+        for dst, _, ekind, _, nkind, _, _ in rows:
+            if ekind == "op_call" and nkind == "function":
+                fanout[dst] = fanout.get(dst, 0) + 1
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
-            if not through_composites and ekind == "op_call" and nkind == "function":
-                continue
-            dev = device.get(dst, "")
+            dev, hops = state[dst]
+            if ekind == "op_call" and nkind == "function":
+                hops += 1
+                if composite_hops is not None and hops > composite_hops:
+                    continue
+                if hub_fanout is not None and fanout[dst] > hub_fanout:
+                    r.hubs.add(dst)
+                    continue
             if ekind in ("kernel", "registered", "library_impl"):
                 edge_dev = device_of_key(detail)
                 if dev and edge_dev and edge_dev != dev:
@@ -103,11 +120,14 @@ def walk_up(
                 dev = dev or edge_dev
             r.edges.append((dst, src))
             if src in r.depth:
-                if device.get(src) and not dev:
-                    device[src] = ""  # also reached for every device: widen and walk on
-                    nxt.append(src)
+                old_dev, old_hops = state[src]
+                if (old_dev and not dev) or hops < old_hops:
+                    # reached again with a wider device or fewer composite hops: walk on from there
+                    state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
+                    if nkind != "benchmark":
+                        nxt.append(src)
                 continue
-            device[src] = dev
+            state[src] = (dev, hops)
             r.depth[src] = depth
             r.parent[src] = (dst, ekind, detail)
             r.kind[src], r.key[src], r.label[src] = nkind, nkey, nlabel

@@ -221,3 +221,32 @@ def test_backtest_replays_every_commit(repo):
     assert [r["subject"] for r in report["commits"]] == ["kernel", "docs"]
     assert [r["benchmarks"] for r in report["commits"]] == [["softmax_op_test", "fancy_test"], []]
     assert report["summary"]["suite"] == 3 and report["summary"]["commits"] == 2
+
+
+def test_hub_operator_keeps_its_own_benchmarks_and_flags_the_broad_set(tmp_path):
+    from tests.aten_fixture import FILES, NATIVE_FUNCTIONS, write_tree
+
+    users = "\n".join(f"void user_{i}(const Tensor& x) {{ at::hubby(x); }}" for i in range(40))
+    files = dict(FILES)
+    files["aten/src/ATen/native/native_functions.yaml"] = NATIVE_FUNCTIONS + (
+        "\n- func: hubby(Tensor self) -> Tensor\n  variants: function\n  dispatch:\n    CPU: hubby_kernel\n"
+    )
+    files["aten/src/ATen/native/Hub.cpp"] = (
+        "namespace at::native {\nTensor hubby_kernel(const Tensor& self) {\n  return self;\n}\n" + users + "\n}\n"
+    )
+    files["benchmarks/operator_benchmark/pt/hubby_test.py"] = (
+        "import operator_benchmark as op_bench\nimport torch\n\n\n"
+        "class HubbyBenchmark(op_bench.TorchBenchmarkBase):\n    def forward(self, x):\n        return torch.hubby(x)\n"
+    )
+    root = write_tree(tmp_path / "hub", files)
+    git(root, "init", "-q", "-b", "main")
+    commit_all(root, "base")
+    assert perfq(root, "index", "-q").returncode == 0
+    git(root, "checkout", "-q", "-b", "work")
+    replace_in(root, "aten/src/ATen/native/Hub.cpp", "  return self;", "  return self + self;")
+    commit_all(root)
+    doc = json.loads(perfq(root, "affected", "main", "--format", "json").stdout)
+    assert names(doc) == ["hubby_test"]
+    assert [c["set"] for c in doc["canary"]] == ["broad"]
+    assert "hub operator(s) hubby" in doc["canary"][0]["trigger"]
+    assert doc["shared_infrastructure"] is True
