@@ -280,7 +280,7 @@ class _Builder:
         recipe = RECIPES.get((self.base, name))
         if recipe:
             return recipe.format(shape=main)
-        if name == "target" and re.search(r"nll|cross_entropy|multi_margin|multilabel_margin", self.base):
+        if name == "target" and re.match(r"(nll_loss|cross_entropy|multi_margin|multilabel_margin)", self.base):
             return f"torch.randint(0, N, ({self._first()},), device=device)"
         if name in ("index", "indices", "idx"):
             if arg.type.startswith("Tensor?"):  # advanced indexing along the first dim

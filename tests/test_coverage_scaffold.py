@@ -55,6 +55,7 @@ SCHEMAS = [
     "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
     "margin_ranking_loss(Tensor input1, Tensor input2, Tensor target, float margin=0.0, int reduction=Mean) -> Tensor",
     "channel_shuffle(Tensor self, SymInt groups) -> Tensor",
+    "binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=Mean) -> Tensor",
     "istft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, "
     "bool center=True, bool normalized=False, bool? onesided=None, int? length=None, "
     "bool return_complex=False) -> Tensor",
