@@ -96,8 +96,11 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
     if not classes:
         facts.framework = "script"
         facts.tests.append({"name": stem, "class": "", "ops": []})
-        facts.refs = [(stem, qualify(r), "ref" if k == "name" else k) for r, k in _refs(list(tree.body))
-                      if k != "name" or qualify(r) != r]
+        facts.refs = [
+            (stem, qualify(r), "ref" if k == "name" else k)
+            for r, k in _refs(list(tree.body))
+            if k != "name" or qualify(r) != r
+        ]
     for cls in classes:
         methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
         timed = [m for name, m in methods.items() if name in ("forward", "backward")] or list(methods.values())
@@ -115,12 +118,19 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
             for stmt in ast.walk(init):
                 if isinstance(stmt, ast.Assign):
                     for target in stmt.targets:
-                        if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
-                                and target.value.id == "self" and target.attr in used):
+                        if (
+                            isinstance(target, ast.Attribute)
+                            and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"
+                            and target.attr in used
+                        ):
                             nodes.append(stmt.value)
                             # one step of local data flow: qconfig = default_qconfig; self.m = M(qconfig=qconfig)
-                            nodes += [assigned[n.id] for n in ast.walk(stmt.value)
-                                      if isinstance(n, ast.Name) and n.id in assigned]
+                            nodes += [
+                                assigned[n.id]
+                                for n in ast.walk(stmt.value)
+                                if isinstance(n, ast.Name) and n.id in assigned
+                            ]
                 if isinstance(stmt, ast.Call) and (dotted(stmt.func) or "").endswith("set_module_name"):
                     module_names += [s for s in _string_constants(stmt)]
         refs = _refs(nodes)

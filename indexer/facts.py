@@ -72,7 +72,6 @@ class FileFacts:
     library_defs: list[LibraryDef] = field(default_factory=list)
 
 
-
 def structure_signature(facts: FileFacts) -> str:
     """A digest of what ``facts`` declares: functions (names, kinds, linkage, order),
     stubs and registrations; not line numbers, not bodies."""

@@ -98,7 +98,8 @@ def patch_index(
 
 def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, FileFacts], meta: dict[str, str]) -> None:
     functions = con.execute(
-        "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python'"
+        "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
+        " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh'"
         " FROM functions f JOIN files fi ON fi.id = f.file_id"
     ).fetchall()
     ops = con.execute("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'").fetchall()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts, structure_signature
-from perfq.indexer.link_cpp import CppCallLinker
+from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
@@ -205,7 +205,7 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
 
     # ---- C++ calls
     cpp_linker = CppCallLinker(
-        ((row[0], row[1], row[2], row[3], row[4], row[7], not is_python[row[1]]) for row in func_rows),
+        ((*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES)) for row in func_rows),
         ((o.name, o.base, o.overload, o.variants) for o in ops),
         stub_names,
         g.node,

@@ -27,6 +27,7 @@ _ATEN_API_NAMESPACES = {
     "at::compositeimplicitautograd",
     "at::compositeexplicitautogradnonfunctional",
 }
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
 
 
@@ -68,15 +69,16 @@ class CppCallLinker:
 
     def __init__(
         self,
-        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp)
+        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp, in_header)
         ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
         stub_names: set[str],
         node_of: Callable[[str, str], int],
     ) -> None:
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
-        for fid, file_id, qualname, name, kind, internal, is_cpp in functions:
-            self.rows[fid] = (file_id, qualname, kind, internal, namespace_of(qualname))
+        for fid, file_id, qualname, name, kind, internal, is_cpp, in_header in functions:
+            # static / anonymous-namespace functions of a header are seen by every includer
+            self.rows[fid] = (file_id, qualname, kind, internal and not in_header, namespace_of(qualname))
             if is_cpp:
                 self.by_name[name].append(fid)
         self.aten_api: dict[str, list[str]] = defaultdict(list)

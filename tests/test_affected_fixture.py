@@ -250,3 +250,17 @@ def test_hub_operator_keeps_its_own_benchmarks_and_flags_the_broad_set(tmp_path)
     assert [c["set"] for c in doc["canary"]] == ["broad"]
     assert "hub operator(s) hubby" in doc["canary"][0]["trigger"]
     assert doc["shared_infrastructure"] is True
+
+
+def test_static_helper_in_a_header_reaches_its_includers(change, repo):
+    (repo / "aten/src/ATen/native/cpu/Helpers.h").write_text(
+        "#pragma once\nnamespace at::native {\nnamespace {\ninline int scale_of(int x) {\n  return x * 2;\n}\n}\n}\n"
+    )
+    replace_in(repo, KERNEL, "out[i] = out[i] * 2;", "out[i] = out[i] * scale_of(2);")
+    commit_all(repo, "helper header")
+    assert perfq(repo, "index", "-q").returncode == 0
+    doc = change(("aten/src/ATen/native/cpu/Helpers.h", "return x * 2;", "return x * 3;"))
+    assert names(doc) == ["fancy_test", "softmax_op_test"]
+    git(repo, "checkout", "-q", "-f", "main")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")  # leave main (and the index) as the other tests expect
+    assert perfq(repo, "index", "-q").returncode == 0
