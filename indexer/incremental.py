@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, structure_signature
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import insert_rows
+from perfq.schema.writer import insert_rows, replacing
 
 MAX_PATCHED_FILES = 25
 
@@ -78,20 +76,9 @@ def patch_index(
         new_facts[path] = facts
     timings["extract"] = time.perf_counter() - t0
     t1 = time.perf_counter()
-    tmp = db_path.with_name(f".{db_path.name}.{os.getpid()}.patch")
-    try:
-        shutil.copyfile(db_path, tmp)
-        con = duckdb.connect(str(tmp))
-        try:
-            _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))})
-            timings["link"] = time.perf_counter() - t1
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, db_path)
-    finally:
-        tmp.unlink(missing_ok=True)
-        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    with replacing(db_path, copy_existing=True) as con:
+        _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))})
+    timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
     return len(changed), timings
 

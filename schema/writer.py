@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -63,23 +64,34 @@ def build_lock(target: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
-    """Write a complete index to ``target`` atomically (temp file + rename)."""
+@contextlib.contextmanager
+def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to a scratch copy of ``target`` (empty, or a copy of it) that replaces
+    ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
+    is removed and ``target`` is untouched. Readers never see a half-written index."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    for leftover in (tmp, Path(str(tmp) + ".wal")):
+    wal = Path(str(tmp) + ".wal")
+    for leftover in (tmp, wal):
         leftover.unlink(missing_ok=True)
     try:
+        if copy_existing:
+            shutil.copyfile(target, tmp)
         con = duckdb.connect(str(tmp))
         try:
-            con.execute(index_ddl())
-            for table, rows in tables.items():
-                insert_rows(con, table, rows)
-            meta = {**meta, "schema_version": str(SCHEMA_VERSION)}
-            insert_rows(con, "meta", sorted(meta.items()))
+            yield con
             con.execute("CHECKPOINT")
         finally:
             con.close()
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
-        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+        wal.unlink(missing_ok=True)
+
+
+def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
+    """Write a complete index to ``target`` atomically."""
+    with replacing(target) as con:
+        con.execute(index_ddl())
+        for table, rows in tables.items():
+            insert_rows(con, table, rows)
+        insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION)}.items()))
