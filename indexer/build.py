@@ -130,11 +130,19 @@ def _progress(total: int, quiet: bool):
 
 
 def build_index(
-    repo: Path, cfg: Config, db_path: Path, jobs: int | None = None, quiet: bool = False, full: bool = False
+    repo: Path,
+    cfg: Config,
+    db_path: Path,
+    jobs: int | None = None,
+    quiet: bool = False,
+    full: bool = False,
+    trace: bool = False,
 ) -> BuildReport:
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: a body-only
     C++ edit is patched in place, anything else re-links from the facts cache (only
-    changed files are parsed again); ``full`` forces the re-link."""
+    changed files are parsed again); ``full`` forces the re-link. ``trace`` profiles the
+    operator benchmarks whose traces are not cached yet (needs torch); cached traces of
+    unchanged benchmark files are always kept."""
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     report = BuildReport()
@@ -150,7 +158,7 @@ def build_index(
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         patched = None
-        if db_path.exists() and not full:
+        if db_path.exists() and not full and not trace:
             patched = patch_index(
                 repo,
                 db_path,
@@ -190,8 +198,11 @@ def build_index(
         report.timings["extract"] = time.perf_counter() - t2
         file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
         benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
+        t_trace = time.perf_counter()
+        traces = _traces(repo, files["benchmark"], cache, kept, trace, jobs)
+        report.timings["trace"] = time.perf_counter() - t_trace
         t3 = time.perf_counter()
-        tables = link(file_facts, benches, ops, canaries)  # type: ignore[arg-type]
+        tables = link(file_facts, benches, ops, canaries, traces)  # type: ignore[arg-type]
         report.timings["link"] = time.perf_counter() - t3
         t4 = time.perf_counter()
         rows = dict(tables.rows)
@@ -223,6 +234,39 @@ def _counts(db_path: Path) -> dict[str, int]:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
     finally:
         con.close()
+
+
+def _traces(
+    repo: Path, bench_paths: list[str], cache: dict, kept: dict, run: bool, jobs: int | None
+) -> dict[str, dict[str, list[str]]]:
+    """Profiled ops per benchmark file: cached ones whose file is unchanged, and, with
+    ``run``, new traces of the others (keyed by file content and torch version)."""
+    version = ""
+    if run:
+        from perfq.runner.bench_trace import torch_version
+
+        version = torch_version()
+    out: dict[str, dict[str, list[str]]] = {}
+    todo = []
+    for path in bench_paths:
+        sha = kept[f"benchmark:{path}"][1]
+        key = f"trace:{path}"
+        cached = cache.get(key)
+        if cached is not None and cached[1].startswith(sha) and (not run or cached[1] == f"{sha}:{version}"):
+            kept[key] = cached
+            out[path] = cached[2]
+        elif run:
+            todo.append((path, f"{sha}:{version}"))
+    if todo:
+        from perfq.runner.bench_trace import trace_benchmarks
+
+        results = trace_benchmarks(repo, [p for p, _ in todo], jobs)
+        for path, sha in todo:
+            traced, _error = results[path]
+            if traced is not None:
+                kept[f"trace:{path}"] = ("trace", sha, traced)
+                out[path] = traced
+    return out
 
 
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:

@@ -74,8 +74,15 @@ def _op_key(namespace: str, name: str) -> str:
     return name if namespace == "aten" else f"{namespace}::{name}"
 
 
-def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFacts], canaries: list[dict]) -> Tables:
-    """All index tables from the extracted facts."""
+def link(
+    files: list[FileFacts],
+    benches: list[BenchmarkFacts],
+    ops: list[OpFacts],
+    canaries: list[dict],
+    traces: dict[str, dict[str, list[str]]] | None = None,
+) -> Tables:
+    """All index tables from the extracted facts (``traces``: benchmark file -> profiled
+    ops per benchmark class, from ``perfq index --trace-benchmarks``)."""
     t = Tables()
     g = _Graph(t)
 
@@ -350,6 +357,15 @@ def link(files: list[FileFacts], benches: list[BenchmarkFacts], ops: list[OpFact
                 for device in b.devices:
                     t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
                 g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
+        for test, traced_ops in sorted((traces or {}).get(b.file, {}).items()):
+            for name in traced_ops:
+                namespace, _, base = name.partition("::")
+                linked_ops = (
+                    ops_by_base.get(base, []) if namespace == "aten" else ([name] if name in library_ops else [])
+                )
+                for op in linked_ops:
+                    t.rows["bench_ops"].append((b.name, op, "traced", test, "cpu", "torch.profiler"))
+                    g.edge(op_node(op), bnode, "bench_op", f"{test}: traced")
 
     for c in canaries:
         t.rows["canary_sets"].append(

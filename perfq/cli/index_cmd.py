@@ -24,6 +24,9 @@ def register(app: typer.Typer) -> None:
         canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
         full: bool = typer.Option(False, "--full", help="Re-link everything (no in-place patch)."),
+        trace_benchmarks: bool = typer.Option(
+            False, "--trace-benchmarks", help="Profile each operator benchmark once (needs torch) for traced links."
+        ),
         fmt: Format = typer.Option(Format.table, "--format"),
     ) -> None:
         """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic)."""
@@ -42,7 +45,7 @@ def register(app: typer.Typer) -> None:
             },
         )
         target = resolve_db(root, db)
-        report = build_index(root, cfg, target, jobs=jobs or None, quiet=quiet, full=full)
+        report = build_index(root, cfg, target, jobs=jobs or None, quiet=quiet, full=full, trace=trace_benchmarks)
         if fmt == Format.json:
             print_json(
                 {
