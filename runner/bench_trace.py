@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
@@ -20,7 +21,11 @@ TIMEOUT_S = 600
 def torch_version(python: str = sys.executable) -> str:
     """The torch version ``python`` imports, or a PerfqError when it has none."""
     proc = subprocess.run(
-        [python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, check=False
+        [python, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tempfile.gettempdir(),  # in a PyTorch checkout, `import torch` would find its sources
     )
     if proc.returncode != 0:
         raise PerfqError(f"--trace-benchmarks needs torch importable by {python}")
