@@ -367,6 +367,8 @@ def link(
                     t.rows["bench_ops"].append((b.name, op, "traced", test, "cpu", "torch.profiler"))
                     g.edge(op_node(op), bnode, "bench_op", f"{test}: traced")
 
+    _python_reached_bench_ops(t, benches, class_methods, class_subs)
+
     for c in canaries:
         t.rows["canary_sets"].append(
             (
@@ -378,3 +380,48 @@ def link(
             )
         )
     return t
+
+
+_PY_DEPTH = 4  # Python call levels below a benchmark's references that count as its own ops
+
+
+def _python_reached_bench_ops(
+    t: Tables, benches: list[BenchmarkFacts], class_methods: dict[int, list[int]], class_subs: dict[int, list[int]]
+) -> None:
+    """Add to bench_ops the operators a benchmark calls through Python (its nn modules'
+    methods, torch.nn.functional helpers...), a few calls deep: what the benchmark runs
+    by its own code, as opposed to everything C++ reaches below."""
+    calls: dict[int, list[int]] = defaultdict(list)
+    for caller, callee, kind, _ in t.rows["call_edges"]:
+        if kind == "python":
+            calls[caller].append(callee)
+    bases: dict[int, list[int]] = defaultdict(list)
+    for base, subs in class_subs.items():
+        if len(subs) <= _HUB_SUBCLASSES:  # not through nn.Module and the like
+            for sub in subs:
+                bases[sub].append(base)
+    methods = {cls: ms for cls, ms in class_methods.items() if len(ms) <= _HUB_METHODS}
+    op_calls: dict[int, set[str]] = defaultdict(set)
+    for fid, op, _, _ in t.rows["op_calls"]:
+        op_calls[fid].add(op)
+    names = dict((r[0], r[2]) for r in t.rows["functions"])
+    devices = {b.name: b.devices for b in benches}
+    direct = {(b, op, test) for b, op, _, test, _, _ in t.rows["bench_ops"]}
+    added = []
+    for bench, target, test in t.rows["bench_calls"]:
+        seen = {target}
+        frontier = [target]
+        for _ in range(_PY_DEPTH):
+            nxt = []
+            for fid in frontier:
+                for callee in [*calls.get(fid, ()), *methods.get(fid, ()), *bases.get(fid, ())]:
+                    if callee not in seen:
+                        seen.add(callee)
+                        nxt.append(callee)
+            frontier = nxt
+        for fid in seen:
+            for op in op_calls.get(fid, ()):
+                if (bench, op, test) not in direct:
+                    direct.add((bench, op, test))
+                    added += [(bench, op, "static", test, d, f"python: {names[fid]}") for d in devices.get(bench, [""])]
+    t.rows["bench_ops"] += added
