@@ -430,8 +430,8 @@ def jobs_from_affected(
 ) -> tuple[list[Job], list[str]]:
     """Jobs for the benchmarks (and canary sets) of a ``perfq affected --format json`` document.
 
-    ``tests`` narrow a job to those test names; ``ops`` become ``--operators`` when
-    ``ops_resolver(name)`` (the file's registered operator names) matches some of them.
+    ``ops`` become ``--operators`` when ``ops_resolver(name)`` (the file's registered
+    operator names) matches some of them.
     """
     notes: list[str] = []
     merged: dict[str, dict[str, Any]] = {}
@@ -442,7 +442,9 @@ def jobs_from_affected(
         name = opbench.normalize_name(str(entry.get("name") or entry.get("file") or ""))
         if not name:
             continue
-        tests = tuple(entry.get("tests") or ())
+        # the document's "tests" are benchmark classes, not the runner's generated test
+        # names, so they cannot be passed to --test-name: narrow by operators instead
+        tests: tuple[str, ...] = ()
         ops = tuple(entry.get("ops") or ())
         modes = tuple(m for m in entry.get("modes") or () if m in ("eager", "compile"))
         if name not in merged:

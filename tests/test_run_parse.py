@@ -200,7 +200,7 @@ AFFECTED = {
         {
             "name": "fake_test",
             "file": "benchmarks/operator_benchmark/pt/fake_test.py",
-            "tests": ["add_M8_cpu"],
+            "tests": ["AddBenchmark"],
             "ops": ["aten::add.Tensor"],
             "modes": ["eager", "compile"],
             "devices": ["cpu"],
@@ -253,11 +253,14 @@ def test_jobs_from_affected_selection_to_commands(tmp_path):
     assert argv[argv.index("--iterations") + 1] == "10"
     kept, notes = drop_unsupported_compile(jobs, opbench.detect_caps(root))
     assert len(kept) == 3 and "no --use-compile" in notes[0]
-    # without the canary, the direct entry's test list narrows the job
-    jobs, _ = jobs_from_affected({"benchmarks": AFFECTED["benchmarks"][:1]}, root, base, {}, mode="eager")
-    assert [(j.spec.tests, j.spec.mode) for j in jobs] == [(("add_M8_cpu",), "eager")]
+    # without the canary, the direct entry's operators narrow the job; its "tests" are
+    # benchmark classes, which the runner's --test-name would never match
+    jobs, _ = jobs_from_affected(
+        {"benchmarks": AFFECTED["benchmarks"][:1]}, root, base, {}, mode="eager", ops_resolver=lambda name: ["add"]
+    )
+    assert [(j.spec.tests, j.spec.ops, j.spec.mode) for j in jobs] == [((), ("add",), "eager")]
     argv, _ = opbench.build_command("py", jobs[0].spec, RunnerCaps())
-    assert argv[argv.index("--test-name") + 1] == "add_M8_cpu"
+    assert "--test-name" not in argv and argv[argv.index("--operators") + 1] == "add"
 
 
 def test_default_root_from_config():
