@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -76,7 +77,10 @@ def main() -> None:
     tree = scratch / "tree"
     sh(["git", "-C", str(corpus), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], corpus)
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
-    perfq = [sys.executable, "-m", "perfq", "affected", "HEAD~1", "--format", "json"]
+    # the installed console script, as a user runs it (python -m perfq adds runpy's start-up)
+    script = shutil.which("perfq")
+    perfq = [script] if script else [sys.executable, "-m", "perfq"]
+    perfq += ["affected", "HEAD~1", "--format", "json"]
     try:
         kernel = tree / "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
         lines = kernel.read_text().splitlines(keepends=True)
