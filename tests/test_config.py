@@ -1,0 +1,57 @@
+"""Configuration: PyTorch defaults, [tool.perfq] or perfq.toml, flags; bad values are one error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfq.config import Config, load_config
+from perfq.errors import PerfqError
+from tests.aten_fixture import make_repo, perfq
+
+
+def test_defaults_are_pytorchs(tmp_path: Path):
+    cfg = load_config(tmp_path)
+    assert cfg == Config()
+    assert cfg.source_roots == ("aten/src/ATen", "c10", "torch/csrc")
+    assert cfg.benchmark_roots == ("benchmarks/operator_benchmark/pt",)
+
+
+def test_pyproject_section_then_flags(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.perfq]\nsource-roots = ["src"]\nreach_bound = 7\n[tool.perfq.ir.benchmarks]\nadd_test = ["k:add"]\n'
+    )
+    cfg = load_config(tmp_path, {"python_roots": ["py"], "benchmark_roots": None})
+    assert cfg.source_roots == ("src",) and cfg.reach_bound == 7 and cfg.python_roots == ("py",)
+    assert cfg.benchmark_roots == Config().benchmark_roots
+    assert cfg.extra["ir"] == {"benchmarks": {"add_test": ["k:add"]}}
+
+
+def test_perfq_toml_wins_over_pyproject(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.perfq]\nsource_roots = ["a"]\n')
+    (tmp_path / "perfq.toml").write_text('source_roots = ["b"]\n')
+    assert load_config(tmp_path).source_roots == ("b",)
+
+
+@pytest.mark.parametrize(
+    "text", ['[tool.perfq]\nreach_bound = "many"\n', "[tool.perfq\n", "[tool.perfq]\nexclude = 3\n"]
+)
+def test_bad_config_is_a_clear_error(tmp_path: Path, text: str):
+    (tmp_path / "pyproject.toml").write_text(text)
+    with pytest.raises(PerfqError):
+        load_config(tmp_path)
+
+
+def test_stats_reports_counts_and_resolution(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    assert perfq(repo, "index", "-q").returncode == 0
+    proc = perfq(repo, "stats", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["counts"]["benchmarks"] == 3 and stats["counts"]["stub_impls"] == 1
+    assert stats["resolution"]["stub impls resolved"] == "1/1 (100.0%)"
+    assert stats["resolution"]["CPU/CUDA kernels resolved"] == "4/4 (100.0%)"
+    proc = perfq(repo, "stats", "--db", str(tmp_path / "missing.duckdb"))
+    assert proc.returncode == 2 and "no perfq index" in proc.stderr
