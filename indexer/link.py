@@ -37,7 +37,33 @@ _OP_PREFIXES = {
     "torch.sparse": "sparse_",
 }
 _HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
-_HUB_SUBCLASSES = 40  # a Python base class with more subclasses than this does not propagate
+_HUB_SUBCLASSES = 40
+# methods that build, copy, convert or print a module, not run it: a benchmark that uses a
+# class (runs its forward) is not affected through them
+_SETUP_METHODS = frozenset(
+    {
+        "__init__",
+        "__new__",
+        "reset_parameters",
+        "_reset_parameters",
+        "extra_repr",
+        "__repr__",
+        "__str__",
+        "__getstate__",
+        "__setstate__",
+        "__reduce__",
+        "__reduce_ex__",
+        "_load_from_state_dict",
+        "_save_to_state_dict",
+        "state_dict",
+        "load_state_dict",
+        "from_float",
+        "from_reference",
+        "to_float",
+        "_get_name",
+        "__deepcopy__",
+    }
+)  # a Python base class with more subclasses than this does not propagate
 
 
 @dataclass
@@ -296,7 +322,8 @@ def link(
     for cls, methods in class_methods.items():
         if len(methods) <= _HUB_METHODS:
             for method in methods:
-                g.edge(method, cls, "method_of", "")
+                if func_rows[method][3] not in _SETUP_METHODS:
+                    g.edge(method, cls, "method_of", "")
 
     def constructor(cls: int) -> int | None:
         """Calling a class from Python code runs its __init__ (not every method)."""

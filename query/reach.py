@@ -81,6 +81,7 @@ def walk_up(
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
     records it in ``hubs``."""
     r = Reach()
+    op_backends = _op_backends(con)
     # per node, the best state it was reached with: (device family, composite hops used)
     state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
@@ -117,6 +118,8 @@ def walk_up(
                 edge_dev = device_of_key(detail)
                 if dev and edge_dev and edge_dev != dev:
                     continue  # a CPU change does not reach an op through its CUDA registration
+                if dev and not edge_dev and ekind == "kernel" and dev in op_backends.get(nkey, ()):
+                    continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
             r.edges.append((dst, src))
             if src in r.depth:
@@ -135,6 +138,23 @@ def walk_up(
                 nxt.append(src)
         frontier = sorted(set(nxt))
     return r
+
+
+_BACKENDS_CACHE: dict[int, dict[str, set[str]]] = {}
+
+
+def _op_backends(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+    """op -> device families that have a backend kernel of their own (CPU, CUDA...)."""
+    cached = _BACKENDS_CACHE.get(id(con))
+    if cached is None:
+        cached = {}
+        for op, key in con.execute("SELECT op, dispatch_key FROM kernels").fetchall():
+            family = device_of_key(key)
+            if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
+                cached.setdefault(op, set()).add(family)
+        _BACKENDS_CACHE.clear()
+        _BACKENDS_CACHE[id(con)] = cached
+    return cached
 
 
 def _describe(con: duckdb.DuckDBPyConnection, nodes: list[int]) -> list[tuple]:
