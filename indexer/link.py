@@ -236,6 +236,19 @@ def link(
                 for on in op_names:
                     g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
 
+    # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
+    by_suffix: dict[str, list[int]] = defaultdict(list)
+    for file_id, f in enumerate(files):
+        parts = f.path.split("/")
+        for i in range(len(parts)):
+            by_suffix["/".join(parts[i:])].append(file_id)
+    for file_id, f in enumerate(files):
+        if f.lang != "python":
+            for target in f.includes:
+                if not target.startswith("using:"):
+                    found = by_suffix.get(target, [])
+                    t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+
     # ---- C++ calls
     cpp_linker = CppCallLinker(
         ((*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES)) for row in func_rows),

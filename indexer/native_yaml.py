@@ -156,11 +156,3 @@ def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], s
         except Exception:  # an incompatible torchgen: the plain reader has the same rules
             pass
     return _plain(yaml_path), "plain"
-
-
-def cpp_api_names(op: OpFacts) -> set[str]:
-    """Names under which C++ code calls the op: at::foo, at::foo_out / foo_outf for outs."""
-    names = {op.base}
-    if "out" in op.overload:
-        names |= {f"{op.base}_out", f"{op.base}_outf"}
-    return names

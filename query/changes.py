@@ -59,7 +59,8 @@ def _innermost(functions: list[Function], line: int) -> Function | None:
     return best
 
 
-def _kind_of(path: str, cfg: Config) -> str:
+def source_kind(path: str, cfg: Config) -> str:
+    """native_yaml | derivatives | benchmark | cpp | python | other."""
     if any(path == p for p in cfg.native_functions):
         return "native_yaml"
     if path.endswith("derivatives.yaml"):
@@ -95,11 +96,6 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[str]:
     return out
 
 
-def source_kind(path: str, cfg: Config) -> str:
-    """native_yaml | derivatives | benchmark | cpp | python | other."""
-    return _kind_of(path, cfg)
-
-
 def changed_functions(
     changes: list[FileChange], base_text: TextOf, head_text: TextOf, cfg: Config, parse: Parse = parse_extents
 ) -> ChangeSet:
@@ -107,7 +103,7 @@ def changed_functions(
     extents ``parse`` gives for the base and head versions of each file."""
     cs = ChangeSet()
     for fc in changes:
-        kind = _kind_of(fc.path, cfg)
+        kind = source_kind(fc.path, cfg)
         if fc.binary:
             cs.ignored.append(f"{fc.path} (binary)")
             continue

@@ -140,3 +140,17 @@ def test_meta_records_commit_and_timings(indexed):
     assert len(meta["indexed_commit"]) == 40
     assert float(meta["time_extract"]) >= 0
     assert meta["schema_version"] == str(SCHEMA_VERSION)
+
+
+def test_includes_resolved_to_indexed_headers(indexed):
+    _, con = indexed
+    rows = q(
+        con,
+        """SELECT f.path, i.target, h.path FROM includes i JOIN files f ON f.id = i.file_id
+                     LEFT JOIN files h ON h.id = i.target_file_id""",
+    )
+    assert (
+        "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp",
+        "ATen/native/SoftmaxOp.h",
+        "aten/src/ATen/native/SoftmaxOp.h",
+    ) in rows
