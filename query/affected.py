@@ -105,12 +105,14 @@ def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start],
         )
         starts += [Start(i, f"{path} (file level)", "low", why, device_of_path(path)) for i in ids]
     if cs.yaml_ops:
-        names = [op for op, _ in cs.yaml_ops]
-        for nid, key in con.execute(
-            "SELECT id, key FROM nodes WHERE kind = 'op' AND key IN (SELECT unnest(?::TEXT[]))", [names]
-        ).fetchall():
-            why = next(w for op, w in cs.yaml_ops if op == key)
-            starts.append(Start(nid, f"op {key}", "high", why))
+        why = dict(reversed(cs.yaml_ops))
+        rows = con.execute(
+            "SELECT n.id, n.key, o.base FROM nodes n JOIN ops o ON o.name = n.key WHERE n.kind = 'op'"
+            " AND (o.name IN (SELECT unnest(?::TEXT[])) OR o.base IN (SELECT unnest(?::TEXT[])))",
+            [list(why), list(why)],
+        ).fetchall()
+        for nid, key, base in rows:
+            starts.append(Start(nid, f"op {key}", "high", why.get(key) or why.get(base, "")))
     return starts, unmapped
 
 

@@ -76,24 +76,24 @@ def source_kind(path: str, cfg: Config) -> str:
     return "other"
 
 
-def _yaml_entries(text: str, lines: set[int], key: str) -> list[str]:
-    """Names of the yaml entries (``- func:`` / ``- name:``) that contain ``lines``."""
+def _yaml_entries(text: str, lines: set[int], key: str) -> list[tuple[str, str]]:
+    """(name, entry text) of the yaml entries (``- func:`` / ``- name:``) that contain ``lines``."""
+    all_lines = text.splitlines()
     starts = [
-        (i + 1, m.group(1))
-        for i, line in enumerate(text.splitlines())
-        if (m := re.match(rf"-\s+{key}:\s*([^\s(]+)", line))
+        (i + 1, m.group(1)) for i, line in enumerate(all_lines) if (m := re.match(rf"-\s+{key}:\s*([^\s(]+)", line))
     ]
-    out = []
+    out: list[tuple[str, str]] = []
     for line in sorted(lines):
-        owner = None
-        for start, name in starts:
-            if start <= line:
-                owner = name
-            else:
+        for k, (start, name) in enumerate(starts):
+            end = starts[k + 1][0] if k + 1 < len(starts) else len(all_lines) + 1
+            if start <= line < end:
+                if name not in [n for n, _ in out]:
+                    out.append((name, "\n".join(all_lines[start - 1 : end - 1])))
                 break
-        if owner and owner not in out:
-            out.append(owner)
     return out
+
+
+_BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
 def changed_functions(
@@ -120,8 +120,11 @@ def changed_functions(
             for side_lines, text_of, path in ((fc.removed, base_text, fc.old_path), (fc.added, head_text, fc.new_path)):
                 data = text_of(path) if path else None
                 if data and side_lines:
-                    for name in _yaml_entries(data.decode("utf-8", "replace"), side_lines, key):
+                    for name, entry in _yaml_entries(data.decode("utf-8", "replace"), side_lines, key):
                         cs.yaml_ops.append((name, f"{fc.path} entry changed"))
+                        if kind == "derivatives":  # the op and the backward ops its formulas call
+                            for backward in dict.fromkeys(_BACKWARD_CALL.findall(entry)):
+                                cs.yaml_ops.append((backward, f"{fc.path}: backward of {name}"))
             continue
         _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse)
     return cs

@@ -60,3 +60,21 @@ def test_garbage_is_a_clear_error():
     assert parse_diff("") == []
     with pytest.raises(PerfqError, match="not a unified diff"):
         parse_diff("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,3 +1,3 @@\n-only one line\n")
+
+
+def test_yaml_entries_select_ops_and_backwards():
+    from perfq.config import Config
+    from perfq.query.changes import changed_functions
+
+    derivatives = (
+        "- name: _softmax(Tensor self, int dim, bool half_to_float) -> Tensor\n"
+        "  self: _softmax_backward_data(grad, result, dim, self.scalar_type())\n"
+        "\n"
+        "- name: relu(Tensor self) -> Tensor\n"
+        "  self: threshold_backward(grad, result, 0)\n"
+    )
+    new = derivatives.replace("self.scalar_type())", "self.scalar_type()) * 1")
+    (fc,) = parse_diff(_diff(derivatives, new, "tools/autograd/derivatives.yaml"))
+    texts = {"tools/autograd/derivatives.yaml": (derivatives.encode(), new.encode())}
+    cs = changed_functions([fc], lambda p: texts[p][0], lambda p: texts[p][1], Config())
+    assert [op for op, _ in cs.yaml_ops] == ["_softmax", "_softmax_backward_data"] * 2
