@@ -22,6 +22,7 @@ from perfq import __version__
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import read_and_extract
 from perfq.indexer.facts import FileFacts
@@ -158,7 +159,7 @@ def build_index(
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         patched = None
-        if db_path.exists() and not full and not trace:
+        if db_path.exists() and not full and not trace and not cfg.compile_commands:
             patched = patch_index(
                 repo,
                 db_path,
@@ -178,19 +179,21 @@ def build_index(
             return report
         cache_path = db_path.with_name(db_path.name + ".facts")
         cache = _load_cache(cache_path)
-        work: list[tuple[str, str, str]] = []
+        compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
+        work: list[tuple] = []
         kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
         t1 = time.perf_counter()
         for kind in ("cpp", "python", "benchmark"):
             for path in files[kind]:
                 key = f"{kind}:{path}"
+                args = compile_db.get(path) if kind == "cpp" else None
+                # cached facts depend on the content and, for a real parse, the flags
+                flags = hashlib.sha256(repr(args).encode()).hexdigest()[:12] if args else ""
                 cached = cache.get(key)
-                if cached is not None:
-                    sha = _hash(repo, path)
-                    if sha == cached[1]:
-                        kept[key] = cached
-                        continue
-                work.append((str(repo), kind, path))
+                if cached is not None and cached[1] == (_hash(repo, path) or "") + flags:
+                    kept[key] = cached
+                    continue
+                work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
         report.timings["hash"] = time.perf_counter() - t1
         report.reused, report.reparsed = len(kept), len(work)
         t2 = time.perf_counter()
@@ -311,10 +314,12 @@ def _extract_all(
                 progress.start()
                 task = progress.add_task("indexing", total=len(work), rate="0")
             try:
-                for i, (kind, path, facts, error) in enumerate(pool.map(read_and_extract, work, chunksize=chunk)):
+                results = pool.map(read_and_extract, work, chunksize=chunk)
+                for i, (job, (kind, path, facts, error)) in enumerate(zip(work, results, strict=True)):
                     if facts is None:
                         facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
-                    kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", ""), facts)
+                    flags = job[4] if len(job) > 4 else ""
+                    kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", "") + flags, facts)
                     if progress is not None and task is not None:
                         rate = (i + 1) / max(1e-6, time.perf_counter() - started)
                         progress.update(task, advance=1, rate=f"{rate:.0f}")

@@ -173,8 +173,9 @@ def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
     return "function"
 
 
-def _definitions(tu, path: str, lines: list[str]) -> list[Function]:
-    """Function definitions of the main file, with qualified names and extents."""
+def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -> list[Function]:
+    """Function definitions of the main file, with qualified names and extents (their
+    cursors appended to ``cursors`` when given)."""
     out: list[Function] = []
 
     def visit(cursor, scope: list[str], in_class: bool, anonymous: bool) -> None:
@@ -210,7 +211,13 @@ def _definitions(tu, path: str, lines: list[str]) -> list[Function]:
                 suffix = _template_suffix(child) if kind == "FUNCTION_TEMPLATE" else ""
                 qualname = "::".join([*qual, name]) + suffix
                 internal = anonymous or child.linkage.name == "INTERNAL"
-                out.append(Function(qualname, name, _kind_of(kind, head, name, in_class), start, end, internal))
+                out.append(
+                    Function(
+                        qualname, name, _kind_of(kind, head, name, in_class), start, end, internal, child.get_usr()
+                    )
+                )
+                if cursors is not None:
+                    cursors.append(child)
 
     visit(tu.cursor, [], False, False)
     return out
@@ -314,36 +321,74 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
     return calls
 
 
-def extract_cpp(path: str, text: str, facts: FileFacts, functions_only: bool = False) -> FileFacts:
+def _resolved_calls(cursors: list, functions: list[Function]) -> list[Call]:
+    """Calls whose callee clang resolved (a real parse with compile flags), by USR."""
+    index = {(f.start_line, f.end_line, f.name): i for i, f in enumerate(functions)}
+    out: list[Call] = []
+    for cursor in cursors:
+        idx = index.get((cursor.extent.start.line, cursor.extent.end.line, cursor.spelling))
+        if idx is None:
+            continue
+        for node in cursor.walk_preorder():
+            if node.kind.name not in ("CALL_EXPR", "DECL_REF_EXPR", "MEMBER_REF_EXPR"):
+                continue
+            ref = node.referenced
+            if ref is None or ref.kind.name not in _FUNCTION_KINDS:
+                continue
+            usr = ref.get_usr()
+            if usr:
+                out.append(Call(idx, ref.spelling, usr, "resolved", node.location.line))
+    return out
+
+
+def extract_cpp(
+    path: str,
+    text: str,
+    facts: FileFacts,
+    functions_only: bool = False,
+    compile_args: list[str] | None = None,
+    abs_path: str | None = None,
+) -> FileFacts:
     """Fill ``facts`` with the functions, calls, includes and registrations of ``text``
     (only the functions with ``functions_only``, for mapping changed lines).
 
-    ``path`` is the repo-relative path (it names the translation unit); ``text`` is the
-    file's content (from disk or a git blob).
+    ``path`` is the repo-relative path; ``text`` is the file's content (from disk or a git
+    blob). Without ``compile_args`` the file is parsed on its own (no build needed); with
+    the flags of a compile_commands.json entry it is parsed for real (``abs_path`` names
+    the translation unit) and calls clang resolves are recorded by USR, for exact edges.
     """
     from clang import cindex
 
     lines = text.splitlines(keepends=True)
+    tu_name = abs_path if compile_args is not None and abs_path else path
     try:
-        tu = _index().parse(
-            path,
-            args=_clang_args(path),
-            unsaved_files=[(path, text)],
-            options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
-        )
+        if compile_args is not None:
+            tu = _index().parse(
+                tu_name, args=compile_args, unsaved_files=[(tu_name, text)], options=_KEEP_GOING | _INCOMPLETE
+            )
+        else:
+            tu = _index().parse(
+                path,
+                args=_clang_args(path),
+                unsaved_files=[(path, text)],
+                options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
+            )
     except cindex.TranslationUnitLoadError as exc:
         facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
         tu = None
     stripped = strip_c_comments(text)
     code = blank_strings(stripped)
+    cursors: list = []
     if tu is not None:
-        facts.functions = _definitions(tu, path, lines)
+        facts.functions = _definitions(tu, tu_name, lines, cursors if compile_args is not None else None)
     recovered = text_functions(code, [(f.start_line, f.end_line) for f in facts.functions])
     if recovered:
         facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
     if functions_only:
         return facts
     facts.calls = _call_sites(code, facts.functions)
+    if cursors:
+        facts.calls += _resolved_calls(cursors, facts.functions)
     facts.includes = _INCLUDE.findall(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]
     extract_registrations(path, stripped, facts)
     return facts

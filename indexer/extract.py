@@ -15,7 +15,14 @@ from perfq.indexer.source_text import decode_source
 MAX_BYTES = 4 * 1024 * 1024
 
 
-def file_facts(kind: str, path: str, data: bytes, functions_only: bool = False) -> FileFacts | BenchmarkFacts:
+def file_facts(
+    kind: str,
+    path: str,
+    data: bytes,
+    functions_only: bool = False,
+    compile_args: list[str] | None = None,
+    abs_path: str | None = None,
+) -> FileFacts | BenchmarkFacts:
     """Facts of one file's content ``data`` (kind: cpp | python | benchmark); with
     ``functions_only`` just the C++ function extents."""
     sha = hashlib.sha256(data).hexdigest()
@@ -34,21 +41,24 @@ def file_facts(kind: str, path: str, data: bytes, functions_only: bool = False) 
         return bench
     try:
         if kind == "cpp":
-            return extract_cpp(path, text, facts, functions_only)
+            return extract_cpp(path, text, facts, functions_only, compile_args, abs_path)
         return extract_python(path, text, facts)
     except RecursionError:
         facts.status, facts.message = "warning", "too deeply nested to parse"
         return facts
 
 
-def read_and_extract(args: tuple[str, str, str]) -> tuple[str, str, FileFacts | BenchmarkFacts | None, str]:
-    """(kind, path, facts or None, error) for ``(repo, kind, path)``; worker entry point."""
-    repo, kind, path = args
+def read_and_extract(args: tuple) -> tuple[str, str, FileFacts | BenchmarkFacts | None, str]:
+    """(kind, path, facts or None, error) for ``(repo, kind, path[, compile args])``; the
+    worker entry point."""
+    repo, kind, path = args[:3]
+    compile_args = args[3] if len(args) > 3 else None
+    file = Path(repo) / path
     try:
-        data = (Path(repo) / path).read_bytes()
+        data = file.read_bytes()
     except OSError as exc:
         return kind, path, None, f"cannot read: {exc.strerror}"
-    return kind, path, file_facts(kind, path, data), ""
+    return kind, path, file_facts(kind, path, data, compile_args=compile_args, abs_path=str(file.resolve())), ""
 
 
 def sha_of(path: Path) -> str:

@@ -14,6 +14,7 @@ class Function(NamedTuple):
     start_line: int
     end_line: int
     internal: bool
+    usr: str = ""  # libclang's unified symbol resolution, when parsed with real compile flags
 
 
 class Call(NamedTuple):

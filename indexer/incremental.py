@@ -86,7 +86,7 @@ def patch_index(
 def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, FileFacts], meta: dict[str, str]) -> None:
     functions = con.execute(
         "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
-        " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh'"
+        " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
         " FROM functions f JOIN files fi ON fi.id = f.file_id"
     ).fetchall()
     ops = con.execute("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'").fetchall()

@@ -125,7 +125,9 @@ def link(
         fid_base.append(len(func_rows))
         for fn in f.functions:
             gid = len(func_rows)
-            func_rows.append((gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal))
+            func_rows.append(
+                (gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal, fn.usr)
+            )
             file_of.append(file_id)
     t.rows["functions"] = func_rows
     for gid, file_id, qualname, *_ in func_rows:  # node id == function id
@@ -251,7 +253,10 @@ def link(
 
     # ---- C++ calls
     cpp_linker = CppCallLinker(
-        ((*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES)) for row in func_rows),
+        (
+            (*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
+            for row in func_rows
+        ),
         ((o.name, o.base, o.overload, o.variants) for o in ops),
         stub_names,
         g.node,

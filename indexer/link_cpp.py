@@ -69,18 +69,21 @@ class CppCallLinker:
 
     def __init__(
         self,
-        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp, in_header)
+        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp, in_header, usr)
         ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
         stub_names: set[str],
         node_of: Callable[[str, str], int],
     ) -> None:
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
-        for fid, file_id, qualname, name, kind, internal, is_cpp, in_header in functions:
+        self.by_usr: dict[str, list[int]] = defaultdict(list)
+        for fid, file_id, qualname, name, kind, internal, is_cpp, in_header, usr in functions:
             # static / anonymous-namespace functions of a header are seen by every includer
             self.rows[fid] = (file_id, qualname, kind, internal and not in_header, namespace_of(qualname))
             if is_cpp:
                 self.by_name[name].append(fid)
+                if usr:
+                    self.by_usr[usr].append(fid)
         self.aten_api: dict[str, list[str]] = defaultdict(list)
         self.method_ops: dict[str, list[str]] = defaultdict(list)
         self.ops_struct: dict[str, str] = {}
@@ -104,7 +107,20 @@ class CppCallLinker:
         """Rows for the call sites of one file whose first function has id ``base_id``."""
         out = LinkedCalls()
         linked: set[tuple[int, int]] = set()
+        calls = list(calls)
+        # a file parsed with its compile flags: clang resolved its calls (by USR); names
+        # are then only used for stubs, operators, and callees clang could not find here
+        exact = {(c.func_index, c.callee_name, c.line) for c in calls if c.kind == "resolved"}
         for c in calls:
+            if c.kind == "resolved":
+                targets = [f for f in self.by_usr.get(c.qualifier, ()) if f != base_id + c.func_index]
+                for callee in targets:
+                    caller = base_id + c.func_index
+                    if (caller, callee) not in linked:
+                        linked.add((caller, callee))
+                        out.call_edges.append((caller, callee, "resolved", c.line))
+                        out.reach.append((callee, caller, "call", f"line {c.line}"))
+                continue
             caller = base_id + c.func_index
             name, qual, kind = c.callee_name, c.qualifier, c.kind
             out.calls.append((caller, name, qual, kind, c.line))
@@ -128,6 +144,8 @@ class CppCallLinker:
                     self._op_call(out, caller, op, f"{qual or 'at'}::{name}", c.line)
                 if qual == "at":
                     continue
+            if (c.func_index, name, c.line) in exact:
+                continue  # clang resolved this call: no name-based guesses
             for callee in self._targets(file_id, caller, name, qual, kind, usings):
                 if (caller, callee) not in linked:
                     linked.add((caller, callee))

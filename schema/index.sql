@@ -24,7 +24,8 @@ CREATE TABLE functions (
   kind TEXT NOT NULL,              -- function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | python
   start_line INTEGER NOT NULL,
   end_line INTEGER NOT NULL,
-  internal BOOLEAN NOT NULL        -- internal linkage (static, anonymous namespace, _private python): same-file callers only
+  internal BOOLEAN NOT NULL,       -- internal linkage (static, anonymous namespace, _private python): same-file callers only
+  usr TEXT NOT NULL                -- libclang USR ('' unless parsed with compile_commands.json flags)
 );
 
 -- Raw call sites, as written (name-level); resolved edges are in call_edges.

@@ -22,6 +22,9 @@ def register(app: typer.Typer) -> None:
         python_root: list[str] = typer.Option(None, "--python-root", help="Python roots (repeatable)."),
         benchmark_root: list[str] = typer.Option(None, "--benchmark-root", help="Benchmark roots (repeatable)."),
         canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
+        compile_commands: str = typer.Option(
+            None, "--compile-commands", help="compile_commands.json: parse with real flags, resolve calls exactly."
+        ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
         full: bool = typer.Option(False, "--full", help="Re-link everything (no in-place patch)."),
         trace_benchmarks: bool = typer.Option(
@@ -42,6 +45,7 @@ def register(app: typer.Typer) -> None:
                 "python_roots": python_root,
                 "benchmark_roots": benchmark_root,
                 "canaries": canaries,
+                "compile_commands": compile_commands,
             },
         )
         target = resolve_db(root, db)
