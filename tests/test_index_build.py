@@ -118,3 +118,20 @@ def test_non_git_tree_keeps_its_index_in_dot_perfq(tmp_path: Path):
     proc = perfq(tree, "index", "-q")
     assert proc.returncode == 0, proc.stderr
     assert (tree / ".perfq/index.duckdb").exists()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(repo: Path, monkeypatch, capsys):
+    import sys
+
+    from perfq import cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_module, "build_index", interrupted)
+    monkeypatch.setattr(sys, "argv", ["perfq", "index", "--repo", str(repo), "-q"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: interrupted") and "\n" not in err

@@ -38,13 +38,29 @@ def version() -> None:
     print(__version__)
 
 
-def main() -> None:
-    """Entry point: run the app; PerfqError becomes ``error: ...`` and its exit code.
+_INTERRUPTED = "error: interrupted; nothing was half-written (indexes and results are replaced atomically)"
 
-    Usage errors and Ctrl-C are reported by Typer itself (one line, non-zero exit).
-    """
+
+def main() -> None:
+    """Entry point: PerfqError becomes ``error: ...`` and its exit code, Ctrl-C one line
+    and 130, usage errors Typer's usual message; never a traceback for those."""
     try:
-        app()
+        code = app(standalone_mode=False)
     except PerfqError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        print(_INTERRUPTED, file=sys.stderr)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        show = getattr(exc, "show", None)
+        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):  # click usage errors
+            show()
+            sys.exit(exc.exit_code)
+        raise
+    if code == 130:  # Typer (not standalone) turns Ctrl-C into a silent 130
+        print(_INTERRUPTED, file=sys.stderr)
+    if isinstance(code, int) and code:
+        sys.exit(code)
