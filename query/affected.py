@@ -239,8 +239,9 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
                 "distance": r.depth[node],
             },
         )
-        if test and test not in entry["tests"]:
-            entry["tests"].append(test)
+        for found in sorted({test} | {d.split(":", 1)[0] for d in r.into_benchmark.get(node, ()) if ":" in d}):
+            if found and found not in entry["tests"]:
+                entry["tests"].append(found)
         entry["ops"] += [r.key[n] for n, _, _ in chain if r.kind.get(n) == "op" and r.key[n] not in entry["ops"]]
         entry["reasons"].append(
             {

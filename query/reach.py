@@ -20,6 +20,7 @@ class Reach:
     edges: list[tuple[int, int]] = field(default_factory=list)  # (dst, src) explored
     truncated: bool = False
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
+    into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
 
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
@@ -122,6 +123,8 @@ def walk_up(
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
             r.edges.append((dst, src))
+            if nkind == "benchmark":
+                r.into_benchmark.setdefault(src, set()).add(detail)
             if src in r.depth:
                 old_dev, old_hops = state[src]
                 if (old_dev and not dev) or hops < old_hops:
