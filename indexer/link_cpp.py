@@ -110,48 +110,56 @@ class CppCallLinker:
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
         # are then only used for stubs, operators, and callees clang could not find here
-        exact = {(c.func_index, c.callee_name, c.line) for c in calls if c.kind == "resolved"}
+        exact = frozenset((c.func_index, c.callee_name, c.line) for c in calls if c.kind == "resolved")
         for c in calls:
-            if c.kind == "resolved":
-                targets = [f for f in self.by_usr.get(c.qualifier, ()) if f != base_id + c.func_index]
-                for callee in targets:
-                    caller = base_id + c.func_index
-                    if (caller, callee) not in linked:
-                        linked.add((caller, callee))
-                        out.call_edges.append((caller, callee, "resolved", c.line))
-                        out.reach.append((callee, caller, "call", f"line {c.line}"))
-                continue
             caller = base_id + c.func_index
-            name, qual, kind = c.callee_name, c.qualifier, c.kind
-            out.calls.append((caller, name, qual, kind, c.line))
-            if name in self.stub_names and kind != "member":
-                out.reach.append((self.node_of("stub", name), caller, "stub_call", f"line {c.line}"))
-                continue
-            if kind == "value":
-                kind = "address"  # a function passed by name: like &name
-            if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
-                op = self.ops_struct.get(qual[len("at::_ops::") :])
-                if op:
-                    self._op_call(out, caller, op, "at::_ops", c.line)
-                continue
-            if kind == "member":
-                for op in self.method_ops.get(name, ()):
-                    self._op_call(out, caller, op, f".{name}()", c.line)
-                if name in self.method_ops:
-                    continue  # tensor.foo(): the operator, not every C++ method named foo
-            elif qual in _ATEN_API_NAMESPACES and name in self.aten_api:
-                for op in self.aten_api[name]:
-                    self._op_call(out, caller, op, f"{qual or 'at'}::{name}", c.line)
-                if qual == "at":
-                    continue
-            if (c.func_index, name, c.line) in exact:
-                continue  # clang resolved this call: no name-based guesses
-            for callee in self._targets(file_id, caller, name, qual, kind, usings):
+            if c.kind != "resolved":
+                out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+                self._operator_and_stub_edges(c, caller, out)
+            for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
                 if (caller, callee) not in linked:
                     linked.add((caller, callee))
                     out.call_edges.append((caller, callee, kind, c.line))
                     out.reach.append((callee, caller, "call", f"line {c.line}"))
         return out
+
+    def _operator_and_stub_edges(self, c: Call, caller: int, out: LinkedCalls) -> None:
+        name, qual, kind = c.callee_name, c.qualifier, c.kind
+        if name in self.stub_names and kind != "member":
+            out.reach.append((self.node_of("stub", name), caller, "stub_call", f"line {c.line}"))
+            return
+        if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
+            op = self.ops_struct.get(qual[len("at::_ops::") :])
+            if op:
+                self._op_call(out, caller, op, "at::_ops", c.line)
+            return
+        if kind == "member":
+            for op in self.method_ops.get(name, ()):
+                self._op_call(out, caller, op, f".{name}()", c.line)
+        elif qual in _ATEN_API_NAMESPACES and name in self.aten_api:
+            for op in self.aten_api[name]:
+                self._op_call(out, caller, op, f"{qual or 'at'}::{name}", c.line)
+
+    def function_targets(
+        self, file_id: int, caller: int, c: Call, usings: tuple[str, ...], exact: frozenset = frozenset()
+    ) -> list[tuple[int, str]]:
+        """(function, edge kind) the call site ``c`` of ``caller`` resolves to."""
+        name, qual, kind = c.callee_name, c.qualifier, c.kind
+        if kind == "resolved":
+            return [(f, "resolved") for f in self.by_usr.get(qual, ()) if f != caller]
+        if name in self.stub_names and kind != "member":
+            return []
+        if kind == "value":
+            kind = "address"  # a function passed by name: like &name
+        if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
+            return []
+        if kind == "member" and name in self.method_ops:
+            return []  # tensor.foo(): the operator, not every C++ method named foo
+        if kind != "member" and qual == "at" and name in self.aten_api:
+            return []
+        if (c.func_index, name, c.line) in exact:
+            return []  # clang resolved this call: no name-based guesses
+        return [(f, kind) for f in self._targets(file_id, caller, name, qual, kind, usings)]
 
     def _targets(
         self, file_id: int, caller: int, name: str, qual: str, kind: str, usings: tuple[str, ...]
