@@ -74,10 +74,15 @@ class FileFacts:
 
 
 def structure_signature(facts: FileFacts) -> str:
-    """A digest of what ``facts`` declares: functions (names, kinds, linkage, order),
-    stubs and registrations; not line numbers, not bodies."""
+    """A digest of the functions ``facts`` declares (names, kinds, linkage, order), not of
+    their lines or bodies."""
+    parts = [(f.qualname, f.name, f.kind, f.internal) for f in facts.functions]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+def registration_signature(facts: FileFacts) -> str:
+    """A digest of the stubs and registrations ``facts`` declares, and its status."""
     parts = (
-        [(f.qualname, f.name, f.kind, f.internal) for f in facts.functions],
         [(s.stub, s.role) for s in facts.stubs],
         [(s.stub, s.arch, s.impl_name) for s in facts.stub_impls],
         [(x.namespace, x.dispatch_key, x.op, x.kernel_name) for x in facts.library_impls],
@@ -85,3 +90,8 @@ def structure_signature(facts: FileFacts) -> str:
         facts.status,
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+
+def usings_of(facts: FileFacts) -> tuple[str, ...]:
+    """The namespaces of the file's ``using namespace`` directives."""
+    return tuple(i[6:] for i in facts.includes if i.startswith("using:"))

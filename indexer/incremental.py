@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 
 from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts, structure_signature
+from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import insert_rows, replacing
@@ -51,8 +51,10 @@ def patch_index(
         if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(("config", "source_sha:", "canaries"))):
             return None
         files = {
-            p: (i, sha, sig)
-            for i, p, sha, sig in con.execute("SELECT id, path, sha256, signature FROM files").fetchall()
+            p: (i, sha, sig, reg)
+            for i, p, sha, sig, reg in con.execute(
+                "SELECT id, path, sha256, signature, registrations FROM files"
+            ).fetchall()
         }
         benches = dict(con.execute("SELECT file, sha256 FROM benchmarks").fetchall())
     except duckdb.Error:
@@ -68,12 +70,12 @@ def patch_index(
     if len(changed) > MAX_PATCHED_FILES or any(p.endswith(".py") for p in changed):
         return None
     t0 = time.perf_counter()
-    new_facts: dict[str, FileFacts] = {}
+    new_facts: dict[str, tuple[FileFacts, bool]] = {}
     for path in changed:
         facts = file_facts("cpp", path, (repo / path).read_bytes())
-        if not isinstance(facts, FileFacts) or facts.status != "ok" or structure_signature(facts) != files[path][2]:
-            return None
-        new_facts[path] = facts
+        if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != files[path][3]:
+            return None  # its stubs or registrations changed: re-link
+        new_facts[path] = (facts, structure_signature(facts) != files[path][2])
     timings["extract"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     with replacing(db_path, copy_existing=True) as con:
@@ -83,7 +85,50 @@ def patch_index(
     return len(changed), timings
 
 
-def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, FileFacts], meta: dict[str, str]) -> None:
+def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]) -> None:
+    """Replace what the changed files contribute. A body-only edit keeps its function ids;
+    a file whose functions changed gets fresh ids, and the edges into them from other files,
+    kernels, stubs and library registrations are resolved again."""
+    bases: dict[int, int] = {}
+    new_ids: dict[int, list[int]] = {}
+    for file_id, (facts, structural) in changed.items():
+        rows = con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id]).fetchall()
+        ids = [r[0] for r in rows]
+        if structural:
+            _drop_functions(con, ids)
+            start = con.execute(
+                "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes),"
+                " (SELECT coalesce(max(id), -1) FROM functions)) + 1"
+            ).fetchone()[0]
+            fresh = list(range(start, start + len(facts.functions)))
+            insert_rows(
+                con,
+                "functions",
+                [
+                    (fid, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr)
+                    for fid, f in zip(fresh, facts.functions, strict=True)
+                ],
+            )
+            insert_rows(
+                con,
+                "nodes",
+                [(fid, "function", str(fid), f.qualname) for fid, f in zip(fresh, facts.functions, strict=True)],
+            )
+            bases[file_id], new_ids[file_id] = start, fresh
+        else:
+            for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
+                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
+            con.execute(
+                "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
+                " AND kind IN ('call', 'stub_call', 'op_call')",
+                [ids],
+            )
+            con.executemany(
+                "UPDATE functions SET start_line = ?, end_line = ? WHERE id = ?",
+                [[f.start_line, f.end_line, fid] for fid, f in zip(ids, facts.functions, strict=True)],
+            )
+            bases[file_id] = ids[0] if ids else 0
+
     functions = con.execute(
         "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
         " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
@@ -107,39 +152,121 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, FileFacts], meta: 
         return nid
 
     linker = CppCallLinker(functions, ops, stub_names, node_of)
-    for file_id, facts in changed.items():
-        ids = [
-            r[0] for r in con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id]).fetchall()
-        ]
-        base = ids[0] if ids else 0
-        con.execute("BEGIN TRANSACTION")
-        for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
-            con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
-        con.execute(
-            "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
-            " AND kind IN ('call', 'stub_call', 'op_call')",
-            [ids],
-        )
-        usings = tuple(i[6:] for i in facts.includes if i.startswith("using:"))
-        linked = linker.link_file(file_id, base, facts.calls, usings)
-        seen: set[tuple[int, int]] = set()
-        reach = []
-        for dst, src, kind, detail in linked.reach:
-            if dst != src and (dst, src) not in seen:
-                seen.add((dst, src))
-                reach.append((dst, src, kind, detail))
-        insert_rows(con, "nodes", new_nodes)
-        new_nodes.clear()
+    reach: list[tuple] = []
+    for file_id, (facts, _) in changed.items():
+        linked = linker.link_file(file_id, bases[file_id], facts.calls, usings_of(facts))
         insert_rows(con, "calls", linked.calls)
         insert_rows(con, "call_edges", linked.call_edges)
         insert_rows(con, "op_calls", linked.op_calls)
-        insert_rows(con, "reach_edges", reach)
-        con.executemany(
-            "UPDATE functions SET start_line = ?, end_line = ? WHERE id = ?",
-            [[f.start_line, f.end_line, base + i] for i, f in enumerate(facts.functions)],
+        reach += linked.reach
+    for file_id, fresh in new_ids.items():
+        reach += _edges_into(con, linker, file_id, fresh, node_of)
+    seen: set[tuple[int, int]] = set()
+    unique = []
+    for dst, src, kind, detail in reach:
+        if dst != src and (dst, src) not in seen:
+            seen.add((dst, src))
+            unique.append((dst, src, kind, detail))
+    insert_rows(con, "nodes", new_nodes)
+    insert_rows(con, "reach_edges", unique)
+    for file_id, (facts, _) in changed.items():
+        con.execute(
+            "UPDATE files SET sha256 = ?, n_lines = ?, signature = ?, usings = ? WHERE id = ?",
+            [facts.sha256, facts.n_lines, structure_signature(facts), json.dumps(usings_of(facts)), file_id],
         )
-        con.execute("UPDATE files SET sha256 = ?, n_lines = ? WHERE id = ?", [facts.sha256, facts.n_lines, file_id])
-        con.execute("COMMIT")
     for key, value in meta.items():
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('patched', ?)", [json.dumps(sorted(changed))])
+
+
+def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> None:
+    """Remove functions and everything that refers to them."""
+    for sql in (
+        "DELETE FROM calls WHERE caller_id IN (SELECT unnest(?::INTEGER[]))",
+        "DELETE FROM call_edges WHERE caller_id IN (SELECT unnest(?::INTEGER[]))"
+        " OR callee_id IN (SELECT unnest(?::INTEGER[]))",
+        "DELETE FROM op_calls WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
+        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) OR dst IN (SELECT unnest(?::INTEGER[]))",
+        "DELETE FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))",
+        "DELETE FROM functions WHERE id IN (SELECT unnest(?::INTEGER[]))",
+        "UPDATE kernels SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
+        "UPDATE stub_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
+        "UPDATE library_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
+    ):
+        con.execute(sql, [ids] * sql.count("?"))
+
+
+def _edges_into(
+    con: duckdb.DuckDBPyConnection, linker: CppCallLinker, file_id: int, fresh: list[int], node_of
+) -> list[tuple]:
+    """Edges into the fresh functions of a file: calls from other files, dispatch kernels,
+    meta functions, stub registrations and library registrations (the link's rules)."""
+    mine = set(fresh)
+    names = sorted({linker.name_of[f] for f in fresh})
+    reach: list[tuple] = []
+    call_edges: list[tuple] = []
+    for caller, name, qual, kind, line, caller_file, usings in con.execute(
+        "SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c"
+        " JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id"
+        " WHERE c.callee_name IN (SELECT unnest(?::TEXT[])) AND f.file_id <> ? AND fi.lang <> 'python'",
+        [names, file_id],
+    ).fetchall():
+        call = Call(0, name, qual, kind, line)
+        for callee, edge_kind in linker.function_targets(caller_file, caller, call, tuple(json.loads(usings))):
+            if callee in mine:
+                call_edges.append((caller, callee, edge_kind, line))
+                reach.append((callee, caller, "call", f"line {line}"))
+    insert_rows(con, "call_edges", call_edges)
+    raw_internal = dict(con.execute("SELECT id, internal FROM functions").fetchall())
+    for op, key, kernel in con.execute("SELECT op, dispatch_key, kernel_name FROM kernels").fetchall():
+        name = kernel.split("::")[-1]
+        if name not in names:
+            continue
+        targets = [f for f in linker.by_name.get(name, ()) if "::meta::" not in linker.rows[f][1]]
+        con.execute(
+            "UPDATE kernels SET function_id = ? WHERE op = ? AND dispatch_key = ? AND kernel_name = ?",
+            [min(targets) if targets else None, op, key, kernel],
+        )
+        reach += [(f, node_of("op", op), "kernel", key) for f in targets if f in mine]
+    metas = [f for f in fresh if linker.rows[f][2] == "structured_meta"]
+    if metas:
+        for op, base, overload in con.execute("SELECT name, base, overload FROM ops").fetchall():
+            for f in metas:
+                if linker.name_of[f] in (base, f"{base}_{overload}"):
+                    reach.append((f, node_of("op", op), "meta", "TORCH_META_FUNC"))
+    for stub, arch, impl, impl_file, line in con.execute(
+        "SELECT stub, arch, impl_name, file_id, line FROM stub_impls"
+    ).fetchall():
+        name = impl.split("::")[-1]
+        if name not in names:
+            continue
+        cands = [f for f in linker.by_name.get(name, ()) if linker.rows[f][0] == impl_file or not raw_internal[f]]
+        targets = [f for f in cands if linker.rows[f][0] == impl_file] or cands
+        con.execute(
+            "UPDATE stub_impls SET function_id = ? WHERE stub = ? AND arch = ? AND file_id = ? AND line = ?",
+            [targets[0] if targets else None, stub, arch, impl_file, line],
+        )
+        reach += [(f, node_of("stub", stub), "registered", arch) for f in targets if f in mine]
+    ops_by_base: dict[str, list[str]] = {}
+    for op_name, base in con.execute("SELECT name, base FROM ops WHERE namespace = 'aten'").fetchall():
+        ops_by_base.setdefault(base, []).append(op_name)
+    for namespace, key, op, kernel, lib_file, line in con.execute(
+        "SELECT namespace, dispatch_key, op, kernel_name, file_id, line FROM library_impls"
+    ).fetchall():
+        name = kernel.split("::")[-1]
+        if name not in names:
+            continue
+        cands = [
+            f
+            for f in linker.by_name.get(name, ())
+            if linker.rows[f][1].endswith(kernel) and (linker.rows[f][0] == lib_file or not raw_internal[f])
+        ]
+        con.execute(
+            "UPDATE library_impls SET function_id = ? WHERE file_id = ? AND line = ? AND op = ?",
+            [cands[0] if cands else None, lib_file, line, op],
+        )
+        op_names = ops_by_base.get(op.split(".")[0], [op]) if namespace == "aten" and "." not in op else [op]
+        reach += [
+            (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
+        ]
+    return reach

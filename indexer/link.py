@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.facts import FileFacts, structure_signature
+from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 
@@ -118,7 +118,18 @@ def link(
     fid_base: list[int] = []
     for file_id, f in enumerate(files):
         t.rows["files"].append(
-            (file_id, f.path, f.sha256, f.lang, f.n_lines, f.status, f.message or None, structure_signature(f))
+            (
+                file_id,
+                f.path,
+                f.sha256,
+                f.lang,
+                f.n_lines,
+                f.status,
+                f.message or None,
+                structure_signature(f),
+                registration_signature(f),
+                json.dumps(usings_of(f)),
+            )
         )
         if f.status != "ok":
             t.warnings.append((f.path, "extract", f.message))
@@ -264,8 +275,7 @@ def link(
     for file_id, f in enumerate(files):
         if f.lang == "python":
             continue
-        usings = tuple(i[6:] for i in f.includes if i.startswith("using:"))
-        linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings)
+        linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings_of(f))
         t.rows["calls"] += linked.calls
         t.rows["call_edges"] += linked.call_edges
         t.rows["op_calls"] += linked.op_calls

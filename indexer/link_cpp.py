@@ -77,9 +77,11 @@ class CppCallLinker:
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
+        self.name_of: dict[int, str] = {}
         for fid, file_id, qualname, name, kind, internal, is_cpp, in_header, usr in functions:
             # static / anonymous-namespace functions of a header are seen by every includer
             self.rows[fid] = (file_id, qualname, kind, internal and not in_header, namespace_of(qualname))
+            self.name_of[fid] = name
             if is_cpp:
                 self.by_name[name].append(fid)
                 if usr:

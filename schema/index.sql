@@ -12,8 +12,10 @@ CREATE TABLE files (
   n_lines INTEGER NOT NULL,
   status TEXT NOT NULL,            -- ok | warning | skipped
   message TEXT,                    -- why, when status is not ok
-  signature TEXT NOT NULL          -- digest of what the file declares (not its bodies): a body-only
-                                   -- edit keeps it, and the index is patched instead of rebuilt
+  signature TEXT NOT NULL,         -- digest of the functions the file declares (not their bodies)
+  registrations TEXT NOT NULL,     -- digest of its stubs and registrations: while it holds, an edit
+                                   -- of the file is patched into the index instead of re-linked
+  usings TEXT NOT NULL             -- JSON list of its `using namespace` directives
 );
 
 CREATE TABLE functions (
