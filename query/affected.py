@@ -12,7 +12,7 @@ import duckdb
 
 from perfq.config import Config
 from perfq.query.changes import ChangeSet
-from perfq.query.reach import Reach, device_of_path, reaching_benchmarks, walk_up
+from perfq.query.reach import Reach, device_of_path, op_backends, reaching_benchmarks, walk_up
 
 _GPU_HINTS = ("/cuda/", "/cudnn/", "/hip/", "/miopen/", ".cu", ".cuh")
 _CPU_HINTS = ("/cpu/", "/mkldnn/", "/mkl/")
@@ -163,7 +163,8 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
     start_devices = {s.node: s.device for s in starts}
     # first the operators the change implements (no composite callers), to tell a
     # shared-infrastructure change; then everything, unless it is one
-    r = walk_up(con, start_devices, cfg.max_depth, composite_hops=0)
+    backends = op_backends(con)
+    r = walk_up(con, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
     sets = _canary_sets(con)
     canary = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
@@ -179,7 +180,9 @@ def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) ->
         own_hubs: list[str] = []
         fell_back = True
         for hops in (None, 3, 2, 1):
-            walk = walk_up(con, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout)
+            walk = walk_up(
+                con, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+            )
             if hops is None:
                 reached_ops = len(walk.nodes_of("op"))
                 own_hubs = sorted(walk.key[n] for n in walk.hubs if n in r.depth)

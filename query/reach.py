@@ -71,6 +71,7 @@ def walk_up(
     max_depth: int,
     composite_hops: int | None = None,
     hub_fanout: int | None = None,
+    backends: dict[str, set[str]] | None = None,
 ) -> Reach:
     """Breadth-first walk from ``starts`` (node -> device family, '' = any) along
     reach_edges (dst -> src), one SQL query per level. A path that has committed to a
@@ -82,7 +83,7 @@ def walk_up(
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
     records it in ``hubs``."""
     r = Reach()
-    op_backends = _op_backends(con)
+    backends = op_backends(con) if backends is None else backends
     # per node, the best state it was reached with: (device family, composite hops used)
     state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
@@ -119,7 +120,7 @@ def walk_up(
                 edge_dev = device_of_key(detail)
                 if dev and edge_dev and edge_dev != dev:
                     continue  # a CPU change does not reach an op through its CUDA registration
-                if dev and not edge_dev and ekind == "kernel" and dev in op_backends.get(nkey, ()):
+                if dev and not edge_dev and ekind == "kernel" and dev in backends.get(nkey, ()):
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
             r.edges.append((dst, src))
@@ -143,21 +144,14 @@ def walk_up(
     return r
 
 
-_BACKENDS_CACHE: dict[int, dict[str, set[str]]] = {}
-
-
-def _op_backends(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+def op_backends(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
     """op -> device families that have a backend kernel of their own (CPU, CUDA...)."""
-    cached = _BACKENDS_CACHE.get(id(con))
-    if cached is None:
-        cached = {}
-        for op, key in con.execute("SELECT op, dispatch_key FROM kernels").fetchall():
-            family = device_of_key(key)
-            if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
-                cached.setdefault(op, set()).add(family)
-        _BACKENDS_CACHE.clear()
-        _BACKENDS_CACHE[id(con)] = cached
-    return cached
+    out: dict[str, set[str]] = {}
+    for op, key in con.execute("SELECT op, dispatch_key FROM kernels").fetchall():
+        family = device_of_key(key)
+        if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
+            out.setdefault(op, set()).add(family)
+    return out
 
 
 def _describe(con: duckdb.DuckDBPyConnection, nodes: list[int]) -> list[tuple]:
