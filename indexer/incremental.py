@@ -217,15 +217,14 @@ def _edges_into(
                 call_edges.append((caller, callee, edge_kind, line))
                 reach.append((callee, caller, "call", f"line {line}"))
     insert_rows(con, "call_edges", call_edges)
-    raw_internal = dict(con.execute("SELECT id, internal FROM functions").fetchall())
     for op, key, kernel in con.execute("SELECT op, dispatch_key, kernel_name FROM kernels").fetchall():
         name = kernel.split("::")[-1]
         if name not in names:
             continue
-        targets = [f for f in linker.by_name.get(name, ()) if "::meta::" not in linker.rows[f][1]]
+        targets = linker.kernel_targets(kernel)
         con.execute(
             "UPDATE kernels SET function_id = ? WHERE op = ? AND dispatch_key = ? AND kernel_name = ?",
-            [min(targets) if targets else None, op, key, kernel],
+            [targets[0] if targets else None, op, key, kernel],
         )
         reach += [(f, node_of("op", op), "kernel", key) for f in targets if f in mine]
     metas = [f for f in fresh if linker.rows[f][2] == "structured_meta"]
@@ -240,32 +239,24 @@ def _edges_into(
         name = impl.split("::")[-1]
         if name not in names:
             continue
-        cands = [f for f in linker.by_name.get(name, ()) if linker.rows[f][0] == impl_file or not raw_internal[f]]
-        targets = [f for f in cands if linker.rows[f][0] == impl_file] or cands
+        targets = linker.registered_targets(impl, impl_file)
         con.execute(
             "UPDATE stub_impls SET function_id = ? WHERE stub = ? AND arch = ? AND file_id = ? AND line = ?",
             [targets[0] if targets else None, stub, arch, impl_file, line],
         )
         reach += [(f, node_of("stub", stub), "registered", arch) for f in targets if f in mine]
-    ops_by_base: dict[str, list[str]] = {}
-    for op_name, base in con.execute("SELECT name, base FROM ops WHERE namespace = 'aten'").fetchall():
-        ops_by_base.setdefault(base, []).append(op_name)
     for namespace, key, op, kernel, lib_file, line in con.execute(
         "SELECT namespace, dispatch_key, op, kernel_name, file_id, line FROM library_impls"
     ).fetchall():
         name = kernel.split("::")[-1]
         if name not in names:
             continue
-        cands = [
-            f
-            for f in linker.by_name.get(name, ())
-            if linker.rows[f][1].endswith(kernel) and (linker.rows[f][0] == lib_file or not raw_internal[f])
-        ]
+        cands = linker.library_targets(kernel, lib_file)
         con.execute(
             "UPDATE library_impls SET function_id = ? WHERE file_id = ? AND line = ? AND op = ?",
             [cands[0] if cands else None, lib_file, line, op],
         )
-        op_names = ops_by_base.get(op.split(".")[0], [op]) if namespace == "aten" and "." not in op else [op]
+        op_names = linker.library_ops(namespace, op)
         reach += [
             (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
         ]

@@ -114,7 +114,6 @@ def link(
 
     # ---- files and functions
     func_rows = []
-    file_of: list[int] = []
     fid_base: list[int] = []
     for file_id, f in enumerate(files):
         t.rows["files"].append(
@@ -139,19 +138,12 @@ def link(
             func_rows.append(
                 (gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal, fn.usr)
             )
-            file_of.append(file_id)
     t.rows["functions"] = func_rows
     for gid, file_id, qualname, *_ in func_rows:  # node id == function id
         g.node("pyfunction" if files[file_id].lang == "python" else "function", str(gid), qualname)
 
     is_python = [files[fid].lang == "python" for fid in range(len(files))]
-    cpp_by_name: dict[str, list[int]] = defaultdict(list)
-    py_by_qual: dict[str, int] = {}
-    for gid, file_id, qualname, name, *_ in func_rows:
-        if is_python[file_id]:
-            py_by_qual[qualname] = gid
-        else:
-            cpp_by_name[name].append(gid)
+    py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in func_rows if is_python[file_id]}
 
     # ---- operators
     op_by_name: dict[str, OpFacts] = {o.name: o for o in ops}
@@ -191,6 +183,18 @@ def link(
     def op_node(name: str) -> int:
         return g.node("op", name)
 
+    # the one set of C++ name-resolution rules (shared with the incremental patch)
+    stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
+    cpp_linker = CppCallLinker(
+        (
+            (*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
+            for row in func_rows
+        ),
+        ((o.name, o.base, o.overload, o.variants) for o in ops),
+        stub_names,
+        g.node,
+    )
+
     # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
     meta_by_name: dict[str, list[int]] = defaultdict(list)
     for gid, _, _, name, kind, *_ in func_rows:
@@ -198,11 +202,7 @@ def link(
             meta_by_name[name].append(gid)
     for o in ops:
         for key, kernel in o.kernels:
-            targets = (
-                [gid for gid in cpp_by_name.get(kernel.split("::")[-1], ()) if "::meta::" not in func_rows[gid][2]]
-                if kernel
-                else []
-            )
+            targets = cpp_linker.kernel_targets(kernel)
             t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
             for gid in targets:
                 g.edge(gid, op_node(o.name), "kernel", key)
@@ -216,37 +216,22 @@ def link(
             g.edge(op_node(o.name), op_node(a), "autogen")
 
     # ---- stubs and library registrations
-    stub_names: set[str] = set()
     for file_id, f in enumerate(files):
         for s in f.stubs:
             t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
-            stub_names.add(s.stub)
         for s in f.stub_impls:
-            stub_names.add(s.stub)
-            cands = [
-                gid
-                for gid in cpp_by_name.get(s.impl_name.split("::")[-1], ())
-                if file_of[gid] == file_id or not func_rows[gid][7]
-            ]
-            same = [gid for gid in cands if file_of[gid] == file_id]
-            targets = same or cands
+            targets = cpp_linker.registered_targets(s.impl_name, file_id)
             t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, targets[0] if targets else None, file_id, s.line))
             for gid in targets:
                 g.edge(gid, g.node("stub", s.stub), "registered", s.arch)
         for li in f.library_impls:
             op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
-            name = li.kernel_name.split("::")[-1]
-            cands = [
-                gid
-                for gid in cpp_by_name.get(name, ())
-                if func_rows[gid][2].endswith(li.kernel_name) and (file_of[gid] == file_id or not func_rows[gid][7])
-            ]
+            cands = cpp_linker.library_targets(li.kernel_name, file_id)
             t.rows["library_impls"].append(
                 (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
             )
-            op_names = ops_by_base.get(op.split(".")[0], [op]) if li.namespace == "aten" and "." not in op else [op]
             for gid in cands:
-                for on in op_names:
+                for on in cpp_linker.library_ops(li.namespace, op):
                     g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
 
     # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
@@ -263,15 +248,6 @@ def link(
                     t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
 
     # ---- C++ calls
-    cpp_linker = CppCallLinker(
-        (
-            (*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
-            for row in func_rows
-        ),
-        ((o.name, o.base, o.overload, o.variants) for o in ops),
-        stub_names,
-        g.node,
-    )
     for file_id, f in enumerate(files):
         if f.lang == "python":
             continue

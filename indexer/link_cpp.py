@@ -78,18 +78,24 @@ class CppCallLinker:
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
         self.name_of: dict[int, str] = {}
+        self.raw_internal: dict[int, bool] = {}
         for fid, file_id, qualname, name, kind, internal, is_cpp, in_header, usr in functions:
             # static / anonymous-namespace functions of a header are seen by every includer
             self.rows[fid] = (file_id, qualname, kind, internal and not in_header, namespace_of(qualname))
             self.name_of[fid] = name
+            self.raw_internal[fid] = internal
             if is_cpp:
                 self.by_name[name].append(fid)
                 if usr:
                     self.by_usr[usr].append(fid)
+        for fids in self.by_name.values():
+            fids.sort()  # the first target is the lowest id, in a full link and in a patch alike
         self.aten_api: dict[str, list[str]] = defaultdict(list)
+        self.ops_by_base: dict[str, list[str]] = defaultdict(list)
         self.method_ops: dict[str, list[str]] = defaultdict(list)
         self.ops_struct: dict[str, str] = {}
         for name, base, overload, variants in ops:
+            self.ops_by_base[base].append(name)
             self.aten_api[base].append(name)
             self.aten_api[f"{base}_symint"].append(name)
             if "out" in overload:
@@ -100,6 +106,34 @@ class CppCallLinker:
             self.ops_struct[name.replace(".", "_")] = name
         self.stub_names = stub_names
         self.node_of = node_of
+
+    def kernel_targets(self, kernel_name: str) -> list[int]:
+        """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
+        definitions carry the kernel's name), not meta functions."""
+        if not kernel_name:
+            return []
+        return [f for f in self.by_name.get(kernel_name.split("::")[-1], ()) if "::meta::" not in self.rows[f][1]]
+
+    def registered_targets(self, impl_name: str, file_id: int) -> list[int]:
+        """Definitions a REGISTER_*_DISPATCH in ``file_id`` names: its own file's first."""
+        cands = [
+            f
+            for f in self.by_name.get(impl_name.split("::")[-1], ())
+            if self.rows[f][0] == file_id or not self.raw_internal[f]
+        ]
+        return [f for f in cands if self.rows[f][0] == file_id] or cands
+
+    def library_targets(self, kernel_name: str, file_id: int) -> list[int]:
+        """Definitions an m.impl in ``file_id`` names (qualified names must match)."""
+        return [
+            f
+            for f in self.by_name.get(kernel_name.split("::")[-1], ())
+            if self.rows[f][1].endswith(kernel_name) and (self.rows[f][0] == file_id or not self.raw_internal[f])
+        ]
+
+    def library_ops(self, namespace: str, op: str) -> list[str]:
+        """Operators an m.impl registers: every overload of an aten name without one."""
+        return self.ops_by_base.get(op.split(".")[0], [op]) if namespace == "aten" and "." not in op else [op]
 
     def _op_call(self, out: LinkedCalls, caller: int, op: str, via: str, line: int) -> None:
         out.op_calls.append((caller, op, via, line))
