@@ -14,7 +14,7 @@ import ast
 import json
 from dataclasses import dataclass, field
 
-from perfq.indexer.python_src import _Collector, dotted, import_map, module_name, resolve
+from perfq.indexer.python_src import _Collector, dotted, parse_module, resolve
 
 
 @dataclass
@@ -58,12 +58,10 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
     stem = path.rsplit("/", 1)[-1][:-3]
     facts = BenchmarkFacts(stem, path, "operator_benchmark")
     try:
-        tree = ast.parse(text, filename=path)
+        tree, module, aliases = parse_module(path, text)
     except (SyntaxError, ValueError) as exc:
         facts.status, facts.message = "warning", f"python syntax error: {exc}"
         return facts
-    module = module_name(path)
-    aliases = import_map(tree, module, False)
     local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
 
     def qualify(ref: str) -> str:

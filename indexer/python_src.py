@@ -56,6 +56,14 @@ def import_map(tree: ast.Module, module: str, is_package: bool) -> dict[str, str
     return aliases
 
 
+def parse_module(path: str, text: str) -> tuple[ast.Module, str, dict[str, str]]:
+    """The module's syntax tree, dotted name and import aliases (SyntaxError and
+    ValueError propagate: the caller records them)."""
+    tree = ast.parse(text, filename=path)
+    module = module_name(path)
+    return tree, module, import_map(tree, module, path.endswith("__init__.py"))
+
+
 def resolve(name: str, aliases: dict[str, str], module: str, local: set[str]) -> str:
     """Qualify a dotted reference written in ``module``."""
     head, _, rest = name.partition(".")
@@ -113,12 +121,10 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
     module-level ``name = <expr>`` becomes kind ``alias`` referencing what ``expr`` names.
     """
     try:
-        tree = ast.parse(text, filename=path)
+        tree, module, aliases = parse_module(path, text)
     except (SyntaxError, ValueError) as exc:
         facts.status, facts.message = "warning", f"python syntax error: {exc}"
         return facts
-    module = module_name(path)
-    aliases = import_map(tree, module, path.endswith("__init__.py"))
     local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
     local |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     facts.includes = sorted(f"{alias}={target}" for alias, target in aliases.items())
