@@ -130,25 +130,21 @@ def _write(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> tuple[int, int, i
                 "UPDATE runs SET status = ?, ended_at = ?, notes = ? WHERE id = ?",
                 [run.status, run.ended_at, run.notes, run.id],
             )
-        have = {r[0] for r in con.execute("SELECT seq FROM samples WHERE run_id = ?", [run.id]).fetchall()}
-        rows = [[run.id, *[getattr(s, f) for f in SAMPLE_FIELDS]] for s in run.samples if s.seq not in have]
-        if rows:
-            con.executemany(
-                f"INSERT INTO samples (run_id, {', '.join(SAMPLE_FIELDS)}) VALUES "
-                f"(?, {', '.join('?' for _ in SAMPLE_FIELDS)})",
-                rows,
-            )
-            new_samples += len(rows)
-        have = {r[0] for r in con.execute("SELECT seq FROM failures WHERE run_id = ?", [run.id]).fetchall()}
-        rows = [[run.id, *[getattr(f, k) for k in FAILURE_FIELDS]] for f in run.failures if f.seq not in have]
-        if rows:
-            con.executemany(
-                f"INSERT INTO failures (run_id, {', '.join(FAILURE_FIELDS)}) VALUES "
-                f"(?, {', '.join('?' for _ in FAILURE_FIELDS)})",
-                rows,
-            )
-            new_failures += len(rows)
+        new_samples += _insert_missing(con, "samples", SAMPLE_FIELDS, run.id, run.samples)
+        new_failures += _insert_missing(con, "failures", FAILURE_FIELDS, run.id, run.failures)
     return new_runs, new_samples, new_failures
+
+
+def _insert_missing(con: duckdb.DuckDBPyConnection, table: str, fields: list[str] | tuple[str, ...], run_id: str,
+                    items: list[Any]) -> int:
+    """Insert the ``items`` of a run (samples or failures) whose ``seq`` is not stored yet."""
+    have = {r[0] for r in con.execute(f"SELECT seq FROM {table} WHERE run_id = ?", [run_id]).fetchall()}
+    rows = [[run_id, *[getattr(item, f) for f in fields]] for item in items if item.seq not in have]
+    if rows:
+        con.executemany(
+            f"INSERT INTO {table} (run_id, {', '.join(fields)}) VALUES (?, {', '.join('?' for _ in fields)})", rows
+        )
+    return len(rows)
 
 
 def save_runs(history: Path, runs: list[Run]) -> tuple[int, int, int]:
