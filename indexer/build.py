@@ -154,16 +154,21 @@ def build_index(
         raise PerfqError(f"native_functions.yaml not found at {missing[0]} (set native_functions in [tool.perfq])")
     canaries = load_canaries(repo, cfg)
     inputs = {"config": repr(cfg), "canaries": json.dumps(canaries, sort_keys=True)}
-    inputs.update({f"source_sha:{p}": _yaml_key(p)[1] for p in yaml_paths})
+    yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
+    inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
     with build_lock(db_path):
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        digests = {path: _hash(repo, path) for paths in files.values() for path in paths}
+        report.timings["hash"] = time.perf_counter() - t1
         patched = None
         if db_path.exists() and not full and not trace and not cfg.compile_commands:
             patched = patch_index(
                 repo,
                 db_path,
                 files,
+                digests,
                 {
                     **inputs,
                     "indexed_commit": _head_commit(repo),
@@ -182,7 +187,6 @@ def build_index(
         compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
         work: list[tuple] = []
         kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
-        t1 = time.perf_counter()
         for kind in ("cpp", "python", "benchmark"):
             for path in files[kind]:
                 key = f"{kind}:{path}"
@@ -190,14 +194,13 @@ def build_index(
                 # cached facts depend on the content and, for a real parse, the flags
                 flags = hashlib.sha256(repr(args).encode()).hexdigest()[:12] if args else ""
                 cached = cache.get(key)
-                if cached is not None and cached[1] == (_hash(repo, path) or "") + flags:
+                if cached is not None and cached[1] == (digests[path] or "") + flags:
                     kept[key] = cached
                     continue
                 work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
-        report.timings["hash"] = time.perf_counter() - t1
         report.reused, report.reparsed = len(kept), len(work)
         t2 = time.perf_counter()
-        ops, reader = _extract_all(repo, work, kept, cache, yaml_paths, jobs, quiet)
+        ops, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
         report.timings["extract"] = time.perf_counter() - t2
         file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
         benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
@@ -286,7 +289,7 @@ def _extract_all(
     work: list[tuple[str, str, str]],
     kept: dict,
     cache: dict,
-    yaml_paths: list[Path],
+    yaml_keys: dict[Path, tuple[str, str]],
     jobs: int | None,
     quiet: bool,
 ) -> tuple[list[OpFacts], str]:
@@ -296,8 +299,7 @@ def _extract_all(
     ops: list[OpFacts] = []
     readers: list[str] = []
     yaml_todo = []
-    for path in yaml_paths:
-        key, sha = _yaml_key(path)
+    for path, (key, sha) in yaml_keys.items():
         cached = cache.get(key)
         if cached is not None and cached[1] == sha:
             kept[key] = cached
@@ -328,8 +330,7 @@ def _extract_all(
                     progress.stop()
             for key, sha, fut in yaml_futures:
                 kept[key] = ("yaml", sha, fut.result())
-    for path in yaml_paths:
-        key, _ = _yaml_key(path)
+    for key, _ in yaml_keys.values():
         yaml_ops, reader = kept[key][2]
         ops += yaml_ops
         readers.append(reader)

@@ -10,7 +10,6 @@ to a full link from the facts cache.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -26,18 +25,12 @@ from perfq.schema.writer import insert_rows, replacing
 MAX_PATCHED_FILES = 25
 
 
-def _digest(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 def patch_index(
-    repo: Path, db_path: Path, discovered: dict[str, list[str]], meta: dict[str, str]
+    repo: Path, db_path: Path, discovered: dict[str, list[str]], digests: dict[str, str | None], meta: dict[str, str]
 ) -> tuple[int, dict[str, float]] | None:
-    """Patch ``db_path`` for the files changed since it was built, or None when a full
-    build is needed. Returns (files re-parsed, phase timings)."""
+    """Patch ``db_path`` for the files changed since it was built (``digests``: content
+    hashes of the discovered files), or None when a full build is needed. Returns (files
+    re-parsed, phase timings)."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     try:
@@ -63,10 +56,9 @@ def patch_index(
         con.close()
     if set(discovered["cpp"]) | set(discovered["python"]) != set(files) or set(discovered["benchmark"]) != set(benches):
         return None
-    if any(_digest(repo / p) != benches[p] for p in discovered["benchmark"]):
+    if any(digests[p] != benches[p] for p in discovered["benchmark"]):
         return None
-    changed = [p for p in files if _digest(repo / p) != files[p][1]]
-    timings["hash"] = time.perf_counter() - started
+    changed = [p for p in files if digests[p] != files[p][1]]
     if len(changed) > MAX_PATCHED_FILES or any(p.endswith(".py") for p in changed):
         return None
     t0 = time.perf_counter()
