@@ -14,8 +14,6 @@ from perfq.config import Config
 from perfq.query.changes import ChangeSet
 from perfq.query.reach import Reach, device_of_path, op_backends, reaching_benchmarks, walk_up
 
-_GPU_HINTS = ("/cuda/", "/cudnn/", "/hip/", "/miopen/", ".cu", ".cuh")
-_CPU_HINTS = ("/cpu/", "/mkldnn/", "/mkl/")
 _WEAK_EDGES = {"subclass", "method_of"}
 
 
@@ -146,12 +144,9 @@ def _label(r: Reach, node: int, files: dict[int, str]) -> str:
 
 
 def _devices(changed_paths: list[str], bench_devices: list[str]) -> list[str]:
-    if changed_paths and all(any(h in p for h in _GPU_HINTS) for p in changed_paths):
-        wanted = [d for d in bench_devices if d != "cpu"]
-    elif changed_paths and all(any(h in p for h in _CPU_HINTS) for p in changed_paths):
-        wanted = [d for d in bench_devices if d == "cpu"]
-    else:
-        wanted = list(bench_devices)
+    """The benchmark's devices the change can be seen on (all when any file serves every device)."""
+    families = {device_of_path(p) for p in changed_paths}
+    wanted = [d for d in bench_devices if d in families] if changed_paths and "" not in families else []
     return wanted or list(bench_devices)
 
 

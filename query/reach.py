@@ -60,7 +60,7 @@ def device_of_path(path: str) -> str:
         return "mps"
     if "/xpu/" in path:
         return "xpu"
-    if any(p in path for p in ("/cpu/", "/mkldnn/")):
+    if any(p in path for p in ("/cpu/", "/mkldnn/", "/mkl/")):
         return "cpu"
     return ""
 
