@@ -60,6 +60,3 @@ def read_and_extract(args: tuple) -> tuple[str, str, FileFacts | BenchmarkFacts 
         return kind, path, None, f"cannot read: {exc.strerror}"
     return kind, path, file_facts(kind, path, data, compile_args=compile_args, abs_path=str(file.resolve())), ""
 
-
-def sha_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
