@@ -29,6 +29,7 @@ from perfq.indexer.facts import FileFacts
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions
+from perfq.indexer.trace import FileTrace, TraceJob, TraceOptions, TraceStatus, cache_key, torch_available, trace_files
 from perfq.schema.writer import build_lock, write_index
 
 _EXTRACTOR_SOURCES = [
@@ -63,6 +64,17 @@ class BuildReport:
     reparsed: int = 0
     reused: int = 0
     mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
+    trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
+
+
+class BuildEvents:
+    """What a build tells its caller while it runs (the CLI renders it); silent by default."""
+
+    def phase(self, name: str, detail: str = "") -> None:
+        pass
+
+    def traced(self, result: FileTrace, done: int, total: int) -> None:
+        pass
 
 
 def load_canaries(repo: Path, cfg: Config) -> list[dict]:
@@ -137,13 +149,15 @@ def build_index(
     jobs: int | None = None,
     quiet: bool = False,
     full: bool = False,
-    trace: bool = False,
+    trace: bool | None = None,
+    events: BuildEvents | None = None,
 ) -> BuildReport:
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: a body-only
     C++ edit is patched in place, anything else re-links from the facts cache (only
-    changed files are parsed again); ``full`` forces the re-link. ``trace`` profiles the
-    operator benchmarks whose traces are not cached yet (needs torch); cached traces of
-    unchanged benchmark files are always kept."""
+    changed files are parsed again); ``full`` forces the re-link. Benchmarks whose traces
+    are not cached are traced when torch is importable (``trace`` True: required, False:
+    never); cached traces of unchanged benchmark files are always kept."""
+    events = events or BuildEvents()
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     report = BuildReport()
@@ -205,8 +219,9 @@ def build_index(
         file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
         benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
         t_trace = time.perf_counter()
-        traces = _traces(repo, files["benchmark"], cache, kept, trace, jobs)
+        traces = _traces(repo, benches, cache, kept, trace, jobs, events)
         report.timings["trace"] = time.perf_counter() - t_trace
+        report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
         t3 = time.perf_counter()
         tables = link(file_facts, benches, ops, canaries, traces)  # type: ignore[arg-type]
         report.timings["link"] = time.perf_counter() - t3
@@ -243,35 +258,50 @@ def _counts(db_path: Path) -> dict[str, int]:
 
 
 def _traces(
-    repo: Path, bench_paths: list[str], cache: dict, kept: dict, run: bool, jobs: int | None
-) -> dict[str, dict[str, list[str]]]:
-    """Profiled ops per benchmark file: cached ones whose file is unchanged, and, with
-    ``run``, new traces of the others (keyed by file content and torch version)."""
-    version = ""
-    if run:
-        from perfq.runner.bench_trace import torch_version
-
-        version = torch_version()
-    out: dict[str, dict[str, list[str]]] = {}
-    todo = []
-    for path in bench_paths:
-        sha = kept[f"benchmark:{path}"][1]
-        key = f"trace:{path}"
+    repo: Path,
+    benches: list[BenchmarkFacts],
+    cache: dict,
+    kept: dict,
+    trace: bool | None,
+    jobs: int | None,
+    events: BuildEvents,
+) -> dict[str, FileTrace]:
+    """Traced tests per benchmark file: cached ones whose file, torch and tracer are
+    unchanged, and new traces of the others when torch is importable (``trace`` None: when
+    it is; True: required; False: never). Without torch, earlier traces of unchanged files
+    are kept."""
+    version = torch_available() if trace is not False else None
+    if trace is True and version is None:
+        raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
+    out: dict[str, FileTrace] = {}
+    todo: list[tuple[BenchmarkFacts, str]] = []
+    for b in benches:
+        sha = kept[f"benchmark:{b.file}"][1]
+        key = f"trace:{b.file}"
         cached = cache.get(key)
-        if cached is not None and cached[1].startswith(sha) and (not run or cached[1] == f"{sha}:{version}"):
+        wanted = cache_key(sha, version) if version else None
+        if cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:"))):
             kept[key] = cached
-            out[path] = cached[2]
-        elif run:
-            todo.append((path, f"{sha}:{version}"))
+            out[b.file] = FileTrace.from_json(cached[2])
+        elif wanted is not None and b.status == "ok":
+            todo.append((b, wanted))
     if todo:
-        from perfq.runner.bench_trace import trace_benchmarks
+        kinds = {"operator_benchmark": "operator_benchmark"}
+        trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), repo / b.file) for b, _ in todo]
+        events.phase("trace", f"{len(trace_jobs)} benchmark files")
+        done = 0
 
-        results = trace_benchmarks(repo, [p for p, _ in todo], jobs)
-        for path, sha in todo:
-            traced, _error = results[path]
-            if traced is not None:
-                kept[f"trace:{path}"] = ("trace", sha, traced)
-                out[path] = traced
+        def finished(result: FileTrace) -> None:
+            nonlocal done
+            done += 1
+            events.traced(result, done, len(trace_jobs))
+
+        results = trace_files(trace_jobs, TraceOptions(parallel=jobs or os.cpu_count() or 1), finished)
+        for b, key in todo:
+            result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
+            out[b.file] = result
+            if result.status != TraceStatus.failed or not result.reason.startswith(("timed out", "used more")):
+                kept[f"trace:{b.file}"] = ("trace", key, result.to_json())
     return out
 
 

@@ -16,6 +16,7 @@ from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
+from perfq.indexer.trace import FileTrace, group_ops
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
 _OP_PREFIXES = {
@@ -105,10 +106,10 @@ def link(
     benches: list[BenchmarkFacts],
     ops: list[OpFacts],
     canaries: list[dict],
-    traces: dict[str, dict[str, list[str]]] | None = None,
+    traces: dict[str, FileTrace] | None = None,
 ) -> Tables:
-    """All index tables from the extracted facts (``traces``: benchmark file -> profiled
-    ops per benchmark class, from ``perfq index --trace-benchmarks``)."""
+    """All index tables from the extracted facts (``traces``: benchmark file -> its traced
+    tests, see indexer/trace.py)."""
     t = Tables()
     g = _Graph(t)
 
@@ -388,15 +389,9 @@ def link(
                 for device in b.devices:
                     t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
                 g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
-        for test, traced_ops in sorted((traces or {}).get(b.file, {}).items()):
-            for name in traced_ops:
-                namespace, _, base = name.partition("::")
-                linked_ops = (
-                    ops_by_base.get(base, []) if namespace == "aten" else ([name] if name in library_ops else [])
-                )
-                for op in linked_ops:
-                    t.rows["bench_ops"].append((b.name, op, "traced", test, "cpu", "torch.profiler"))
-                    g.edge(op_node(op), bnode, "bench_op", f"{test}: traced")
+        trace = (traces or {}).get(b.file)
+        if trace is not None:
+            _link_trace(t, b.name, trace, ops_by_base, library_ops)
 
     _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
@@ -456,3 +451,32 @@ def _python_reached_bench_ops(
                     direct.add((bench, op, test))
                     added += [(bench, op, "static", test, d, f"python: {names[fid]}") for d in devices.get(bench, [""])]
     t.rows["bench_ops"] += added
+
+
+def _link_trace(
+    t: Tables,
+    bench: str,
+    trace: FileTrace,
+    ops_by_base: dict[str, list[str]],
+    library_ops: dict[str, tuple[str, str]],
+) -> None:
+    """Rows for one benchmark file's trace: the file's status, its tests, the operators each
+    test executes (by namespace and base name: any overload), and per-operator bench_ops links."""
+    t.rows["traces"].append(
+        (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
+    )
+    per_test = group_ops(trace.tests)
+    linked: set[str] = set()
+    for test in trace.tests:
+        t.rows["bench_tests"].append(
+            (bench, test.name, test.module, test.cls, test.tag, test.backward, test.device, test.mode.value)
+        )
+    for name, traced in sorted(per_test.items()):
+        for qualified in sorted(traced):
+            namespace, _, base = qualified.partition("::")
+            t.rows["trace_ops"].append((bench, name, namespace, base))
+            linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
+            if namespace != "aten" and qualified in library_ops:
+                linked.add(qualified)
+    for op in sorted(linked):
+        t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))

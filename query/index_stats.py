@@ -19,6 +19,9 @@ TABLES = (
     "benchmarks",
     "bench_ops",
     "bench_calls",
+    "traces",
+    "bench_tests",
+    "trace_ops",
     "nodes",
     "reach_edges",
     "warnings",
@@ -57,12 +60,25 @@ def index_stats(con: duckdb.DuckDBPyConnection) -> dict:
             ).fetchall()
         ],
     }
+    traces = {
+        "files": con.execute("SELECT count(*) FROM traces").fetchone()[0],
+        "ok": con.execute("SELECT count(*) FROM traces WHERE status = 'ok'").fetchone()[0],
+        "tests": con.execute("SELECT count(*) FROM bench_tests").fetchone()[0],
+        "by_mode": dict(con.execute("SELECT mode, count(*) FROM bench_tests GROUP BY 1 ORDER BY 1").fetchall()),
+        "failed": [
+            {"file": f, "status": s, "reason": r}
+            for f, s, r in con.execute(
+                "SELECT file, status, reason FROM traces WHERE status <> 'ok' ORDER BY file"
+            ).fetchall()
+        ],
+    }
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     timings = {k[5:]: v for k, v in meta.items() if k.startswith("time_")}
     return {
         "counts": counts,
         "resolution": resolution,
         "unresolved": unresolved,
+        "traces": traces,
         "timings": timings,
         "indexed_commit": meta.get("indexed_commit", ""),
         "built_at": meta.get("built_at", ""),

@@ -100,7 +100,7 @@ def benchmark_name(req: BisectRequest) -> str | None:
 def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], bool]:
     """``may_affect(commit)`` from the perfq index: does the commit's diff reach ``name``?"""
     try:
-        from perfq.query.affected import affected_for_range
+        from perfq.runner.affected_flow import affected_for_range
     except ImportError:
         raise PerfqError("--prune needs a perfq index (`perfq index`), and this perfq has no "
                          "affected query") from None

@@ -200,7 +200,7 @@ def test_prune_runs_only_commits_that_can_reach_the_benchmark(tmp_path, monkeypa
     r = make_repo(tmp_path, n=16, culprit=11)
     calls: list[str] = []
     fake = _fake_affected({"speed.txt", "kernel.py"}, calls)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", fake)
+    monkeypatch.setitem(sys.modules, "perfq.runner.affected_flow", fake)
     hist = str(tmp_path / "h.duckdb")
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--format", "json", "--history",
                                  hist, "--", PY, "bench.py")
@@ -225,11 +225,11 @@ def test_prune_without_an_index_is_a_clear_error(tmp_path, monkeypatch):
     import types
 
     fake = types.SimpleNamespace(affected_for_range=no_index)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", fake)
+    monkeypatch.setitem(sys.modules, "perfq.runner.affected_flow", fake)
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--history",
                                  str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
     assert isinstance(exc, PerfqError) and "perfq index" in str(exc)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", None)  # import fails
+    monkeypatch.setitem(sys.modules, "perfq.runner.affected_flow", None)  # import fails
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--history",
                                  str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
     assert isinstance(exc, PerfqError) and "perfq index" in str(exc)

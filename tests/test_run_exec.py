@@ -304,7 +304,9 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
             "canary": [{"set": "core", "trigger": "x", "benchmarks": [{"name": "other_test", "file": "y"}]}],
         }
 
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", types.SimpleNamespace(affected_for_range=fake_affected))
+    monkeypatch.setitem(
+        sys.modules, "perfq.runner.affected_flow", types.SimpleNamespace(affected_for_range=fake_affected)
+    )
     hist = tmp_path / "a.duckdb"
     common = ["--history", str(hist), "--repo", str(tmp_path), "--bench-root", str(root)]
     res = CliRunner().invoke(

@@ -50,7 +50,7 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
 
 def _affected_doc(repo: Path, ref: str) -> dict:
     try:
-        from perfq.query.affected import affected_for_range
+        from perfq.runner.affected_flow import affected_for_range
     except ImportError as exc:
         raise PerfqError(f"--affected needs perfq's affected query ({exc})") from None
     return affected_for_range(repo, ref)
