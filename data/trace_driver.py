@@ -402,14 +402,13 @@ def _trace_script(job: dict, request: dict) -> dict:
     def run(mode: str) -> None:
         timed.clear()
         fake = FakeTensorMode(allow_non_fake_inputs=True) if mode == "fake" else contextlib.nullcontext()
-        real_profile = torch.profiler.profile
-        torch.profiler.profile = TimedRegion
-        torch.autograd.profiler.profile = TimedRegion
+        real = torch.profiler.profile, torch.autograd.profiler.profile
+        torch.profiler.profile = torch.autograd.profiler.profile = TimedRegion
         try:
-            with fake, remapping.mode, contextlib.redirect_stdout(open(os.devnull, "w")):
+            with fake, remapping.mode:
                 runpy.run_path(script, run_name="__main__")
         finally:
-            torch.profiler.profile = real_profile
+            torch.profiler.profile, torch.autograd.profiler.profile = real
 
     errors: list[str] = []
     mode = "fake"
