@@ -455,7 +455,7 @@ def _child(job: dict, request: dict, out_path: str) -> None:
         else:
             result = _trace_opbench(job, request, out_path + ".ckpt")
         result["status"] = "partial" if result["errors"] and result["tests"] else "ok" if result["tests"] else "failed"
-        result["reason"] = result["errors"][0] if result["errors"] and not result["tests"] else ""
+        result["reason"] = result["errors"][0] if result["errors"] else ""
     except BaseException as exc:  # a benchmark can raise anything; report it, never hang
         tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
         result = {"tests": [], "errors": [tail], "status": "failed", "reason": tail[:200]}
@@ -567,7 +567,7 @@ def main() -> int:
                 result = _failure(f"tracer child {crash}", started, peak)
             if req.get("crash"):
                 result["errors"].insert(0, f"{req['crash']} under fake tensors; other configs inferred")
-                result["status"] = "partial"
+                result["status"], result["reason"] = "partial", result["errors"][0]
             result["max_rss_mb"] = round(peak)
             _emit(job, result)
     return 0

@@ -107,9 +107,10 @@ def link(
     ops: list[OpFacts],
     canaries: list[dict],
     traces: dict[str, FileTrace] | None = None,
+    derivatives: list[tuple[str, list[str]]] | None = None,
 ) -> Tables:
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
-    tests, see indexer/trace.py)."""
+    tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call)."""
     t = Tables()
     g = _Graph(t)
 
@@ -129,6 +130,7 @@ def link(
                 structure_signature(f),
                 registration_signature(f),
                 json.dumps(usings_of(f)),
+                f.origin,
             )
         )
         if f.status != "ok":
@@ -258,6 +260,23 @@ def link(
         t.rows["op_calls"] += linked.op_calls
         for dst, src, kind, detail in linked.reach:
             g.edge(dst, src, kind, detail)
+
+    # ---- stubs whose callers are not in the index (declared and called by an upstream
+    # PyTorch the backend is built against): linked to operators by name
+    called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
+    declared = {s.stub for f in files for s in f.stubs}
+    for stub in sorted({s.stub for f in files for s in f.stub_impls} - declared):
+        node = g.node("stub", stub)
+        if node not in called:
+            for op in ops_named_like(stub, ops_by_base):
+                g.edge(node, op_node(op), "stub_name", "name rule: no caller of the stub indexed")
+
+    # ---- backward formulas: an op's backward ops (followed like composite callers)
+    for name, backward_ops in derivatives or []:
+        for target in [name] if name in op_by_name else ops_by_base.get(name, []):
+            for backward in backward_ops:
+                for b in ops_by_base.get(backward, []):
+                    g.edge(op_node(b), op_node(target), "backward", f"derivatives.yaml: {name}")
 
     # ---- Python: references through imports and re-exports
     module_aliases: dict[str, dict[str, str]] = {}
@@ -480,3 +499,26 @@ def _link_trace(
                 linked.add(qualified)
     for op in sorted(linked):
         t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
+
+
+_STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")
+
+
+def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:
+    """Operators a DispatchStub's name points at, for stubs whose callers are upstream:
+    ``add_stub`` -> add, ``LayerNormKernel`` -> layer_norm and native_layer_norm,
+    ``random_from_to_stub`` -> random, ``cdist_backward_stub`` -> _cdist_backward. Trailing
+    words are dropped until a base name (or its ``_``/``native_`` form) is an operator."""
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", stub).lower()
+    for suffix in _STUB_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    words = name.split("_")
+    while words:
+        base = "_".join(words)
+        found = [op for b in (base, f"_{base}", f"native_{base}") for op in ops_by_base.get(b, [])]
+        if found:
+            return found
+        words = words[:-1]
+    return []

@@ -104,7 +104,7 @@ def walk_up(
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
-            if ekind == "op_call" and nkind == "function":
+            if (ekind == "op_call" and nkind == "function") or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue

@@ -15,7 +15,8 @@ CREATE TABLE files (
   signature TEXT NOT NULL,         -- digest of the functions the file declares (not their bodies)
   registrations TEXT NOT NULL,     -- digest of its stubs and registrations: while it holds, an edit
                                    -- of the file is patched into the index instead of re-linked
-  usings TEXT NOT NULL             -- JSON list of its `using namespace` directives
+  usings TEXT NOT NULL,            -- JSON list of its `using namespace` directives
+  origin TEXT NOT NULL             -- repo | upstream (an out-of-tree backend's PyTorch, indexed beside it)
 );
 
 CREATE TABLE functions (

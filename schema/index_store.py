@@ -81,7 +81,7 @@ class IndexStore:
             for r in self.con.execute(
                 "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal"
                 " FROM functions f JOIN files fi ON fi.id = f.file_id"
-                " WHERE fi.path IN (SELECT unnest(?::TEXT[])) ORDER BY f.id",
+                " WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = 'repo' ORDER BY f.id",
                 [paths],
             ).fetchall()
         ]
@@ -91,7 +91,9 @@ class IndexStore:
         if not paths:
             return {}
         rows = self.con.execute(
-            "SELECT path, sha256, lang, n_lines FROM files WHERE path IN (SELECT unnest(?::TEXT[]))", [paths]
+            "SELECT path, sha256, lang, n_lines FROM files"
+            " WHERE path IN (SELECT unnest(?::TEXT[])) AND origin = 'repo'",
+            [paths],
         ).fetchall()
         return {p: (sha, lang, n) for p, sha, lang, n in rows}
 
