@@ -32,6 +32,7 @@ How a test is traced:
 
 from __future__ import annotations
 
+import ast
 import bisect
 import contextlib
 import ctypes
@@ -40,7 +41,6 @@ import json
 import os
 import re
 import resource
-import runpy
 import signal
 import sys
 import tempfile
@@ -63,23 +63,28 @@ def _die_with_parent() -> None:
 
 
 class _DeviceRemap:
-    """A TorchFunctionMode that runs ``device=cuda/xpu/...`` requests on the CPU."""
+    """Runs ``device=cuda/xpu/...`` requests on ``target`` (the CPU, or ``meta`` for shapes
+    only): a TorchFunctionMode for tensor functions, and patches for modules, generators and
+    the backends' synchronize/is_available helpers."""
 
     def __init__(self, remap: set[str]) -> None:
         import torch
         from torch.overrides import TorchFunctionMode
 
+        self.target = "cpu"
         self.seen: set[str] = set()
-        seen = self.seen
+        remapper = self
 
         def fix(value):
             if isinstance(value, str) and value.split(":")[0] in remap:
-                seen.add(value.split(":")[0])
-                return "cpu"
+                remapper.seen.add(value.split(":")[0])
+                return remapper.target
             if isinstance(value, torch.device) and value.type in remap:
-                seen.add(value.type)
-                return torch.device("cpu")
+                remapper.seen.add(value.type)
+                return torch.device(remapper.target)
             return value
+
+        self.fix = fix
 
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -96,19 +101,26 @@ class _DeviceRemap:
         module_to = torch.nn.Module.to
 
         def to(module, *args, **kwargs):
-            """``module.to(device)`` onto the CPU it is already on: nothing to do (fake
+            """``module.to(device)`` onto the device it is already on: nothing to do (fake
             parameters cannot be swapped by ``Module._apply``)."""
             target = kwargs.get("device", args[0] if args else None)
-            on_cpu = isinstance(target, str | torch.device) and str(fix(target)).split(":")[0] == "cpu"
-            if len(args) + len(kwargs) == 1 and on_cpu:
+            same = isinstance(target, str | torch.device) and str(fix(target)).split(":")[0] == remapper.target
+            if len(args) + len(kwargs) == 1 and same:
                 return module
             return module_to(module, *args, **kwargs)
 
         torch.nn.Module.to = to
+        generator = torch.Generator
+
+        class Generator(generator):  # a device generator on a CPU-only build: a CPU one
+            def __new__(cls, device="cpu"):
+                return generator("cpu")
+
+        torch.Generator = Generator
         for name in remap:
             backend = getattr(torch, name, None)
             if backend is not None:
-                for attr in ("synchronize", "empty_cache", "reset_peak_memory_stats"):
+                for attr in ("synchronize", "empty_cache", "reset_peak_memory_stats", "manual_seed"):
                     if hasattr(backend, attr):
                         setattr(backend, attr, lambda *a, **k: None)
                 if hasattr(backend, "is_available"):
@@ -356,12 +368,45 @@ def _trace_opbench(job: dict, request: dict, checkpoint: str) -> dict:
     return _OpBenchTracer(job, request, checkpoint).run()
 
 
-def _trace_script(job: dict, request: dict) -> dict:
+class _FewerLoops(ast.NodeTransformer):
+    """``for x in range(...)`` runs at most ``_LOOP_CAP`` times: the same operators, fewer calls."""
+
+    def visit_For(self, node: ast.For) -> ast.For:  # noqa: N802 - ast visitor name
+        self.generic_visit(node)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.func = ast.Name(id="__perfq_range__", ctx=ast.Load())
+        return node
+
+
+_LOOP_CAP = 2
+
+
+def _capped_range(*args):
+    r = range(*args)
+    return r[:_LOOP_CAP]
+
+
+def _script_code(path: str):
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), filename=path)
+    return compile(ast.fix_missing_locations(_FewerLoops().visit(tree)), path, "exec")
+
+
+class _Table(list):
+    def table(self, *args, **kwargs) -> str:
+        return ""
+
+
+def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
+    """Run a script benchmark until one way works: on the meta device (shapes only, fast),
+    under fake tensors with symbolic shapes (data-dependent ops), for real on the CPU."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    remap = set(request.get("remap", []))
+    remapping = _DeviceRemap(set(request.get("remap", [])))
     timed: list[int] = []
 
     class TimedRegion:
@@ -389,55 +434,77 @@ def _trace_script(job: dict, request: dict) -> dict:
         def export_chrome_trace(self, *args, **kwargs) -> None:
             pass
 
-    class _Table(list):
-        def table(self, *args, **kwargs) -> str:
-            return ""
-
-    remapping = _DeviceRemap(remap)
     script = job["file"]
     os.chdir(os.path.dirname(script))
     sys.path.insert(0, os.path.dirname(script))
     sys.argv = [script]
+    budget = int(request.get("script_seconds", 60))
 
-    def run(mode: str) -> None:
+    def contexts(mode: str):
+        if mode == "meta":
+            remapping.target = "meta"
+            return [torch.device("meta"), remapping.mode]
+        remapping.target = "cpu"
+        if mode == "fake":
+            return [FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), remapping.mode]
+        return [remapping.mode]
+
+    code = _script_code(script)
+
+    def attempt(mode: str):
+        """The profile of one run, and the exception that ended it early (or None)."""
         timed.clear()
-        fake = FakeTensorMode(allow_non_fake_inputs=True) if mode == "fake" else contextlib.nullcontext()
-        real = torch.profiler.profile, torch.autograd.profiler.profile
-        torch.profiler.profile = torch.autograd.profiler.profile = TimedRegion
+        real = torch.profiler.profile
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(budget)
+        failure = None
         try:
-            with fake, remapping.mode:
-                runpy.run_path(script, run_name="__main__")
+            with profile(activities=[ProfilerActivity.CPU]) as prof, record_function(f"{_MARK}whole"):
+                torch.profiler.profile = TimedRegion  # the script's own profiler marks its timed region
+                try:
+                    with contextlib.ExitStack() as stack:
+                        for ctx in contexts(mode):
+                            stack.enter_context(ctx)
+                        exec(code, {"__name__": "__main__", "__file__": script, "__perfq_range__": _capped_range})
+                except SystemExit:
+                    pass
+                except BaseException as exc:  # noqa: BLE001 - whatever the script raises, keep what ran
+                    failure = exc
+                torch.profiler.profile = real
+            return prof, failure
         finally:
-            torch.profiler.profile, torch.autograd.profiler.profile = real
+            signal.alarm(0)
+            torch.profiler.profile = real
+
+    def entry(prof, mode: str) -> dict:
+        events = prof.profiler.kineto_results.events()
+        markers = _markers(events)
+        regions = [m for m in markers if m[2] != "whole"] or [m for m in markers if m[2] == "whole"]
+        ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions})
+        stem = os.path.splitext(os.path.basename(script))[0]
+        device = ",".join(sorted(remapping.seen)) or "cpu"
+        return {
+            "name": stem, "module": stem, "class": "", "tag": "", "backward": False, "device": device,
+            "mode": "real" if mode == "real" else "fake", "ops": sorted(set().union(*ops.values())),
+        }
 
     errors: list[str] = []
-    mode = "fake"
-    with profile(activities=[ProfilerActivity.CPU]) as prof, record_function(f"{_MARK}whole"):
-        try:
-            run("fake")
-        except SystemExit:
-            pass
-        except Exception as exc:
-            errors.append(f"fake: {type(exc).__name__}: {str(exc)[:160]}")
-    if errors:
-        mode, errors = "real", []
-        with profile(activities=[ProfilerActivity.CPU]) as prof, record_function(f"{_MARK}whole"):
-            try:
-                run("real")
-            except SystemExit:
-                pass
-            except Exception as exc:
-                errors.append(f"real: {type(exc).__name__}: {str(exc)[:160]}")
-    if errors:
-        return {"tests": [], "errors": errors}
-    events = prof.profiler.kineto_results.events()
-    regions = [m for m in _markers(events) if m[2] != "whole"] or [m for m in _markers(events) if m[2] == "whole"]
-    ops = _ops_per_marker(events, regions, {m[2]: mode for m in regions})
-    stem = os.path.splitext(os.path.basename(script))[0]
-    device = ",".join(sorted(remapping.seen)) or "cpu"
-    entry = {"name": stem, "module": stem, "class": "", "tag": "", "backward": False, "device": device, "mode": mode}
-    entry["ops"] = sorted(set().union(*ops.values()))
-    return {"tests": [entry], "errors": []}
+    partial: dict | None = None
+    for mode in request.get("script_modes", ["meta", "fake", "real"]):
+        prof, failure = attempt(mode)
+        found = entry(prof, mode)
+        if failure is None:
+            return {"tests": [found], "errors": []}
+        text = str(failure).splitlines()[0][:160] if str(failure) else ""
+        errors.append(f"{mode}: {type(failure).__name__}: {text}")
+        if timed and found["ops"]:  # it got into its timed region: what ran until the failure
+            if partial is None:
+                partial = found
+            else:
+                partial["ops"] = sorted(set(partial["ops"]) | set(found["ops"]))
+            with open(checkpoint, "w", encoding="utf-8") as fh:
+                json.dump({"tests": [partial], "errors": errors}, fh)
+    return {"tests": [partial] if partial else [], "errors": errors}
 
 
 def _child(job: dict, request: dict, out_path: str) -> None:
@@ -451,7 +518,7 @@ def _child(job: dict, request: dict, out_path: str) -> None:
 
         torch.set_num_threads(1)
         if job["kind"] == "script":
-            result = _trace_script(job, request)
+            result = _trace_script(job, request, out_path + ".ckpt")
         else:
             result = _trace_opbench(job, request, out_path + ".ckpt")
         result["status"] = "partial" if result["errors"] and result["tests"] else "ok" if result["tests"] else "failed"
@@ -503,6 +570,19 @@ def _warm_up(jobs: list[dict]) -> None:
         sys.path.remove(root)
 
 
+def _partial(out_path: str, reason: str) -> dict | None:
+    """What a killed or crashed child saved before (its checkpoint), as a partial result."""
+    try:
+        with open(out_path + ".ckpt", encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not saved.get("tests"):
+        return None
+    errors = [reason, *saved.get("errors", [])]
+    return {"tests": saved["tests"], "errors": errors, "status": "partial", "reason": reason, "seconds": 0.0}
+
+
 def _failure(reason: str, started: float, peak: float) -> dict:
     return {
         "tests": [],
@@ -551,7 +631,7 @@ def main() -> int:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     del running[pid]
-                    _emit(job, _failure(reason, started, max(peak, rss)))
+                    _emit(job, _partial(out_path, reason) or _failure(reason, started, max(peak, rss)))
                 continue
             del running[pid]
             peak = max(peak, usage.ru_maxrss / 1024)
@@ -560,6 +640,11 @@ def main() -> int:
                     result = json.load(fh)
             except (OSError, ValueError):
                 crash = f"crashed (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "died"
+                if job["kind"] == "script" and os.path.exists(out_path + ".ckpt"):
+                    result = _partial(out_path, f"tracer child {crash}") or {}
+                    result["max_rss_mb"] = round(peak)
+                    _emit(job, result)
+                    continue
                 if os.path.exists(out_path + ".ckpt") and not req.get("no_fake"):
                     # it crashed under fake tensors (packed weights...): again, real pass only
                     queue.insert(0, (job, {**req, "no_fake": True, "crash": crash}, out_path + ".again"))

@@ -39,6 +39,12 @@ def register(app: typer.Typer) -> None:
         native_functions: list[str] = typer.Option(None, "--native-functions", help="native_functions.yaml path(s)."),
         python_root: list[str] = typer.Option(None, "--python-root", help="Python roots (repeatable)."),
         benchmark_root: list[str] = typer.Option(None, "--benchmark-root", help="Benchmark roots (repeatable)."),
+        script_benchmark_root: list[str] = typer.Option(
+            None, "--script-benchmark-root", help="Plain benchmark script dirs (repeatable)."
+        ),
+        upstream: str = typer.Option(
+            None, "--upstream", help="An out-of-tree backend's PyTorch: 'torch' (installed) or a source tree."
+        ),
         canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
         compile_commands: str = typer.Option(
             None, "--compile-commands", help="compile_commands.json: parse with real flags, resolve calls exactly."
@@ -65,6 +71,8 @@ def register(app: typer.Typer) -> None:
                 "native_functions": native_functions,
                 "python_roots": python_root,
                 "benchmark_roots": benchmark_root,
+                "script_benchmark_roots": script_benchmark_root,
+                "upstream": upstream,
                 "canaries": canaries,
                 "compile_commands": compile_commands,
             },
