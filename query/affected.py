@@ -425,22 +425,23 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 def _composite_walk(
     store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]]
 ) -> tuple[Reach, int]:
-    """The walk on through composite callers, transitively, except out of hub operators
-    (called from more than ``hub_fanout`` C++ functions: their callers are most of ATen);
-    when chains of composites still fan out beyond the bound, fewer composite steps."""
-    first_count = 0
-    walk = None
-    for hops in (None, 3, 2, 1, 0):
+    """The walk on through composite callers, except out of hub operators (called from more
+    than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
+    composite steps as keep it within ``reach_bound`` operators (fewest first: the cheap
+    walks run first and the first one over the bound stops the search). Returns the walk
+    and the operator count of the widest walk tried."""
+    best = None
+    count = 0
+    for hops in (0, 1, 2, 3, None):
         walk = walk_up(
             store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
         )
         count = len(walk.nodes_of("op"))
-        if hops is None:
-            first_count = count
-        if count <= cfg.reach_bound:
+        if count > cfg.reach_bound and best is not None:
             break
-    assert walk is not None
-    return walk, first_count
+        best = walk
+    assert best is not None
+    return best, count
 
 
 def _select_traced(

@@ -81,7 +81,8 @@ def walk_up(
     (composite ops, other kernels); None: no bound, 0: only the overload family, Python
     and benchmarks. With ``hub_fanout``, an operator called from more C++ functions than
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
-    records it in ``hubs``."""
+    records it in ``hubs``; past a composite step, neither does a function called from
+    more C++ functions than that (the changed code's own callers are always followed)."""
     r = Reach()
     backends = op_backends(store) if backends is None else backends
     # per node, the best state it was reached with: (device family, composite hops used)
@@ -97,13 +98,18 @@ def walk_up(
             break
         depth += 1
         rows = store.edges_into(frontier)
-        fanout: dict[int, int] = {}
+        fanout: dict[int, int] = {}  # op -> C++ functions calling it
+        callers: dict[int, int] = {}  # function -> C++ functions calling it
         for dst, _, ekind, _, nkind, _, _ in rows:
             if ekind == "op_call" and nkind == "function":
                 fanout[dst] = fanout.get(dst, 0) + 1
+            elif ekind == "call":
+                callers[dst] = callers.get(dst, 0) + 1
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
+            if ekind == "call" and hops and hub_fanout is not None and callers[dst] > hub_fanout:
+                continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
             if (ekind == "op_call" and nkind == "function") or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:

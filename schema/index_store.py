@@ -71,6 +71,7 @@ class IndexStore:
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
+        self._edges: dict[int, list[EdgeRow]] = {}  # graph edges read so far (walks share them)
 
     # ---- files and functions
     def functions_in(self, paths: list[str]) -> list[FunctionRow]:
@@ -143,17 +144,19 @@ class IndexStore:
 
     # ---- the reachability graph
     def edges_into(self, nodes: list[int]) -> list[EdgeRow]:
-        if not nodes:
-            return []
-        return [
-            EdgeRow(*r)
+        """Edges into ``nodes`` (by dst, then src); each node's edges are read once per store."""
+        missing = [n for n in nodes if n not in self._edges]
+        if missing:
+            for n in missing:
+                self._edges[n] = []
             for r in self.con.execute(
                 "SELECT e.dst, e.src, e.kind, e.detail, n.kind, n.key, n.label FROM reach_edges e"
                 " JOIN nodes n ON n.id = e.src WHERE e.dst IN (SELECT unnest(?::INTEGER[]))"
                 " ORDER BY e.dst, e.src",
-                [nodes],
-            ).fetchall()
-        ]
+                [missing],
+            ).fetchall():
+                self._edges[r[0]].append(EdgeRow(*r))
+        return [e for n in sorted(set(nodes)) for e in self._edges[n]]
 
     def describe(self, nodes: list[int]) -> list[NodeRow]:
         if not nodes:
