@@ -107,8 +107,33 @@ def test_script_timed_region_traced_on_cpu_for_an_xpu_device(tmp_path: Path):
     linear = results["linear_bench.py"]
     assert linear.status == TraceStatus.ok
     (test,) = linear.tests
-    assert test.device == "xpu" and test.mode == TraceMode.fake
+    assert test.device == "xpu" and test.mode == TraceMode.meta  # shapes only: no compute, no memory
     assert {"aten::linear", "aten::addmm", "aten::mm", "aten::sum"} <= set(test.ops)
     assert "aten::sigmoid" not in test.ops  # before the profile block
     failed = results["broken_bench.py"]
     assert failed.status == TraceStatus.failed and "no such device here" in failed.reason
+
+
+GAPS = """\
+import torch
+
+x = torch.randn(64, 64, device="xpu", requires_grad=True)
+target = torch.randint(0, 64, (64, 64), device="xpu")
+mask = torch.randn(64, 64, device="xpu") > 0
+with torch.profiler.profile() as prof:
+    for _ in range(20):
+        loss = torch.nn.functional.multilabel_margin_loss(x, target)  # no meta kernel for its backward
+        loss.backward()
+        picked = torch.nonzero(mask)  # data-dependent: no meta shape
+"""
+
+
+def test_script_runs_past_missing_meta_kernels_and_data_dependent_ops(tmp_path: Path):
+    pytest.importorskip("torch")
+    script = tmp_path / "gaps_bench.py"
+    script.write_text(GAPS)
+    result = trace_files([TraceJob("gaps_bench.py", "script", script)], TraceOptions(parallel=1))["gaps_bench.py"]
+    assert result.status == TraceStatus.ok, result.errors
+    (test,) = result.tests
+    assert {"aten::multilabel_margin_loss_backward", "aten::nonzero"} <= set(test.ops)
+    assert test.mode in (TraceMode.meta, TraceMode.fake)
