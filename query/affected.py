@@ -11,8 +11,8 @@ Selection, in order of trust:
 3. Static links, for benchmarks that could not be traced and for Python changes: the walk
    on through composite callers (not out of hub operators) into benchmark code.
 4. Shared infrastructure (a canary set's paths or functions, or more own ops than
-   ``reach_bound``): flagged, with a canary set of benchmarks chosen from the traces by a
-   greedy set cover of the operators it reaches.
+   ``reach_bound``): flagged, with a canary set: the few traced benchmarks that cover the
+   operators it reaches (greedy set cover), a quick first signal before the full selection.
 """
 
 from __future__ import annotations
@@ -391,8 +391,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 
     sel = _Selection()
     op_node = {own.key[n]: n for n in own.nodes_of("op")}
-    if not unbounded:
-        _select_traced(sel, hits, own, op_node, start_of, files, families, benches)
+    _select_traced(sel, hits, own, op_node, start_of, files, families, benches)
     _select_static(sel, walk, start_of, files, benches)
     for path in cs.benchmark_files:
         name = Path(path).stem
