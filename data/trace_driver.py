@@ -9,7 +9,8 @@ perfq itself. It reads a JSON request on stdin::
      "parallel": 2, "timeout": 120, "memory_mb": 3072, "real_tags": ["short"], "remap": ["cuda", "xpu", "mps"]}
 
 and prints one line per job, ``PERFQ-TRACE {"path", "tests": [...], "errors": [...], "seconds",
-"max_rss_mb", "status", "reason"}``, as each job finishes.
+"max_rss_mb", "status", "reason"}``, as each job finishes. A test's ``ops`` are ``ns::name``,
+with ``@quantized`` appended when the operator ran on quantized tensors.
 
 How a test is traced:
 
@@ -130,6 +131,15 @@ class _DeviceRemap:
                     backend.device_count = lambda: 1
 
 
+def _layout(event) -> str:
+    """'@quantized' when the operator ran on quantized tensors (its kernels are others)."""
+    try:
+        dtypes = event.dtypes()
+    except Exception:
+        return ""
+    return "@quantized" if dtypes and str(dtypes[0]).startswith("c10::q") else ""
+
+
 def _op_name(event) -> str | None:
     m = _OP_NAME.match(event.name())
     if m is None or m.group(1) in _NOT_OP_NAMESPACES:
@@ -181,7 +191,7 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
             k = bisect.bisect_right(starts, e.start_ns()) - 1
             marker = markers[k][2] if k >= 0 and e.start_ns() < markers[k][1] else None
             if name and marker is not None and not hidden:
-                out[marker].add(name)
+                out[marker].add(name + _layout(e))
             fake = marker is not None and modes.get(marker) == "fake"
             # under fake tensors, what a kernel or a Python decomposition runs is fake-tensor work;
             # a composite calling an overload of its own name calls that overload's kernel
@@ -262,7 +272,7 @@ class _OpBenchTracer:
 
         first = len(self.tests)
         modes: dict[str, str] = {}
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for meta, config, tag, device in items:
                 self.device = device
                 done = len(self.tests)
@@ -513,7 +523,9 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         signal.alarm(budget)
         failure = None
         try:
-            with profile(activities=[ProfilerActivity.CPU]) as prof, record_function(f"{_MARK}whole"):
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, record_function(
+                f"{_MARK}whole"
+            ):
                 torch.profiler.profile = TimedRegion  # the script's own profiler marks its timed region
                 try:
                     with contextlib.ExitStack() as stack:

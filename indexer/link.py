@@ -16,7 +16,7 @@ from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
-from perfq.indexer.trace import FileTrace, group_ops
+from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
 _OP_PREFIXES = {
@@ -485,15 +485,18 @@ def _link_trace(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
     per_test = group_ops(trace.tests)
+    inside = kernels_seen(trace.tests)
     linked: set[str] = set()
     for test in trace.tests:
         t.rows["bench_tests"].append(
-            (bench, test.name, test.module, test.cls, test.tag, test.backward, test.device, test.mode.value)
+            (bench, test.name, test.module, test.cls, test.tag, test.backward, test.device, test.mode.value,
+             inside[test.name])
         )
     for name, traced in sorted(per_test.items()):
-        for qualified in sorted(traced):
+        for entry in sorted(traced):
+            qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
-            t.rows["trace_ops"].append((bench, name, namespace, base))
+            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense"))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)

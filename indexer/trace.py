@@ -228,6 +228,14 @@ def trace_files(
     return out
 
 
+def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:
+    """Per test: do its operators include those called inside kernels (it ran for real, or
+    its module and direction have a real test to borrow them from)?"""
+    tests = list(tests)
+    real = {(t.module, t.backward) for t in tests if t.mode == TraceMode.real}
+    return {t.name: t.mode == TraceMode.real or (t.module, t.backward) in real for t in tests}
+
+
 def group_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
     """Operators per test, where a fake or inferred test also gets those the real tests of its
     module and direction executed inside their kernels (fake tensors do not run kernels)."""

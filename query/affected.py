@@ -370,28 +370,45 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     benches = store.benchmarks()
 
     own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
+    if not own.nodes_of("op"):
+        fallback = _header_fallback(store, cs)
+        if fallback:
+            starts += fallback
+            start_of.update({s.node: s for s in fallback if s.node not in start_of})
+            start_devices.update({s.node: s.device for s in fallback if s.node not in start_devices})
+            start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
+            own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
+    layouts = {own.key[n]: own.layouts.get(n, {"any"}) for n in own.nodes_of("op")}
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
     unbounded = len(own_ops) > cfg.reach_bound
     shared = bool(patterns) or unbounded
 
+    inner: Reach | None = None
     if shared:
         walk, reached_ops = own, len(own_ops)
     else:
-        walk, reached_ops = _composite_walk(store, start_devices, cfg, backends)
-    hits = store.traced_hits(own_ops)
+        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends)
+    hits = store.traced_hits(own_ops, layouts)
+    if inner is not None:
+        # tests traced without seeing inside kernels (meta/fake only): the operators whose
+        # kernels call one the change implements count too (one step, no hubs)
+        callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
+        caller_layouts = {inner.key[n]: inner.layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
+        hits += [h for h in store.traced_hits(callers, caller_layouts) if not h.kernels_seen]
+        op_chains = inner
+    else:
+        op_chains = own
     files = store.function_paths(
-        sorted(
-            {n for n, k in walk.kind.items() if k == "function"} | {n for n, k in own.kind.items() if k == "function"}
-        )
+        sorted({n for r in (walk, own, inner) if r is not None for n, k in r.kind.items() if k == "function"})
     )
     compile_mode = bool(cs.compile_paths)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
     sel = _Selection()
-    op_node = {own.key[n]: n for n in own.nodes_of("op")}
-    _select_traced(sel, hits, own, op_node, start_of, files, families, benches)
+    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
+    _select_traced(sel, hits, op_chains, op_node, start_of, files, families, benches)
     _select_static(sel, walk, start_of, files, benches)
     for path in cs.benchmark_files:
         name = Path(path).stem
@@ -423,13 +440,14 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 
 def _composite_walk(
     store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]]
-) -> tuple[Reach, int]:
+) -> tuple[Reach, int, Reach | None]:
     """The walk on through composite callers, except out of hub operators (called from more
     than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
     composite steps as keep it within ``reach_bound`` operators (fewest first: the cheap
-    walks run first and the first one over the bound stops the search). Returns the walk
-    and the operator count of the widest walk tried."""
+    walks run first and the first one over the bound stops the search). Returns the walk,
+    the operator count of the widest walk tried, and the one-step walk (None if over the bound)."""
     best = None
+    one_step = None
     count = 0
     for hops in (0, 1, 2, 3, None):
         walk = walk_up(
@@ -439,8 +457,21 @@ def _composite_walk(
         if count > cfg.reach_bound and best is not None:
             break
         best = walk
+        if hops == 1:
+            one_step = walk
     assert best is not None
-    return best, count
+    return best, count, one_step
+
+
+def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
+    """Starts for changed header functions whose callers are not linked (templates called
+    through overloads, functors): every function of their headers and of the headers' includers."""
+    headers = sorted({cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh"))})
+    if not headers:
+        return []
+    rows = store.functions_in(headers + store.includers(headers))
+    why = "a changed header function whose callers the index does not link"
+    return [Start(r.id, f"{r.path} (header fallback)", Confidence.low, why, device_of_path(r.path)) for r in rows]
 
 
 def _select_traced(

@@ -21,6 +21,7 @@ class Reach:
     truncated: bool = False
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
     into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
+    layouts: dict[int, set[str]] = field(default_factory=dict)  # op -> tensor layouts of the kernels reached
 
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
@@ -50,6 +51,16 @@ def device_of_key(key: str) -> str:
     if k.endswith("CPU") or k in ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256", "ALL_CPU"):
         return "cpu"
     return ""
+
+
+def layout_of_key(key: str) -> str:
+    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse..."""
+    if not key or key.startswith("Composite") or key == "CatchAll":
+        return "any"
+    for word, layout in (("Quantized", "quantized"), ("Sparse", "sparse"), ("Nested", "nested"), ("Mkldnn", "mkldnn")):
+        if word in key:
+            return layout
+    return "dense"
 
 
 def device_of_path(path: str) -> str:
@@ -125,6 +136,13 @@ def walk_up(
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
             r.edges.append((dst, src))
+            if nkind == "op":
+                if ekind in ("kernel", "library_impl"):
+                    r.layouts.setdefault(src, set()).add(layout_of_key(detail))
+                elif ekind in ("structured_delegate", "autogen"):
+                    r.layouts.setdefault(src, set()).update(r.layouts.get(dst, {"any"}))
+                else:
+                    r.layouts.setdefault(src, set()).add("any")
             if nkind == "benchmark":
                 r.into_benchmark.setdefault(src, set()).add(detail)
             if src in r.depth:

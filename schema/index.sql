@@ -141,10 +141,14 @@ CREATE TABLE bench_tests (
   tag TEXT NOT NULL,               -- short | long | ...
   backward BOOLEAN NOT NULL,
   device TEXT NOT NULL,            -- as configured (cuda/xpu tests are traced on the CPU)
-  mode TEXT NOT NULL               -- real | fake | inferred
+  mode TEXT NOT NULL,              -- real | meta | fake | inferred
+  kernels_seen BOOLEAN NOT NULL    -- its ops include those kernels call (real, or borrowed from its module's real tests)
 );
--- Operators a test's timed region executes (any overload): aten ops by base name, others too.
-CREATE TABLE trace_ops (bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL);
+-- Operators a test's timed region executes (any overload): aten ops by base name, others too;
+-- layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
+CREATE TABLE trace_ops (
+  bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL
+);
 
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
 

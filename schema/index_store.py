@@ -46,6 +46,7 @@ class TracedHit(NamedTuple):
     module: str
     device: str
     mode: str
+    kernels_seen: bool
 
 
 @dataclass(frozen=True)
@@ -176,18 +177,25 @@ class IndexStore:
         ).fetchall()
         return {n: BenchmarkRow(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
 
-    def traced_hits(self, ops: list[str]) -> list[TracedHit]:
-        """Traced tests that execute any overload of ``ops`` (aten by base name, others by name)."""
+    def traced_hits(self, ops: list[str], layouts: dict[str, set[str]] | None = None) -> list[TracedHit]:
+        """Traced tests that execute any overload of ``ops`` (by namespace and base name), on
+        the tensor layouts ``layouts`` gives per op ('any', 'dense', 'quantized'; default any)."""
         if not ops:
             return []
         rows = self.con.execute(
-            "SELECT DISTINCT o.name, t.bench, t.test, bt.module, bt.device, bt.mode FROM ops o"
+            "SELECT DISTINCT o.name, t.bench, t.test, bt.module, bt.device, bt.mode, bt.kernels_seen, t.layout"
+            " FROM ops o"
             " JOIN trace_ops t ON t.base = o.base AND t.namespace = o.namespace"
             " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
             " WHERE o.name IN (SELECT unnest(?::TEXT[])) ORDER BY t.bench, t.test, o.name",
             [ops],
         ).fetchall()
-        return [TracedHit(*r) for r in rows]
+        out = []
+        for *hit, layout in rows:
+            wanted = (layouts or {}).get(hit[0], {"any"})
+            if "any" in wanted or layout in wanted:
+                out.append(TracedHit(*hit))
+        return out
 
     def traced_ops_of(self, benches: list[str]) -> dict[str, set[tuple[str, str]]]:
         """bench -> (namespace, base) of every operator its traces execute."""
