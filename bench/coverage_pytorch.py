@@ -30,8 +30,8 @@ from pathlib import Path
 import duckdb
 
 from perfq.cli.coverage_cmd import DEFAULT_INFRA_OPS, collect_report
+from perfq.common.paths import default_index_path
 from perfq.errors import PerfqError
-from perfq.paths import default_index_path
 from perfq.query import coverage_render as render
 from perfq.query.coverage import functions_touched, ops_reached
 from perfq.query.coverage_facts import function_extents, reach_graph

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from perfq.cli.coverage_cmd import collect_report
-from perfq.paths import default_index_path
+from perfq.common.paths import default_index_path
 from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
 from perfq.runner.html_screenshot import count_color, read_png, screenshot
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from perfq.common.diff import DiffLine, parse_diff
+from perfq.errors import PerfqError
+
 
 @dataclass(frozen=True)
 class Hint:
@@ -53,33 +56,14 @@ _MESSAGES = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Hunk:
     file: str
-    start: int
-    lines: list[tuple[str, int, str]]  # (kind ' ', '+', '-'; new-file line number; text)
+    lines: tuple[DiffLine, ...]
 
 
 def _parse(diff: str) -> list[_Hunk]:
-    hunks: list[_Hunk] = []
-    file, cur, new_line = "", None, 0
-    for raw in diff.splitlines():
-        if raw.startswith("+++ "):
-            name = raw[4:].strip()
-            file = name[2:] if name.startswith(("a/", "b/")) else name
-            cur = None
-        elif raw.startswith("--- ") or raw.startswith("diff --git"):
-            cur = None
-        elif raw.startswith("@@"):
-            m = re.match(r"@@ -\d+(?:,\d+)? \+(\d+)", raw)
-            new_line = int(m.group(1)) if m else 0
-            cur = _Hunk(file, new_line, [])
-            hunks.append(cur)
-        elif cur is not None and raw[:1] in (" ", "+", "-"):
-            cur.lines.append((raw[0], new_line, raw[1:]))
-            if raw[0] != "-":
-                new_line += 1
-    return hunks
+    return [_Hunk(fc.path, h.lines) for fc in parse_diff(diff) if not fc.binary for h in fc.hunks]
 
 
 def _indent(text: str) -> int:
@@ -88,8 +72,8 @@ def _indent(text: str) -> int:
 
 def _inside_loop(hunk: _Hunk, pos: int) -> bool:
     """Whether line ``pos`` of ``hunk`` is nested (by indentation) under a loop header."""
-    depth = _indent(hunk.lines[pos][2])
-    for kind, _, prev in reversed(hunk.lines[:pos]):
+    depth = _indent(hunk.lines[pos].text)
+    for kind, _, prev in ((ln.kind, ln.new_line, ln.text) for ln in reversed(hunk.lines[:pos])):
         if kind == "-" or not prev.strip():
             continue
         ind = _indent(prev)
@@ -116,13 +100,17 @@ def scan_diff(diff: str, limit: int = 20) -> list[Hint]:
         seen.add((kind, hunk.file))
         hints.append(Hint(kind, _MESSAGES[kind], hunk.file, line, text.strip()[:160]))
 
-    for hunk in _parse(diff):
-        removed = [t for k, _, t in hunk.lines if k == "-"]
-        added = [(n, t) for k, n, t in hunk.lines if k == "+"]
+    try:
+        hunks = _parse(diff)
+    except PerfqError:  # not a diff: hints are leads, never a failure
+        return []
+    for hunk in hunks:
+        removed = [ln.text for ln in hunk.lines if ln.kind == "-"]
+        added = [(ln.new_line, ln.text) for ln in hunk.lines if ln.kind == "+"]
         removed_loops = [t for t in removed if _LOOP.match(t)]
         added_text = [t for _, t in added]
         new_sync, new_mask, new_load = (_grew(rx, added_text, removed) for rx in (_SYNC, _MASK, _LOAD))
-        for pos, (kind, n, text) in enumerate(hunk.lines):
+        for pos, (kind, n, text) in enumerate((ln.kind, ln.new_line, ln.text) for ln in hunk.lines):
             if kind == "+":
                 if _LOOP.match(text) and removed_loops and text.strip() not in {r.strip() for r in removed}:
                     add("loop-bounds", hunk, n, text)

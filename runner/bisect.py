@@ -14,7 +14,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -26,6 +25,7 @@ from typing import Any
 
 import duckdb
 
+from perfq.common import proc
 from perfq.errors import PerfqError
 from perfq.query.bisect_hints import scan_diff
 from perfq.query.bisect_metric import MetricSpec, Reading, extract, polarity
@@ -209,19 +209,12 @@ class Session:
         """Nothing is held open between writes."""
 
 
-def _tail(out: subprocess.CompletedProcess) -> str:
-    lines = (out.stderr.strip() or out.stdout.strip()).splitlines()
-    return lines[-1][:200] if lines else ""
-
-
 def run_build(cmd: str, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str | None:
     """Run the ``--build`` shell command; None on success, else why it failed."""
-    try:
-        out = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env=env, errors="replace")
-    except subprocess.TimeoutExpired:
-        return f"timed out after {timeout:g}s"
-    return None if out.returncode == 0 else f"exit {out.returncode} {_tail(out)}".strip()
+    res = proc.run(cmd, cwd=cwd, env=env, timeout=timeout, shell=True)
+    if res.error:
+        return res.error
+    return None if res.returncode == 0 else f"exit {res.returncode} {res.last_line()}".strip()
 
 
 def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
@@ -229,17 +222,13 @@ def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
     """Run the benchmark once and read its metric: (reading, None) or (None, why it failed)."""
     if not cwd.is_dir():
         return None, f"{cwd} does not exist at this commit"
+    res = proc.run(command, cwd=cwd, env=env, timeout=timeout)
+    if res.error:
+        return None, f"benchmark {res.error}"
+    if res.returncode != 0:
+        return None, f"benchmark exit {res.returncode} {res.last_line()}".strip()
     try:
-        out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env,
-                             errors="replace")
-    except subprocess.TimeoutExpired:
-        return None, f"benchmark timed out after {timeout:g}s"
-    except OSError as exc:
-        return None, f"cannot run {command[0]}: {exc.strerror}"
-    if out.returncode != 0:
-        return None, f"benchmark exit {out.returncode} {_tail(out)}".strip()
-    try:
-        return extract(out.stdout + "\n" + out.stderr, metric), None
+        return extract(res.stdout + "\n" + res.stderr, metric), None
     except PerfqError as exc:
         return None, str(exc)
 
@@ -335,13 +324,11 @@ class Bench:
                     "--commit", commit, "--format", "json"]
             for t in self.req.ir_targets:
                 argv += ["--target", t]
-            try:
-                out = subprocess.run(argv, cwd=self.repo, capture_output=True, text=True,
-                                     timeout=self.req.timeout, errors="replace")
-            except subprocess.TimeoutExpired:
-                return None, f"perfq ir collect timed out after {self.req.timeout:g}s"
-            if out.returncode != 0 or not db.exists():
-                return None, f"perfq ir collect failed: {_tail(out)}"
+            res = proc.run(argv, cwd=self.repo, timeout=self.req.timeout)
+            if res.error:
+                return None, f"perfq ir collect {res.error}"
+            if res.returncode != 0 or not db.exists():
+                return None, f"perfq ir collect failed: {res.last_line()}"
             con = connect_history(db)
             try:
                 rows = con.execute("SELECT kernel, specialization, target, stage, normalized_sha "
@@ -449,7 +436,7 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
 
 
 def _default_history(repo: Path) -> Path:
-    from perfq.paths import default_history_path
+    from perfq.common.paths import default_history_path
 
     return default_history_path(repo)
 

@@ -2,54 +2,40 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from perfq.common import git as common_git
 from perfq.errors import PerfqError
 
 
 def git(repo: Path, *args: str, check: bool = True, timeout: float = 120) -> str:
-    """Run ``git args`` in ``repo``; stdout on success, PerfqError (one line) on failure."""
-    try:
-        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=timeout,
-                             check=False, errors="replace")
-    except FileNotFoundError:
-        raise PerfqError("git is not installed or not on PATH") from None
-    except NotADirectoryError:
-        raise PerfqError(f"{repo} is not a directory") from None
-    if check and out.returncode != 0:
-        msg = (out.stderr.strip() or out.stdout.strip() or f"exit {out.returncode}").splitlines()[0]
-        raise PerfqError(f"git {' '.join(args[:2])} failed: {msg}")
-    return out.stdout
+    """Stdout of ``git args`` in ``repo``; PerfqError (one line) on failure."""
+    return common_git.git(repo, *args, check=check, timeout=timeout).stdout
 
 
-def ok(repo: Path, *args: str) -> bool:
-    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=False).returncode == 0
+ok = common_git.ok
+parents = common_git.parents
+dirty = common_git.dirty
 
 
 def toplevel(path: Path) -> Path:
     """The worktree root containing ``path``; PerfqError outside git."""
     if not path.is_dir():
         raise PerfqError(f"{path} is not a directory")
-    out = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=path, capture_output=True, text=True,
-                         check=False)
-    if out.returncode != 0 or not out.stdout.strip():
+    top = common_git.toplevel(path)
+    if top is None:
         raise PerfqError(f"{path} is not inside a git repository")
-    return Path(out.stdout.strip())
+    return top
 
 
 def resolve(repo: Path, ref: str) -> str:
     """The full hash of commit ``ref``; PerfqError when it does not name a commit."""
-    if not ref or ref.startswith("-"):
-        raise PerfqError(f"unknown commit {ref!r}")
-    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=repo,
-                         capture_output=True, text=True, check=False)
-    if out.returncode != 0 or not out.stdout.strip():
+    sha = common_git.rev(repo, ref)
+    if sha is None:
         raise PerfqError(f"unknown commit {ref!r} in {repo}")
-    return out.stdout.strip()
+    return sha
 
 
 def first_parent_range(repo: Path, good: str, bad: str) -> list[str]:
@@ -71,10 +57,6 @@ def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
     return [good, *commits]
 
 
-def parents(repo: Path, sha: str) -> list[str]:
-    return git(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
-
-
 def merge_side(repo: Path, merge: str) -> list[str]:
     """For a merge commit: ``[merge-base, side commits..., second parent]`` (first-parent of
     the merged branch, oldest first), the range ``--all-parents`` descends into."""
@@ -86,19 +68,7 @@ def merge_side(repo: Path, merge: str) -> list[str]:
     return [base, *side] if side else []
 
 
-@dataclass(frozen=True)
-class CommitInfo:
-    commit: str
-    author: str
-    email: str
-    date: str
-    subject: str
-
-
-def info(repo: Path, sha: str) -> CommitInfo:
-    out = git(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", sha).rstrip("\n")
-    h, an, ae, ad, s = (out.split("\x00") + [""] * 5)[:5]
-    return CommitInfo(h, an, ae, ad, s)
+info = common_git.commit
 
 
 def numstat(repo: Path, sha: str) -> list[dict]:
@@ -118,19 +88,16 @@ def numstat(repo: Path, sha: str) -> list[dict]:
 def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
     ps = parents(repo, sha)
     args = ["diff", "--unified=3", ps[0], sha] if ps else ["show", "--format=", sha]
-    return git(repo, *args)[:limit]
-
-
-def dirty(repo: Path) -> list[str]:
-    """Tracked files with uncommitted changes (staged or not)."""
-    return [line[3:] for line in git(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+    text = git(repo, *args)
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\ndiff --git ", 0, limit)  # whole files only: a cut hunk is not a diff
+    return text[: cut + 1] if cut > 0 else ""
 
 
 def head_ref(repo: Path) -> tuple[str | None, str]:
     """(branch name or None when detached, HEAD commit)."""
-    branch = subprocess.run(["git", "symbolic-ref", "-q", "--short", "HEAD"], cwd=repo, capture_output=True,
-                            text=True, check=False).stdout.strip()
-    return (branch or None), git(repo, "rev-parse", "HEAD").strip()
+    return common_git.branch(repo), git(repo, "rev-parse", "HEAD").strip()
 
 
 class Checkout:

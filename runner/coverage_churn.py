@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.paths import git_common_dir
+from perfq.common.paths import git_common_dir
 from perfq.query.coverage import churn_by_op, functions_touched, ops_reached
 from perfq.query.coverage_facts import function_extents, indexed_paths, reach_graph
 from perfq.runner.git_history import changed_lines

@@ -8,16 +8,15 @@ function (:func:`parse_log`) so it can be tested on text.
 
 from __future__ import annotations
 
-import re
-import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfq.common import git
+from perfq.common.diff import parse_diff
 from perfq.errors import PerfqError
 
 COMMIT_MARK = "\x00perfq-commit "
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,11 @@ class History:
     total_commits: int = 0  # commits reachable from the ref, whatever the period
 
 
-def _hunk_range(match: re.Match[str]) -> tuple[int, int]:
-    start = int(match.group(3))
-    count = int(match.group(4)) if match.group(4) is not None else 1
-    if count == 0:  # pure deletion: the line after which lines were removed
-        line = max(start, 1)
-        return (line, line)
-    return (start, start + count - 1)
+def _commit_changes(commit: str, parents: int, lines: list[str]) -> Iterator[FileChange]:
+    for fc in parse_diff("".join(lines)):
+        ranges = tuple(h.target_range for h in fc.hunks)
+        if fc.new_path is not None and ranges:
+            yield FileChange(commit, fc.new_path, ranges, parents)
 
 
 def parse_log(lines: Iterable[str]) -> Iterator[FileChange]:
@@ -58,52 +55,23 @@ def parse_log(lines: Iterable[str]) -> Iterator[FileChange]:
 
     Files deleted by a commit (``+++ /dev/null``) and binary files yield nothing.
     """
-    commit = ""
-    parents = 1
-    path: str | None = None
-    ranges: list[tuple[int, int]] = []
-
-    def flush() -> Iterator[FileChange]:
-        if commit and path is not None and ranges:
-            yield FileChange(commit, path, tuple(ranges), parents)
-
+    commit, parents, chunk = "", 1, []
     for raw in lines:
-        line = raw.rstrip("\n")
+        line = raw if raw.endswith("\n") else raw + "\n"
         if line.startswith(COMMIT_MARK):
-            yield from flush()
+            if commit:
+                yield from _commit_changes(commit, parents, chunk)
             parts = line[len(COMMIT_MARK) :].split()
-            commit = parts[0] if parts else ""
-            parents = len(parts) - 1
-            path, ranges = None, []
-        elif line.startswith("diff --git "):
-            yield from flush()
-            path, ranges = None, []
-        elif line.startswith("+++ "):
-            target = line[4:]
-            path = target[2:] if target.startswith("b/") else None
-            ranges = []
-        elif line.startswith("@@") and path is not None:
-            match = _HUNK.match(line)
-            if match:
-                ranges.append(_hunk_range(match))
-    yield from flush()
-
-
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(
-            ["git", *args], cwd=repo, capture_output=True, text=True, errors="replace", check=False
-        )
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise PerfqError(f"cannot run git in {repo}: {exc}") from None
+            commit, parents, chunk = (parts[0] if parts else ""), len(parts) - 1, []
+        else:
+            chunk.append(line)
+    if commit:
+        yield from _commit_changes(commit, parents, chunk)
 
 
 def count_commits(repo: Path, ref: str = "HEAD") -> int:
     """Number of commits reachable from ``ref`` (0 for an empty repository)."""
-    out = _git(repo, "rev-list", "--count", ref)
-    if out.returncode != 0:
-        return 0
-    return int(out.stdout.strip() or 0)
+    return git.count_commits(repo, ref)
 
 
 def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str] | None = None) -> History:
@@ -113,10 +81,9 @@ def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str
     to those pathspecs. Raises PerfqError when ``repo`` is not a git repository or the
     ref/date is not understood.
     """
-    check = _git(repo, "rev-parse", "--is-inside-work-tree")
-    if check.returncode != 0:
+    if not git.ok(repo, "rev-parse", "--is-inside-work-tree"):
         raise PerfqError(f"{repo} is not a git repository")
-    if _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").returncode != 0:
+    if git.rev(repo, ref) is None:
         if ref == "HEAD":  # an empty repository: no history at all
             return History()
         raise PerfqError(f"unknown git ref {ref!r} in {repo}")
@@ -138,18 +105,6 @@ def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str
     ]
     if paths is not None:
         args.extend(paths)
-    try:
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=repo,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-        )
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise PerfqError(f"cannot run git in {repo}: {exc}") from None
-    assert proc.stdout is not None
     commits: list[str] = []
 
     def tracked(lines: Iterable[str]) -> Iterator[str]:
@@ -162,10 +117,10 @@ def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str
                         history.root_commits.add(parts[0])
             yield line
 
-    history.changes = list(parse_log(tracked(proc.stdout)))
-    stderr = proc.stderr.read() if proc.stderr else ""
-    if proc.wait() != 0:
-        first = stderr.strip().splitlines()[0] if stderr.strip() else "git log failed"
-        raise PerfqError(f"git log --since={since} failed: {first}")
+    try:
+        with git.stream(repo, *args) as lines:
+            history.changes = list(parse_log(tracked(lines)))
+    except PerfqError as exc:
+        raise PerfqError(f"git log --since={since} failed: {str(exc).split('failed: ', 1)[-1]}") from None
     history.commits = commits
     return history

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfq.common import proc
 from perfq.errors import PerfqError
 from perfq.runner.ir_compile import IRCompileError, Specialization, compile_spec, kernel_source_info
 from perfq.runner.ir_manifest import import_kernel
@@ -76,11 +76,12 @@ def run_with_hook(command: list[str], cwd: Path, out_dir: Path) -> int:
     env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH", "")])])
     env["PERFQ_IR_CAPTURE_OUT"] = str(out_dir)
     try:
-        return subprocess.run(command, cwd=cwd, env=env).returncode
-    except FileNotFoundError:
-        raise PerfqError(f"command not found: {command[0]}") from None
+        res = proc.run(command, cwd=cwd, env=env, capture=False)
     except KeyboardInterrupt:
         raise PerfqError("interrupted; nothing stored", exit_code=130) from None
+    if res.returncode is None:
+        raise PerfqError(f"command not found: {command[0]}")
+    return res.returncode
 
 
 def _decode_const(value: Any) -> Any:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,14 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfq.common import git, proc
 from perfq.errors import PerfqError
 from perfq.query.compare import Settings, TestKey, compare_samples
 from perfq.runner import opbench
 from perfq.runner.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.runner.results_store import Run, export_runs, now, save_runs
 from perfq.runner.script_bench import ScriptBench, parse_output
-
-STDERR_TAIL_LINES = 25
 
 
 @dataclass(frozen=True)
@@ -102,10 +100,6 @@ class Outcome:
     error: str = ""
 
 
-def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
     """The job's spec with the side's thread settings applied."""
     return replace(
@@ -117,21 +111,8 @@ def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
 
 def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, str, str]:
     """(returncode, stdout, stderr, error) of one process; Ctrl-C kills the child and propagates."""
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except OSError as exc:
-        return None, "", str(exc), f"cannot start: {exc}"
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        stdout, stderr = proc.communicate()
-        return None, stdout, stderr, f"timed out after {timeout:.0f}s"
-    except KeyboardInterrupt:
-        proc.kill()
-        proc.communicate()
-        raise
-    return proc.returncode, stdout, stderr, ""
+    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
+    return res.returncode, res.stdout, res.stderr, res.error
 
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str], error: str) -> Outcome:
@@ -139,7 +120,7 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
         error = f"exit status {rc}"
     elif not error and not found:
         error = "no measurement found in the output"
-    return Outcome(found, rc, _tail(err or out), argv, error)
+    return Outcome(found, rc, proc.tail(err or out), argv, error)
 
 
 def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, Outcome]]:
@@ -163,7 +144,7 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
             outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
             if failed:
                 outcome.returncode = rc if rc else 1
-                outcome.stderr_tail = f"{failed}\n{_tail(err)}".strip()
+                outcome.stderr_tail = f"{failed}\n{proc.tail(err)}".strip()
             results.append((member, outcome))
         return results
     assert job.spec is not None
@@ -206,17 +187,8 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
 
 def python_info(python: str) -> dict[str, str]:
     """torch version of an interpreter (empty when torch is missing), without importing torch."""
-    try:
-        out = subprocess.run(
-            [python, "-c", "from importlib.metadata import version; print(version('torch'))"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {"torch_version": ""}
-    return {"torch_version": out.stdout.strip() if out.returncode == 0 else ""}
+    res = proc.run([python, "-c", "from importlib.metadata import version; print(version('torch'))"], timeout=120)
+    return {"torch_version": res.stdout.strip() if res.ok else ""}
 
 
 def cpu_name() -> str:
@@ -229,14 +201,9 @@ def cpu_name() -> str:
     return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
 
 
-def git_commit(repo: Path) -> str:
-    out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=False)
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
 def new_runs(plan: Plan) -> list[Run]:
     """One Run record per side, with the environment filled in."""
-    commit = git_commit(plan.repo)
+    commit = git.head(plan.repo)
     host, cpu = socket.gethostname(), cpu_name()
     runs = []
     for side in plan.sides:
@@ -366,19 +333,11 @@ def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:
 
 def list_ops(python: str, root: Path, name: str) -> list[str]:
     """Operator (module) names a benchmark file registers (``--list-ops``)."""
-    try:
-        out = subprocess.run(
-            [python, "-m", f"pt.{opbench.normalize_name(name)}", "--list-ops"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+    res = proc.run([python, "-m", f"pt.{opbench.normalize_name(name)}", "--list-ops"], cwd=root, timeout=300)
+    if res.error:
         return []
     names = []
-    for line in out.stdout.splitlines():
+    for line in res.stdout.splitlines():
         line = line.strip()
         if line.startswith("# ") and not line.startswith("# -") and ":" not in line and " " not in line[2:]:
             names.append(line[2:])

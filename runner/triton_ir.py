@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfq.common import git
 from perfq.errors import PerfqError
 from perfq.runner.ir_compile import (
     KNOWN_STAGES,
@@ -135,13 +135,4 @@ def collect(
 
 def git_commit(repo: Path) -> str:
     """HEAD of ``repo`` (with ``-dirty`` when the tree has changes), or '' outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True)
-        if head.returncode != 0:
-            return ""
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True, text=True
-        )
-    except (FileNotFoundError, NotADirectoryError):
-        return ""
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    return git.head_with_state(repo)

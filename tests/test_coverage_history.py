@@ -20,17 +20,25 @@ index 1..2 100644
 +++ b/x.cpp
 @@ -3,2 +3,3 @@ void f() {{
 -a
+-a2
 +b
++b2
++b3
 @@ -10 +11 @@
 -c
 +d
 @@ -20,4 +21,0 @@
+-gone
+-gone
+-gone
 -gone
 diff --git a/old.cpp b/old.cpp
 deleted file mode 100644
 --- a/old.cpp
 +++ /dev/null
 @@ -1,3 +0,0 @@
+-x
+-x
 -x
 {COMMIT_MARK}bbb
 diff --git a/new.py b/new.py

@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from perfq.cli.common import DbOption, Format, HistoryOption, RepoOption, print_json, resolve_repo
+from perfq.common.cli import DbOption, Format, HistoryOption, RepoOption, resolve_repo
+from perfq.common.render import print_json
 from perfq.errors import PerfqError
 
 _CMD_KEY = "perfq_bisect_command"

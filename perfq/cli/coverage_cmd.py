@@ -10,7 +10,8 @@ from typing import Annotated
 import duckdb
 import typer
 
-from perfq.cli.common import DbOption, RepoOption, console, resolve_db, resolve_repo
+from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
+from perfq.common.render import console
 from perfq.errors import PerfqError
 from perfq.query.coverage import CoverageReport
 

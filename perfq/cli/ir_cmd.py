@@ -9,15 +9,8 @@ from typing import Annotated
 
 import typer
 
-from perfq.cli.common import (
-    Format,
-    HistoryOption,
-    RepoOption,
-    console,
-    print_json,
-    resolve_history,
-    resolve_repo,
-)
+from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.render import console, print_json
 from perfq.errors import PerfqError
 
 ir_app = typer.Typer(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from perfq.cli.common import console
+from perfq.common.render import console
 from perfq.query.affected import all_benchmarks
 
 

@@ -7,8 +7,9 @@ them in ``.perfq/``. Both can be overridden with ``--db`` / ``--history``.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
+
+from perfq.common import git
 
 INDEX_FILE = "index.duckdb"
 HISTORY_FILE = "history.duckdb"
@@ -16,29 +17,12 @@ HISTORY_FILE = "history.duckdb"
 
 def git_common_dir(repo: Path) -> Path | None:
     """The git common dir of ``repo`` (shared by all its worktrees), or None outside git."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if out.returncode != 0 or not out.stdout.strip():
-        return None
-    return Path(out.stdout.strip())
+    return git.common_dir(repo)
 
 
 def repo_root(start: Path) -> Path:
     """The top of the git worktree containing ``start``, or ``start`` itself outside git."""
-    out = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], cwd=start, capture_output=True, text=True, check=False
-    )
-    if out.returncode == 0 and out.stdout.strip():
-        return Path(out.stdout.strip())
-    return start.resolve()
+    return git.toplevel(start) or start.resolve()
 
 
 def state_dir(repo: Path) -> Path:

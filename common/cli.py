@@ -1,17 +1,13 @@
-"""Options and helpers shared by the command modules."""
+"""Options and helpers shared by every command module (the root app and each feature's ``cli.py``)."""
 
 from __future__ import annotations
 
-import json
-import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.console import Console
 
-from perfq.paths import default_history_path, default_index_path, repo_root
+from perfq.common.paths import default_history_path, default_index_path, repo_root
 
 RepoOption = typer.Option(None, "--repo", help="Repository root (default: the current git worktree).")
 DbOption = typer.Option(None, "--db", help="Index database (default: <git common dir>/perfq/index.duckdb).")
@@ -36,12 +32,3 @@ def resolve_db(repo: Path, db: Path | None) -> Path:
 
 def resolve_history(repo: Path, history: Path | None) -> Path:
     return history if history is not None else default_history_path(repo)
-
-
-def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
-
-
-def print_json(data: Any) -> None:
-    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
-    sys.stdout.write("\n")
