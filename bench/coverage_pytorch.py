@@ -29,13 +29,13 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.cli.coverage_cmd import DEFAULT_INFRA_OPS, collect_report
 from perfq.common.paths import default_index_path
+from perfq.coverage import render as render
+from perfq.coverage.cli import DEFAULT_INFRA_OPS, collect_report
+from perfq.coverage.facts import function_extents, reach_graph
+from perfq.coverage.report import functions_touched, ops_reached
+from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
-from perfq.query import coverage_render as render
-from perfq.query.coverage import functions_touched, ops_reached
-from perfq.query.coverage_facts import function_extents, reach_graph
-from perfq.query.scaffold import pick_overload, scaffold
 
 CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]

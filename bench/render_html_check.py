@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfq.cli.coverage_cmd import collect_report
 from perfq.common.paths import default_index_path
-from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
+from perfq.coverage.cli import collect_report
+from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 from perfq.runner.html_screenshot import count_color, read_png, screenshot
 
 CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfq.query.bisect_hints import scan_diff
+from perfq.bisect.hints import scan_diff
 
 DIFF = """\
 diff --git a/kernels/matmul.py b/kernels/matmul.py

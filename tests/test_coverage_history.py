@@ -7,9 +7,9 @@ import subprocess
 import duckdb
 import pytest
 
+from perfq.coverage.churn import op_churn
+from perfq.coverage.history import COMMIT_MARK, changed_lines, parse_log
 from perfq.errors import PerfqError
-from perfq.runner.coverage_churn import op_churn
-from perfq.runner.git_history import COMMIT_MARK, changed_lines, parse_log
 from tests.coverage_fixture_db import build_index, build_repo
 
 LOG = f"""{COMMIT_MARK}aaa ppp

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfq.cli.coverage_cmd import collect_report
-from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
+from perfq.coverage.cli import collect_report
+from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 from perfq.runner.html_screenshot import count_color, find_browser, read_png, screenshot
 from tests.coverage_fixture_db import build_index, build_repo
 
@@ -25,7 +25,7 @@ def test_html_report_renders_charts_in_chromium(tmp_path):
 
 
 def test_html_without_rows_still_renders_text():
-    from perfq.query.coverage import CoverageFacts, build_report
+    from perfq.coverage.report import CoverageFacts, build_report
 
     page = to_html(build_report(CoverageFacts(), None))
     assert "nothing to show" in page and page.count("<svg") == 0 and "</html>" in page

@@ -5,14 +5,14 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from perfq.query.coverage import (
+from perfq.coverage.facts import load_facts, reach_graph
+from perfq.coverage.report import (
     CoverageFacts,
     OpFact,
     build_report,
     functions_touched,
     ops_reached,
 )
-from perfq.query.coverage_facts import load_facts, reach_graph
 from tests.coverage_fixture_db import build_index
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from perfq.coverage.scaffold import parse_schema, pick_overload, scaffold
 from perfq.errors import PerfqError
-from perfq.query.scaffold import parse_schema, pick_overload, scaffold
 
 SCHEMAS = [
     "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",

@@ -108,8 +108,8 @@ def test_header_lookalike_lines_stay_in_their_hunk():
 
 
 def test_hints_and_history_read_header_lookalikes_as_content():
-    from perfq.query.bisect_hints import scan_diff
-    from perfq.runner.git_history import COMMIT_MARK, parse_log
+    from perfq.bisect.hints import scan_diff
+    from perfq.coverage.history import COMMIT_MARK, parse_log
 
     hints = scan_diff(HEADER_LOOKALIKES)
     assert [(h.kind, h.file, h.line) for h in hints if h.kind == "sync"] == [("sync", "x.lua", 11)]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perfq.runner.ir_harvest import harvest
-from perfq.runner.ir_store import IRRecord, store_collection
+from perfq.ir.harvest import harvest
+from perfq.ir.store import IRRecord, store_collection
 
 TTIR = """\
 #loc = loc("{path}":3:1)

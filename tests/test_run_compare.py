@@ -7,7 +7,7 @@ import random
 import pytest
 from scipy import stats
 
-from perfq.query.compare import (
+from perfq.run.compare import (
     Settings,
     TestKey,
     benjamini_hochberg,
@@ -15,8 +15,8 @@ from perfq.query.compare import (
     pinpoint_p,
     settings_from_config,
 )
-from perfq.query.compare_report import comparison_document, render_markdown
-from perfq.runner.results_store import Run
+from perfq.run.report import comparison_document, render_markdown
+from perfq.run.results import Run
 
 
 def key(test: str, bench: str = "b_test", unit: str = "us", metric: str = "forward_time") -> TestKey:

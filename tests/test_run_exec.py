@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
-from perfq.runner import run as runner
-from perfq.runner.opbench import OpBenchSpec
-from perfq.runner.results_store import export_runs, import_files, load_export, runs_for_label
+from perfq.run import execute as runner
+from perfq.run.opbench import OpBenchSpec
+from perfq.run.results import export_runs, import_files, load_export, runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
 PY = sys.executable
@@ -55,8 +55,8 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     vals = {(r[0], r[1]): r[3] for r in rows}
     assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
     assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
-    from perfq.cli.run_cmd import comparison_for_label
-    from perfq.query.compare import Settings
+    from perfq.run.cli import comparison_for_label
+    from perfq.run.compare import Settings
 
     doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())
     assert {t["verdict"] for t in doc["tests"]} == {"regression"}

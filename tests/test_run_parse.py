@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from perfq.errors import PerfqError
-from perfq.runner import opbench
-from perfq.runner.opbench import OpBenchSpec, RunnerCaps
-from perfq.runner.run import drop_unsupported_compile, jobs_from_affected, match_ops
-from perfq.runner.script_bench import parse_output, script_benchmarks
+from perfq.run import opbench
+from perfq.run.execute import drop_unsupported_compile, jobs_from_affected, match_ops
+from perfq.run.opbench import OpBenchSpec, RunnerCaps
+from perfq.run.script_bench import parse_output, script_benchmarks
 from tests.run_fakebench import make_bench_root
 
 TEXT_260 = """# ----------------------------------------

@@ -58,8 +58,8 @@ def register(app: typer.Typer) -> None:
         if ir:
             from perfq.common.cli import resolve_history
             from perfq.config import load_config
+            from perfq.ir.diff import changed_kernels
             from perfq.query.affected import flag_ir_changes
-            from perfq.query.ir_diff import changed_kernels
             from perfq.schema.history import connect_history
 
             label_a, sep, label_b = ir.partition("..")

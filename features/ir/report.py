@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfq.query.ir_diff import IDENTICAL, KernelDiff, buckets, format_delta, summarize
+from perfq.ir.diff import IDENTICAL, KernelDiff, buckets, format_delta, summarize
 
 
 def to_json(label_a: str, label_b: str, diffs: list[KernelDiff]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import yaml
 
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.runner.ir_compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
+from perfq.ir.compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
 
 MANIFEST_FILE = "perfq-ir.yaml"
 SPEC_KEYS = {"signature", "constexprs", "divisible", "num_warps", "num_stages", "options", "name"}

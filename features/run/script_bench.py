@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from perfq.errors import PerfqError
-from perfq.runner.opbench import Measurement
+from perfq.run.opbench import Measurement
 
 
 @dataclass(frozen=True)

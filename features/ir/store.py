@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from perfq.errors import PerfqError
-from perfq.query.ir_normalize import NORMALIZER_VERSION, normalize_ir
+from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
 from perfq.schema.history import connect_history
 
 

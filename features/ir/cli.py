@@ -37,7 +37,7 @@ FormatOption = typer.Option(Format.table, "--format", "-f", help="table, json or
 
 
 def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.runner.triton_ir import check_stages
+    from perfq.ir.collect import check_stages
 
     if not values:
         return default
@@ -45,7 +45,7 @@ def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ..
 
 
 def _targets(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.runner.triton_ir import check_targets
+    from perfq.ir.collect import check_targets
 
     targets = tuple(t.strip() for v in (values or []) for t in v.split(",") if t.strip()) or default
     return check_targets(targets)
@@ -76,8 +76,8 @@ def _report_collect(label: str, result, stored: int, fmt: Format, extra: dict | 
 
 
 def _store(history: Path, label: str, source: str, records, repo: Path, commit: str | None, details: dict):
-    from perfq.runner.ir_store import store_collection
-    from perfq.runner.triton_ir import git_commit
+    from perfq.ir.collect import git_commit
+    from perfq.ir.store import store_collection
 
     return store_collection(
         history, label, source, records, commit if commit is not None else git_commit(repo), details
@@ -100,9 +100,9 @@ def collect(
     """Compile the manifest's kernels for each target and store every IR under LABEL."""
     from dataclasses import replace
 
-    from perfq.runner.ir_manifest import load_manifest
-    from perfq.runner.triton_ir import collect as run_collect
-    from perfq.runner.triton_ir import require_triton
+    from perfq.ir.collect import collect as run_collect
+    from perfq.ir.collect import require_triton
+    from perfq.ir.manifest import load_manifest
 
     repo_path = resolve_repo(repo)
     require_triton()
@@ -135,9 +135,9 @@ def capture(
 ) -> None:
     """Run `-- COMMAND...` (a benchmark), record every Triton specialization it compiles or
     launches (TRITON_INTERPRET=1 works on CPU), then compile them for each target."""
-    from perfq.runner.ir_capture import capture as run_capture
-    from perfq.runner.ir_compile import DEFAULT_STAGES
-    from perfq.runner.triton_ir import require_triton
+    from perfq.ir.capture import capture as run_capture
+    from perfq.ir.collect import require_triton
+    from perfq.ir.compile import DEFAULT_STAGES
 
     repo_path = resolve_repo(repo)
     require_triton()
@@ -174,9 +174,9 @@ def harvest(
     """Import the IR files a run left in a Triton cache or dump directory."""
     import time
 
-    from perfq.runner.ir_compile import DEFAULT_STAGES
-    from perfq.runner.ir_harvest import harvest as run_harvest
-    from perfq.runner.triton_ir import CollectResult
+    from perfq.ir.collect import CollectResult
+    from perfq.ir.compile import DEFAULT_STAGES
+    from perfq.ir.harvest import harvest as run_harvest
 
     repo_path = resolve_repo(repo)
     if directory is None:
@@ -201,7 +201,7 @@ def list_labels(
     history: Path | None = HistoryOption,
 ) -> None:
     """List the stored IR collections (label, number of IRs, Triton versions)."""
-    from perfq.runner.ir_store import labels, open_for_reading
+    from perfq.ir.store import labels, open_for_reading
 
     con = open_for_reading(resolve_history(resolve_repo(repo), history))
     try:
@@ -232,8 +232,8 @@ def _print_diff(text: str) -> None:
 def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
     from rich.markup import escape
 
-    from perfq.query.ir_diff import IDENTICAL, buckets, format_delta
-    from perfq.query.ir_report import summary_line
+    from perfq.ir.diff import IDENTICAL, buckets, format_delta
+    from perfq.ir.report import summary_line
 
     con = console()
     colors = {"structural": "red", "attributes-only": "yellow", "added": "cyan", "removed": "magenta"}
@@ -285,9 +285,9 @@ def diff(
 ) -> None:
     """Per kernel/target/stage: identical, attributes-only or structural, with op-count deltas
     and diffs of the normalized IR. Exits 0 whatever changed (unless --fail-on-change)."""
-    from perfq.query.ir_diff import IDENTICAL, diff_collections, load_collection
-    from perfq.query.ir_report import to_json, to_markdown
-    from perfq.runner.ir_store import labels, open_for_reading
+    from perfq.ir.diff import IDENTICAL, diff_collections, load_collection
+    from perfq.ir.report import to_json, to_markdown
+    from perfq.ir.store import labels, open_for_reading
 
     con = open_for_reading(resolve_history(resolve_repo(repo), history))
     try:

@@ -33,7 +33,7 @@ def _interactive() -> bool:
 
 
 def _settings(repo: Path, alpha: float | None = None, min_effect: float | None = None):
-    from perfq.query.compare import settings_from_config
+    from perfq.run.compare import settings_from_config
 
     try:
         return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect)
@@ -68,7 +68,7 @@ def _env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
 
 
 def _render_comparison(doc: dict, fmt: Format) -> None:
-    from perfq.query.compare_report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
+    from perfq.run.report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
     if fmt == Format.json:
         print_json(doc)
@@ -108,10 +108,10 @@ def _render_comparison(doc: dict, fmt: Format) -> None:
 
 def comparison_for_label(history: Path, label: str, settings) -> dict:
     """Load a label's runs and build the comparison document."""
-    from perfq.query.compare import compare_samples
-    from perfq.query.compare_report import comparison_document
-    from perfq.runner.results_store import runs_for_label
-    from perfq.runner.run import samples_as_pairs
+    from perfq.run.compare import compare_samples
+    from perfq.run.execute import samples_as_pairs
+    from perfq.run.report import comparison_document
+    from perfq.run.results import runs_for_label
 
     runs = runs_for_label(history, label)
     if not runs:
@@ -193,9 +193,9 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
-        from perfq.runner import opbench
-        from perfq.runner import run as runner
-        from perfq.runner.script_bench import script_benchmarks
+        from perfq.run import execute as runner
+        from perfq.run import opbench
+        from perfq.run.script_bench import script_benchmarks
 
         bench, test = bench or [], test or []
         repo_path = resolve_repo(repo)
@@ -250,7 +250,7 @@ def register(app: typer.Typer) -> None:
             # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
             err.print("nothing to run: no benchmark selected")
             if out is not None:
-                from perfq.runner.results_store import export_runs
+                from perfq.run.results import export_runs
 
                 export_runs([], out)
             return
@@ -328,8 +328,8 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Show a benchmark's results across stored runs."""
-        from perfq.runner.opbench import normalize_name
-        from perfq.runner.results_store import history_rows
+        from perfq.run.opbench import normalize_name
+        from perfq.run.results import history_rows
 
         bench = normalize_name(bench)
         rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)
@@ -374,7 +374,7 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Merge result files from other machines into the history (idempotent)."""
-        from perfq.runner.results_store import import_files
+        from perfq.run.results import import_files
 
         target = resolve_history(resolve_repo(repo), history)
         counts = import_files(target, files)
@@ -387,7 +387,7 @@ def register(app: typer.Typer) -> None:
 
 def _execute(plan, jobs, sides, repeat):
     """Run the plan with a rich progress bar on a terminal; Ctrl-C -> one-line error, runs kept."""
-    from perfq.runner import run as runner
+    from perfq.run import execute as runner
 
     progress_cb = runner._quiet
     bar = None

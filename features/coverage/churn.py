@@ -1,6 +1,6 @@
 """Churn for `perfq coverage`: git history of a period -> commits per operator.
 
-Reads the period's line changes with :mod:`perfq.runner.git_history`, maps them onto the
+Reads the period's line changes with :mod:`perfq.coverage.history`, maps them onto the
 index's function extents (current extents: an approximation for older commits) and walks
 the reachability graph from the touched functions up to operators.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 import duckdb
 
 from perfq.common.paths import git_common_dir
-from perfq.query.coverage import churn_by_op, functions_touched, ops_reached
-from perfq.query.coverage_facts import function_extents, indexed_paths, reach_graph
-from perfq.runner.git_history import changed_lines
+from perfq.coverage.facts import function_extents, indexed_paths, reach_graph
+from perfq.coverage.history import changed_lines
+from perfq.coverage.report import churn_by_op, functions_touched, ops_reached
 
 
 def op_churn(

@@ -1,7 +1,7 @@
 """Side effects of ``perfq bisect``: checkouts, builds, benchmark runs, the stored session.
 
 ``run_bisect`` validates the repository and range, stashes a dirty tree (with consent),
-drives the pure search in ``perfq.query.bisect_search`` with a ``measure`` that checks out
+drives the pure search in ``perfq.bisect.search`` with a ``measure`` that checks out
 each commit, runs ``--build`` and the benchmark command, and records every measurement in
 the history database. The original branch/commit and the stashed changes are restored in
 a ``finally`` block, so success, failure and Ctrl-C all leave the tree as it was.
@@ -25,12 +25,12 @@ from typing import Any
 
 import duckdb
 
+from perfq.bisect import git as g
+from perfq.bisect.hints import scan_diff
+from perfq.bisect.metric import MetricSpec, Reading, extract, polarity
+from perfq.bisect.search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
 from perfq.common import proc
 from perfq.errors import PerfqError
-from perfq.query.bisect_hints import scan_diff
-from perfq.query.bisect_metric import MetricSpec, Reading, extract, polarity
-from perfq.query.bisect_search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
-from perfq.runner import bisect_git as g
 from perfq.schema.history import connect_history
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
@@ -581,7 +581,7 @@ def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
     """Exit status for ``git bisect run``: 0 good, 1 bad, 125 skip (failed or ambiguous)."""
     from statistics import median
 
-    from perfq.query.bisect_search import classify
+    from perfq.bisect.search import classify
 
     if req.threshold_value is None and (req.good_value is None or req.bad_value is None):
         raise PerfqError("bisect-step needs --good-value and --bad-value, or --threshold-value", 128)

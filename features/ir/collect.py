@@ -17,15 +17,15 @@ from pathlib import Path
 
 from perfq.common import git
 from perfq.errors import PerfqError
-from perfq.runner.ir_compile import (
+from perfq.ir.compile import (
     KNOWN_STAGES,
     IRCompileError,
     compile_spec,
     kernel_source_info,
     parse_target,
 )
-from perfq.runner.ir_manifest import Manifest, import_kernel
-from perfq.runner.ir_store import IRRecord
+from perfq.ir.manifest import Manifest, import_kernel
+from perfq.ir.store import IRRecord
 
 
 @dataclass

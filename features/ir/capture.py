@@ -1,7 +1,7 @@
 """`perfq ir capture`: run a benchmark command with the capture hook, then compile every
 specialization it compiled or launched for the requested targets.
 
-The hook (``ir_capture_hook.py``) is loaded through a generated ``sitecustomize.py`` put
+The hook (``capture_hook.py``) is loaded through a generated ``sitecustomize.py`` put
 first on PYTHONPATH, so every Python process the command starts records its Triton
 specializations. A kernel defined in the script itself (module ``__main__``) is re-imported
 from its file for compiling, so its top-level code runs once more unless guarded by
@@ -22,12 +22,12 @@ from typing import Any
 
 from perfq.common import proc
 from perfq.errors import PerfqError
-from perfq.runner.ir_compile import IRCompileError, Specialization, compile_spec, kernel_source_info
-from perfq.runner.ir_manifest import import_kernel
-from perfq.runner.ir_store import IRRecord
-from perfq.runner.triton_ir import CollectResult, relative_source, require_triton, triton_cache
+from perfq.ir.collect import CollectResult, relative_source, require_triton, triton_cache
+from perfq.ir.compile import IRCompileError, Specialization, compile_spec, kernel_source_info
+from perfq.ir.manifest import import_kernel
+from perfq.ir.store import IRRecord
 
-HOOK = Path(__file__).with_name("ir_capture_hook.py")
+HOOK = Path(__file__).with_name("capture_hook.py")
 SITECUSTOMIZE = """\
 import importlib.util as _u
 import os as _os

@@ -23,11 +23,11 @@ from typing import Any
 
 from perfq.common import git, proc
 from perfq.errors import PerfqError
-from perfq.query.compare import Settings, TestKey, compare_samples
-from perfq.runner import opbench
-from perfq.runner.opbench import Measurement, OpBenchSpec, RunnerCaps
-from perfq.runner.results_store import Run, export_runs, now, save_runs
-from perfq.runner.script_bench import ScriptBench, parse_output
+from perfq.run import opbench
+from perfq.run.compare import Settings, TestKey, compare_samples
+from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
+from perfq.run.results import Run, export_runs, now, save_runs
+from perfq.run.script_bench import ScriptBench, parse_output
 
 
 @dataclass(frozen=True)

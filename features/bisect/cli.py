@@ -35,7 +35,7 @@ def _log(msg: str) -> None:
 
 
 def _metric(metric: str | None, metric_json: str | None, aggregate: str):
-    from perfq.query.bisect_metric import AGGREGATES, MetricSpec
+    from perfq.bisect.metric import AGGREGATES, MetricSpec
 
     if metric and metric_json:
         raise PerfqError("use either --metric or --metric-json, not both")
@@ -92,9 +92,9 @@ def register(app: typer.Typer) -> None:
         history: Path = HistoryOption,
     ) -> None:
         """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD..."""
-        from perfq.query.bisect_report import render_markdown, render_text
-        from perfq.query.bisect_search import SearchConfig
-        from perfq.runner.bisect import BisectRequest, opbench_command, run_bisect
+        from perfq.bisect.report import render_markdown, render_text
+        from perfq.bisect.search import SearchConfig
+        from perfq.bisect.session import BisectRequest, opbench_command, run_bisect
 
         command: list[str] = ctx.meta.get(_CMD_KEY, [])
         spec = _metric(metric, metric_json, aggregate)
@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
         test_name: str = typer.Option(None, "--test-name"),
     ) -> None:
         """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error)."""
-        from perfq.runner.bisect import StepRequest, opbench_command, run_step
+        from perfq.bisect.session import StepRequest, opbench_command, run_step
 
         try:
             command: list[str] = ctx.meta.get(_CMD_KEY, [])

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from perfq.query.coverage import CoverageReport, OpRow
+from perfq.coverage.report import CoverageReport, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
 CSV_FIELDS = [

@@ -12,8 +12,8 @@ import typer
 
 from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
 from perfq.common.render import console
+from perfq.coverage.report import CoverageReport
 from perfq.errors import PerfqError
-from perfq.query.coverage import CoverageReport
 
 
 class CoverageFormat(str, Enum):
@@ -67,9 +67,9 @@ def collect_report(
 ) -> CoverageReport:
     """Load facts, compute churn from git history, build the report."""
     from perfq.config import load_config
-    from perfq.query.coverage import build_report
-    from perfq.query.coverage_facts import load_facts
-    from perfq.runner.coverage_churn import op_churn
+    from perfq.coverage.churn import op_churn
+    from perfq.coverage.facts import load_facts
+    from perfq.coverage.report import build_report
 
     cfg = load_config(repo)
     bound = infra_bound(cfg.extra, infra_ops)
@@ -96,7 +96,7 @@ def _write(text: str, out: Path | None) -> None:
 
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
-    from perfq.query.scaffold import pick_overload, scaffold
+    from perfq.coverage.scaffold import pick_overload, scaffold
 
     con = open_index(db)
     try:
@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
         if scaffold:
             run_scaffold(root, index, scaffold, out, force)
             return
-        from perfq.query import coverage_render as render
+        from perfq.coverage import render as render
 
         report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
         if fmt is CoverageFormat.json:

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.query.ir_normalize import normalize_ir
-from perfq.runner.ir_compile import KNOWN_STAGES
-from perfq.runner.ir_store import IRRecord
-from perfq.runner.triton_ir import relative_source
+from perfq.ir.collect import relative_source
+from perfq.ir.compile import KNOWN_STAGES
+from perfq.ir.normalize import normalize_ir
+from perfq.ir.store import IRRecord
 
 _FILE_LOC = re.compile(r'^#loc\d*\s*=\s*loc\("([^"]+)":\d+:\d+\)', re.M)
 _FUNC = re.compile(r"^\s*tt\.func\s+(?:public\s+|private\s+)?@[\w$.]+\((.*)\)", re.M)

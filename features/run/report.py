@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from perfq.query.compare import Comparison, sorted_for_report
+from perfq.run.compare import Comparison, sorted_for_report
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfq.query.ir_normalize import normalize_ir, stage_kind
+from perfq.ir.normalize import normalize_ir, stage_kind
 
 IDENTICAL, ATTRIBUTES, STRUCTURAL, ADDED, REMOVED = (
     "identical", "attributes-only", "structural", "added", "removed"
@@ -288,7 +288,7 @@ def buckets(diffs: Iterable[KernelDiff]) -> list[tuple[str, list[KernelDiff]]]:
 
 def renormalize(raw: str, stored: str, stage: str, stored_version: int | None) -> str:
     """The normalized text, recomputed from ``raw`` when the normalizer has changed since storing."""
-    from perfq.query.ir_normalize import NORMALIZER_VERSION
+    from perfq.ir.normalize import NORMALIZER_VERSION
 
     return stored if stored_version == NORMALIZER_VERSION else normalize_ir(raw, stage)
 

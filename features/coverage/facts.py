@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import duckdb
 
-from perfq.query.coverage import CoverageFacts, OpFact
+from perfq.coverage.report import CoverageFacts, OpFact
 
 
 def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
