@@ -32,10 +32,10 @@ import duckdb
 from perfq.common.paths import default_index_path
 from perfq.coverage import render as render
 from perfq.coverage.cli import DEFAULT_INFRA_OPS, collect_report
-from perfq.coverage.facts import function_extents, reach_graph
 from perfq.coverage.report import functions_touched, ops_reached
 from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
+from perfq.schema.index_store import IndexStore
 
 CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]
@@ -76,9 +76,9 @@ def time_synthetic_churn(db: Path, commits: int, seed: int = 0) -> None:
                 line = rng.randint(start, end)
                 changes.append((f"c{i}", path, [(line, line)]))
         t0 = time.perf_counter()
-        extents = function_extents(con, {p for _, p, _ in changes})
+        extents = IndexStore(con).function_extents({p for _, p, _ in changes})
         touched = functions_touched(changes, extents)
-        edges, op_nodes, fn_nodes = reach_graph(con)
+        edges, op_nodes, fn_nodes = IndexStore(con).reach_graph()
         starts = {c: [fn_nodes[f] for f in fids if f in fn_nodes] for c, fids in touched.items()}
         reach = ops_reached(edges, op_nodes, starts, max_depth=24, reach_bound=DEFAULT_INFRA_OPS)
         op_commits: dict[str, int] = {}

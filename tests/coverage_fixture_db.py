@@ -17,6 +17,8 @@ from pathlib import Path
 
 import duckdb
 
+from perfq.schema.version import SCHEMA_VERSION
+
 FILES = [
     (1, "aten/src/ATen/native/BinaryOps.cpp", "cpp", 60),
     (2, "aten/src/ATen/native/cpu/SoftmaxKernel.cpp", "cpp", 70),
@@ -118,6 +120,7 @@ def build_index(path: Path) -> Path:
     """Write the fixture index at ``path``."""
     con = duckdb.connect(str(path))
     con.execute(schema_sql())
+    _insert(con, "meta", key="schema_version", value=str(SCHEMA_VERSION))
     for fid, p, lang, n in FILES:
         _insert(con, "files", id=fid, path=p, sha256="x", lang=lang, n_lines=n, status="ok")
     for fid, file_id, name, start, end in FUNCTIONS:

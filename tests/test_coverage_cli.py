@@ -104,7 +104,7 @@ def test_missing_index_is_one_line_error(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: no perfq index at {tmp_path / 'no.duckdb'}; run `perfq index` first"
+        f"error: no perfq index at {tmp_path / 'no.duckdb'}; build one with `perfq index` at the repository root"
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from perfq.coverage.facts import load_facts, reach_graph
+from perfq.coverage.facts import load_facts
 from perfq.coverage.report import (
     CoverageFacts,
     OpFact,
@@ -13,6 +13,7 @@ from perfq.coverage.report import (
     functions_touched,
     ops_reached,
 )
+from perfq.schema.index_store import IndexStore
 from tests.coverage_fixture_db import build_index
 
 
@@ -131,7 +132,7 @@ def test_ops_reached_marks_shared_infrastructure():
 
 def test_ops_reached_on_fixture_graph(tmp_path):
     con = duckdb.connect(str(build_index(tmp_path / "i.duckdb")), read_only=True)
-    edges, op_nodes, fn_nodes = reach_graph(con)
+    edges, op_nodes, fn_nodes = IndexStore(con).reach_graph()
     con.close()
     assert fn_nodes[2] == 2
     got = ops_reached(edges, op_nodes, {"c": [fn_nodes[2]]})

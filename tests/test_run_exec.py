@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.run import execute as runner
 from perfq.run.opbench import OpBenchSpec
-from perfq.run.results import export_runs, import_files, load_export, runs_for_label
+from perfq.run.results import export_runs, import_files, load_export
+from perfq.schema.results_store import runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
 PY = sys.executable
@@ -55,13 +56,14 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     vals = {(r[0], r[1]): r[3] for r in rows}
     assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
     assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
-    from perfq.run.cli import comparison_for_label
     from perfq.run.compare import Settings
+    from perfq.run.comparisons import comparison_for_label
+    from perfq.run.report import Verdict
 
     doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())
-    assert {t["verdict"] for t in doc["tests"]} == {"regression"}
-    assert all(t["change"] == pytest.approx(0.5) for t in doc["tests"])
-    assert doc["base"]["torch_version"] == doc["head"]["torch_version"]  # whatever this interpreter has
+    assert {t.verdict for t in doc.tests} == {Verdict.regression}
+    assert all(t.change == pytest.approx(0.5) for t in doc.tests)
+    assert doc.base.torch_version == doc.head.torch_version  # whatever this interpreter has
     assert len(load_export(tmp_path / "r.json")) == 2
 
 

@@ -10,12 +10,10 @@ a ``finally`` block, so success, failure and Ctrl-C all leave the tree as it was
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
 import sys
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -23,15 +21,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from perfq.bisect import git as g
 from perfq.bisect.hints import scan_diff
 from perfq.bisect.metric import MetricSpec, Reading, extract, polarity
 from perfq.bisect.search import Outcome, SearchConfig, bisect, estimated_steps, relative_change
 from perfq.common import proc
 from perfq.errors import PerfqError
-from perfq.schema.history import connect_history
+from perfq.ir import api as ir_api
+from perfq.schema.bisect_store import BisectStore
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"
@@ -125,85 +122,37 @@ class Session:
 
     def __init__(self, history: Path) -> None:
         self.history = history
-        connect_history(history).close()  # create/migrate now: a locked or corrupt file fails early
+        self.store = BisectStore(history)
         self.id = ""
         self.replay: deque[tuple[str, int, list[float] | None, str | None]] = deque()
         self.seq = 0
 
     def latest_resumable(self, repo: Path) -> dict[str, Any]:
-        con = connect_history(self.history)
-        try:
-            row = con.execute(
-                "SELECT id, good, bad, commits, command, build, options FROM bisect_sessions "
-                "WHERE repo = ? AND status IN ('running', 'interrupted') ORDER BY started_at DESC LIMIT 1",
-                [str(repo)]).fetchone()
-            if row is None:
-                raise PerfqError(f"no interrupted bisect session to resume for {repo}")
-            self.id = row[0]
-            steps = con.execute(
-                "SELECT commit_sha, requested, ok, run_values, unit FROM bisect_steps WHERE session_id = ? "
-                "ORDER BY seq", [self.id]).fetchall()
-        finally:
-            con.close()
-        for sha, n, okv, vals, unit in steps:
-            self.replay.append((sha, n, json.loads(vals) if okv else None, unit))
+        found = self.store.latest_resumable(repo)
+        if found is None:
+            raise PerfqError(f"no interrupted bisect session to resume for {repo}")
+        row, steps = found
+        self.id = row.id
+        self.replay.extend((s.commit, s.requested, s.values, s.unit) for s in steps)
         self.seq = len(self.replay)
-        return {"good": row[1], "bad": row[2], "commits": json.loads(row[3]), "command": json.loads(row[4]),
-                "build": row[5], "options": json.loads(row[6])}
+        return {"good": row.good, "bad": row.bad, "commits": row.commits, "command": row.command,
+                "build": row.build, "options": row.options}
 
     def has_resumable(self, repo: Path) -> bool:
-        con = connect_history(self.history)
-        try:
-            return con.execute("SELECT count(*) FROM bisect_sessions WHERE repo = ? AND status IN "
-                               "('running', 'interrupted')", [str(repo)]).fetchone()[0] > 0
-        finally:
-            con.close()
+        return self.store.has_resumable(repo)
 
     def create(self, repo: Path, commits: list[str], command: list[str], build: str | None,
                options: dict[str, Any]) -> None:
         self.id = uuid.uuid4().hex[:12]
-        self._tx("INSERT INTO bisect_sessions (id, repo, good, bad, commits, command, build, options, "
-                 "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
-                 [self.id, str(repo), commits[0], commits[-1], json.dumps(commits), json.dumps(command),
-                  build, json.dumps(options)])
+        self.store.create(self.id, repo, commits, command, build, options)
 
     def record(self, commit: str, n: int, values: list[float] | None, error: str | None,
                unit: str | None) -> None:
-        self._tx("INSERT INTO bisect_steps (session_id, seq, commit_sha, requested, ok, run_values, error, "
-                 "unit) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 [self.id, self.seq, commit, n, values is not None,
-                  json.dumps(values) if values is not None else None, error, unit])
+        self.store.add_step(self.id, self.seq, commit, n, values, error, unit)
         self.seq += 1
 
     def finish(self, status: str, result: dict[str, Any] | None) -> None:
-        self._tx("UPDATE bisect_sessions SET status = ?, result = ?, updated_at = current_timestamp "
-                 "WHERE id = ?", [status, json.dumps(result, default=str) if result else None, self.id])
-
-    def _tx(self, sql: str, params: list[Any]) -> None:
-        """One statement in its own transaction; the file is open only meanwhile, so other
-        perfq commands (even the benchmark itself) can use the history between steps; a lock
-        held by one of them is waited for (up to ~30 s)."""
-        for attempt in range(150):
-            try:
-                con = connect_history(self.history)
-                break
-            except PerfqError as exc:
-                if "locked" not in str(exc) or attempt == 149:
-                    raise
-                time.sleep(0.2)
-        try:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                con.execute(sql, params)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-        except duckdb.Error as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise PerfqError(f"cannot write the bisect session to {self.history}: {first}") from None
-        finally:
-            con.close()
+        self.store.finish(self.id, status, result)
 
     def close(self) -> None:
         """Nothing is held open between writes."""
@@ -311,35 +260,14 @@ class Bench:
         return [value] * n, None
 
     def _ir_fingerprint(self, commit: str) -> tuple[str | None, str | None]:
-        import hashlib
-        import tempfile
-
-        if commit in self.ir_cache:
-            return self.ir_cache[commit], None
-        self.co.to(commit)
-        with tempfile.TemporaryDirectory(prefix="perfq-bisect-ir-") as tmp:
-            db = Path(tmp) / "ir.duckdb"
-            argv = [sys.executable, "-m", "perfq", "ir", "collect", "--label", "bisect", "--kernel",
-                    self.req.ir_kernel or "", "--repo", str(self.repo), "--history", str(db),
-                    "--commit", commit, "--format", "json"]
-            for t in self.req.ir_targets:
-                argv += ["--target", t]
-            res = proc.run(argv, cwd=self.repo, timeout=self.req.timeout)
-            if res.error:
-                return None, f"perfq ir collect {res.error}"
-            if res.returncode != 0 or not db.exists():
-                return None, f"perfq ir collect failed: {res.last_line()}"
-            con = connect_history(db)
+        if commit not in self.ir_cache:
+            self.co.to(commit)
             try:
-                rows = con.execute("SELECT kernel, specialization, target, stage, normalized_sha "
-                                   "FROM ir_records WHERE label = 'bisect' ORDER BY ALL").fetchall()
-            finally:
-                con.close()
-        if not rows:
-            return None, "no IR stored"
-        fp = hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-        self.ir_cache[commit] = fp
-        return fp, None
+                self.ir_cache[commit] = ir_api.kernel_fingerprint(self.repo, self.req.ir_kernel or "",
+                                                                  self.req.ir_targets)
+            except PerfqError as exc:
+                return None, f"IR collection failed: {exc}"
+        return self.ir_cache[commit], None
 
     def _fail(self, commit: str, error: str) -> tuple[None, str]:
         self.last_error = error

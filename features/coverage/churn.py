@@ -12,9 +12,9 @@ from pathlib import Path
 import duckdb
 
 from perfq.common.paths import git_common_dir
-from perfq.coverage.facts import function_extents, indexed_paths, reach_graph
 from perfq.coverage.history import changed_lines
 from perfq.coverage.report import churn_by_op, functions_touched, ops_reached
+from perfq.schema.index_store import IndexStore
 
 
 def op_churn(
@@ -36,7 +36,8 @@ def op_churn(
     if git_common_dir(repo) is None:
         note["note"] = f"{repo} is not a git repository: no history, ranked by kernel size"
         return None, note
-    known = indexed_paths(con)
+    store = IndexStore(con)
+    known = store.indexed_paths()
     # only the top-level folders holding indexed files: keeps docs, tests and third_party out of the log
     pathspecs = sorted({":(top,literal)" + p.split("/", 1)[0] for p in known}) or None
     history = changed_lines(repo, since, ref=ref, paths=pathspecs)
@@ -48,12 +49,12 @@ def op_churn(
         note["note"] = f"no history ({why}): ranked by kernel size, then number of dispatch keys"
         return None, note
     changes = [(c.commit, c.path, c.ranges) for c in history.changes if c.path in known]
-    extents = function_extents(con, {path for _, path, _ in changes})
+    extents = store.function_extents({path for _, path, _ in changes})
     touched = functions_touched(changes, extents)
     note["commits_with_indexed_changes"] = len(touched)
     if not touched:
         return {}, note
-    edges, op_nodes, fn_nodes = reach_graph(con)
+    edges, op_nodes, fn_nodes = store.reach_graph()
     starts = {commit: [fn_nodes[f] for f in fids if f in fn_nodes] for commit, fids in touched.items()}
     reach = ops_reached(edges, op_nodes, starts, max_depth=max_depth, reach_bound=reach_bound)
     note["commits_touching_infrastructure"] = len(reach.infrastructure)

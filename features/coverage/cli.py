@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 
 from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
-from perfq.common.render import console
+from perfq.common.render import console, write_output
 from perfq.coverage.report import CoverageReport
 from perfq.errors import PerfqError
+from perfq.schema.index_store import IndexStore
+from perfq.schema.reader import open_index
 
 
 class CoverageFormat(str, Enum):
@@ -22,21 +22,6 @@ class CoverageFormat(str, Enum):
     json = "json"
     markdown = "markdown"
     html = "html"
-
-
-def open_index(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open the index read-only; a missing file says to run `perfq index`."""
-    from perfq.schema.db import open_db
-
-    if not path.exists():
-        raise PerfqError(f"no perfq index at {path}; run `perfq index` first")
-    con = open_db(path, read_only=True)
-    try:
-        con.execute("SELECT 1 FROM ops LIMIT 1")
-    except duckdb.Error:
-        con.close()
-        raise PerfqError(f"{path} is not a perfq index (no ops table); run `perfq index`") from None
-    return con
 
 
 def parse_dispatch(value: str | None) -> list[str]:
@@ -73,54 +58,26 @@ def collect_report(
 
     cfg = load_config(repo)
     bound = infra_bound(cfg.extra, infra_ops)
-    con = open_index(db)
-    try:
+    with open_index(db) as con:
         facts = load_facts(con)
         op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=bound)
-    finally:
-        con.close()
     return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
-
-
-def _write(text: str, out: Path | None) -> None:
-    if out is None:
-        sys.stdout.write(text)
-        return
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PerfqError(f"cannot write {out}: {exc.strerror or exc}") from None
-    console(stderr=True).print(f"wrote {out}")
 
 
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
     from perfq.coverage.scaffold import pick_overload, scaffold
 
-    con = open_index(db)
-    try:
-        namespace, _, bare = op.rpartition("::")
-        namespace = namespace or "aten"
-        name = bare if namespace == "aten" else op
-        rows = con.execute("SELECT name, namespace, schema FROM ops WHERE name = ?", [name]).fetchall()
-        if not rows:
-            rows = con.execute(
-                "SELECT name, namespace, schema FROM ops WHERE base = ? AND namespace = ?", [bare, namespace]
-            ).fetchall()
+    namespace, _, bare = op.rpartition("::")
+    namespace = namespace or "aten"
+    with open_index(db) as con:
+        store = IndexStore(con)
+        rows = store.ops_named(bare if namespace == "aten" else op) or store.ops_of_base(bare, namespace)
         if not rows:
             raise PerfqError(f"unknown operator {op!r} (not in the index's ops)")
-        chosen = pick_overload([r[2] for r in rows])
-        _, namespace, schema = next(r for r in rows if r[2] == chosen)
-        benches = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT bench FROM bench_ops WHERE op IN (SELECT unnest(?)) ORDER BY 1",
-                [[r[0] for r in rows]],
-            ).fetchall()
-        ]
-    finally:
-        con.close()
+        chosen = next(r for r in rows if r.schema == pick_overload([r.schema for r in rows]))
+        benches = store.benchmarks_of_ops([r.name for r in rows])
+    namespace, schema = chosen.namespace, chosen.schema
     result = scaffold(schema, namespace=namespace)
     err = console(stderr=True)
     if benches:
@@ -130,7 +87,7 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
         out = (pt if pt.is_dir() else Path.cwd()) / result.filename
     if out.exists() and not force:
         raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
-    _write(result.text, out)
+    write_output(result.text, out)
     bench_root = repo / "benchmarks" / "operator_benchmark"
     if out.resolve().parent == (bench_root / "pt").resolve():
         how = f"cd {bench_root} && python -m pt.{out.stem} --tag-filter short"
@@ -182,15 +139,15 @@ def register(app: typer.Typer) -> None:
 
         report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
         if fmt is CoverageFormat.json:
-            _write(render.to_json_text(report), out)
+            write_output(render.to_json_text(report), out)
         elif fmt is CoverageFormat.csv:
-            _write(render.to_csv(report), out)
+            write_output(render.to_csv(report), out)
         elif fmt is CoverageFormat.markdown:
-            _write(render.to_markdown(report), out)
+            write_output(render.to_markdown(report), out)
         elif fmt is CoverageFormat.html:
-            _write(render.to_html(report), out)
+            write_output(render.to_html(report), out)
         elif out is not None:
-            _write(render.to_text(report), out)
+            write_output(render.to_text(report), out)
         else:
             con = console()
             con.print(render.to_rich_table(report))

@@ -101,14 +101,16 @@ def collect(
     stages: tuple[str, ...],
     repo: Path | None = None,
     fresh_cache: bool = True,
+    reload: bool = False,
 ) -> CollectResult:
-    """Compile every (kernel, specialization) of ``manifest`` for every target."""
+    """Compile every (kernel, specialization) of ``manifest`` for every target (``reload``: import
+    the kernels' modules afresh, e.g. after a checkout changed them)."""
     result = CollectResult(triton_version=require_triton())
     start = time.perf_counter()
     with triton_cache(fresh_cache):
         for entry in manifest.kernels:
             try:
-                fn = import_kernel(entry.kernel, manifest.paths)
+                fn = import_kernel(entry.kernel, manifest.paths, reload=reload)
             except PerfqError as exc:
                 result.errors.append(f"{entry.kernel}: {exc}")
                 continue

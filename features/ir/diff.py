@@ -1,6 +1,6 @@
 """Compare two IR collections: per (kernel, specialization, target, stage) status, op-count
-deltas, unified diffs and triage buckets. Pure: texts in, answers out (plus one read-only
-query helper, ``changed_kernels``, for ``perfq affected``).
+deltas, unified diffs and triage buckets. Pure: texts in, answers out (plus the readers
+``load_collection`` and ``changed_kernels`` over :class:`perfq.schema.ir_store.IrStore`).
 
 Statuses: ``identical`` (normalized texts equal), ``attributes-only`` (equal once attribute
 dictionaries, layout encodings, attribute aliases and LLVM attributes are blanked),
@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from perfq.ir.normalize import normalize_ir, stage_kind
+from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir, stage_kind
+from perfq.schema.ir_store import IrStore
 
 IDENTICAL, ATTRIBUTES, STRUCTURAL, ADDED, REMOVED = (
     "identical", "attributes-only", "structural", "added", "removed"
@@ -288,21 +289,15 @@ def buckets(diffs: Iterable[KernelDiff]) -> list[tuple[str, list[KernelDiff]]]:
 
 def renormalize(raw: str, stored: str, stage: str, stored_version: int | None) -> str:
     """The normalized text, recomputed from ``raw`` when the normalizer has changed since storing."""
-    from perfq.ir.normalize import NORMALIZER_VERSION
-
     return stored if stored_version == NORMALIZER_VERSION else normalize_ir(raw, stage)
 
 
 def load_collection(con: Any, label: str) -> dict[Key, IRText]:
     """Every IR stored under ``label`` in the history DB (``con``: a DuckDB connection)."""
-    rows = con.execute(
-        "SELECT kernel, specialization, target, stage, raw_text, normalized_text, normalizer_version"
-        " FROM ir_records WHERE label = ?",
-        [label],
-    ).fetchall()
     return {
-        (k, s, t, st): IRText(raw, renormalize(raw, norm, st, ver))
-        for k, s, t, st, raw, norm, ver in rows
+        (t.kernel, t.specialization, t.target, t.stage):
+            IRText(t.raw_text, renormalize(t.raw_text, t.normalized_text, t.stage, t.normalizer_version))
+        for t in IrStore(con).texts(label)
     }
 
 

@@ -140,18 +140,18 @@ def load_manifest(repo: Path, manifest: Path | None = None) -> Manifest:
     return parse_manifest(section, repo.resolve(), "[tool.perfq.ir]")
 
 
-def import_kernel(ref: str, paths: tuple[Path, ...]) -> Any:
+def import_kernel(ref: str, paths: tuple[Path, ...], reload: bool = False) -> Any:
     """The object named by ``module:function``, importing ``module`` from ``paths`` first
-    (a module of the same name imported from elsewhere is re-imported)."""
+    (a module of the same name imported from elsewhere, or any when ``reload``, is re-imported)."""
     module_name, _, attr = ref.partition(":")
     saved = list(sys.path)
     sys.path[:0] = [str(p) for p in paths]
     try:
         existing = sys.modules.get(module_name)
         where = getattr(existing, "__file__", None)
-        if existing is not None and paths and not (
+        if existing is not None and (reload or (paths and not (
             where and any(Path(where).resolve().is_relative_to(p) for p in paths)
-        ):
+        ))):
             for name in [n for n in sys.modules if n == module_name or n.startswith(module_name + ".")]:
                 del sys.modules[name]
         importlib.invalidate_caches()

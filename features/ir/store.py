@@ -1,4 +1,4 @@
-"""Store IR collections in the results history (tables of migration 0002_ir.sql)."""
+"""Store IR collections in the results history: normalize, then write through :class:`IrStore`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import duckdb
 from perfq.errors import PerfqError
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
 from perfq.schema.history import connect_history
+from perfq.schema.ir_store import IrRecordRow, IrStore
 
 
 @dataclass
@@ -53,39 +54,26 @@ def store_collection(
     con = connect_history(history)
     collection_id = uuid.uuid4().hex
     versions = sorted({r.triton_version for r in records if r.triton_version})
-    rows = []
-    for r in records:
-        normalized = normalize_ir(r.raw, r.stage)
-        rows.append([
-            label, r.kernel, r.specialization, r.target, r.stage, collection_id, r.source_file,
-            r.function, r.source_hash, r.triton_version, commit, json.dumps(r.spec, sort_keys=True,
-            default=str), r.raw, normalized, NORMALIZER_VERSION, _sha(r.raw), _sha(normalized),
-        ])
+    rows = [_row(label, collection_id, commit, r) for r in records]
     try:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(
-            "INSERT INTO ir_collections (id, label, source, triton_version, commit_sha, details)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [collection_id, label, source, ",".join(versions), commit,
-             json.dumps(details or {}, default=str)],
-        )
-        if rows:
-            con.executemany(
-                "INSERT OR REPLACE INTO ir_records (label, kernel, specialization, target, stage,"
-                " collection_id, source_file, function, source_hash, triton_version, commit_sha,"
-                " spec_json, raw_text, normalized_text, normalizer_version, raw_sha, normalized_sha)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        con.execute("COMMIT")
+        IrStore(con).add_collection(collection_id, label, source, ",".join(versions), commit,
+                                    json.dumps(details or {}, default=str), rows)
     except (duckdb.Error, KeyboardInterrupt) as exc:
-        con.execute("ROLLBACK")
         if isinstance(exc, KeyboardInterrupt):
             raise PerfqError("interrupted; nothing stored", exit_code=130) from None
         raise PerfqError(f"cannot store IR collection: {str(exc).splitlines()[0]}") from None
     finally:
         con.close()
     return collection_id
+
+
+def _row(label: str, collection_id: str, commit: str, r: IRRecord) -> IrRecordRow:
+    normalized = normalize_ir(r.raw, r.stage)
+    return IrRecordRow(
+        label, r.kernel, r.specialization, r.target, r.stage, collection_id, r.source_file, r.function,
+        r.source_hash, r.triton_version, commit, json.dumps(r.spec, sort_keys=True, default=str), r.raw,
+        normalized, NORMALIZER_VERSION, _sha(r.raw), _sha(normalized),
+    )
 
 
 def open_for_reading(history: Path) -> duckdb.DuckDBPyConnection:
@@ -97,20 +85,4 @@ def open_for_reading(history: Path) -> duckdb.DuckDBPyConnection:
 
 def labels(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
     """(label, number of IRs, triton versions) of every stored label."""
-    return con.execute(
-        "SELECT label, count(*), string_agg(DISTINCT triton_version, ',') FROM ir_records"
-        " GROUP BY label ORDER BY label"
-    ).fetchall()
-
-
-def record_metadata(con: duckdb.DuckDBPyConnection, label: str) -> dict[tuple[str, str, str, str], dict]:
-    """Metadata (source file, function, hash, triton version, commit) per key of ``label``."""
-    rows = con.execute(
-        "SELECT kernel, specialization, target, stage, source_file, function, source_hash,"
-        " triton_version, commit_sha FROM ir_records WHERE label = ?",
-        [label],
-    ).fetchall()
-    return {
-        (k, s, t, st): {"source_file": f, "function": fn, "source_hash": h, "triton_version": v, "commit": c}
-        for k, s, t, st, f, fn, h, v, c in rows
-    }
+    return [tuple(row) for row in IrStore(con).labels()]

@@ -15,6 +15,8 @@ from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history,
 from perfq.common.render import console, print_json
 from perfq.config import load_config
 from perfq.errors import PerfqError
+from perfq.run.comparisons import comparison_for_label
+from perfq.run.report import ComparisonDocument
 
 
 class SideName(str, Enum):
@@ -67,14 +69,15 @@ def _env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _render_comparison(doc: dict, fmt: Format) -> None:
+def _render_comparison(document: ComparisonDocument, fmt: Format) -> None:
     from perfq.run.report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
+    doc = document.to_json()
     if fmt == Format.json:
         print_json(doc)
         return
     if fmt == Format.markdown:
-        sys.stdout.write(render_markdown(doc))
+        sys.stdout.write(render_markdown(document))
         return
     from rich.table import Table
 
@@ -104,29 +107,6 @@ def _render_comparison(doc: dict, fmt: Format) -> None:
             f"{side}: ref {info['ref'] or '-'}  torch {info['torch_version'] or '-'}  "
             f"{info['host'] or '-'}  {info['status']}  {info['samples']} samples"
         )
-
-
-def comparison_for_label(history: Path, label: str, settings) -> dict:
-    """Load a label's runs and build the comparison document."""
-    from perfq.run.compare import compare_samples
-    from perfq.run.execute import samples_as_pairs
-    from perfq.run.report import comparison_document
-    from perfq.run.results import runs_for_label
-
-    runs = runs_for_label(history, label)
-    if not runs:
-        raise PerfqError(f"no runs labelled {label!r} in {history}")
-    base = [r for r in runs if r.side == "base"]
-    head = [r for r in runs if r.side == "head"]
-    if not base or not head:
-        missing = "base" if not base else "head"
-        raise PerfqError(f"label {label!r} has no {missing} run yet (perfq run --label {label} --side {missing})")
-    result = compare_samples(
-        [p for r in base for p in samples_as_pairs(r)],
-        [p for r in head for p in samples_as_pairs(r)],
-        settings,
-    )
-    return comparison_document(label, base, head, result)
 
 
 def register(app: typer.Typer) -> None:
@@ -316,7 +296,7 @@ def register(app: typer.Typer) -> None:
         repo_path = resolve_repo(repo)
         doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
         _render_comparison(doc, fmt)
-        if fail_on_regression and doc["summary"]["regression"]:
+        if fail_on_regression and doc.summary.regression:
             raise typer.Exit(1)
 
     @app.command("history")
@@ -329,7 +309,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show a benchmark's results across stored runs."""
         from perfq.run.opbench import normalize_name
-        from perfq.run.results import history_rows
+        from perfq.schema.results_store import history_rows
 
         bench = normalize_name(bench)
         rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)

@@ -26,8 +26,9 @@ from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.compare import Settings, TestKey, compare_samples
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
-from perfq.run.results import Run, export_runs, now, save_runs
+from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, parse_output
+from perfq.schema.results_store import Run, now, save_runs
 
 
 @dataclass(frozen=True)

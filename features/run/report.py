@@ -1,51 +1,138 @@
-"""Render a comparison: the JSON document of `perfq compare --format json` and the PR markdown."""
+"""A comparison as a typed document (`perfq compare --format json`) and its PR markdown."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-from perfq.run.compare import Comparison, sorted_for_report
+from perfq.common.documents import to_json
+from perfq.run.compare import Comparison, TestResult, sorted_for_report
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 
 
-def side_info(runs: Iterable[Any]) -> dict[str, Any]:
-    """What a side ran on: refs, commits, torch versions, hosts (runs are results_store.Run)."""
+class Verdict(str, Enum):
+    """What a test's statistics say about the head side."""
+
+    regression = "regression"
+    improvement = "improvement"
+    same = "same"
+    unknown = "unknown"
+
+
+class SideStatus(str, Enum):
+    complete = "complete"
+    incomplete = "incomplete"
+
+
+@dataclass(frozen=True)
+class FailureInfo:
+    """A benchmark invocation that failed on a side."""
+
+    benchmark: str
+    returncode: int | None
+    stderr_tail: str
+
+
+@dataclass(frozen=True)
+class SideInfo:
+    """What a side ran on: refs, commits, torch versions, hosts, its runs and failures."""
+
+    ref: str
+    commit: str
+    torch_version: str
+    python: str
+    host: str
+    cpu: str
+    runs: tuple[str, ...]
+    status: SideStatus
+    samples: int
+    failures: tuple[FailureInfo, ...]
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One test's comparison."""
+
+    __test__ = False  # not a pytest class
+
+    benchmark: str
+    test: str
+    mode: str
+    device: str
+    base_median: float | None
+    head_median: float | None
+    change: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    verdict: Verdict
+    metric: str
+    unit: str
+    n_base: int
+    n_head: int
+    min_effect: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Number of tests per verdict."""
+
+    regression: int
+    improvement: int
+    same: int
+    unknown: int
+
+
+@dataclass(frozen=True)
+class ComparisonDocument:
+    """The `perfq compare --format json` document."""
+
+    label: str
+    base: SideInfo
+    head: SideInfo
+    summary: Summary
+    tests: tuple[TestRow, ...]
+    ignored: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def side_info(runs: Iterable[Any]) -> SideInfo:
+    """What a side ran on (runs are schema.results_store.Run)."""
     runs = list(runs)
 
-    def uniq(attr: str) -> list[str]:
-        return sorted({str(getattr(r, attr)) for r in runs if getattr(r, attr)})
+    def uniq(attr: str) -> str:
+        return ", ".join(sorted({str(getattr(r, attr)) for r in runs if getattr(r, attr)}))
 
-    return {
-        "ref": ", ".join(uniq("ref")),
-        "commit": ", ".join(uniq("commit_sha")),
-        "torch_version": ", ".join(uniq("torch_version")),
-        "python": ", ".join(uniq("python")),
-        "host": ", ".join(uniq("host")),
-        "cpu": ", ".join(uniq("cpu")),
-        "runs": [r.id for r in runs],
-        "status": "complete" if runs and all(r.status == "complete" for r in runs) else "incomplete",
-        "samples": sum(len(r.samples) for r in runs),
-        "failures": [
-            {"benchmark": f.benchmark, "returncode": f.returncode, "stderr_tail": f.stderr_tail}
-            for r in runs
-            for f in r.failures
-        ],
-    }
+    complete = bool(runs) and all(r.status == "complete" for r in runs)
+    return SideInfo(
+        ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
+        host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
+        status=SideStatus.complete if complete else SideStatus.incomplete,
+        samples=sum(len(r.samples) for r in runs),
+        failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
+    )
 
 
-def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison) -> dict:
+def _test_row(t: TestResult) -> TestRow:
+    return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
+                   t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect)
+
+
+def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison
+                        ) -> ComparisonDocument:
     """The `perfq compare --format json` document."""
-    tests = sorted_for_report(result.tests)
-    return {
-        "label": label,
-        "base": side_info(base_runs),
-        "head": side_info(head_runs),
-        "summary": result.counts(),
-        "tests": [t.as_dict() for t in tests],
-        "ignored": [f"{k.benchmark}/{k.test}" for k in result.ignored],
-    }
+    return ComparisonDocument(
+        label=label,
+        base=side_info(base_runs),
+        head=side_info(head_runs),
+        summary=Summary(**result.counts()),
+        tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
+        ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
+    )
 
 
 def fmt_change(change: float | None) -> str:
@@ -99,8 +186,9 @@ def _section(title: str, rows: list[dict], fold: bool) -> list[str]:
     return ["", f"**{title}** ({len(rows)})", "", *lines]
 
 
-def render_markdown(doc: dict) -> str:
+def render_markdown(document: ComparisonDocument) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
+    doc = document.to_json()
     tests = doc["tests"]
     by = {v: [t for t in tests if t["verdict"] == v] for v in ("regression", "improvement", "unknown", "same")}
     lines = [summary_line(doc)]

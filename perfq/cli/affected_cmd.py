@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         if ir:
             from perfq.common.cli import resolve_history
             from perfq.config import load_config
-            from perfq.ir.diff import changed_kernels
+            from perfq.ir.api import changed_kernels
             from perfq.query.affected import flag_ir_changes
             from perfq.schema.history import connect_history
 
