@@ -114,61 +114,94 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(
-        label: Annotated[str, typer.Option("--label", "-l", help="Comparison label shared by base and head.")],
-        side: Annotated[SideName | None, typer.Option("--side", help="Which side this checkout is.")] = None,
-        ab: Annotated[bool, typer.Option("--ab", help="Run both sides interleaved (A B A B ...).")] = False,
-        base_python: Annotated[str | None, typer.Option("--base-python", help="Interpreter of the base side.")] = None,
-        head_python: Annotated[str | None, typer.Option("--head-python", help="Interpreter of the head side.")] = None,
+        label: Annotated[str, typer.Option("--label", "-l",
+            rich_help_panel="Output", help="Comparison label shared by base and head.")],
+        side: Annotated[SideName | None, typer.Option("--side",
+            rich_help_panel="Sides", help="Which side this checkout is.")] = None,
+        ab: Annotated[bool, typer.Option("--ab",
+            rich_help_panel="Sides", help="Run both sides interleaved (A B A B ...).")] = False,
+        base_python: Annotated[str | None, typer.Option("--base-python",
+            rich_help_panel="Sides", help="Interpreter of the base side.")] = None,
+        head_python: Annotated[str | None, typer.Option("--head-python",
+            rich_help_panel="Sides", help="Interpreter of the head side.")] = None,
         affected: Annotated[
-            str | None, typer.Option("--affected", help="Run what `perfq affected REF` selects.")
+            str | None, typer.Option("--affected",
+                rich_help_panel="What to run", help="Run what `perfq affected REF` selects.")
         ] = None,
         bench: Annotated[
-            list[str] | None, typer.Option("--bench", help="Benchmark to run (file stem or script name).")
+            list[str] | None, typer.Option("--bench",
+                rich_help_panel="What to run", help="Benchmark to run (file stem or script name).")
         ] = None,
-        test: Annotated[list[str] | None, typer.Option("--test", help="Only these test names (with --bench).")] = None,
+        test: Annotated[list[str] | None, typer.Option("--test",
+            rich_help_panel="What to run", help="Only these test names (with --bench).")] = None,
         operators: Annotated[
-            str | None, typer.Option("--operators", help="Comma list for the runner's --operators.")
+            str | None, typer.Option("--operators",
+                rich_help_panel="What to run", help="Comma list for the runner's --operators.")
         ] = None,
-        python: Annotated[str | None, typer.Option("--python", help="Interpreter (default: this one).")] = None,
-        mode: Annotated[Mode | None, typer.Option("--mode", help="eager, compile or both (default eager).")] = None,
-        device: Annotated[str, typer.Option("--device")] = "cpu",
-        repeat: Annotated[int, typer.Option("--repeat", min=1, help="Samples per test and side.")] = 5,
-        tag_filter: Annotated[str, typer.Option("--tag-filter")] = "short",
+        python: Annotated[str | None, typer.Option("--python",
+            rich_help_panel="Sides", help="Interpreter (default: this one).")] = None,
+        mode: Annotated[Mode | None, typer.Option("--mode",
+            rich_help_panel="What to run", help="eager, compile or both (default eager).")] = None,
+        device: Annotated[str, typer.Option("--device", rich_help_panel="What to run",
+            help="Runner --device (cpu, cuda).")] = "cpu",
+        repeat: Annotated[int, typer.Option("--repeat",
+            rich_help_panel="Repeats", min=1, help="Samples per test and side.")] = 5,
+        tag_filter: Annotated[str, typer.Option("--tag-filter", rich_help_panel="What to run",
+            help="Runner --tag-filter (short, long, all).")] = "short",
         iterations: Annotated[
-            int | None, typer.Option("--iterations", help="Runner --iterations (fixed count).")
+            int | None, typer.Option("--iterations",
+                rich_help_panel="Runner settings", help="Runner --iterations (fixed count).")
         ] = None,
-        num_runs: Annotated[int | None, typer.Option("--num-runs")] = None,
-        warmup: Annotated[int | None, typer.Option("--warmup-iterations")] = None,
-        omp: Annotated[int | None, typer.Option("--omp-num-threads")] = None,
-        mkl: Annotated[int | None, typer.Option("--mkl-num-threads")] = None,
+        num_runs: Annotated[int | None, typer.Option("--num-runs", rich_help_panel="Runner settings",
+            help="Runner --num-runs per invocation.")] = None,
+        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel="Runner settings",
+            help="Runner --warmup-iterations.")] = None,
+        omp: Annotated[int | None, typer.Option("--omp-num-threads", rich_help_panel="Runner settings",
+            help="OMP threads, both sides.")] = None,
+        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel="Runner settings",
+            help="MKL threads, both sides.")] = None,
         base_omp: Annotated[
-            int | None, typer.Option("--base-omp-num-threads", help="OMP threads, base side only.")
+            int | None, typer.Option("--base-omp-num-threads",
+                rich_help_panel="Sides", help="OMP threads, base side only.")
         ] = None,
         head_omp: Annotated[
-            int | None, typer.Option("--head-omp-num-threads", help="OMP threads, head side only.")
+            int | None, typer.Option("--head-omp-num-threads",
+                rich_help_panel="Sides", help="OMP threads, head side only.")
         ] = None,
         base_env: Annotated[
-            list[str] | None, typer.Option("--base-env", help="KEY=VALUE set for the base side only.")
+            list[str] | None, typer.Option("--base-env",
+                rich_help_panel="Sides", help="KEY=VALUE set for the base side only.")
         ] = None,
         head_env: Annotated[
-            list[str] | None, typer.Option("--head-env", help="KEY=VALUE set for the head side only.")
+            list[str] | None, typer.Option("--head-env",
+                rich_help_panel="Sides", help="KEY=VALUE set for the head side only.")
         ] = None,
         adaptive: Annotated[
-            bool, typer.Option("--adaptive", help="Add repeats to unknown tests (needs --ab).")
+            bool, typer.Option("--adaptive",
+                rich_help_panel="Repeats", help="Add repeats to unknown tests (needs --ab).")
         ] = False,
-        max_repeat: Annotated[int, typer.Option("--max-repeat", help="Adaptive ceiling (default 3 x --repeat).")] = 0,
-        budget: Annotated[float | None, typer.Option("--budget", help="Adaptive time budget in seconds.")] = None,
+        max_repeat: Annotated[int, typer.Option("--max-repeat",
+            rich_help_panel="Repeats", help="Adaptive ceiling (default 3 x --repeat).")] = 0,
+        budget: Annotated[float | None, typer.Option("--budget",
+            rich_help_panel="Repeats", help="Adaptive time budget in seconds.")] = None,
         batch: Annotated[
-            bool, typer.Option("--batch", help="Run benchmark files with equal flags in one process each.")
+            bool, typer.Option("--batch",
+                rich_help_panel="Runner settings", help="Run benchmark files with equal flags in one process each.")
         ] = False,
-        bench_root: Annotated[Path | None, typer.Option("--bench-root", help="operator_benchmark root.")] = None,
-        ref: Annotated[str | None, typer.Option("--ref", help="Ref recorded for this side.")] = None,
-        base_ref: Annotated[str | None, typer.Option("--base-ref")] = None,
-        head_ref: Annotated[str | None, typer.Option("--head-ref")] = None,
+        bench_root: Annotated[Path | None, typer.Option("--bench-root",
+            rich_help_panel="What to run", help="operator_benchmark root.")] = None,
+        ref: Annotated[str | None, typer.Option("--ref",
+            rich_help_panel="Sides", help="Ref recorded for this side.")] = None,
+        base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel="Sides",
+            help="Ref recorded for the base side (--ab).")] = None,
+        head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel="Sides",
+            help="Ref recorded for the head side (--ab).")] = None,
         out: Annotated[
-            Path | None, typer.Option("--out", help="Also write a portable result file (perfq import).")
+            Path | None, typer.Option("--out",
+                rich_help_panel="Output", help="Also write a portable result file (perfq import).")
         ] = None,
-        timeout: Annotated[float, typer.Option("--timeout", help="Seconds per benchmark invocation.")] = 900.0,
+        timeout: Annotated[float, typer.Option("--timeout",
+            rich_help_panel="Runner settings", help="Seconds per benchmark invocation.")] = 900.0,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
