@@ -1,6 +1,7 @@
 """Scaffold an operator_benchmark-style benchmark file from an operator's schema (pure text -> text).
 
-The schema is torchgen's (``add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor``).
+The schema is parsed by torchgen's ``FunctionSchema``
+(``add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor``).
 Required arguments get values built from their type and name (tensors of configurable
 shapes and dtype, scalars, int lists, bool flags...); arguments with defaults are left to
 their defaults; optional ones without a default get ``None``. The benchmark calls the exact
@@ -61,61 +62,30 @@ class Schema:
         return f"{self.name}.{self.overload}" if self.overload else self.name
 
 
-def _split_top(text: str) -> list[str]:
-    """Split on commas outside brackets, parentheses and quotes."""
-    parts, depth, quote, cur = [], 0, "", []
-    for ch in text:
-        if quote:
-            cur.append(ch)
-            if ch == quote:
-                quote = ""
-            continue
-        if ch in "\"'":
-            quote = ch
-        elif ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur).strip())
-    return parts
+def _arg(a, kwarg_only: bool) -> Arg:
+    return Arg(name=a.name, type=str(a.type), default=a.default, kwarg_only=kwarg_only,
+               mutable=bool(a.annotation is not None and a.annotation.is_write))
 
 
 def parse_schema(schema: str) -> Schema:
-    """Parse a torchgen schema string; PerfqError when it is not one."""
+    """Parse an operator schema with torchgen's ``FunctionSchema`` (a ``namespace::`` prefix is
+    allowed); PerfqError when it is not one or torchgen (the torch wheel) is missing."""
+    try:
+        from torchgen.model import FunctionSchema
+    except ImportError:
+        raise PerfqError("scaffolding needs torchgen, which ships with torch: pip install 'perfq[torch]'") from None
     text = schema.strip()
-    m = re.match(r"^(?:\w+::)?([A-Za-z_][\w]*)(?:\.([\w]+))?\((.*)\)\s*->\s*(.+)$", text, re.S)
-    if not m:
-        raise PerfqError(f"cannot parse operator schema: {schema!r}")
-    name, overload, body, returns = m.group(1), m.group(2) or "", m.group(3), m.group(4).strip()
-    args: list[Arg] = []
-    kwarg_only = False
-    for part in _split_top(body):
-        if part == "*":
-            kwarg_only = True
-            continue
-        decl, _, default = part.partition("=")
-        decl = decl.strip()
-        mutable = bool(re.search(r"\([^)]*!\)", decl))
-        decl = re.sub(r"\([^)]*\)", "", decl)
-        pieces = decl.split()
-        if len(pieces) < 2:
-            raise PerfqError(f"cannot parse argument {part!r} of {schema!r}")
-        args.append(
-            Arg(
-                name=pieces[-1],
-                type="".join(pieces[:-1]),
-                default=default.strip() if _ else None,
-                kwarg_only=kwarg_only,
-                mutable=mutable,
-            )
-        )
-    return Schema(name=name, overload=overload, args=tuple(args), returns=returns)
+    head, sep, _ = text.partition("(")
+    if "::" in head:
+        text = head.split("::", 1)[1] + sep + text[len(head) + len(sep):]
+    try:
+        fs = FunctionSchema.parse(text)
+    except Exception:  # torchgen asserts on malformed schemas
+        raise PerfqError(f"cannot parse operator schema: {schema!r}") from None
+    args = [_arg(a, False) for a in fs.arguments.flat_positional]
+    args += [_arg(a, True) for a in (*fs.arguments.flat_kwarg_only, *fs.arguments.out)]
+    return Schema(name=str(fs.name.name), overload=fs.name.overload_name, args=tuple(args),
+                  returns=str(fs).rpartition(" -> ")[2])
 
 
 UNSUPPORTED = {"Dimname", "Storage", "Stream", "Any", "QScheme", "DeviceIndex", "complex", "GraphModule"}
