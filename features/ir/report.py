@@ -2,19 +2,87 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
-from perfq.ir.diff import IDENTICAL, KernelDiff, buckets, format_delta, summarize
+from perfq.common.documents import to_json as document_json
+from perfq.ir.diff import (
+    ADDED,
+    ATTRIBUTES,
+    IDENTICAL,
+    REMOVED,
+    STRUCTURAL,
+    KernelDiff,
+    buckets,
+    format_delta,
+    summarize,
+)
+
+
+class IRStatus(str, Enum):
+    """How one IR differs between two collections."""
+
+    identical = IDENTICAL
+    attributes_only = ATTRIBUTES
+    structural = STRUCTURAL
+    added = ADDED
+    removed = REMOVED
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One (kernel, specialization, target, stage) compared."""
+
+    kernel: str
+    specialization: str
+    target: str
+    stage: str
+    status: IRStatus
+    op_delta: dict[str, int]
+    bucket: str
+    raw_identical: bool
+
+
+@dataclass(frozen=True)
+class IRSummary:
+    """Number of IRs per status."""
+
+    identical: int
+    attributes_only: int = field(metadata={"json": ATTRIBUTES})
+    structural: int = 0
+    added: int = 0
+    removed: int = 0
+
+
+@dataclass(frozen=True)
+class IRDiffDocument:
+    """The `perfq ir diff --format json` document."""
+
+    a: str
+    b: str
+    kernels: tuple[KernelEntry, ...]
+    summary: IRSummary
+
+    def to_json(self) -> dict[str, Any]:
+        return document_json(self)
+
+
+def ir_diff_document(label_a: str, label_b: str, diffs: list[KernelDiff]) -> IRDiffDocument:
+    """The typed comparison of two collections."""
+    kernels = tuple(
+        KernelEntry(d.kernel, d.specialization, d.target, d.stage, IRStatus(d.status), dict(d.op_delta), d.bucket,
+                    d.raw_identical)
+        for d in diffs
+    )
+    counts = summarize(diffs)
+    summary = IRSummary(counts[IDENTICAL], counts[ATTRIBUTES], counts[STRUCTURAL], counts[ADDED], counts[REMOVED])
+    return IRDiffDocument(label_a, label_b, kernels, summary)
 
 
 def to_json(label_a: str, label_b: str, diffs: list[KernelDiff]) -> dict[str, Any]:
-    """``{"a", "b", "kernels": [...]}``: the documented, stable shape (plus ``summary``)."""
-    return {
-        "a": label_a,
-        "b": label_b,
-        "kernels": [d.as_json() for d in diffs],
-        "summary": summarize(diffs),
-    }
+    """``{"a", "b", "kernels": [...], "summary"}``: the documented, stable shape."""
+    return ir_diff_document(label_a, label_b, diffs).to_json()
 
 
 def summary_line(diffs: list[KernelDiff]) -> str:
