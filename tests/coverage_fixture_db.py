@@ -10,14 +10,13 @@ Graph (dst -> src: src is affected when dst changes)::
 
 from __future__ import annotations
 
-import os
-import subprocess
 from importlib import resources
 from pathlib import Path
 
 import duckdb
 
 from perfq.schema.version import SCHEMA_VERSION
+from tests.conftest import git
 
 FILES = [
     (1, "aten/src/ATen/native/BinaryOps.cpp", "cpp", 60),
@@ -182,17 +181,7 @@ def build_index(path: Path) -> Path:
 
 
 def _git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@x",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@x",
-    )
-    if date:
-        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
-    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    return git(repo, *args, date=date).strip()
 
 
 def _write_lines(path: Path, n: int, changed: dict[int, str] | None = None) -> None:

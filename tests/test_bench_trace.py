@@ -3,7 +3,6 @@ benchmark (PyTorch 2.6.0's softmax_test, run against the installed torch)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
+from tests.conftest import CORPUS  # noqa: E402
 
-CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 BENCH = "benchmarks/operator_benchmark"
 
 pytestmark = [

@@ -15,14 +15,9 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.errors import PerfqError
 from tests.bisect_fixture import git, make_repo
+from tests.conftest import run_perfq as perfq
 
 PY = sys.executable
-
-
-def perfq(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess (one-line errors, exit codes, signals)."""
-    return subprocess.run([PY, "-m", "perfq", *args], cwd=repo, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
 
 
 def invoke(repo: Path, *args: str):

@@ -71,3 +71,20 @@ def test_compare_cli_json_validates(tmp_path):
     doc = json.loads(res.stdout)
     jsonschema.validate(doc, json_schema(ComparisonDocument))
     assert doc["summary"]["regression"] == 1
+
+
+def test_ir_diff_json_validates_against_its_schema(tmp_path, perfq):
+    from perfq.ir.report import IRDiffDocument
+    from perfq.ir.store import IRRecord, store_collection
+
+    history = tmp_path / "h.duckdb"
+    ttir = "module {\n  tt.func public @k(%arg0: !tt.ptr<f32>) {\n    tt.return\n  }\n}\n"
+    changed = ttir.replace("tt.return", "%0 = arith.constant 1 : i32\n    tt.return")
+    for label, text in (("base", ttir), ("head", changed)):
+        store_collection(history, label, "manifest", [IRRecord("m:k", "s", "cuda:90", "ttir", text)])
+    out = perfq(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--format", "json")
+    import json
+
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, json_schema(IRDiffDocument))
+    assert doc["summary"]["structural"] == 1 and doc["kernels"][0]["status"] == "structural"

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from perfq.ir.harvest import harvest
 from perfq.ir.store import IRRecord, store_collection
+from tests.conftest import run_perfq
 
 TTIR = """\
 #loc = loc("{path}":3:1)
@@ -37,7 +37,7 @@ EDIT = "%x_2 = tt.load %x_0 : tensor<1024x!tt.ptr<f32>> loc(#loc3)\n    "
 
 
 def perfq(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=cwd, capture_output=True, text=True)
+    return run_perfq(cwd, *args)
 
 
 @pytest.fixture()
