@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from perfq.cli import app
 from perfq.run import execute as runner
+from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.results import export_runs, import_files, load_export
 from perfq.schema.results_store import runs_for_label
@@ -23,7 +24,7 @@ PY = sys.executable
 
 def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
     tests = kw.pop("tests", ())
-    jobs = [runner.opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
+    jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
     sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
     return runner.Plan(
         label=kw.pop("label", "L"),
@@ -285,8 +286,6 @@ def test_script_benchmark_from_config(tmp_path):
 
 
 def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
-    import types
-
     root = make_bench_root(tmp_path, names=("fake_test", "other_test"))
     calls = []
 
@@ -306,7 +305,7 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
             "canary": [{"set": "core", "trigger": "x", "benchmarks": [{"name": "other_test", "file": "y"}]}],
         }
 
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", types.SimpleNamespace(affected_for_range=fake_affected))
+    monkeypatch.setattr("perfq.run.jobs.affected_for_range", fake_affected)
     hist = tmp_path / "a.duckdb"
     common = ["--history", str(hist), "--repo", str(tmp_path), "--bench-root", str(root)]
     res = CliRunner().invoke(

@@ -10,7 +10,7 @@ import pytest
 
 from perfq.errors import PerfqError
 from perfq.run import opbench
-from perfq.run.execute import drop_unsupported_compile, jobs_from_affected, match_ops
+from perfq.run.jobs import drop_unsupported_compile, jobs_from_affected, match_ops
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.script_bench import parse_output, script_benchmarks
 from tests.conftest import CORPUS

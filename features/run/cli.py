@@ -12,11 +12,13 @@ from typing import Annotated
 import typer
 
 from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
-from perfq.common.render import console, print_json
+from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.run.comparisons import comparison_for_label
+from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument
+from perfq.run.results import export_runs
 
 
 class SideName(str, Enum):
@@ -43,32 +45,6 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
         raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
-def _affected_doc(repo: Path, ref: str) -> dict:
-    try:
-        from perfq.query.affected import affected_for_range
-    except ImportError as exc:
-        raise PerfqError(f"--affected needs perfq's affected query ({exc})") from None
-    return affected_for_range(repo, ref)
-
-
-def _wide_console():
-    """The shared console, but wide enough for full test names when output goes to a log/pipe."""
-    con = console()
-    if not con.is_terminal:
-        con.width = 220
-    return con
-
-
-def _env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
-    out = []
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise PerfqError(f"expected KEY=VALUE, got {pair!r}")
-        out.append((key, value))
-    return tuple(out)
-
-
 def _render_comparison(document: ComparisonDocument, fmt: Format) -> None:
     from perfq.run.report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
@@ -81,7 +57,7 @@ def _render_comparison(document: ComparisonDocument, fmt: Format) -> None:
         return
     from rich.table import Table
 
-    con = _wide_console()
+    con = wide_console()
     con.print(summary_line(doc).replace("**", ""))
     table = Table(show_lines=False)
     for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
@@ -207,55 +183,23 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
         from perfq.run import execute as runner
-        from perfq.run import opbench
-        from perfq.run.script_bench import script_benchmarks
+        from perfq.run import jobs as select
 
-        bench, test = bench or [], test or []
-        repo_path = resolve_repo(repo)
-        cfg = load_config(repo_path)
-        root = (bench_root or repo_path / opbench.default_root(cfg.benchmark_roots)).resolve()
         if ab == (side is not None):
             raise PerfqError("give exactly one of --side base|head or --ab")
         if bool(affected) == bool(bench):
             raise PerfqError("give --affected REF or at least one --bench NAME")
         if adaptive and not ab:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
-        if not root.is_dir() and not affected and not all(b in script_benchmarks(cfg.extra) for b in bench):
-            raise PerfqError(f"benchmark root {root} does not exist (use --bench-root)")
-        scripts = script_benchmarks(cfg.extra)
-        base_spec = opbench.OpBenchSpec(
-            name="",
-            device=device,
-            tag_filter=tag_filter,
-            iterations=iterations,
-            num_runs=num_runs,
-            warmup_iterations=warmup,
-            omp_num_threads=omp,
-            mkl_num_threads=mkl,
-        )
-        ops = tuple(o for o in (operators or "").split(",") if o)
-        notes: list[str] = []
-        if affected:
-            doc = _affected_doc(repo_path, affected)
-            py = python or base_python or runner.default_python()
-            jobs, notes = runner.jobs_from_affected(
-                doc,
-                root,
-                base_spec,
-                scripts,
-                mode.value if mode else None,
-                ops_resolver=lambda name: runner.list_ops(py, root, name),
-            )
-        else:
-            jobs = []
-            for name in bench:
-                if name in scripts:
-                    jobs.append(runner.Job(name, script=scripts[name]))
-                    continue
-                for m in runner.modes_for(mode.value if mode else None):
-                    jobs.append(runner.opbench_job(root, name, m, base_spec, tuple(test), ops))
-        jobs, more = runner.drop_unsupported_compile(jobs, opbench.detect_caps(root))
-        notes += more
+        repo_path = resolve_repo(repo)
+        cfg = load_config(repo_path)
+        root = select.benchmark_root(repo_path, cfg, bench_root)
+        base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations,
+                                num_runs=num_runs, warmup_iterations=warmup, omp_num_threads=omp, mkl_num_threads=mkl)
+        selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
+                                     tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
+        jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
+                                         python or base_python or select.default_python())
         err = console(stderr=True)
         for note in notes:
             err.print(f"note: {note}")
@@ -263,24 +207,11 @@ def register(app: typer.Typer) -> None:
             # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
             err.print("nothing to run: no benchmark selected")
             if out is not None:
-                from perfq.run.results import export_runs
-
                 export_runs([], out)
             return
-        if ab:
-            if not base_python or not head_python:
-                raise PerfqError("--ab needs --base-python and --head-python")
-            sides = [
-                runner.Side("base", base_python, _env(base_env), omp_num_threads=base_omp, ref=base_ref or ""),
-                runner.Side("head", head_python, _env(head_env), omp_num_threads=head_omp, ref=head_ref or ""),
-            ]
-        else:
-            assert side is not None
-            threads = base_omp if side == SideName.base else head_omp
-            env = _env(base_env if side == SideName.base else head_env)
-            sides = [
-                runner.Side(side.value, python or runner.default_python(), env, omp_num_threads=threads, ref=ref or "")
-            ]
+        sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
+            python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
+            head_omp, ref, base_ref, head_ref))
         plan = runner.Plan(
             label=label,
             jobs=jobs,
@@ -378,7 +309,7 @@ def register(app: typer.Typer) -> None:
                 str(r["n"]),
                 r["status"],
             )
-        _wide_console().print(table)
+        wide_console().print(table)
 
     @app.command("import")
     def import_cmd(
