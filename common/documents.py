@@ -8,7 +8,8 @@ those, unions (``X | None``), ``Literal``, ``Any`` and nested document dataclass
   their values; tuples become lists). A document's ``to_json()`` is usually just ``to_json(self)``.
 - :func:`json_schema` generates a draft 2020-12 JSON Schema from the type hints: every
   field is a property, fields without a default are ``required``, nested dataclasses go to
-  ``$defs``. ``field(metadata={"json": "name"})`` renames a field in the JSON.
+  ``$defs``. ``field(metadata={"json": "name"})`` renames a field in the JSON;
+  ``field(default=None, metadata={"omit_if_none": True})`` leaves the key out when it is None.
 
 Example::
 
@@ -48,7 +49,11 @@ def json_name(f: dataclasses.Field) -> str:
 def to_json(value: Any) -> Any:
     """``value`` as plain JSON values (dataclasses by field, Enums by value, tuples as lists)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {json_name(f): to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {
+            json_name(f): to_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if not (f.metadata.get("omit_if_none") and getattr(value, f.name) is None)
+        }
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list | tuple | set | frozenset):
@@ -100,7 +105,8 @@ def _dataclass(tp: type, defs: dict[str, Any]) -> dict[str, Any]:
         props, required = {}, []
         for f in dataclasses.fields(tp):
             props[json_name(f)] = _schema(hints[f.name], defs)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                    and not f.metadata.get("omit_if_none")):
                 required.append(json_name(f))
         doc = (tp.__doc__ or "").strip().splitlines()
         defs[name] = {

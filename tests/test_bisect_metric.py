@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfq.bisect.metric import MetricSpec, extract, polarity, unit_polarity
-from perfq.bisect.session import OPBENCH_METRIC, opbench_command
+from perfq.bisect.request import OPBENCH_METRIC, opbench_command
 from perfq.errors import PerfqError
 
 OPBENCH_OUT = """\

@@ -92,9 +92,10 @@ def register(app: typer.Typer) -> None:
         history: Path = HistoryOption,
     ) -> None:
         """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD..."""
+        from perfq.bisect.driver import run_bisect
         from perfq.bisect.report import render_markdown, render_text
+        from perfq.bisect.request import BisectRequest, opbench_command
         from perfq.bisect.search import SearchConfig
-        from perfq.bisect.session import BisectRequest, opbench_command, run_bisect
 
         command: list[str] = ctx.meta.get(_CMD_KEY, [])
         spec = _metric(metric, metric_json, aggregate)
@@ -123,12 +124,12 @@ def register(app: typer.Typer) -> None:
         )
         doc = run_bisect(req, _log, _confirm)
         if fmt == Format.json:
-            print_json(doc)
+            print_json(doc.to_json())
         elif fmt == Format.markdown:
             print(render_markdown(doc))
         else:
             print(render_text(doc))
-        if doc["status"] not in ("found", "ambiguous"):
+        if not doc.found:
             raise typer.Exit(1)
 
     @app.command("bisect-step", cls=_DashDashCommand)
@@ -153,7 +154,8 @@ def register(app: typer.Typer) -> None:
         test_name: str = typer.Option(None, "--test-name"),
     ) -> None:
         """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error)."""
-        from perfq.bisect.session import StepRequest, opbench_command, run_step
+        from perfq.bisect.request import opbench_command
+        from perfq.bisect.step import StepRequest, run_step
 
         try:
             command: list[str] = ctx.meta.get(_CMD_KEY, [])

@@ -1,4 +1,5 @@
-"""Git side of ``perfq bisect``: validation, commit enumeration, checkout and restoration."""
+"""Git side of ``perfq bisect``: validation, commit enumeration, checkout and restoration
+(every git process through :mod:`perfq.common.git`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,6 @@ from perfq.errors import PerfqError
 def git(repo: Path, *args: str, check: bool = True, timeout: float = 120) -> str:
     """Stdout of ``git args`` in ``repo``; PerfqError (one line) on failure."""
     return common_git.git(repo, *args, check=check, timeout=timeout).stdout
-
-
-ok = common_git.ok
-parents = common_git.parents
-dirty = common_git.dirty
 
 
 def toplevel(path: Path) -> Path:
@@ -47,7 +43,7 @@ def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
     """``[good, c1, ..., bad]`` along the first-parent line; PerfqError when empty or unrelated."""
     if good == bad:
         raise PerfqError("empty range: GOOD and BAD are the same commit")
-    if not ok(repo, "merge-base", "--is-ancestor", good, bad):
+    if not common_git.ok(repo, "merge-base", "--is-ancestor", good, bad):
         raise PerfqError(f"empty range: {good[:12]} is not an ancestor of {bad[:12]} (swapped GOOD and BAD?)")
     commits = first_parent_range(repo, good, bad)
     if not commits:
@@ -60,7 +56,7 @@ def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
 def merge_side(repo: Path, merge: str) -> list[str]:
     """For a merge commit: ``[merge-base, side commits..., second parent]`` (first-parent of
     the merged branch, oldest first), the range ``--all-parents`` descends into."""
-    ps = parents(repo, merge)
+    ps = common_git.parents(repo, merge)
     if len(ps) < 2:
         return []
     base = git(repo, "merge-base", ps[0], ps[1]).strip()
@@ -68,12 +64,9 @@ def merge_side(repo: Path, merge: str) -> list[str]:
     return [base, *side] if side else []
 
 
-info = common_git.commit
-
-
 def numstat(repo: Path, sha: str) -> list[dict]:
     """Files changed by ``sha`` against its first parent, with +/- line counts."""
-    ps = parents(repo, sha)
+    ps = common_git.parents(repo, sha)
     args = ["diff", "--numstat", ps[0], sha] if ps else ["show", "--numstat", "--format=", sha]
     files = []
     for line in git(repo, *args).splitlines():
@@ -86,7 +79,7 @@ def numstat(repo: Path, sha: str) -> list[dict]:
 
 
 def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
-    ps = parents(repo, sha)
+    ps = common_git.parents(repo, sha)
     args = ["diff", "--unified=3", ps[0], sha] if ps else ["show", "--format=", sha]
     text = git(repo, *args)
     if len(text) <= limit:
@@ -112,9 +105,9 @@ class Checkout:
         """``git checkout args``; when tracked files block it, they were modified by a build
         or benchmark (the user's changes were stashed first): reset them and retry. Never
         forced, so untracked files are never overwritten."""
-        if ok(self.repo, "checkout", "--quiet", *args):
+        if common_git.ok(self.repo, "checkout", "--quiet", *args):
             return
-        if dirty(self.repo):
+        if common_git.dirty(self.repo):
             git(self.repo, "reset", "--quiet", "--hard")
         git(self.repo, "checkout", "--quiet", *args)
 
@@ -138,7 +131,7 @@ def guarded(repo: Path, stash_ok: Callable[[list[str]], bool],
             log: Callable[[str], None]) -> Iterator[Checkout]:
     """Stash a dirty tree (when ``stash_ok`` agrees), yield a Checkout, and always restore the
     original branch/commit and the stashed changes, on success, error or Ctrl-C."""
-    changed = dirty(repo)
+    changed = common_git.dirty(repo)
     stash_sha = None
     if changed:
         if not stash_ok(changed):
@@ -166,7 +159,8 @@ def _unstash(repo: Path, stash_sha: str, log: Callable[[str], None]) -> None:
         log(f"warning: the autostash {stash_sha[:12]} is gone; nothing to restore")
         return
     ref = f"stash@{{{shas.index(stash_sha)}}}"
-    if ok(repo, "stash", "pop", "--quiet", "--index", ref) or ok(repo, "stash", "pop", "--quiet", ref):
+    popped = common_git.ok(repo, "stash", "pop", "--quiet", "--index", ref)
+    if popped or common_git.ok(repo, "stash", "pop", "--quiet", ref):
         log("restored your uncommitted changes")
     else:
         log(f"warning: could not re-apply your uncommitted changes; they are kept in {ref} (git stash pop)")
