@@ -55,9 +55,9 @@ def time_report(repo: Path, db: Path, runs: int) -> None:
         f"over {runs} runs (min {min(times):.2f}, max {max(times):.2f})"
     )
     print(
-        f"  {s['ops_covered']}/{s['ops_total']} operator groups covered, {s['overloads_covered']}/"
-        f"{s['overloads_total']} overloads, {len(s['stale_benchmarks'])} stale benchmark files, "
-        f"{len(s['unlinked_benchmarks'])} benchmark files linked to no op; history: {s['history'].get('note', '')}"
+        f"  {s.ops_covered}/{s.ops_total} operator groups covered, {s.overloads_covered}/"
+        f"{s.overloads_total} overloads, {len(s.stale_benchmarks)} stale benchmark files, "
+        f"{len(s.unlinked_benchmarks)} benchmark files linked to no op; history: {s.history and s.history.note or ''}"
     )
 
 
@@ -115,11 +115,11 @@ def history_demo(repo: Path, db: Path, cases: Path, workdir: Path) -> None:
     t0 = time.perf_counter()
     report = collect_report(clone, db, "180.days", [], None)
     took = time.perf_counter() - t0
-    hist = report.summary["history"]
+    hist = report.summary.history
     print(
         f"history demo: {len(applied)} real kernel diffs committed on a clone of the tree -> report with churn "
-        f"in {took:.2f} s; {hist.get('commits_with_indexed_changes')} commits touched indexed functions, "
-        f"{hist.get('commits_touching_infrastructure')} touched shared infrastructure"
+        f"in {took:.2f} s; {hist.commits_with_indexed_changes} commits touched indexed functions, "
+        f"{hist.commits_touching_infrastructure} touched shared infrastructure"
     )
     for row in [r for r in report.rows if r.churn][:20]:
         status = "covered by " + ", ".join(row.benchmarks) if row.covered else "NO BENCHMARK"

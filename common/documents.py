@@ -9,7 +9,8 @@ those, unions (``X | None``), ``Literal``, ``Any`` and nested document dataclass
 - :func:`json_schema` generates a draft 2020-12 JSON Schema from the type hints: every
   field is a property, fields without a default are ``required``, nested dataclasses go to
   ``$defs``. ``field(metadata={"json": "name"})`` renames a field in the JSON;
-  ``field(default=None, metadata={"omit_if_none": True})`` leaves the key out when it is None.
+  ``field(default=None, metadata={"omit_if_none": True})`` leaves the key out when it is None;
+  ``metadata={"internal": True}`` keeps a field out of the JSON and the schema.
 
 Example::
 
@@ -52,7 +53,8 @@ def to_json(value: Any) -> Any:
         return {
             json_name(f): to_json(getattr(value, f.name))
             for f in dataclasses.fields(value)
-            if not (f.metadata.get("omit_if_none") and getattr(value, f.name) is None)
+            if not f.metadata.get("internal")
+            and not (f.metadata.get("omit_if_none") and getattr(value, f.name) is None)
         }
     if isinstance(value, enum.Enum):
         return value.value
@@ -103,7 +105,7 @@ def _dataclass(tp: type, defs: dict[str, Any]) -> dict[str, Any]:
         defs[name] = {}  # placeholder: recursive types refer to it
         hints = typing.get_type_hints(tp)
         props, required = {}, []
-        for f in dataclasses.fields(tp):
+        for f in (f for f in dataclasses.fields(tp) if not f.metadata.get("internal")):
             props[json_name(f)] = _schema(hints[f.name], defs)
             if (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                     and not f.metadata.get("omit_if_none")):

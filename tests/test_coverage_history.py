@@ -103,7 +103,7 @@ def test_op_churn_counts_commits_reaching_each_op(tmp_path):
     assert op_commits["lerp.Scalar"] == {commits["c1"], commits["c3"]}
     assert op_commits["lerp.Tensor"] == {commits["c2"]}
     assert "softmax.int" not in op_commits
-    assert note["commits"] == 3 and note["commits_with_indexed_changes"] == 3
+    assert note.commits == 3 and note.commits_with_indexed_changes == 3
     old, _ = _churn(tmp_path, "40.years")
     assert old["add.Tensor"] == {commits["c1"], commits["c_old"]}
 
@@ -121,7 +121,7 @@ def test_one_commit_tree_has_no_history(tmp_path):
     op_commits, note = op_churn(repo, con, "180.days")
     con.close()
     assert op_commits is None
-    assert "one-commit tree" in str(note["note"])
+    assert "one-commit tree" in str(note.note)
 
 
 def test_non_git_tree_has_no_history(tmp_path):
@@ -130,4 +130,4 @@ def test_non_git_tree_has_no_history(tmp_path):
     con = duckdb.connect(str(build_index(tmp_path / "i.duckdb")), read_only=True)
     op_commits, note = op_churn(plain, con, "180.days")
     con.close()
-    assert op_commits is None and "not a git repository" in str(note["note"])
+    assert op_commits is None and "not a git repository" in str(note.note)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -66,8 +67,6 @@ def test_compare_cli_json_validates(tmp_path):
     save_runs(hist, runs)
     res = CliRunner().invoke(app, ["compare", "s", "--format", "json", "--repo", str(tmp_path), "--history", str(hist)])
     assert res.exit_code == 0, res.output
-    import json
-
     doc = json.loads(res.stdout)
     jsonschema.validate(doc, json_schema(ComparisonDocument))
     assert doc["summary"]["regression"] == 1
@@ -83,8 +82,33 @@ def test_ir_diff_json_validates_against_its_schema(tmp_path, perfq):
     for label, text in (("base", ttir), ("head", changed)):
         store_collection(history, label, "manifest", [IRRecord("m:k", "s", "cuda:90", "ttir", text)])
     out = perfq(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--format", "json")
-    import json
-
     doc = json.loads(out.stdout)
     jsonschema.validate(doc, json_schema(IRDiffDocument))
     assert doc["summary"]["structural"] == 1 and doc["kernels"][0]["status"] == "structural"
+
+
+def test_coverage_json_validates_against_its_schema(tmp_path, perfq):
+    from perfq.coverage.report import CoverageReport
+    from tests.coverage_fixture_db import build_index, build_repo
+
+    build_repo(tmp_path / "repo")
+    db = build_index(tmp_path / "i.duckdb")
+    out = perfq(tmp_path / "repo", "coverage", "--db", str(db), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, json_schema(CoverageReport))
+    assert set(doc) == {"summary", "ops"} and doc["summary"]["history"]["commits"] == 3
+
+
+def test_bisect_json_validates_against_its_schema(tmp_path, perfq):
+    import sys
+
+    from perfq.bisect.report import BisectReport
+    from tests.bisect_fixture import make_repo
+
+    r = make_repo(tmp_path, n=8, culprit=5)
+    out = perfq(r.path, "bisect", r.commits[0], "--yes", "--format", "json", "--history", str(tmp_path / "h.duckdb"),
+                "--", sys.executable, "bench.py")
+    doc = json.loads(out.stdout)
+    jsonschema.validate(doc, json_schema(BisectReport))
+    assert doc["status"] == "found" and doc["first_bad"]["commit"] == r.culprit

@@ -11,12 +11,12 @@ import csv
 import html
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from perfq.coverage.report import CoverageReport, OpRow
+from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
 CSV_FIELDS = [
@@ -39,21 +39,20 @@ def _churn(row: OpRow) -> str:
 def headline(report: CoverageReport) -> str:
     """One line: covered/total and how the rows are ranked."""
     s = report.summary
-    hist = s.get("history") or {}
-    note = hist.get("note", "") if isinstance(hist, dict) else ""
+    note = s.history.note if s.history is not None and s.history.note else ""
     line = (
-        f"{s['ops_covered']}/{s['ops_total']} operators covered ({100 * float(s['ops_ratio']):.1f}%), "
-        f"{s['overloads_covered']}/{s['overloads_total']} overloads; ranked by {s['ranking']}"
+        f"{s.ops_covered}/{s.ops_total} operators covered ({100 * s.ops_ratio:.1f}%), "
+        f"{s.overloads_covered}/{s.overloads_total} overloads; ranked by {s.ranking}"
     )
     return f"{line}. {note}" if note else line
 
 
 def bench_labels(row: OpRow) -> str:
     """Benchmarks of a row, marked ``(traced)`` when only traced links found them."""
-    sources: dict[str, set[str]] = {}
+    sources: dict[str, set[LinkSource]] = {}
     for link in row.links:
-        sources.setdefault(link["bench"], set()).add(link["source"])
-    return ", ".join(f"{b} (traced)" if sources.get(b) == {"traced"} else b for b in row.benchmarks)
+        sources.setdefault(link.bench, set()).add(link.source)
+    return ", ".join(f"{b} (traced)" if sources.get(b) == {LinkSource.traced} else b for b in row.benchmarks)
 
 
 def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
@@ -99,16 +98,14 @@ def summary_lines(report: CoverageReport, limit: int = 12) -> list[str]:
     s = report.summary
     out = [headline(report)]
     for title, key in (("by dispatch key", "by_dispatch_key"), ("by area", "by_area")):
-        items = list(dict(s[key]).items())  # type: ignore[arg-type]
-        parts = [f"{k} {v['covered']}/{v['total']}" for k, v in items[:limit]]
+        items = list(getattr(s, key).items())
+        parts = [f"{k} {v.covered}/{v.total}" for k, v in items[:limit]]
         more = f", ... (+{len(items) - limit})" if len(items) > limit else ""
         out.append(f"{title}: " + ", ".join(parts) + more)
-    stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
+    stale = s.stale_benchmarks
     if stale:
-        out.append(
-            "benchmarks covering nothing that exists: " + ", ".join(f"{b['bench']} ({b['file']})" for b in stale)
-        )
-    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+        out.append("benchmarks covering nothing that exists: " + ", ".join(f"{b.bench} ({b.file})" for b in stale))
+    unlinked = s.unlinked_benchmarks
     if unlinked:
         out.append(f"benchmark files linked to no operator ({len(unlinked)}): " + ", ".join(unlinked))
     return out
@@ -161,12 +158,11 @@ def to_markdown(report: CoverageReport) -> str:
         )
     for title, key in (("By dispatch key", "by_dispatch_key"), ("By area", "by_area")):
         lines += ["", f"## {title}", "", "| | covered | total | % |", "|---|---:|---:|---:|"]
-        for k, v in dict(s[key]).items():  # type: ignore[arg-type]
-            lines.append(f"| {_md(k)} | {v['covered']} | {v['total']} | {100 * v['ratio']:.1f} |")
-    stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
+        for k, v in getattr(s, key).items():
+            lines.append(f"| {_md(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
     lines += ["", "## Benchmarks covering nothing that exists any more", ""]
-    lines += [f"- `{b['bench']}` ({b['file']}): {', '.join(b['ops'])}" for b in stale] or ["- none"]
-    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+    lines += [f"- `{b.bench}` ({b.file}): {', '.join(b.ops)}" for b in s.stale_benchmarks] or ["- none"]
+    unlinked = s.unlinked_benchmarks
     lines += ["", "## Benchmark files linked to no operator", ""]
     lines += [f"- `{b}`" for b in unlinked] or ["- none"]
     return "\n".join(lines) + "\n"
@@ -248,23 +244,22 @@ def _legend() -> str:
 def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
     """A self-contained HTML page (inline CSS and SVG charts, no script, no network)."""
     s = report.summary
-    hist = s.get("history") or {}
-    hist = hist if isinstance(hist, Mapping) else {}
+    hist = s.history
     pool = list(report.ranked or report.rows)
     uncovered = [r for r in pool if not r.covered]
     by_churn = any(r.churn for r in uncovered)
     metric = "churn (commits)" if by_churn else "kernel lines"
     shown = [r for r in uncovered if r.churn] if by_churn else uncovered
     top = [(r.op, float(r.churn if by_churn else r.kernel_lines)) for r in shown[:chart_rows]]
-    areas = [(k, int(v["total"]), int(v["covered"])) for k, v in dict(s["by_area"]).items()][:chart_rows]  # type: ignore[arg-type]
-    keys = [(k, int(v["total"]), int(v["covered"])) for k, v in dict(s["by_dispatch_key"]).items()][:chart_rows]  # type: ignore[arg-type]
+    areas = [(k, v.total, v.covered) for k, v in s.by_area.items()][:chart_rows]
+    keys = [(k, v.total, v.covered) for k, v in s.by_dispatch_key.items()][:chart_rows]
     esc = html.escape
     cards = [
-        (f"{s['ops_covered']}/{s['ops_total']}", "operators covered"),
-        (f"{100 * float(s['ops_ratio']):.1f}%", "coverage"),
-        (f"{s['overloads_covered']}/{s['overloads_total']}", "overloads covered"),
-        (str(hist.get("commits", "-")), f"commits since {hist.get('since', '?')}"),
-        (str(len(s["stale_benchmarks"])), "stale benchmark files"),  # type: ignore[arg-type]
+        (f"{s.ops_covered}/{s.ops_total}", "operators covered"),
+        (f"{100 * s.ops_ratio:.1f}%", "coverage"),
+        (f"{s.overloads_covered}/{s.overloads_total}", "overloads covered"),
+        (str(hist.commits) if hist else "-", f"commits since {hist.since if hist else '?'}"),
+        (str(len(s.stale_benchmarks)), "stale benchmark files"),
     ]
     body = [
         "<h1>Operator benchmark coverage</h1>",
@@ -293,13 +288,12 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
             f"<td>{esc(', '.join(row.overloads))}</td><td>{benches}</td></tr>"
         )
     body.append("</table></div>")
-    stale = list(s["stale_benchmarks"])  # type: ignore[call-overload]
     body.append('<h2>Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
     body += [
-        f"<li><code>{esc(b['bench'])}</code> ({esc(b['file'])}): {esc(', '.join(b['ops']))}</li>" for b in stale
+        f"<li><code>{esc(b.bench)}</code> ({esc(b.file)}): {esc(', '.join(b.ops))}</li>" for b in s.stale_benchmarks
     ] or ["<li>none</li>"]
     body.append("</ul></div>")
-    unlinked = list(s.get("unlinked_benchmarks") or [])  # type: ignore[call-overload]
+    unlinked = s.unlinked_benchmarks
     body.append('<h2>Benchmark files linked to no operator</h2><div class="panel"><ul>')
     body += [f"<li><code>{esc(b)}</code></li>" for b in unlinked] or ["<li>none</li>"]
     body.append("</ul></div>")

@@ -14,6 +14,10 @@ import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from perfq.common.documents import to_json
 
 NO_KERNEL_AREA = "(no kernel found)"
 
@@ -43,47 +47,105 @@ class CoverageFacts:
     link_sources: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (bench, op) -> static/traced
 
 
-@dataclass
+class LinkSource(str, Enum):
+    """How the index linked a benchmark to an operator."""
+
+    static = "static"
+    traced = "traced"
+
+
+@dataclass(frozen=True)
+class Link:
+    bench: str
+    op: str
+    source: LinkSource
+
+
+@dataclass(frozen=True)
 class OpRow:
     """One operator group of the report."""
 
     op: str
-    overloads: list[str]
-    benchmarks: list[str]
+    overloads: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    covered: bool
     churn: int | None
     kernel_lines: int
-    dispatch_keys: list[str]
-    areas: list[str]
-    links: list[dict[str, str]] = field(default_factory=list)  # {bench, op, source}
+    dispatch_keys: tuple[str, ...]
+    areas: tuple[str, ...]
+    links: tuple[Link, ...] = ()
 
-    @property
-    def covered(self) -> bool:
-        return bool(self.benchmarks)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "op": self.op,
-            "overloads": self.overloads,
-            "benchmarks": self.benchmarks,
-            "covered": self.covered,
-            "churn": self.churn,
-            "kernel_lines": self.kernel_lines,
-            "dispatch_keys": self.dispatch_keys,
-            "areas": self.areas,
-            "links": self.links,
-        }
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
 
 
-@dataclass
+@dataclass(frozen=True)
+class HistoryNote:
+    """What the period's git history held (for the summary), and why churn is missing if it is."""
+
+    since: str
+    commits: int = 0
+    commits_with_indexed_changes: int = 0
+    total_commits: int | None = field(default=None, metadata={"omit_if_none": True})
+    note: str | None = field(default=None, metadata={"omit_if_none": True})
+    commits_touching_infrastructure: int | None = field(default=None, metadata={"omit_if_none": True})
+    infra_ops: int | None = field(default=None, metadata={"omit_if_none": True})
+    max_depth: int | None = field(default=None, metadata={"omit_if_none": True})
+
+
+@dataclass(frozen=True)
+class Ratio:
+    total: int
+    covered: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class StaleBenchmark:
+    """A benchmark file whose operators no longer exist."""
+
+    bench: str
+    file: str
+    ops: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Filters:
+    dispatch: tuple[str, ...]
+    top: int | None
+    uncovered_only: bool
+
+
+@dataclass(frozen=True)
+class CoverageSummary:
+    """Totals over every selected operator group (not only the rows shown)."""
+
+    ops_total: int
+    ops_covered: int
+    ops_ratio: float
+    overloads_total: int
+    overloads_covered: int
+    benchmarks: int
+    by_dispatch_key: dict[str, Ratio]
+    by_area: dict[str, Ratio]
+    stale_benchmarks: tuple[StaleBenchmark, ...]
+    unlinked_benchmarks: tuple[str, ...]
+    history: HistoryNote | None
+    ranking: str
+    filters: Filters
+
+
+@dataclass(frozen=True)
 class CoverageReport:
     """Ranked rows (after ``top``) and the summary over all selected operators."""
 
-    rows: list[OpRow]
-    summary: dict[str, object]
-    ranked: list[OpRow] = field(default_factory=list)  # every selected group, ranked, before ``top``
+    summary: CoverageSummary
+    rows: tuple[OpRow, ...] = field(metadata={"json": "ops"})
+    ranked: tuple[OpRow, ...] = field(default=(), metadata={"internal": True})  # every selected group, before top
 
-    def to_json(self) -> dict[str, object]:
-        return {"summary": self.summary, "ops": [r.to_json() for r in self.rows]}
+    def to_json(self) -> dict[str, Any]:
+        """``{"summary", "ops"}``: the documented shape (``ranked`` is not part of it)."""
+        return to_json(self)
 
 
 # --- churn -----------------------------------------------------------------------------
@@ -216,7 +278,7 @@ def build_report(
     dispatch: Sequence[str] = (),
     top: int | None = None,
     uncovered_only: bool = False,
-    history_note: Mapping[str, object] | None = None,
+    history_note: HistoryNote | None = None,
 ) -> CoverageReport:
     """Group, rank and summarise.
 
@@ -251,38 +313,34 @@ def build_report(
             if op_commits is not None:
                 commits |= op_commits.get(fact.name, set())
         areas = sorted({_area(facts.function_paths[f]) for f in kfuncs if f in facts.function_paths})
-        links = [
-            {"bench": b, "op": f.name, "source": src}
+        links = tuple(
+            Link(b, f.name, LinkSource(src))
             for f in members
             for b in sorted(covered_by.get(f.name, ()))
             for src in sorted(facts.link_sources.get((b, f.name), {"static"}))
-        ]
+        )
         rows.append(
             OpRow(
                 op=base,
-                overloads=[f.name for f in members],
-                benchmarks=sorted(benches),
+                overloads=tuple(f.name for f in members),
+                benchmarks=tuple(sorted(benches)),
+                covered=bool(benches),
                 churn=len(commits) if op_commits is not None else None,
                 kernel_lines=sum(facts.function_lines.get(f, 0) for f in kfuncs),
-                dispatch_keys=sorted(keys),
-                areas=areas or [NO_KERNEL_AREA],
+                dispatch_keys=tuple(sorted(keys)),
+                areas=tuple(areas or [NO_KERNEL_AREA]),
                 links=links,
             )
         )
     rows.sort(key=lambda r: (-(r.churn or 0), -r.kernel_lines, -len(r.dispatch_keys), r.op))
 
-    summary = _summary(rows, facts, covered_by, groups)
-    summary["history"] = dict(history_note or {})
-    summary["ranking"] = (
-        "churn, kernel_lines, dispatch_keys"
-        if op_commits is not None
-        else "kernel_lines, dispatch_keys"
-    )
-    summary["filters"] = {"dispatch": sorted(wanted), "top": top, "uncovered_only": uncovered_only}
+    ranking = "churn, kernel_lines, dispatch_keys" if op_commits is not None else "kernel_lines, dispatch_keys"
+    summary = _summary(rows, facts, covered_by, groups, history_note, ranking,
+                       Filters(tuple(sorted(wanted)), top, uncovered_only))
     selected = [r for r in rows if not (uncovered_only and r.covered)]
     if top is not None:
         selected = selected[: max(top, 0)]
-    return CoverageReport(rows=selected, summary=summary, ranked=rows)
+    return CoverageReport(summary=summary, rows=tuple(selected), ranked=tuple(rows))
 
 
 def _summary(
@@ -290,7 +348,10 @@ def _summary(
     facts: CoverageFacts,
     covered_by: Mapping[str, set[str]],
     groups: Mapping[str, list[OpFact]],
-) -> dict[str, object]:
+    history: HistoryNote | None,
+    ranking: str,
+    filters: Filters,
+) -> CoverageSummary:
     by_key: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     by_area: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
@@ -305,25 +366,26 @@ def _summary(
     for bench in sorted(facts.bench_ops):
         ops = facts.bench_ops[bench]
         if ops and not any(op in facts.ops for op in ops):
-            stale.append({"bench": bench, "file": facts.bench_files.get(bench, ""), "ops": sorted(ops)})
+            stale.append(StaleBenchmark(bench, facts.bench_files.get(bench, ""), tuple(sorted(ops))))
     unlinked = sorted(b for b in facts.bench_files if not facts.bench_ops.get(b))
 
-    def table(d: Mapping[str, list[int]]) -> dict[str, dict[str, float]]:
+    def table(d: Mapping[str, list[int]]) -> dict[str, Ratio]:
         ordered = sorted(d.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        return {
-            k: {"total": t, "covered": c, "ratio": round(c / t, 4) if t else 0.0} for k, (t, c) in ordered
-        }
+        return {k: Ratio(t, c, round(c / t, 4) if t else 0.0) for k, (t, c) in ordered}
 
     covered = sum(r.covered for r in rows)
-    return {
-        "ops_total": len(rows),
-        "ops_covered": covered,
-        "ops_ratio": round(covered / len(rows), 4) if rows else 0.0,
-        "overloads_total": len(overloads),
-        "overloads_covered": sum(1 for f in overloads if covered_by.get(f.name)),
-        "benchmarks": len(facts.bench_files),
-        "by_dispatch_key": table(by_key),
-        "by_area": table(by_area),
-        "stale_benchmarks": stale,
-        "unlinked_benchmarks": unlinked,
-    }
+    return CoverageSummary(
+        ops_total=len(rows),
+        ops_covered=covered,
+        ops_ratio=round(covered / len(rows), 4) if rows else 0.0,
+        overloads_total=len(overloads),
+        overloads_covered=sum(1 for f in overloads if covered_by.get(f.name)),
+        benchmarks=len(facts.bench_files),
+        by_dispatch_key=table(by_key),
+        by_area=table(by_area),
+        stale_benchmarks=tuple(stale),
+        unlinked_benchmarks=tuple(unlinked),
+        history=history,
+        ranking=ranking,
+        filters=filters,
+    )
