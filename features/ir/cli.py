@@ -209,10 +209,10 @@ def list_labels(
     finally:
         con.close()
     if fmt == Format.json:
-        print_json([{"label": lbl, "irs": n, "triton_version": v} for lbl, n, v in rows])
+        print_json([row._asdict() for row in rows])
         return
-    for lbl, n, v in rows:
-        print(f"{lbl}\t{n} IRs\ttriton {v}")
+    for row in rows:
+        print(f"{row.label}\t{row.irs} IRs\ttriton {row.triton_version}")
 
 
 def _print_diff(text: str) -> None:
@@ -291,7 +291,7 @@ def diff(
 
     con = open_for_reading(resolve_history(resolve_repo(repo), history))
     try:
-        known = [row[0] for row in labels(con)]
+        known = [row.label for row in labels(con)]
         for lbl in (a, b):
             if lbl not in known:
                 raise PerfqError(f"no IR collection labelled {lbl!r}; known: {', '.join(known) or 'none'}")
@@ -302,8 +302,8 @@ def diff(
     targets = {t.strip() for v in target for t in v.split(",")} if target else None
 
     def keep(key) -> bool:
-        return ((not kernel or any(k in key[0] for k in kernel)) and (targets is None or key[2] in targets)
-                and (stages is None or key[3] in stages))
+        return ((not kernel or any(k in key.kernel for k in kernel)) and (targets is None or key.target in targets)
+                and (stages is None or key.stage in stages))
 
     col_a = {k: v for k, v in col_a.items() if keep(k)}
     col_b = {k: v for k, v in col_b.items() if keep(k)}

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir, stage_kind
 from perfq.schema.ir_store import IrStore
@@ -229,7 +229,13 @@ def unified_diff(a: str, b: str, label_a: str, label_b: str, context: int = 3) -
     return "\n".join(lines) + "\n"
 
 
-Key = tuple[str, str, str, str]  # kernel, specialization, target, stage
+class Key(NamedTuple):
+    """What identifies one IR across collections."""
+
+    kernel: str
+    specialization: str
+    target: str
+    stage: str
 
 
 def diff_collections(
@@ -295,7 +301,7 @@ def renormalize(raw: str, stored: str, stage: str, stored_version: int | None) -
 def load_collection(con: Any, label: str) -> dict[Key, IRText]:
     """Every IR stored under ``label`` in the history DB (``con``: a DuckDB connection)."""
     return {
-        (t.kernel, t.specialization, t.target, t.stage):
+        Key(t.kernel, t.specialization, t.target, t.stage):
             IRText(t.raw_text, renormalize(t.raw_text, t.normalized_text, t.stage, t.normalizer_version))
         for t in IrStore(con).texts(label)
     }
@@ -317,14 +323,14 @@ def changed_kernels(con: Any, label_a: str, label_b: str) -> set[str]:
     by_kernel_a: dict[str, set[Key]] = {}
     by_kernel_b: dict[str, set[Key]] = {}
     for key in a:
-        by_kernel_a.setdefault(key[0], set()).add(key)
+        by_kernel_a.setdefault(key.kernel, set()).add(key)
     for key in b:
-        by_kernel_b.setdefault(key[0], set()).add(key)
+        by_kernel_b.setdefault(key.kernel, set()).add(key)
     changed: set[str] = set()
     for kernel in set(by_kernel_a) & set(by_kernel_b):
         keys_a, keys_b = by_kernel_a[kernel], by_kernel_b[kernel]
         if keys_a != keys_b or any(
-            classify(a[k].normalized, b[k].normalized, k[3]) != IDENTICAL for k in keys_a
+            classify(a[k].normalized, b[k].normalized, k.stage) != IDENTICAL for k in keys_a
         ):
             changed.add(kernel)
     return changed

@@ -14,7 +14,7 @@ import duckdb
 from perfq.errors import PerfqError
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
 from perfq.schema.history import connect_history
-from perfq.schema.ir_store import IrRecordRow, IrStore
+from perfq.schema.ir_store import IrRecordRow, IrStore, LabelSummary
 
 
 @dataclass
@@ -83,6 +83,6 @@ def open_for_reading(history: Path) -> duckdb.DuckDBPyConnection:
     return connect_history(history)
 
 
-def labels(con: duckdb.DuckDBPyConnection) -> list[tuple[str, int, str]]:
-    """(label, number of IRs, triton versions) of every stored label."""
-    return [tuple(row) for row in IrStore(con).labels()]
+def labels(con: duckdb.DuckDBPyConnection) -> list[LabelSummary]:
+    """Every stored label with its number of IRs and Triton versions."""
+    return IrStore(con).labels()
