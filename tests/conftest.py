@@ -37,6 +37,26 @@ def perfq():
 
 
 @pytest.fixture
+def cli(capsys, monkeypatch):
+    """``cli(cwd, *args)``: the real entry point (``perfq.cli.main``) run in this process, with
+    its exit status, stdout and stderr as a CompletedProcess (for commands a subprocess adds nothing to)."""
+    from perfq.cli import main
+
+    def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["perfq", *args], code, out, err)
+
+    return run
+
+
+@pytest.fixture
 def corpus() -> Path:
     """The PyTorch 2.6.0 source tree ($PERFQ_CORPUS/pytorch-2.6.0); skips the test when absent."""
     if not (CORPUS / "aten").is_dir():

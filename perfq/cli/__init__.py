@@ -46,11 +46,12 @@ def version() -> None:
 _INTERRUPTED = "error: interrupted; nothing was half-written (indexes and results are replaced atomically)"
 
 
-def main() -> None:
-    """Entry point: PerfqError becomes ``error: ...`` and its exit code, Ctrl-C one line
-    and 130, usage errors Typer's usual message; never a traceback for those."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (``argv``: the arguments, default ``sys.argv[1:]``): PerfqError becomes
+    ``error: ...`` and its exit code, Ctrl-C one line and 130, usage errors Typer's usual
+    message; never a traceback for those."""
     try:
-        code = app(standalone_mode=False)
+        code = app(args=argv, prog_name="perfq", standalone_mode=False)
     except PerfqError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
