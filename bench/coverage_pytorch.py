@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import statistics
@@ -37,7 +38,7 @@ from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
 from perfq.schema.index_store import IndexStore
 
-CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
+CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from perfq.common.render import md_escape
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -137,10 +138,6 @@ def to_json_text(report: CoverageReport) -> str:
     return json.dumps(report.to_json(), indent=2) + "\n"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def to_markdown(report: CoverageReport) -> str:
     """A markdown summary and table."""
     s = report.summary
@@ -152,14 +149,14 @@ def to_markdown(report: CoverageReport) -> str:
     for i, row in enumerate(report.rows, 1):
         benches = bench_labels(row) if row.covered else f"**{NO_BENCHMARK}**"
         lines.append(
-            f"| {i} | `{_md(row.op)}` | {_churn(row)} | {row.kernel_lines} "
-            f"| {_md(', '.join(row.dispatch_keys))} "
-            f"| {_md(', '.join(row.overloads))} | {_md(benches)} |"
+            f"| {i} | `{md_escape(row.op)}` | {_churn(row)} | {row.kernel_lines} "
+            f"| {md_escape(', '.join(row.dispatch_keys))} "
+            f"| {md_escape(', '.join(row.overloads))} | {md_escape(benches)} |"
         )
     for title, key in (("By dispatch key", "by_dispatch_key"), ("By area", "by_area")):
         lines += ["", f"## {title}", "", "| | covered | total | % |", "|---|---:|---:|---:|"]
         for k, v in getattr(s, key).items():
-            lines.append(f"| {_md(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
+            lines.append(f"| {md_escape(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
     lines += ["", "## Benchmarks covering nothing that exists any more", ""]
     lines += [f"- `{b.bench}` ({b.file}): {', '.join(b.ops)}" for b in s.stale_benchmarks] or ["- none"]
     unlinked = s.unlinked_benchmarks

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
-from perfq.common.render import console, print_json
+from perfq.common.render import console, print_json, print_unified_diff
 from perfq.errors import PerfqError
 
 ir_app = typer.Typer(
@@ -215,20 +215,6 @@ def list_labels(
         print(f"{row.label}\t{row.irs} IRs\ttriton {row.triton_version}")
 
 
-def _print_diff(text: str) -> None:
-    """A unified diff, coloured on a terminal, plain (never wrapped) otherwise."""
-    if not sys.stdout.isatty():
-        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-        return
-    from rich.text import Text
-
-    con = console()
-    for line in text.rstrip("\n").splitlines():
-        style = ("bold" if line.startswith(("+++", "---")) else "green" if line.startswith("+")
-                 else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else "")
-        con.print(Text(line, style=style), soft_wrap=True)
-
-
 def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
     from rich.markup import escape
 
@@ -262,10 +248,10 @@ def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
             continue
         con.print(f"\n[bold]{escape(d.kernel)}[/] {d.target} {d.stage}: {d.status}"
                   f"  ({escape(d.specialization)})", soft_wrap=True)
-        _print_diff(d.diff)
+        print_unified_diff(d.diff)
         if raw and d.raw_diff:
             con.print("[bold]raw diff:[/]")
-            _print_diff(d.raw_diff)
+            print_unified_diff(d.raw_diff)
 
 
 @ir_app.command()

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any
 
 from perfq.common.documents import to_json as document_json
+from perfq.common.render import GITHUB_COMMENT_BUDGET, fence
 from perfq.ir.diff import (
     ADDED,
     ATTRIBUTES,
@@ -90,17 +91,6 @@ def summary_line(diffs: list[KernelDiff]) -> str:
     return f"{len(diffs)} IRs compared: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
 
 
-def _fence(text: str, limit: int) -> str:
-    lines = text.rstrip("\n").splitlines()
-    if limit and len(lines) > limit:
-        lines = lines[:limit] + [f"... ({len(lines) - limit} more lines)"]
-    body = "\n".join(lines).replace("```", "`\u200b``")
-    return f"```diff\n{body}\n```"
-
-
-GITHUB_COMMENT_BUDGET = 60000  # characters; GitHub rejects comments over 65536
-
-
 def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool = False,
                 max_diff_lines: int = 120, budget: int = GITHUB_COMMENT_BUDGET) -> str:
     """A PR comment: summary, triage buckets, changed kernels first with folded diffs
@@ -128,7 +118,7 @@ def to_markdown(label_a: str, label_b: str, diffs: list[KernelDiff], raw: bool =
         if d.op_delta:
             title += f" ({format_delta(d.op_delta, 4)})"
         block = [f"<details><summary>{title}</summary>", "", f"specialization: `{d.specialization}`", "",
-                 _fence(text, max_diff_lines), "", "</details>", ""]
+                 fence(text, "diff", max_diff_lines), "", "</details>", ""]
         block_size = sum(len(line) + 1 for line in block)
         if budget and size + block_size > budget:
             left_out += 1

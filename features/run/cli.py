@@ -17,7 +17,7 @@ from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.run.comparisons import comparison_for_label
 from perfq.run.opbench import OpBenchSpec
-from perfq.run.report import ComparisonDocument
+from perfq.run.report import ComparisonDocument, Verdict
 from perfq.run.results import export_runs
 
 
@@ -45,15 +45,14 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
         raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
-def _render_comparison(document: ComparisonDocument, fmt: Format) -> None:
+def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
     from perfq.run.report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
-    doc = document.to_json()
     if fmt == Format.json:
-        print_json(doc)
+        print_json(doc.to_json())
         return
     if fmt == Format.markdown:
-        sys.stdout.write(render_markdown(document))
+        sys.stdout.write(render_markdown(doc))
         return
     from rich.table import Table
 
@@ -62,26 +61,18 @@ def _render_comparison(document: ComparisonDocument, fmt: Format) -> None:
     table = Table(show_lines=False)
     for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
         table.add_column(col, justify="right" if col in ("base", "head", "change", "q") else "left")
-    colors = {"regression": "red", "improvement": "green", "same": "dim", "unknown": "yellow"}
-    for t in doc["tests"]:
+    colors = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow"}
+    for t in doc.tests:
         table.add_row(
-            f"[{colors[t['verdict']]}]{t['verdict']}[/]",
-            t["benchmark"],
-            t["test"],
-            t["mode"],
-            t["device"],
-            fmt_value(t["base_median"], t["unit"]),
-            fmt_value(t["head_median"], t["unit"]),
-            fmt_change(t["change"]),
-            fmt_ci(t["ci"]),
-            fmt_p(t["p_value"]),
+            f"[{colors[t.verdict]}]{t.verdict.value}[/]", t.benchmark, t.test, t.mode, t.device,
+            fmt_value(t.base_median, t.unit), fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci),
+            fmt_p(t.p_value),
         )
     con.print(table)
-    for side in ("base", "head"):
-        info = doc[side]
+    for name, info in (("base", doc.base), ("head", doc.head)):
         con.print(
-            f"{side}: ref {info['ref'] or '-'}  torch {info['torch_version'] or '-'}  "
-            f"{info['host'] or '-'}  {info['status']}  {info['samples']} samples"
+            f"{name}: ref {info.ref or '-'}  torch {info.torch_version or '-'}  "
+            f"{info.host or '-'}  {info.status.value}  {info.samples} samples"
         )
 
 

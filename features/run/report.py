@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from perfq.common.documents import to_json
+from perfq.common.render import details, md_table
 from perfq.run.compare import Comparison, TestResult, sorted_for_report
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
@@ -153,60 +154,52 @@ def fmt_p(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.2g}"
 
 
-def summary_line(doc: dict) -> str:
-    c = doc["summary"]
-    n = sum(c.values())
-    icon = ":red_circle:" if c["regression"] else ":green_circle:" if not c["unknown"] else ":white_circle:"
+def summary_line(doc: ComparisonDocument) -> str:
+    c = doc.summary
+    n = c.regression + c.improvement + c.same + c.unknown
+    icon = ":red_circle:" if c.regression else ":green_circle:" if not c.unknown else ":white_circle:"
     return (
-        f"{icon} **perfq `{doc['label']}`**: {c['regression']} regression(s), "
-        f"{c['improvement']} improvement(s), {c['same']} same, {c['unknown']} unknown across {n} test(s)"
+        f"{icon} **perfq `{doc.label}`**: {c.regression} regression(s), "
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown across {n} test(s)"
     )
 
 
-def _table(rows: list[dict]) -> list[str]:
-    out = [
-        "| verdict | benchmark | test | mode | device | base | head | change | CI | q |",
-        "|---|---|---|---|---|---:|---:|---:|---|---:|",
-    ]
-    for t in rows:
-        out.append(
-            f"| {t['verdict']} | {t['benchmark']} | `{t['test']}` | {t['mode']} | {t['device']} | "
-            f"{fmt_value(t['base_median'], t['unit'])} | {fmt_value(t['head_median'], t['unit'])} | "
-            f"{fmt_change(t['change'])} | {fmt_ci(t['ci'])} | {fmt_p(t['p_value'])} |"
-        )
-    return out
+def _table(rows: list[TestRow]) -> list[str]:
+    return md_table(
+        ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
+        "lllllrrrlr",
+        ((t.verdict.value, t.benchmark, f"`{t.test}`", t.mode, t.device, fmt_value(t.base_median, t.unit),
+          fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
+    )
 
 
-def _section(title: str, rows: list[dict], fold: bool) -> list[str]:
+def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
     if not rows:
         return []
-    lines = _table(rows)
     if fold and len(rows) > DETAILS_AFTER:
-        return ["", f"<details><summary>{title} ({len(rows)})</summary>", "", *lines, "", "</details>"]
-    return ["", f"**{title}** ({len(rows)})", "", *lines]
+        return ["", *details(f"{title} ({len(rows)})", _table(rows))]
+    return ["", f"**{title}** ({len(rows)})", "", *_table(rows)]
 
 
-def render_markdown(document: ComparisonDocument) -> str:
+def render_markdown(doc: ComparisonDocument) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
-    doc = document.to_json()
-    tests = doc["tests"]
-    by = {v: [t for t in tests if t["verdict"] == v] for v in ("regression", "improvement", "unknown", "same")}
+    by = {v: [t for t in doc.tests if t.verdict == v] for v in Verdict}
     lines = [summary_line(doc)]
-    lines += _section("Regressions", by["regression"], fold=False)
-    lines += _section("Improvements", by["improvement"], fold=True)
-    lines += _section("Unknown (more repeats may resolve these)", by["unknown"], fold=True)
-    lines += _section("Same", by["same"], fold=True)
-    failures = doc["base"]["failures"] + doc["head"]["failures"]
+    lines += _section("Regressions", by[Verdict.regression], fold=False)
+    lines += _section("Improvements", by[Verdict.improvement], fold=True)
+    lines += _section("Unknown (more repeats may resolve these)", by[Verdict.unknown], fold=True)
+    lines += _section("Same", by[Verdict.same], fold=True)
+    failures = doc.base.failures + doc.head.failures
     if failures:
-        lines += ["", f"<details><summary>Failed benchmarks ({len(failures)})</summary>", ""]
-        for f in failures:
-            lines += [f"- **{f['benchmark']}** (exit {f['returncode']})", "", "```", f["stderr_tail"], "```"]
-        lines += ["", "</details>"]
-    if doc.get("ignored"):
-        lines += ["", f"Ignored by config: {len(doc['ignored'])} test(s)."]
+        body = [line for f in failures
+                for line in (f"- **{f.benchmark}** (exit {f.returncode})", "", "```", f.stderr_tail, "```")]
+        lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
+    if doc.ignored:
+        lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]
     lines += ["", "**Environment**", "", "| | base | head |", "|---|---|---|"]
+    sides = (to_json(doc.base), to_json(doc.head))
     for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples"):
-        lines.append(f"| {key} | {doc['base'][key] or '-'} | {doc['head'][key] or '-'} |")
+        lines.append(f"| {key} | {sides[0][key] or '-'} | {sides[1][key] or '-'} |")
     lines += [
         "",
         "<sub>Verdicts: Mann-Whitney U and Kolmogorov-Smirnov p (min, x2), Benjamini-Hochberg q across all "
