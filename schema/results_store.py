@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,14 @@ class Failure:
     failed_at: str
 
 
+class RunStatus(str, Enum):
+    """Where a run is: started, finished, or stopped early (Ctrl-C) with what it measured so far."""
+
+    running = "running"
+    complete = "complete"
+    incomplete = "incomplete"
+
+
 @dataclass
 class Run:
     """One side of a comparison with what it measured so far."""
@@ -84,7 +93,7 @@ class Run:
     started_at: str = field(default_factory=now)
     ended_at: str | None = None
     command: str = ""
-    status: str = "running"
+    status: str = RunStatus.running  # a RunStatus; imported files may carry other words
     notes: str = ""
     samples: list[Sample] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -121,7 +130,7 @@ def _write(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> tuple[int, int, i
             placeholders = ", ".join("?" for _ in RUN_FIELDS)
             con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({placeholders})", run.row())
             new_runs += 1
-        elif existing[0] != "complete":
+        elif existing[0] != RunStatus.complete:
             con.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, notes = ? WHERE id = ?",
                 [run.status, run.ended_at, run.notes, run.id],

@@ -25,7 +25,7 @@ from perfq.run.compare import Settings, TestKey, compare_samples
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, parse_output
-from perfq.schema.results_store import Run, now, save_runs
+from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
 
 @dataclass(frozen=True)
@@ -296,12 +296,12 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 r += 1
     except KeyboardInterrupt:
         for run in runs:
-            run.status, run.ended_at = "incomplete", now()
+            run.status, run.ended_at = RunStatus.incomplete, now()
             run.notes = "; ".join([*plan.notes, "interrupted (Ctrl-C)"])
         _persist(plan, runs)
         raise
     for run in runs:
-        run.status = "complete"
+        run.status = RunStatus.complete
         run.ended_at = now()
         run.notes = "; ".join(plan.notes)
     _persist(plan, runs)

@@ -10,6 +10,7 @@ from typing import Any
 from perfq.common.documents import to_json
 from perfq.common.render import details, md_table
 from perfq.run.compare import Comparison, TestResult, sorted_for_report
+from perfq.schema.results_store import RunStatus
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 
@@ -108,7 +109,7 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
     def uniq(attr: str) -> str:
         return ", ".join(sorted({str(getattr(r, attr)) for r in runs if getattr(r, attr)}))
 
-    complete = bool(runs) and all(r.status == "complete" for r in runs)
+    complete = bool(runs) and all(r.status == RunStatus.complete for r in runs)
     return SideInfo(
         ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
         host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
