@@ -21,12 +21,23 @@ import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-VERDICTS = ("regression", "improvement", "same", "unknown")
+
+class Verdict(str, Enum):
+    """What a test's statistics say about the head side."""
+
+    regression = "regression"
+    improvement = "improvement"
+    same = "same"
+    unknown = "unknown"
+
+
+VERDICTS = tuple(v.value for v in Verdict)
 HIGHER_IS_BETTER_UNITS = ("/s", "per_s", "ops", "flops", "items", "throughput", "gbps")
 
 
@@ -111,29 +122,9 @@ class TestResult:
     ci: tuple[float, float] | None
     p_raw: float | None
     p_value: float | None = None
-    verdict: str = "unknown"
+    verdict: Verdict = Verdict.unknown
     min_effect: float = 0.0
     reason: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        """The JSON shape of one test (fixed by the issue, plus a few extra keys)."""
-        return {
-            "benchmark": self.key.benchmark,
-            "test": self.key.test,
-            "mode": self.key.mode,
-            "device": self.key.device,
-            "base_median": self.base_median,
-            "head_median": self.head_median,
-            "change": self.change,
-            "ci": list(self.ci) if self.ci else None,
-            "p_value": self.p_value,
-            "verdict": self.verdict,
-            "metric": self.key.metric,
-            "unit": self.key.unit,
-            "n_base": self.n_base,
-            "n_head": self.n_head,
-            "min_effect": self.min_effect,
-        }
 
 
 @dataclass
@@ -148,7 +139,7 @@ class Comparison:
         return out
 
     def unknown_keys(self) -> list[TestKey]:
-        return [t.key for t in self.tests if t.verdict == "unknown"]
+        return [t.key for t in self.tests if t.verdict == Verdict.unknown]
 
 
 def higher_is_better(metric: str, unit: str) -> bool:
@@ -206,22 +197,22 @@ def benjamini_hochberg(pvalues: list[float]) -> list[float]:
 
 def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
     if t.n_base < settings.min_samples or t.n_head < settings.min_samples:
-        t.verdict, t.reason = "unknown", f"fewer than {settings.min_samples} samples on a side"
+        t.verdict, t.reason = Verdict.unknown, f"fewer than {settings.min_samples} samples on a side"
         return
     if t.change is None or t.ci is None or any(math.isnan(x) for x in t.ci):
-        t.verdict, t.reason = "unknown", "no usable median"
+        t.verdict, t.reason = Verdict.unknown, "no usable median"
         return
     effect = t.min_effect
     low, high = t.ci
     significant = t.p_value is not None and t.p_value < settings.alpha
     if significant and abs(t.change) >= effect and (low > 0 or high < 0):
         worse = (t.change > 0) != up_is_good
-        t.verdict = "regression" if worse else "improvement"
+        t.verdict = Verdict.regression if worse else Verdict.improvement
         t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {effect:.1%}"
     elif -effect < low and high < effect:
-        t.verdict, t.reason = "same", f"CI within ±{effect:.1%}"
+        t.verdict, t.reason = Verdict.same, f"CI within ±{effect:.1%}"
     else:
-        t.verdict, t.reason = "unknown", "not significant and CI wider than the minimum effect"
+        t.verdict, t.reason = Verdict.unknown, "not significant and CI wider than the minimum effect"
 
 
 def compare_samples(

@@ -9,19 +9,10 @@ from typing import Any
 
 from perfq.common.documents import to_json
 from perfq.common.render import details, md_table
-from perfq.run.compare import Comparison, TestResult, sorted_for_report
+from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
 from perfq.schema.results_store import RunStatus
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
-
-
-class Verdict(str, Enum):
-    """What a test's statistics say about the head side."""
-
-    regression = "regression"
-    improvement = "improvement"
-    same = "same"
-    unknown = "unknown"
 
 
 class SideStatus(str, Enum):
