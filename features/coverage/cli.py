@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
 from perfq.common.render import console, write_output
-from perfq.coverage.report import CoverageReport
 from perfq.errors import PerfqError
-from perfq.schema.index_store import IndexStore
-from perfq.schema.reader import open_index
+
+if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
+    from perfq.coverage.report import CoverageReport
 
 
 class CoverageFormat(str, Enum):
@@ -55,6 +55,7 @@ def collect_report(
     from perfq.coverage.churn import op_churn
     from perfq.coverage.facts import load_facts
     from perfq.coverage.report import build_report
+    from perfq.schema.reader import open_index
 
     cfg = load_config(repo)
     bound = infra_bound(cfg.extra, infra_ops)
@@ -67,6 +68,8 @@ def collect_report(
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
     from perfq.coverage.scaffold import pick_overload, scaffold
+    from perfq.schema.index_store import IndexStore
+    from perfq.schema.reader import open_index
 
     namespace, _, bare = op.rpartition("::")
     namespace = namespace or "aten"

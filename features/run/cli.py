@@ -7,7 +7,7 @@ import shlex
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,10 +15,9 @@ from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history,
 from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.run.comparisons import comparison_for_label
-from perfq.run.opbench import OpBenchSpec
-from perfq.run.report import ComparisonDocument, Verdict
-from perfq.run.results import export_runs
+
+if TYPE_CHECKING:  # the statistics (scipy) and the history (duckdb) load only when a command runs
+    from perfq.run.report import ComparisonDocument
 
 
 class SideName(str, Enum):
@@ -46,7 +45,7 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
 
 
 def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
-    from perfq.run.report import fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
+    from perfq.run.report import Verdict, fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
 
     if fmt == Format.json:
         print_json(doc.to_json())
@@ -175,6 +174,9 @@ def register(app: typer.Typer) -> None:
         """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
         from perfq.run import execute as runner
         from perfq.run import jobs as select
+        from perfq.run.comparisons import comparison_for_label
+        from perfq.run.opbench import OpBenchSpec
+        from perfq.run.results import export_runs
 
         if ab == (side is not None):
             raise PerfqError("give exactly one of --side base|head or --ab")
@@ -248,6 +250,8 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Compare the head side of LABEL against its base side."""
+        from perfq.run.comparisons import comparison_for_label
+
         repo_path = resolve_repo(repo)
         doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
         _render_comparison(doc, fmt)
