@@ -2,7 +2,8 @@
 
 A document type is a (frozen) dataclass whose fields are JSON-able types: ``str``, ``int``,
 ``float``, ``bool``, ``None``, Enums (their values), ``list``/``tuple``/``dict[str, ...]`` of
-those, unions (``X | None``), ``Literal``, ``Any`` and nested document dataclasses.
+those, unions (``X | None``), ``Literal``, ``Any``, nested document dataclasses and named rows
+(``NamedTuple``, written as objects).
 
 - :func:`to_json` turns an instance into plain JSON values (field order kept; Enums become
   their values; tuples become lists). A document's ``to_json()`` is usually just ``to_json(self)``.
@@ -58,6 +59,8 @@ def to_json(value: Any) -> Any:
         }
     if isinstance(value, enum.Enum):
         return value.value
+    if _is_named_tuple(type(value)):
+        return {k: to_json(v) for k, v in value._asdict().items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [to_json(v) for v in value]
     if isinstance(value, dict):
@@ -83,6 +86,8 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"enum": [m.value for m in tp]}
     if dataclasses.is_dataclass(tp):
         return _dataclass(tp, defs)
+    if _is_named_tuple(tp):
+        return _named_tuple(tp, defs)
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [_schema(a, defs) for a in args]}
@@ -116,5 +121,23 @@ def _dataclass(tp: type, defs: dict[str, Any]) -> dict[str, Any]:
             **({"description": doc[0]} if doc and not doc[0].startswith(f"{name}(") else {}),
             "properties": props,
             "required": required,
+        }
+    return {"$ref": f"#/$defs/{name}"}
+
+
+def _is_named_tuple(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields")
+
+
+def _named_tuple(tp: type, defs: dict[str, Any]) -> dict[str, Any]:
+    """A named row is an object of its fields (``to_json`` writes it as one)."""
+    name = tp.__name__
+    if name not in defs:
+        defs[name] = {}
+        hints = typing.get_type_hints(tp)
+        defs[name] = {
+            "type": "object",
+            "properties": {f: _schema(hints[f], defs) for f in tp._fields},
+            "required": [f for f in tp._fields if f not in tp._field_defaults],
         }
     return {"$ref": f"#/$defs/{name}"}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -247,7 +247,29 @@ def labels(history: Path) -> list[str]:
         con.close()
 
 
-def history_rows(history: Path, benchmark: str, test: str | None = None) -> list[dict[str, Any]]:
+class HistoryRow(NamedTuple):
+    """One run's summary of one test of a benchmark."""
+
+    label: str
+    side: str
+    ref: str | None
+    commit_sha: str | None
+    torch_version: str | None
+    host: str | None
+    started_at: str | None
+    status: str
+    test: str
+    mode: str | None
+    device: str | None
+    metric: str | None
+    unit: str | None
+    median: float
+    n: int
+    min: float
+    max: float
+
+
+def history_rows(history: Path, benchmark: str, test: str | None = None) -> list[HistoryRow]:
     """Per run and test: median, count, min, max of a benchmark's samples, oldest run first."""
     con = open_read(history)
     try:
@@ -271,4 +293,4 @@ def history_rows(history: Path, benchmark: str, test: str | None = None) -> list
         con.close()
     for row in rows:
         row["started_at"] = str(row["started_at"]) if row["started_at"] is not None else None
-    return rows
+    return [HistoryRow(**row) for row in rows]

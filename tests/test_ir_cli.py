@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from perfq.common.documents import json_schema
 from perfq.ir.harvest import harvest
+from perfq.ir.report import IRCollectDocument
 from perfq.ir.store import IRRecord, store_collection
 
 TTIR = """\
@@ -106,8 +109,12 @@ def test_harvest_keys_match_across_cache_dirs(tmp_path, cli):
     assert a.triton_version == "3.8.0" and b.triton_version == "3.9.0"
     db = tmp_path / "h.duckdb"
     for label, d in (("old", "c1"), ("new", "c2")):
-        out = cli(tmp_path, "ir", "harvest", str(tmp_path / d), "--label", label, "--history", str(db))
+        out = cli(tmp_path, "ir", "harvest", str(tmp_path / d), "--label", label, "--history", str(db),
+                  "--format", "json")
         assert out.returncode == 0, out.stderr
+        collected = json.loads(out.stdout)
+        jsonschema.validate(collected, json_schema(IRCollectDocument))
+        assert collected["stored"] == 1 and collected["directory"] == str(tmp_path / d)
     out = cli(tmp_path, "ir", "diff", "old", "new", "--history", str(db), "--format", "json")
     assert [(k["status"], k["op_delta"]) for k in json.loads(out.stdout)["kernels"]] == [
         ("structural", {"tt.load": 1})

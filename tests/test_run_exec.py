@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 
 import duckdb
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
+from perfq.common.documents import json_schema
 from perfq.run import execute as runner
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
+from perfq.run.report import ComparisonDocument, HistoryDocument
 from perfq.run.results import export_runs, import_files, load_export
 from perfq.schema.results_store import runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
@@ -222,11 +225,14 @@ def test_cli_run_compare_history_import(tmp_path):
     res = cli.invoke(app, ["compare", "pr1", "--format", "json", *common])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
+    jsonschema.validate(doc, json_schema(ComparisonDocument))
     assert {t["verdict"] for t in doc["tests"]} == {"improvement"} and len(doc["tests"]) == len(ALL_TESTS_SHORT)
     res = cli.invoke(app, ["compare", "pr1", "--format", "markdown", *common])
     assert res.stdout.splitlines()[0].count("0 regression(s)") == 1
     res = cli.invoke(app, ["history", "fake_test", "--test", "add_M8_cpu", "--format", "json", *common])
-    rows = json.loads(res.stdout)["rows"]
+    history_doc = json.loads(res.stdout)
+    jsonschema.validate(history_doc, json_schema(HistoryDocument))
+    rows = history_doc["rows"]
     assert sorted((r["side"], r["median"], r["n"]) for r in rows) == [("base", 10.0, 5), ("head", 5.0, 5)]
     res = cli.invoke(app, ["import", str(tmp_path / "o.json"), *common])
     assert res.exit_code == 0 and "0 new run(s)" in res.stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -51,18 +51,13 @@ def _targets(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, .
     return check_targets(targets)
 
 
-def _report_collect(label: str, result, stored: int, fmt: Format, extra: dict | None = None) -> None:
-    doc = {
-        "label": label,
-        "triton_version": result.triton_version,
-        "stored": stored,
-        "compiles": result.compiles,
-        "seconds": round(result.seconds, 2),
-        "errors": result.errors,
-        **(extra or {}),
-    }
+def _report_collect(label: str, result, stored: int, fmt: Format, collection_id: str, **extra: Any) -> None:
+    from perfq.ir.report import IRCollectDocument
+
+    doc = IRCollectDocument(label, result.triton_version, stored, result.compiles, round(result.seconds, 2),
+                            tuple(result.errors), collection_id, **extra)
     if fmt == Format.json:
-        print_json(doc)
+        print_json(doc.to_json())
     else:
         err = console(stderr=True)
         for e in result.errors:
@@ -118,7 +113,7 @@ def collect(
                "seconds": round(result.seconds, 2)}
     cid = _store(resolve_history(repo_path, history), label, "manifest", result.records, repo_path, commit,
                  details)
-    _report_collect(label, result, len(result.records), fmt, {"collection_id": cid})
+    _report_collect(label, result, len(result.records), fmt, cid)
 
 
 @ir_app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -154,8 +149,7 @@ def capture(
                "specializations": n_specs, "errors": result.errors}
     cid = _store(resolve_history(repo_path, history), label, "capture", result.records, repo_path, commit,
                  details)
-    _report_collect(label, result, len(result.records), fmt,
-                    {"collection_id": cid, "specializations": n_specs, "command_status": status})
+    _report_collect(label, result, len(result.records), fmt, cid, specializations=n_specs, command_status=status)
 
 
 @ir_app.command()
@@ -191,7 +185,7 @@ def harvest(
         result.errors.append(f"no Triton IR files ({', '.join(stages)}) found under {directory}")
     cid = _store(resolve_history(repo_path, history), label, "harvest", records, repo_path, commit,
                  {"directory": str(directory), "stages": stages})
-    _report_collect(label, result, len(records), fmt, {"collection_id": cid, "directory": str(directory)})
+    _report_collect(label, result, len(records), fmt, cid, directory=str(directory))
 
 
 @ir_app.command("list")

@@ -69,6 +69,25 @@ class IRDiffDocument:
         return document_json(self)
 
 
+@dataclass(frozen=True)
+class IRCollectDocument:
+    """The `perfq ir collect|capture|harvest --format json` document."""
+
+    label: str
+    triton_version: str
+    stored: int
+    compiles: int
+    seconds: float
+    errors: tuple[str, ...]
+    collection_id: str
+    specializations: int | None = field(default=None, metadata={"omit_if_none": True})  # capture
+    command_status: int | None = field(default=None, metadata={"omit_if_none": True})  # capture
+    directory: str | None = field(default=None, metadata={"omit_if_none": True})  # harvest
+
+    def to_json(self) -> dict[str, Any]:
+        return document_json(self)
+
+
 def ir_diff_document(label_a: str, label_b: str, diffs: list[KernelDiff]) -> IRDiffDocument:
     """The typed comparison of two collections."""
     kernels = tuple(

@@ -267,7 +267,9 @@ def register(app: typer.Typer) -> None:
         history: Path | None = HistoryOption,
     ) -> None:
         """Show a benchmark's results across stored runs."""
+        from perfq.common.render import md_table
         from perfq.run.opbench import normalize_name
+        from perfq.run.report import HistoryDocument
         from perfq.schema.results_store import history_rows
 
         bench = normalize_name(bench)
@@ -275,16 +277,14 @@ def register(app: typer.Typer) -> None:
         if not rows:
             raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else ""))
         if fmt == Format.json:
-            print_json({"benchmark": bench, "rows": rows})
+            print_json(HistoryDocument(bench, tuple(rows)).to_json())
             return
         if fmt == Format.markdown:
-            print("| test | mode | label | side | ref | torch | started | median | n |")
-            print("|---|---|---|---|---|---|---|---:|---:|")
-            for r in rows:
-                print(
-                    f"| `{r['test']}` | {r['mode']} | {r['label']} | {r['side']} | {r['ref']} | "
-                    f"{r['torch_version']} | {r['started_at']} | {r['median']:.4g} {r['unit']} | {r['n']} |"
-                )
+            print("\n".join(md_table(
+                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
+                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
+                  f"{r.median:.4g} {r.unit}", r.n) for r in rows),
+            )))
             return
         from rich.table import Table
 
@@ -292,18 +292,8 @@ def register(app: typer.Typer) -> None:
         for col in ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n", "status"):
             table.add_column(col, justify="right" if col in ("median", "n") else "left")
         for r in rows:
-            table.add_row(
-                r["test"],
-                r["mode"],
-                r["label"],
-                r["side"],
-                r["ref"] or "",
-                r["torch_version"] or "",
-                r["started_at"] or "",
-                f"{r['median']:.4g} {r['unit']}",
-                str(r["n"]),
-                r["status"],
-            )
+            table.add_row(r.test, r.mode, r.label, r.side, r.ref or "", r.torch_version or "", r.started_at or "",
+                          f"{r.median:.4g} {r.unit}", str(r.n), r.status)
         wide_console().print(table)
 
     @app.command("import")

@@ -10,7 +10,7 @@ from typing import Any
 from perfq.common.documents import to_json
 from perfq.common.render import details, md_table
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
-from perfq.schema.results_store import RunStatus
+from perfq.schema.results_store import HistoryRow, RunStatus
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 
@@ -88,6 +88,17 @@ class ComparisonDocument:
     summary: Summary
     tests: tuple[TestRow, ...]
     ignored: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+@dataclass(frozen=True)
+class HistoryDocument:
+    """The `perfq history --format json` document: a benchmark's per-run summaries."""
+
+    benchmark: str
+    rows: tuple[HistoryRow, ...]
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
