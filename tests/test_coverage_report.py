@@ -10,7 +10,7 @@ from perfq.coverage.report import (
     CoverageFacts,
     Link,
     LinkSource,
-    OpFact,
+    Overload,
     Ratio,
     StaleBenchmark,
     build_report,
@@ -145,7 +145,7 @@ def test_empty_index_gives_empty_report():
 
 
 def test_op_without_kernels_or_keys_counts_under_none_key():
-    facts = CoverageFacts(ops={"x": OpFact("x", "x")})
+    facts = CoverageFacts(ops={"x": Overload("x", "x")})
     s = build_report(facts, None).summary
     assert s.by_dispatch_key == {"(none)": Ratio(1, 0, 0.0)}
 

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import duckdb
 
-from perfq.coverage.report import CoverageFacts, OpFact
+from perfq.coverage.report import CoverageFacts, Overload
 from perfq.schema.index_store import IndexStore
 
 
@@ -24,7 +24,7 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
         op_keys = set(keys.get(op.name, ()))
         if op.composite:
             op_keys.add(op.composite)
-        facts.ops[op.name] = OpFact(
+        facts.ops[op.name] = Overload(
             name=op.name,
             base=op.base,
             overload=op.overload or "",

@@ -23,7 +23,7 @@ NO_KERNEL_AREA = "(no kernel found)"
 
 
 @dataclass(frozen=True)
-class OpFact:
+class Overload:
     """One operator overload as the index knows it."""
 
     name: str
@@ -39,7 +39,7 @@ class OpFact:
 class CoverageFacts:
     """Everything the report needs, read from the index."""
 
-    ops: dict[str, OpFact] = field(default_factory=dict)
+    ops: dict[str, Overload] = field(default_factory=dict)
     function_lines: dict[int, int] = field(default_factory=dict)  # kernel function id -> lines
     function_paths: dict[int, str] = field(default_factory=dict)  # kernel function id -> file path
     bench_ops: dict[str, set[str]] = field(default_factory=dict)  # bench -> ops it links to
@@ -266,7 +266,7 @@ def _area(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
 
 
-def group_name(fact: OpFact) -> str:
+def group_name(fact: Overload) -> str:
     """The group of an overload: its base name, namespace-qualified outside aten (quantized::add)."""
     return fact.base if fact.namespace in ("aten", "") else f"{fact.namespace}::{fact.base}"
 
@@ -293,7 +293,7 @@ def build_report(
         for op in ops:
             covered_by[op].add(bench)
 
-    groups: dict[str, list[OpFact]] = defaultdict(list)
+    groups: dict[str, list[Overload]] = defaultdict(list)
     for fact in facts.ops.values():
         if wanted and not wanted.intersection(fact.dispatch_keys):
             continue
@@ -347,7 +347,7 @@ def _summary(
     rows: list[OpRow],
     facts: CoverageFacts,
     covered_by: Mapping[str, set[str]],
-    groups: Mapping[str, list[OpFact]],
+    groups: Mapping[str, list[Overload]],
     history: HistoryNote | None,
     ranking: str,
     filters: Filters,

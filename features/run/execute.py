@@ -88,7 +88,7 @@ class Plan:
 
 
 @dataclass
-class Outcome:
+class InvocationResult:
     """What one invocation produced."""
 
     measurements: list[Measurement]
@@ -113,15 +113,16 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> t
     return res.returncode, res.stdout, res.stderr, res.error
 
 
-def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str], error: str) -> Outcome:
+def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
+             error: str) -> InvocationResult:
     if not error and rc != 0:
         error = f"exit status {rc}"
     elif not error and not found:
         error = "no measurement found in the output"
-    return Outcome(found, rc, proc.tail(err or out), argv, error)
+    return InvocationResult(found, rc, proc.tail(err or out), argv, error)
 
 
-def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, Outcome]]:
+def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
     """Run one job once on one side; a batch job gives one outcome per member file."""
     env = dict(os.environ)
     env.update(dict(side.env))
