@@ -95,11 +95,3 @@ class IrStore:
             " FROM ir_records WHERE label = ?",
             [label],
         ).fetchall()]
-
-    def records(self, label: str) -> list[IrRecordRow]:
-        """Every record stored under ``label``, sorted by key."""
-        return [IrRecordRow(*r) for r in self.con.execute(
-            f"SELECT {', '.join(IR_RECORD_COLUMNS)} FROM ir_records WHERE label = ?"
-            " ORDER BY kernel, specialization, target, stage",
-            [label],
-        ).fetchall()]

@@ -239,14 +239,6 @@ def runs_for_label(history: Path, label: str) -> list[Run]:
         con.close()
 
 
-def labels(history: Path) -> list[str]:
-    con = open_read(history)
-    try:
-        return [r[0] for r in con.execute("SELECT DISTINCT label FROM runs ORDER BY label").fetchall()]
-    finally:
-        con.close()
-
-
 class HistoryRow(NamedTuple):
     """One run's summary of one test of a benchmark."""
 
