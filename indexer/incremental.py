@@ -46,7 +46,7 @@ def patch_index(
         files = {
             p: (i, sha, sig, reg)
             for i, p, sha, sig, reg in con.execute(
-                "SELECT id, path, sha256, signature, registrations FROM files"
+                "SELECT id, path, sha256, signature, registrations FROM files WHERE origin = 'repo'"
             ).fetchall()
         }
         benches = dict(con.execute("SELECT file, sha256 FROM benchmarks").fetchall())

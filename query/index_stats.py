@@ -12,7 +12,7 @@ def _rate(resolved: int, total: int) -> str:
 
 
 def index_stats(con: duckdb.DuckDBPyConnection) -> dict:
-    """Counts per table, resolution rates, unresolved examples and timings."""
+    """Counts per table, resolution rates, unresolved examples, benchmark traces and timings."""
     store = IndexStore(con)
     meta = store.meta()
     return {
@@ -22,6 +22,7 @@ def index_stats(con: duckdb.DuckDBPyConnection) -> dict:
             "kernels": store.unresolved_kernels(),
             "stubs without registration": store.unregistered_stubs(),
         },
+        "traces": store.trace_summary(),
         "timings": {k[5:]: v for k, v in meta.items() if k.startswith("time_")},
         "indexed_commit": meta.get("indexed_commit", ""),
         "built_at": meta.get("built_at", ""),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-import duckdb
+from perfq.schema.index_store import IndexStore
 
 
 @dataclass
@@ -66,7 +66,7 @@ def device_of_path(path: str) -> str:
 
 
 def walk_up(
-    con: duckdb.DuckDBPyConnection,
+    store: IndexStore,
     starts: dict[int, str],
     max_depth: int,
     composite_hops: int | None = None,
@@ -83,11 +83,11 @@ def walk_up(
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
     records it in ``hubs``."""
     r = Reach()
-    backends = op_backends(con) if backends is None else backends
+    backends = op_backends(store) if backends is None else backends
     # per node, the best state it was reached with: (device family, composite hops used)
     state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
-    for node, kind, key, label in _describe(con, frontier):
+    for node, kind, key, label in store.describe(frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
         r.depth[node] = 0
     depth = 0
@@ -96,12 +96,7 @@ def walk_up(
             r.truncated = True
             break
         depth += 1
-        rows = con.execute(
-            "SELECT e.dst, e.src, e.kind, e.detail, n.kind, n.key, n.label FROM reach_edges e"
-            " JOIN nodes n ON n.id = e.src WHERE e.dst IN (SELECT unnest(?::INTEGER[]))"
-            " ORDER BY e.dst, e.src",
-            [frontier],
-        ).fetchall()
+        rows = store.edges_into(frontier)
         fanout: dict[int, int] = {}
         for dst, _, ekind, _, nkind, _, _ in rows:
             if ekind == "op_call" and nkind == "function":
@@ -109,7 +104,7 @@ def walk_up(
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
-            if ekind == "op_call" and nkind == "function":
+            if (ekind == "op_call" and nkind == "function") or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue
@@ -144,22 +139,14 @@ def walk_up(
     return r
 
 
-def op_backends(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+def op_backends(store: IndexStore) -> dict[str, set[str]]:
     """op -> device families that have a backend kernel of their own (CPU, CUDA...)."""
     out: dict[str, set[str]] = {}
-    for op, key in con.execute("SELECT op, dispatch_key FROM kernels").fetchall():
+    for op, key in store.kernel_keys():
         family = device_of_key(key)
         if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
             out.setdefault(op, set()).add(family)
     return out
-
-
-def _describe(con: duckdb.DuckDBPyConnection, nodes: list[int]) -> list[tuple]:
-    if not nodes:
-        return []
-    return con.execute(
-        "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [nodes]
-    ).fetchall()
 
 
 def reaching_benchmarks(r: Reach) -> set[int]:

@@ -38,7 +38,7 @@ from perfq.bisect.session import Session
 from perfq.common import git
 from perfq.common.paths import default_history_path
 from perfq.errors import PerfqError
-from perfq.query.affected import affected_for_range
+from perfq.runner.affected_flow import affected_for_range
 
 
 def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], bool]:

@@ -36,7 +36,7 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
     for size in store.kernel_sizes():
         facts.function_lines[size.function_id] = size.lines
         facts.function_paths[size.function_id] = size.path
-    for bench in store.benchmarks():
+    for bench in store.benchmark_files():
         facts.bench_files[bench.name] = bench.file
         facts.bench_ops.setdefault(bench.name, set())
     for link in store.bench_ops():

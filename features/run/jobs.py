@@ -15,11 +15,11 @@ from typing import Any
 from perfq.common import proc
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.query.affected import affected_for_range
 from perfq.run import opbench
 from perfq.run.execute import Job, Side
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.script_bench import ScriptBench, script_benchmarks
+from perfq.runner.affected_flow import affected_for_range
 
 
 def list_ops(python: str, root: Path, name: str) -> list[str]:

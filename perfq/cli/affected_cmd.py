@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
         if fmt == AffectedFormat.json:
-            print_json(doc)
+            print_json(doc.to_json())
         elif fmt == AffectedFormat.markdown:
             print(render.markdown(doc))
         elif fmt == AffectedFormat.gha_matrix:
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
             print(" ".join(names(doc)))
         else:
             render.table(doc, explain)
-        if fail_on_no_benchmark and doc["no_benchmark_ops"]:
+        if fail_on_no_benchmark and doc.no_benchmark_ops:
             raise typer.Exit(3)
 
     @app.command()
