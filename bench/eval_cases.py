@@ -45,7 +45,7 @@ def open_scratch(repo: Path, work: Path | None, index_cmd: str) -> Scratch:
     if work is not None and (work / ".git").exists():
         base = git(repo, "rev-parse", "HEAD").strip()
         git(work, "checkout", "-q", "-f", "--detach", base)
-        proc = subprocess.run(shlex.split(index_cmd), cwd=work, capture_output=True, text=True)
+        proc = subprocess.run(shlex.split(index_cmd) or ["true"], cwd=work, capture_output=True, text=True)
         if proc.returncode != 0:
             sys.exit(f"error: index command failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
         return Scratch(work, base)

@@ -51,6 +51,7 @@ import warnings
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _NOT_OP_NAMESPACES = {"autograd", "torch", "perfq", "profiler", "c10d"}
 _MARK = "perfq-test-"
+_PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
 # ----------------------------------------------------------------------------- child side
@@ -171,7 +172,7 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
         by_thread.setdefault(e.start_thread_id(), []).append(e)
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e.start_ns(), -e.end_ns()))
-        stack: list[tuple[int, bool]] = []  # (end, its children are fake-kernel work)
+        stack: list[tuple[int, bool, str]] = []  # (end, its children are fake-kernel work, name)
         for e in evs:
             while stack and stack[-1][0] <= e.start_ns():
                 stack.pop()
@@ -182,7 +183,12 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
             if name and marker is not None and not hidden:
                 out[marker].add(name)
             fake = marker is not None and modes.get(marker) == "fake"
-            stack.append((e.end_ns(), hidden or (fake and name is not None and not is_composite(name))))
+            # under fake tensors, what a kernel or a Python decomposition runs is fake-tensor work;
+            # a composite calling an overload of its own name calls that overload's kernel
+            python_level = e.name() in _PYTHON_DISPATCH
+            same_as_parent = bool(stack) and stack[-1][2] == e.name()
+            kernel = name is not None and (same_as_parent or not is_composite(name))
+            stack.append((e.end_ns(), hidden or (fake and (kernel or python_level)), e.name()))
     return out
 
 
@@ -259,19 +265,13 @@ class _OpBenchTracer:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for meta, config, tag, device in items:
                 self.device = device
-                local = [{k: ("cpu" if k == "device" and v in self.remap else v) for k, v in a.items()} for a in config]
                 done = len(self.tests)
+                signal.alarm(self.config_seconds)
                 try:
-                    if mode == "inferred":
-                        raise _Deadline("fake tensors disabled")
-                    signal.alarm(self.config_seconds)
-                    this = mode
-                    if mode == "real" and self._bytes_needed(meta, local) > self.real_bytes:
-                        this = "fake"  # a "short" config can hold gigabytes: too big to run for real
-                    self._build_and_run(meta, local, tag, device, this, modes)
+                    self._run_config(meta, config, tag, device, mode, modes)
                 except Exception as exc:
                     del self.tests[done:]
-                    if mode == "real" or not self._infer(meta, local, tag, device):
+                    if mode == "real" or not self._infer(meta, config, tag, device):
                         self.errors.append(f"{tag}/{device}: {type(exc).__name__}: {str(exc)[:160]}")
                 finally:
                     signal.alarm(0)
@@ -281,11 +281,38 @@ class _OpBenchTracer:
             if self.tests[i]["mode"] != "inferred":
                 self.tests[i]["ops"] = sorted(ops.get(str(i), ()))
 
+    def _local(self, config, target: str, remap: set[str]) -> list[dict]:
+        """The config with its device values in ``remap`` replaced by ``target``."""
+        return [{k: (target if k == "device" and v in remap else v) for k, v in a.items()} for a in config]
+
+    def _run_config(self, meta, config, tag: str, device: str, mode: str, modes: dict[str, str]) -> None:
+        """Real configs run on the CPU unless they are too big; the others on the meta device
+        (shapes only), else under fake tensors; a config that neither can run raises."""
+        if mode == "real":
+            local = self._local(config, "cpu", self.remap)
+            if self._bytes_needed(meta, local) <= self.real_bytes:
+                self._build_and_run(meta, local, tag, device, "real", modes)
+                return
+        if mode == "inferred":
+            raise _Deadline("fake tensors disabled")
+        done = len(self.tests)
+        try:
+            self._build_and_run(meta, self._local(config, "meta", self.remap | {"cpu"}), tag, device, "meta", modes)
+        except Exception:
+            del self.tests[done:]
+            self._build_and_run(meta, self._local(config, "cpu", self.remap), tag, device, "fake", modes)
+
     def _build_and_run(self, meta, config, tag: str, device: str, mode: str, modes: dict[str, str]) -> None:
+        import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.profiler import record_function
 
-        fake = FakeTensorMode(allow_non_fake_inputs=True) if mode == "fake" else contextlib.nullcontext()
+        if mode == "fake":
+            fake = FakeTensorMode(allow_non_fake_inputs=True)
+        elif mode == "meta":
+            fake = torch.device("meta")
+        else:
+            fake = contextlib.nullcontext()
         generated = self.core._build_test([config], *meta[1:])
         while True:
             with fake:
@@ -294,7 +321,7 @@ class _OpBenchTracer:
                 except StopIteration:
                     break
                 marker = str(len(self.tests))
-                modes[marker] = mode
+                modes[marker] = "real" if mode == "real" else "fake"
                 if case.test_config.run_backward:  # the timed region is the backward pass only
                     case.run_forward(1, False, False)
                     case._output_mean()
@@ -393,6 +420,31 @@ def _script_code(path: str):
     return compile(ast.fix_missing_locations(_FewerLoops().visit(tree)), path, "exec")
 
 
+def _meta_gaps():
+    """A dispatch mode for the meta device: an operator with no meta kernel returns empty
+    tensors shaped like its first tensor input instead of raising (what follows still runs,
+    so the trace goes on; the values were never real anyway)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Gaps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                return func(*args, **kwargs)
+            except NotImplementedError:
+                named = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)} | kwargs
+                tensors = [v for v in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+                like = next((named[n] for n in ("self", "input") if isinstance(named.get(n), torch.Tensor)), None)
+                like = like if like is not None else max(tensors, key=lambda t: t.numel())
+                outs = [torch.empty_like(like) for r in func._schema.returns if str(r.type) == "Tensor"]
+                if not outs:
+                    raise
+                return outs[0] if len(func._schema.returns) == 1 else tuple(outs)
+
+    return Gaps()
+
+
 class _Table(list):
     def table(self, *args, **kwargs) -> str:
         return ""
@@ -438,12 +490,13 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
     os.chdir(os.path.dirname(script))
     sys.path.insert(0, os.path.dirname(script))
     sys.argv = [script]
-    budget = int(request.get("script_seconds", 60))
+    budget = 30
 
     def contexts(mode: str):
-        if mode == "meta":
+        if mode in ("meta", "meta-gaps"):
             remapping.target = "meta"
-            return [torch.device("meta"), remapping.mode]
+            gaps = [_meta_gaps()] if mode == "meta-gaps" else []
+            return [torch.device("meta"), remapping.mode, *gaps]
         remapping.target = "cpu"
         if mode == "fake":
             return [FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), remapping.mode]
@@ -453,6 +506,7 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
 
     def attempt(mode: str):
         """The profile of one run, and the exception that ended it early (or None)."""
+        nonlocal budget
         timed.clear()
         real = torch.profiler.profile
         signal.signal(signal.SIGALRM, _alarm)
@@ -470,6 +524,7 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
                     pass
                 except BaseException as exc:  # noqa: BLE001 - whatever the script raises, keep what ran
                     failure = exc
+                signal.alarm(0)  # the time limit is the script's, not the profiler's
                 torch.profiler.profile = real
             return prof, failure
         finally:
@@ -484,14 +539,26 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         stem = os.path.splitext(os.path.basename(script))[0]
         device = ",".join(sorted(remapping.seen)) or "cpu"
         return {
-            "name": stem, "module": stem, "class": "", "tag": "", "backward": False, "device": device,
-            "mode": "real" if mode == "real" else "fake", "ops": sorted(set().union(*ops.values())),
+            "name": stem,
+            "module": stem,
+            "class": "",
+            "tag": "",
+            "backward": False,
+            "device": device,
+            "mode": {"meta-gaps": "meta"}.get(mode, mode),
+            "ops": sorted(set().union(*ops.values())),
         }
 
     errors: list[str] = []
     partial: dict | None = None
-    for mode in request.get("script_modes", ["meta", "fake", "real"]):
+    budgets = {"meta": 8, "meta-gaps": 8, "fake": 40, "real": 30, **request.get("script_seconds", {})}
+    slow = False
+    for mode in request.get("script_modes", ["meta", "meta-gaps", "fake", "real"]):
+        if mode == "meta-gaps" and slow:
+            continue  # the meta device ran out of time, not into a missing kernel
+        budget = budgets.get(mode, 30)
         prof, failure = attempt(mode)
+        slow = isinstance(failure, _Deadline)
         found = entry(prof, mode)
         if failure is None:
             return {"tests": [found], "errors": []}

@@ -30,7 +30,16 @@ from perfq.indexer.facts import FileFacts
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
-from perfq.indexer.trace import FileTrace, TraceJob, TraceOptions, TraceStatus, cache_key, torch_available, trace_files
+from perfq.indexer.trace import (
+    FileTrace,
+    TraceJob,
+    TraceOptions,
+    TraceStatus,
+    cache_key,
+    driver_digest,
+    torch_available,
+    trace_files,
+)
 from perfq.indexer.upstream import Upstream, resolve_upstream
 from perfq.schema.writer import build_lock, write_index
 
@@ -170,6 +179,8 @@ def build_index(
     inputs = {"config": repr(cfg), "canaries": json.dumps(canaries, sort_keys=True)}
     if upstream is not None:
         inputs["upstream"] = upstream.key()
+    if trace is not False and (version := torch_available()):
+        inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
     with build_lock(db_path):

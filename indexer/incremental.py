@@ -41,7 +41,8 @@ def patch_index(
         old_meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         if old_meta.get("schema_version") != str(SCHEMA_VERSION):
             return None
-        if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(("config", "source_sha:", "canaries"))):
+        relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
+        if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
             return None
         files = {
             p: (i, sha, sig, reg)

@@ -32,6 +32,7 @@ class TraceMode(str, Enum):
     """How a test was traced."""
 
     real = "real"  # ran on the CPU: operators called inside kernels are seen too
+    meta = "meta"  # ran on the meta device (shapes only): the operators it dispatches
     fake = "fake"  # ran under FakeTensorMode: the operators it dispatches
     inferred = "inferred"  # could not run fake: the operators of the real tests of its module
 

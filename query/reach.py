@@ -108,7 +108,7 @@ def walk_up(
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue
-                if hub_fanout is not None and fanout[dst] > hub_fanout:
+                if hub_fanout is not None and fanout.get(dst, 0) > hub_fanout:
                     r.hubs.add(dst)
                     continue
             if ekind in ("kernel", "registered", "library_impl"):
