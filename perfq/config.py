@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from perfq.errors import PerfqError
 

@@ -9,12 +9,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perfq.common.diff import FileChange
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, Function
 from perfq.indexer.tokens import CodeTokens, code_tokens
-from perfq.query.diff_parse import FileChange
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents

@@ -10,14 +10,14 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from perfq.common import git
+from perfq.common.diff import FileChange, apply_hunks, parse_diff
+from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
-from perfq.paths import default_index_path
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
 from perfq.query.changes import changed_functions, parse_extents, source_kind
-from perfq.query.diff_parse import FileChange, apply_hunks, parse_diff
-from perfq.runner import git
 from perfq.schema.index_store import IndexStore
 from perfq.schema.reader import open_index
 

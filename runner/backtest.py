@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from perfq.common import git
+from perfq.common.paths import default_index_path
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.paths import default_index_path
 from perfq.query.affected import names
-from perfq.runner import git
 from perfq.runner.affected_flow import affected_for_ref
 from perfq.schema.index_store import IndexStore
 from perfq.schema.reader import open_index

@@ -4,7 +4,6 @@ our own) and records the operators it executes, per test."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.indexer.trace import TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
+from tests.conftest import CORPUS
 
 BENCH = "benchmarks/operator_benchmark"
 
@@ -22,10 +22,9 @@ pytestmark = [pytest.mark.torch]
 
 @pytest.fixture
 def corpus() -> Path:
-    path = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
-    if not (path / BENCH).is_dir():
+    if not (CORPUS / BENCH).is_dir():
         pytest.skip("PyTorch 2.6.0 corpus not fetched")
-    return path
+    return CORPUS
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ so the corpus checkout is left as it was.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
 import duckdb
@@ -17,8 +16,7 @@ from perfq.config import load_config
 from perfq.indexer.build import build_index
 from perfq.query.index_stats import index_stats
 from perfq.runner.affected_flow import affected_for_ref
-
-CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
+from tests.conftest import CORPUS  # noqa: E402
 
 pytestmark = [
     pytest.mark.corpus,

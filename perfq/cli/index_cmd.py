@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from perfq.cli.common import DbOption, Format, RepoOption, console, print_json, resolve_db, resolve_repo
+from perfq.common.cli import DbOption, Format, RepoOption, resolve_db, resolve_repo
+from perfq.common.render import console, print_json
 
 
 class BuildLines:

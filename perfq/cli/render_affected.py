@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.tree import Tree
 
-from perfq.cli.common import console
+from perfq.common.render import console
 from perfq.query.affected import AffectedDoc, SelectedBenchmark
 
 _LIST_SHOWN = 40
