@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import tomllib
 from pathlib import Path
 
-import tomllib
 import yaml
 
 from tests.oot_fixture import git, make_oot_repo, repo_files
