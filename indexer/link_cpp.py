@@ -29,6 +29,7 @@ _ATEN_API_NAMESPACES = {
 }
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
+_AMBIGUOUS_METHOD = 3  # x.get(), x.size(): without types, a method name shared by classes says little
 
 
 def namespace_of(qualname: str) -> str:
@@ -250,10 +251,13 @@ class CppCallLinker:
                 if cand_ns not in caller_scopes:
                     continue  # unqualified lookup only sees enclosing and used namespaces
             targets.append(fid)
-        if len(targets) > _AMBIGUOUS:
-            # a very common name: keep the same file and the caller's namespace
+        if len(targets) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
+            # a very common name: keep the same file and the caller's namespace; for a method
+            # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
             scope = self.rows[caller][1].rsplit("::", 1)[0]
             targets = [
-                fid for fid in targets if self.rows[fid][0] == file_id or self.rows[fid][1].startswith(scope + "::")
+                fid
+                for fid in targets
+                if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
         return targets

@@ -24,8 +24,9 @@ from enum import Enum
 from pathlib import Path
 
 from perfq.config import Config
+from perfq.indexer.devices import device_of_key, device_of_path
 from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.query.reach import Reach, device_of_key, device_of_path, op_backends, reaching_benchmarks, walk_up
+from perfq.query.reach import Reach, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
@@ -379,7 +380,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
             own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
-    layouts = {own.key[n]: own.layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    own_layouts = own.layouts()
+    layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
     unbounded = len(own_ops) > cfg.reach_bound
@@ -395,7 +397,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         # tests traced without seeing inside kernels (meta/fake only): the operators whose
         # kernels call one the change implements count too (one step, no hubs)
         callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
-        caller_layouts = {inner.key[n]: inner.layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
+        inner_layouts = inner.layouts()
+        caller_layouts = {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
         hits += [h for h in store.traced_hits(callers, caller_layouts) if not h.kernels_seen]
         op_chains = inner
     else:
