@@ -12,8 +12,12 @@ a ``{...}`` block (or a function try block): free functions, function templates 
 specialisations, methods defined inside classes and class templates, out-of-line methods,
 constructors, destructors, operators and conversion functions, at any namespace/class
 depth and inside ``#if`` branches. Not counted: ``= default`` / ``= delete`` (no body),
-declarations, lambdas, and definitions inside another function's body (methods of local
-classes), whose lines belong to the enclosing function anyway.
+declarations, lambdas, definitions inside another function's body (methods of local
+classes), whose lines belong to the enclosing function anyway, and text no build compiles
+as C++ here: ``#if 0`` branches, raw string literals (Metal shaders, run-time compiled
+CUDA) and the bodies of ``#define``s. Tree-sitter does not expand macros, so the
+attribute-like ones (``C10_HOST_DEVICE``, ``CUTLASS_DEVICE``, ``TORCH_API``...) are blanked
+before its parse; a definition's first line includes the lines they stand on.
 
 A reference definition is found when perfq has a function with the same name (whitespace
 and trailing template arguments removed) whose extent contains the reference's declarator
@@ -35,8 +39,8 @@ import os
 import re
 import sys
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tree_sitter_cpp
@@ -48,7 +52,7 @@ from perfq.indexer.cpp_fallback import text_functions
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, Function
-from perfq.indexer.source_text import blank_strings, strip_c_comments
+from perfq.indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 TARGET = 0.99
 ROOTS = ("aten/src/ATen", "c10")
@@ -80,6 +84,10 @@ _ATTRIBUTE_MACROS = re.compile(
     rb"|noinline)__|__ubsan_ignore_\w+__|(?:C10_LAUNCH_BOUNDS_\d|__launch_bounds__)\s*\([^()]*\))(?![\w(])"
 )
 
+# raw string literals (Metal shaders, run-time compiled CUDA): tree-sitter reads the
+# directives inside them as code, so they are blanked too
+_RAW_STRING = re.compile(rb'(?<![\w"])(?:u8|[uUL])?R"([^()\\\s"]{0,16})\(.*?\)\1"', re.S)
+
 
 @dataclass(frozen=True)
 class RefDef:
@@ -92,6 +100,7 @@ class RefDef:
     end: int
     in_class_template: bool
     under_if: bool
+    suspect: bool  # tree-sitter had a parse error before it in an enclosing scope: the qualname may be wrong
 
 
 def area_of(path: str) -> str:
@@ -143,42 +152,68 @@ def _scope_name(node: Node) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Ctx:
+    """Where the reference walk is: enclosing scopes and flags."""
+
+    scope: tuple[str, ...] = ()
+    in_class_template: bool = False
+    under_if: bool = False
+    suspect: bool = False  # after or inside a parse error: the scopes may be wrong
+
+
+def _children(node: Node) -> list[Node]:
+    """``node``'s children, without the ``#if 0`` branch of a ``#if 0`` group."""
+    if node.type == "preproc_if" and _text(node.child_by_field_name("condition")).strip() == "0":
+        alternative = node.child_by_field_name("alternative")
+        return [alternative] if alternative is not None else []
+    return node.children
+
+
+def _ref_def(node: Node, name: str, qual: list[str], ctx: _Ctx) -> RefDef:
+    first = node
+    while first.parent is not None and first.parent.type == "template_declaration":
+        first = first.parent
+    return RefDef(
+        name,
+        "::".join([*ctx.scope, *qual, name]),
+        first.start_point[0] + 1,
+        node.child_by_field_name("declarator").start_point[0] + 1,
+        node.end_point[0] + 1,
+        ctx.in_class_template,
+        ctx.under_if,
+        ctx.suspect or node.has_error,
+    )
+
+
 def reference_defs(root: Node) -> list[RefDef]:
     """The function definitions tree-sitter finds (see the module docstring)."""
     out: list[RefDef] = []
-    stack: list[tuple[Node, list[str], bool, bool]] = [(root, [], False, False)]
+    stack: list[tuple[Node, _Ctx]] = [(root, _Ctx())]
     while stack:
-        node, scope, in_tmpl_class, under_if = stack.pop()
-        for child in node.children:
+        node, ctx = stack.pop()
+        suspect = ctx.suspect or node.type == "ERROR"
+        for child in _children(node):
             kind = child.type
+            here = _Ctx(ctx.scope, ctx.in_class_template, ctx.under_if, suspect)
+            suspect = suspect or kind == "ERROR" or child.is_missing
             if kind == "function_definition":
-                body = child.child_by_field_name("body")
                 named = _declarator_name(child.child_by_field_name("declarator"))
-                if body is not None and named is not None:
-                    name, qual = named
-                    first = child
-                    while first.parent is not None and first.parent.type == "template_declaration":
-                        first = first.parent
-                    out.append(
-                        RefDef(
-                            name,
-                            "::".join([*scope, *qual, name]),
-                            first.start_point[0] + 1,
-                            child.child_by_field_name("declarator").start_point[0] + 1,
-                            child.end_point[0] + 1,
-                            in_tmpl_class,
-                            under_if,
-                        )
-                    )
+                if child.child_by_field_name("body") is not None and named is not None:
+                    out.append(_ref_def(child, named[0], named[1], here))
                 continue  # nothing inside a function body counts
             if kind in _FUNCTION_LIKE:
                 continue
             sub = _scope_name(child)
             if sub is not None:
-                tmpl = in_tmpl_class or (kind != "namespace_definition" and node.type == "template_declaration")
-                stack.append((child, [*scope, *sub.split("::")], tmpl, under_if))
+                tmpl = here.in_class_template or (
+                    kind != "namespace_definition" and node.type == "template_declaration"
+                )
+                stack.append((child, _Ctx((*here.scope, *sub.split("::")), tmpl, here.under_if, here.suspect)))
             else:
-                stack.append((child, scope, in_tmpl_class, under_if or kind in _PREPROC))
+                stack.append(
+                    (child, _Ctx(here.scope, here.in_class_template, here.under_if or kind in _PREPROC, here.suspect))
+                )
     return out
 
 
@@ -207,7 +242,9 @@ def compare(path: str, refs: list[RefDef], facts: FileFacts) -> tuple[list, list
     missed: list[RefDef] = []
     unnamed: list[RefDef] = []
     for ref in sorted(refs, key=lambda r: (r.name_line, r.end)):
-        cands = [f for f in by_name.get(ref.name, []) if f.start_line <= ref.name_line <= f.end_line and id(f) not in used]
+        cands = [
+            f for f in by_name.get(ref.name, []) if f.start_line <= ref.name_line <= f.end_line and id(f) not in used
+        ]
         if not cands:
             unnamed.append(ref)
             continue
@@ -216,7 +253,9 @@ def compare(path: str, refs: list[RefDef], facts: FileFacts) -> tuple[list, list
         found.append((ref, best))
     # a definition whose name a macro makes (TORCH_META_FUNC2(add, Tensor) -> add_Tensor): same extent
     for ref in unnamed:
-        same = [f for f in facts.functions if id(f) not in used and f.start_line <= ref.name_line <= f.end_line == ref.end]
+        same = [
+            f for f in facts.functions if id(f) not in used and f.start_line <= ref.name_line <= f.end_line == ref.end
+        ]
         if same:
             used.add(id(same[0]))
             found.append((ref, same[0]))
@@ -254,16 +293,42 @@ def prelude_macros() -> set[str]:
 def _text_only(path: str, data: bytes) -> FileFacts:
     """Facts with only the text fallback's functions (``--mode text``)."""
     facts = FileFacts(path, "cpp", "", 0)
-    facts.functions = text_functions(blank_strings(strip_c_comments(data.decode("utf-8", "replace"))), [])
+    code = blank_strings(strip_c_comments(data.decode("utf-8", "replace")))
+    directives, unseen = preprocessor_spans(code)
+    facts.functions = text_functions(blank_spans(code, directives + unseen), [])
     return facts
+
+
+def _blank(m: re.Match[bytes]) -> bytes:
+    return re.sub(rb"[^\n]", b" ", m.group(0))
+
+
+def _with_attribute_lines(refs: list[RefDef], data: bytes, blanked: bytes) -> list[RefDef]:
+    """``refs`` whose first line is moved up over lines holding only the attribute macros
+    blanked for tree-sitter (``CUTLASS_HOST_DEVICE`` above a method belongs to it)."""
+    attribute_lines = {
+        n
+        for n, (a, b) in enumerate(zip(data.split(b"\n"), blanked.split(b"\n"), strict=True), 1)
+        if a.strip() and not b.strip()
+    }
+    out = []
+    for ref in refs:
+        first = ref.first
+        while first - 1 in attribute_lines:
+            first -= 1
+        out.append(replace(ref, first=first))
+    return out
 
 
 def run_file(repo: Path, path: str, parser: Parser, mode: str) -> FileResult:
     data = (repo / path).read_bytes()
     t0 = time.perf_counter()
-    tree = parser.parse(_ATTRIBUTE_MACROS.sub(lambda m: re.sub(rb"[^\n]", b" ", m.group(0)), data))
-    refs = reference_defs(tree.root_node)
+    blanked = _RAW_STRING.sub(_blank, _ATTRIBUTE_MACROS.sub(_blank, data))
+    tree = parser.parse(blanked)
+    in_macro = {n for n, line in enumerate(data.split(b"\n"), 1) if line.rstrip().endswith(b"\\")}
+    refs = [r for r in reference_defs(tree.root_node) if r.name_line not in in_macro]
     t1 = time.perf_counter()
+    refs = _with_attribute_lines(refs, data, blanked)
     facts = _text_only(path, data) if mode == "text" else file_facts("cpp", path, data)
     t2 = time.perf_counter()
     found, missed, extra = compare(path, refs, facts)
@@ -278,8 +343,10 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
     total = sum(len(r.refs) for r in results)
     found = sum(len(r.found) for r in results)
     print(f"\n== {title}: {len(results)} files ==")
-    print(f"definitions found   {_ratio(found, total)}   target >= {100 * TARGET:.0f}%   "
-          f"ratio {found / max(total, 1) / TARGET:.3f}")
+    print(
+        f"definitions found   {_ratio(found, total)}   target >= {100 * TARGET:.0f}%   "
+        f"ratio {found / max(total, 1) / TARGET:.3f}"
+    )
     areas: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in results:
         a = areas[area_of(r.path)]
@@ -290,12 +357,13 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
     pairs = [p for r in results for p in r.found]
     start_ok = sum(1 for ref, f in pairs if ref.first <= f.start_line <= ref.name_line)
     end_ok = sum(1 for ref, f in pairs if f.end_line == ref.end)
-    named = [(ref, f) for ref, f in pairs if norm_name(f.name) == ref.name]
+    named = [(ref, f) for ref, f in pairs if norm_name(f.name) == ref.name and not ref.suspect]
     qual_ok = sum(1 for ref, f in named if _strip_template_suffix(f.qualname) == ref.qualname)
-    print(f"  named by a macro  {len(pairs) - len(named):>6}  (same extent, another name: TORCH_META_FUNC2(add, Tensor))")
+    macro_named = sum(1 for ref, f in pairs if norm_name(f.name) != ref.name)
+    print(f"  named by a macro  {macro_named:>6}  (same extent, another name: TORCH_META_FUNC2(add, Tensor))")
     print(f"extent start right  {_ratio(start_ok, len(pairs))}")
     print(f"extent end right    {_ratio(end_ok, len(pairs))}")
-    print(f"qualname agrees     {_ratio(qual_ok, len(named))}")
+    print(f"qualname agrees     {_ratio(qual_ok, len(named))}   (where tree-sitter parsed the scopes cleanly)")
     extra = sum(len(r.extra) for r in results)
     print(f"perfq-only defs     {extra:>6}  (not in the reference: macro-made functions, tree-sitter misparses)")
     ts_s = sum(r.ts_s for r in results)
@@ -311,9 +379,10 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
             classes[loss_class(ref, lines, prelude)].append(f"{r.path}:{ref.name_line} {ref.qualname}")
         for ref, f in r.found:
             if not (ref.first <= f.start_line <= ref.name_line and f.end_line == ref.end):
-                bad_extent.append(f"{r.path}:{ref.name_line} {ref.name} ref {ref.first}-{ref.end} "
-                                  f"perfq {f.start_line}-{f.end_line}")
-            if norm_name(f.name) == ref.name and _strip_template_suffix(f.qualname) != ref.qualname:
+                bad_extent.append(
+                    f"{r.path}:{ref.name_line} {ref.name} ref {ref.first}-{ref.end} perfq {f.start_line}-{f.end_line}"
+                )
+            if norm_name(f.name) == ref.name and not ref.suspect and _strip_template_suffix(f.qualname) != ref.qualname:
                 bad_qual.append(f"{r.path}:{ref.name_line} ref {ref.qualname} perfq {f.qualname}")
     if classes:
         print("top loss classes:")
@@ -332,19 +401,28 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
                 out.writelines(f"missed\t{label}\t{item}\n" for item in items)
             out.writelines(f"extent\t{item}\n" for item in bad_extent)
             out.writelines(f"qualname\t{item}\n" for item in bad_qual)
-            out.writelines(f"extra\t{r.path}:{f.start_line}-{f.end_line} {f.qualname}\n" for r in results for f in r.extra)
+            out.writelines(
+                f"extra\t{r.path}:{f.start_line}-{f.end_line} {f.qualname}\n" for r in results for f in r.extra
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", type=Path,
-                    default=Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0")
+    ap.add_argument(
+        "--corpus",
+        type=Path,
+        default=Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0",
+    )
     ap.add_argument("--sources", action="store_true", help="also measure .cpp/.cu/.cc/.mm sources")
     ap.add_argument("--examples", type=int, default=3, help="examples per loss class")
     ap.add_argument("--list", type=Path, help="write every miss, bad extent and perfq-only function to this file")
     ap.add_argument("--only", default="", help="only paths containing this string")
-    ap.add_argument("--mode", choices=("full", "clang", "text"), default="full",
-                    help="full extraction, libclang without the text fallback, or the text fallback alone")
+    ap.add_argument(
+        "--mode",
+        choices=("full", "clang", "text"),
+        default="full",
+        help="full extraction, libclang without the text fallback, or the text fallback alone",
+    )
     args = ap.parse_args()
     if not (args.corpus / "aten/src/ATen").is_dir():
         sys.exit(f"error: no PyTorch corpus at {args.corpus} (set PERFQ_CORPUS)")

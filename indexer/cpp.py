@@ -16,7 +16,7 @@ from importlib import resources
 from perfq.indexer.cpp_fallback import text_functions
 from perfq.indexer.facts import Call, FileFacts, Function
 from perfq.indexer.registrations import extract_registrations
-from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
+from perfq.indexer.source_text import LineIndex, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
@@ -124,9 +124,16 @@ def language_of(path: str) -> str:
     return "cpp"
 
 
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+(?:\([^)]*\))?)[ \t]*(.*?)[ \t]*$", re.M)
+
+
 @cache
-def _prelude_path() -> str:
-    return str(resources.files("perfq.data").joinpath("prelude.h"))
+def _prelude_defines() -> tuple[str, ...]:
+    """``data/prelude.h``'s macros as ``-D`` arguments: single-file parsing skips every
+    include, ``-include`` files too, but keeps command-line definitions."""
+    text = resources.files("perfq.data").joinpath("prelude.h").read_text()
+    text = re.sub(r"\\\n", " ", strip_c_comments(text))
+    return tuple(f"-D{name}={body}" for name, body in _DEFINE.findall(text))
 
 
 @cache
@@ -144,7 +151,7 @@ def _clang_args(path: str) -> list[str]:
         lang_args = ["-x", "objective-c++", "-std=c++17"]
     else:
         lang_args = ["-x", "c++", "-std=c++17"]
-    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0", "-include", _prelude_path()]
+    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0", *_prelude_defines()]
 
 
 def _template_suffix(cursor) -> str:
@@ -361,27 +368,31 @@ def extract_cpp(
 
     lines = text.splitlines(keepends=True)
     tu_name = abs_path if compile_args is not None and abs_path else path
+    stripped = strip_c_comments(text)
+    code = blank_strings(stripped)
+    directives, unseen = preprocessor_spans(code)
     try:
         if compile_args is not None:
             tu = _index().parse(
                 tu_name, args=compile_args, unsaved_files=[(tu_name, text)], options=_KEEP_GOING | _INCOMPLETE
             )
         else:
+            # single-file parsing reads every branch of an #if on an unknown macro: the
+            # branches that would unbalance the braces are blanked first (same lines)
             tu = _index().parse(
                 path,
                 args=_clang_args(path),
-                unsaved_files=[(path, text)],
+                unsaved_files=[(path, blank_spans(text, unseen))],
                 options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
             )
     except cindex.TranslationUnitLoadError as exc:
         facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
         tu = None
-    stripped = strip_c_comments(text)
-    code = blank_strings(stripped)
     cursors: list = []
     if tu is not None:
         facts.functions = _definitions(tu, tu_name, lines, cursors if compile_args is not None else None)
-    recovered = text_functions(code, [(f.start_line, f.end_line) for f in facts.functions])
+    active = blank_spans(code, directives + unseen)
+    recovered = text_functions(active, [(f.start_line, f.end_line) for f in facts.functions])
     if recovered:
         facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
     if functions_only:
