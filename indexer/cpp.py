@@ -13,7 +13,7 @@ import re
 from functools import cache
 from importlib import resources
 
-from perfq.indexer.cpp_fallback import text_functions
+from perfq.indexer.cpp_fallback import merge_functions, text_functions
 from perfq.indexer.facts import Call, FileFacts, Function
 from perfq.indexer.registrations import extract_registrations
 from perfq.indexer.source_text import LineIndex, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
@@ -391,10 +391,7 @@ def extract_cpp(
     cursors: list = []
     if tu is not None:
         facts.functions = _definitions(tu, tu_name, lines, cursors if compile_args is not None else None)
-    active = blank_spans(code, directives + unseen)
-    recovered = text_functions(active, [(f.start_line, f.end_line) for f in facts.functions])
-    if recovered:
-        facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
+    facts.functions = merge_functions(facts.functions, text_functions(blank_spans(code, directives + unseen)))
     if functions_only:
         return facts
     facts.calls = _call_sites(code, facts.functions)

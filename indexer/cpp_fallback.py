@@ -77,6 +77,7 @@ _ACCESS = frozenset({"public", "private", "protected"})
 _ATTRIBUTE_MACRO = re.compile(r"LAUNCH_BOUNDS|DEPRECATED|ALIGN")
 _SCOPE_DELIMS = re.compile(r"[{};()]")
 _BRACES = re.compile(r"[{}]")
+_CATCH = re.compile(r"\s*catch\s*\(")
 _PARENS = re.compile(r"[(){}]")
 
 
@@ -186,8 +187,8 @@ def _skip_prefix(header: str, toks: list[str], offs: list[int]) -> tuple[int, in
     n = len(toks)
     while i < n:
         t = toks[i]
-        if t in _ACCESS and i + 1 < n and toks[i + 1] == ":":
-            i = begin = i + 2
+        if t in _ACCESS and i + 1 < n and toks[i + 1] == ":" or t == "@" and i + 1 < n and toks[i + 1] == "end":
+            i = begin = i + 2  # 'public:', Objective-C's '@end'
         elif i == begin and _statement_macro(header, toks, offs, i) > i:
             i = begin = _statement_macro(header, toks, offs, i)
         elif t == "template" and i + 1 < n and toks[i + 1] == "<":
@@ -261,7 +262,7 @@ def _operator_name(toks: list[str], i: int) -> tuple[str, int]:
         if j + 2 < n and toks[j + 1] == "[":
             return f"operator {toks[j]}[]", j + 3
         return f"operator {toks[j]}", j + 1
-    if j < n and not _IDENT.fullmatch(toks[j]) and toks[j] != "(":
+    if j < n and not _IDENT.fullmatch(toks[j]) and toks[j] not in ("(", "::"):
         k = j
         while k < n and toks[k] != "(" and not _IDENT.fullmatch(toks[k]):
             k += 1
@@ -407,9 +408,13 @@ def declarator(header: str, class_name: str = "") -> Declarator:
     if start >= len(toks):
         return Declarator("other")
     t = toks[start]
-    if t == "namespace" or (t == "inline" and start + 1 < len(toks) and toks[start + 1] == "namespace"):
-        names = [x for x in toks[start:] if _IDENT.fullmatch(x) and x not in ("namespace", "inline")]
-        return Declarator("namespace", "::".join(names))
+    if "namespace" in toks:
+        # after 'namespace' only its name: stray text before it (an unexpanded template
+        # placeholder, a macro without ';') does not hide the namespace
+        at = len(toks) - 1 - toks[::-1].index("namespace")
+        names = toks[at + 1 :]
+        if all(_IDENT.fullmatch(x) or x == "::" for x in names) and "inline" not in names:
+            return Declarator("namespace", "::".join(x for x in names if x != "::"))
     if t == "extern" and start + 1 < len(toks) and toks[start + 1].startswith('"'):
         if start + 2 == len(toks):
             return Declarator("extern")
@@ -467,14 +472,10 @@ def _close_paren(code: str, i: int, end: int, pairs: dict[int, int]) -> int:
 class _Scanner:
     """Walks the brace blocks of one file's active code and records function definitions."""
 
-    def __init__(self, code: str, covered: list[tuple[int, int]]) -> None:
+    def __init__(self, code: str) -> None:
         self.code = code
         self.lines = LineIndex(code)
         self.pairs = _brace_pairs(code)
-        n_lines = code.count("\n") + 2
-        self.covered = bytearray(n_lines)
-        for a, b in covered:
-            self.covered[max(a, 0) : min(b, n_lines - 1) + 1] = b"\x01" * (min(b, n_lines - 1) + 1 - max(a, 0))
         self.out: list[Function] = []
 
     def scan(self, start: int, end: int, scope: list[str], anonymous: bool, class_name: str) -> None:
@@ -509,18 +510,29 @@ class _Scanner:
             elif decl.kind == "function":
                 if decl.init_brace:
                     continue  # Foo() : a_{...}: the header goes on
+                close = self.handlers_end(close, end)
+                pos = close + 1
                 self.record(decl, header_start + decl.start, close, scope, anonymous, class_name, header)
             elif decl.kind == "initializer":
                 continue  # an initializer: the declaration ends at the next ';'
             header_start = pos
+
+    def handlers_end(self, close: int, end: int) -> int:
+        """The end of a function-try-block's last ``catch`` handler after the body that
+        ends at ``close`` (``close`` when none follows)."""
+        while m := _CATCH.match(self.code, close + 1, end):
+            paren = _close_paren(self.code, m.end() - 1, end, self.pairs)
+            brace = self.code.find("{", paren, end)
+            if brace < 0:
+                break
+            close = self.pairs.get(brace, end)
+        return close
 
     def record(
         self, decl: Declarator, offset: int, close: int, scope: list[str], anonymous: bool, class_name: str, header: str
     ) -> None:
         first = self.lines.line_of(offset)
         last = self.lines.line_of(close)
-        if self.covered[min(first, len(self.covered) - 1)] or self.covered[min(last, len(self.covered) - 1)]:
-            return
         in_class = bool(class_name)
         if "TORCH_IMPL_FUNC" in header:
             kind = "structured_impl"
@@ -540,9 +552,28 @@ class _Scanner:
         self.out.append(Function(qualname, decl.name, kind, first, last, internal))
 
 
-def text_functions(code: str, covered: list[tuple[int, int]]) -> list[Function]:
-    """Definitions in ``code`` outside ``covered`` line spans; ``code`` has comments,
-    strings, directives and the branches a build would not see blanked (``active_code``)."""
-    scanner = _Scanner(code, covered)
+def text_functions(code: str) -> list[Function]:
+    """The definitions in ``code``, which has comments, strings, directives and the
+    branches a build would not see blanked."""
+    scanner = _Scanner(code)
     scanner.scan(0, len(scanner.code), [], False, "")
     return scanner.out
+
+
+def merge_functions(parsed: list[Function], scanned: list[Function]) -> list[Function]:
+    """``parsed`` (libclang's) with the end lines the text gives them, plus the ``scanned``
+    definitions outside them, sorted. Clang's recovery from unknown types can run a body
+    past its closing brace; a definition both found at the same line ends where its
+    braces match."""
+    ends = {(f.name, f.start_line): f.end_line for f in scanned}
+    fixed = [f._replace(end_line=ends.get((f.name, f.start_line), f.end_line)) for f in parsed]
+    n_lines = max((f.end_line for f in fixed), default=0) + 2
+    covered = bytearray(n_lines)
+    for f in fixed:
+        covered[f.start_line : f.end_line + 1] = b"\x01" * (f.end_line + 1 - f.start_line)
+    extra = [f for f in scanned if not _covers(covered, f.start_line) and not _covers(covered, f.end_line)]
+    return sorted(fixed + extra, key=lambda f: (f.start_line, f.end_line))
+
+
+def _covers(covered: bytearray, line: int) -> bool:
+    return line < len(covered) and covered[line] == 1

@@ -21,6 +21,8 @@ def _blank(match: re.Match[str]) -> str:
     if text[0] == '"':
         # keep the quotes and the text of string literals: registrations name ops in strings
         return text
+    if "\\\n" in text:  # a line splice inside a comment (a #define goes on): kept
+        return re.sub(r"[^\n\\]|\\(?!\n)", " ", text)
     return re.sub(r"[^\n]", " ", text)
 
 
