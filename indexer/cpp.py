@@ -112,6 +112,7 @@ _SCOPE_KINDS = {
     "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION",
     "UNEXPOSED_DECL",
     "UNION_DECL",
+    "FRIEND_DECL",  # a friend function defined in its class
 }
 _CLASS_KINDS = {"CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION", "UNION_DECL"}
 
@@ -205,22 +206,27 @@ def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -
                 if start <= 0 or end < start:
                     continue
                 name = child.spelling
-                head = "".join(lines[start - 1 : min(end, start + 2)])
+                if kind in ("CONSTRUCTOR", "DESTRUCTOR"):
+                    name = name.split("<")[0]  # a class template's: Vec<T> -> Vec, as calls name it
+                head = "".join(lines[start - 1 : max(start, min(end, loc.line))])  # up to the name
                 semantic = child.semantic_parent
+                member = semantic is not None and semantic.kind.name in _CLASS_KINDS
                 qual = list(scope)
                 # out-of-line member definitions (void Foo::bar()) name their class
-                if (
-                    semantic is not None
-                    and semantic.kind.name in _CLASS_KINDS
-                    and (not qual or qual[-1] != semantic.spelling)
-                ):
+                if member and (not qual or qual[-1] != semantic.spelling):
                     qual.append(semantic.spelling)
                 suffix = _template_suffix(child) if kind == "FUNCTION_TEMPLATE" else ""
                 qualname = "::".join([*qual, name]) + suffix
                 internal = anonymous or child.linkage.name == "INTERNAL"
                 out.append(
                     Function(
-                        qualname, name, _kind_of(kind, head, name, in_class), start, end, internal, child.get_usr()
+                        qualname,
+                        name,
+                        _kind_of(kind, head, name, in_class or member),
+                        start,
+                        end,
+                        internal,
+                        child.get_usr(),
                     )
                 )
                 if cursors is not None:
@@ -310,8 +316,8 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
         if idx < 0:
             continue
         f = functions[idx]
-        if line == f.start_line and name == f.name:
-            continue  # the definition's own declarator
+        if name == f.name and start < code.find("{", lines.offset_of(f.start_line)):
+            continue  # the definition's own declarator (below its template<...> line)
         qual, kind = _qualifier(code, start)
         calls.append(Call(idx, name, qual, kind, line))
     for m in _ADDRESS.finditer(code):

@@ -21,8 +21,9 @@ from perfq.indexer.source_text import LineIndex
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
 )
-# one token of a declaration header; '>>' is two tokens (it closes two template lists)
-_TOKEN = re.compile(r'"[^"\n]*"|[A-Za-z_]\w*|\d[\w.]*|::|->|>=|<=|<<=?|&&|\|\||==|!=|\.\.\.|[^\s\w]')
+# one token of a declaration header; '>>' is two tokens (it closes two template lists);
+# a backslash (a line splice kept in a blanked comment) is none
+_TOKEN = re.compile(r'"[^"\n]*"|[A-Za-z_]\w*|\d[\w.]*|::|->|>=|<=|<<=?|&&|\|\||==|!=|\.\.\.|[^\s\w\\]')
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _MACRO_CASE = re.compile(r"[A-Z][A-Z0-9_]*")
 # words that may stand before '(' in a header without naming a function
@@ -425,7 +426,7 @@ def declarator(header: str, class_name: str = "") -> Declarator:
         name = _class_name(toks, start + 1 + (t == "typedef"))
         if name is not None:
             return Declarator("class", name)
-    macro = _MACRO_NAMED.search(header)
+    macro = _MACRO_NAMED.search(header, offs[begin])
     if macro:
         name = macro.group(2) + (f"_{macro.group(3)}" if macro.group(3) else "")
         return Declarator("function", name, start=offs[begin])
@@ -534,6 +535,7 @@ class _Scanner:
         first = self.lines.line_of(offset)
         last = self.lines.line_of(close)
         in_class = bool(class_name)
+        header = header[decl.start :]
         if "TORCH_IMPL_FUNC" in header:
             kind = "structured_impl"
         elif "META_FUNC" in header:
@@ -561,12 +563,17 @@ def text_functions(code: str) -> list[Function]:
 
 
 def merge_functions(parsed: list[Function], scanned: list[Function]) -> list[Function]:
-    """``parsed`` (libclang's) with the end lines the text gives them, plus the ``scanned``
-    definitions outside them, sorted. Clang's recovery from unknown types can run a body
-    past its closing brace; a definition both found at the same line ends where its
-    braces match."""
-    ends = {(f.name, f.start_line): f.end_line for f in scanned}
-    fixed = [f._replace(end_line=ends.get((f.name, f.start_line), f.end_line)) for f in parsed]
+    """``parsed`` (libclang's) with the extents the text gives them, plus the ``scanned``
+    definitions outside them, sorted. A definition both find with the same name and the
+    same first or last line takes the text's extent: clang's recovery from unknown types
+    can run a body past its closing brace (and hide the next definitions), and clang's
+    extent leaves out the lines of attribute macros that expand to nothing."""
+    by_start = {(f.name, f.start_line): f for f in scanned}
+    by_end = {(f.name, f.end_line): f for f in scanned}
+    fixed = []
+    for f in parsed:
+        same = by_start.get((f.name, f.start_line)) or by_end.get((f.name, f.end_line))
+        fixed.append(f._replace(start_line=same.start_line, end_line=same.end_line) if same else f)
     n_lines = max((f.end_line for f in fixed), default=0) + 2
     covered = bytearray(n_lines)
     for f in fixed:
