@@ -1,10 +1,13 @@
 """C++/CUDA/ObjC++ extractor: one source text in, its functions and call sites out.
 
 libclang parses each file on its own (single-file mode: includes are not followed, so
-no build and no generated headers are needed) with ``data/prelude.h`` defining ATen's
-macros. Function definitions and their extents come from the AST; call sites come
-from the tokens of each function body, because without headers clang's recovery loses
-most callees (unknown types, undeclared functions).
+no build and no generated headers are needed) with ``data/prelude.h``'s macros passed as
+``-D`` arguments (single-file mode skips ``-include`` files). Without headers clang drops
+many definitions (unknown types, members of class templates); the text scanner of
+``cpp_fallback`` recovers them and corrects clang's extents, both reading the ``#if``
+branches a build could see. Call sites come from the tokens of each function body,
+because without headers clang's recovery loses most callees (unknown types, undeclared
+functions).
 """
 
 from __future__ import annotations
