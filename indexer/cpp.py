@@ -1,8 +1,8 @@
 """C++/CUDA/ObjC++ extractor: one source text in, its functions and call sites out.
 
 libclang parses each file on its own (single-file mode: includes are not followed, so
-no build and no generated headers are needed) with ``data/prelude.h``'s macros passed as
-``-D`` arguments (single-file mode skips ``-include`` files). Without headers clang drops
+no build and no generated headers are needed) with ``data/prelude.h``'s macros in front of
+its text (single-file mode skips ``-include`` files). Without headers clang drops
 many definitions (unknown types, members of class templates); the text scanner of
 ``cpp_fallback`` recovers them and corrects clang's extents, both reading the ``#if``
 branches a build could see. Call sites come from the tokens of each function body,
@@ -132,12 +132,15 @@ _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+(?:\([^)]*\))?)[ \t]*(.*?)[
 
 
 @cache
-def _prelude_defines() -> tuple[str, ...]:
-    """``data/prelude.h``'s macros as ``-D`` arguments: single-file parsing skips every
-    include, ``-include`` files too, but keeps command-line definitions."""
+def _prelude() -> tuple[str, int]:
+    """``data/prelude.h``'s macros, one ``#define`` a line, and their number of lines.
+    Single-file parsing skips every include, ``-include`` files too: the prelude goes in
+    front of the file's own text (cheaper than as ``-D`` arguments), and clang's lines
+    are shifted back by its length."""
     text = resources.files("perfq.data").joinpath("prelude.h").read_text()
     text = re.sub(r"\\\n", " ", strip_c_comments(text))
-    return tuple(f"-D{name}={body}" for name, body in _DEFINE.findall(text))
+    defines = [f"#define {name} {body}\n" for name, body in _DEFINE.findall(text)]
+    return "".join(defines), len(defines)
 
 
 @cache
@@ -155,7 +158,7 @@ def _clang_args(path: str) -> list[str]:
         lang_args = ["-x", "objective-c++", "-std=c++17"]
     else:
         lang_args = ["-x", "c++", "-std=c++17"]
-    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0", *_prelude_defines()]
+    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0"]
 
 
 def _template_suffix(cursor) -> str:
@@ -184,9 +187,10 @@ def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
     return "function"
 
 
-def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -> list[Function]:
+def _definitions(tu, path: str, lines: list[str], cursors: list | None = None, shift: int = 0) -> list[Function]:
     """Function definitions of the main file, with qualified names and extents (their
-    cursors appended to ``cursors`` when given)."""
+    cursors appended to ``cursors`` when given); clang's lines less ``shift`` (the
+    prelude's lines in front of the text)."""
     out: list[Function] = []
 
     def visit(cursor, scope: list[str], in_class: bool, anonymous: bool) -> None:
@@ -205,13 +209,13 @@ def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -
                 else:
                     visit(child, scope, in_class, anonymous)
             elif kind in _FUNCTION_KINDS and child.is_definition():
-                start, end = child.extent.start.line, child.extent.end.line
+                start, end = child.extent.start.line - shift, child.extent.end.line - shift
                 if start <= 0 or end < start:
                     continue
                 name = child.spelling
                 if kind in ("CONSTRUCTOR", "DESTRUCTOR"):
                     name = name.split("<")[0]  # a class template's: Vec<T> -> Vec, as calls name it
-                head = "".join(lines[start - 1 : max(start, min(end, loc.line))])  # up to the name
+                head = "".join(lines[start - 1 : max(start, min(end, loc.line - shift))])  # up to the name
                 semantic = child.semantic_parent
                 member = semantic is not None and semantic.kind.name in _CLASS_KINDS
                 qual = list(scope)
@@ -388,10 +392,11 @@ def extract_cpp(
         else:
             # single-file parsing reads every branch of an #if on an unknown macro: the
             # branches that would unbalance the braces are blanked first (same lines)
+            prelude, shift = _prelude()
             tu = _index().parse(
                 path,
                 args=_clang_args(path),
-                unsaved_files=[(path, blank_spans(text, unseen))],
+                unsaved_files=[(path, prelude + blank_spans(text, unseen))],
                 options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
             )
     except cindex.TranslationUnitLoadError as exc:
@@ -399,7 +404,10 @@ def extract_cpp(
         tu = None
     cursors: list = []
     if tu is not None:
-        facts.functions = _definitions(tu, tu_name, lines, cursors if compile_args is not None else None)
+        if compile_args is not None:
+            facts.functions = _definitions(tu, tu_name, lines, cursors)
+        else:
+            facts.functions = _definitions(tu, tu_name, lines, shift=shift)
     facts.functions = merge_functions(facts.functions, text_functions(blank_spans(code, directives + unseen)))
     if functions_only:
         return facts
