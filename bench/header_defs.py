@@ -44,8 +44,11 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import tree_sitter_cpp
-from tree_sitter import Language, Node, Parser
+try:
+    import tree_sitter_cpp
+    from tree_sitter import Language, Node, Parser
+except ImportError:
+    sys.exit("error: bench/header_defs.py needs tree-sitter and tree-sitter-cpp: pip install -e '.[bench]'")
 
 from perfq.config import Config
 from perfq.indexer import cpp
