@@ -42,6 +42,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, replace
+from importlib import resources
 from pathlib import Path
 
 try:
@@ -224,7 +225,20 @@ def reference_defs(root: Node) -> list[RefDef]:
 
 
 def _strip_template_suffix(qualname: str) -> str:
-    return qualname[: qualname.index("<")] if qualname.endswith(">") and "<" in qualname else qualname
+    """A qualname without whitespace (``operator bool``) and a function template's ``<T, U>``."""
+    qualname = re.sub(r"\s+", "", qualname)
+    return qualname[: _suffix_start(qualname)] if qualname.endswith(">") else qualname
+
+
+def _suffix_start(qualname: str) -> int:
+    """Offset of the '<' opening the template suffix that ends ``qualname`` (its length
+    when none does: ``operator>``)."""
+    depth = 0
+    for i in range(len(qualname) - 1, -1, -1):
+        depth += {">": 1, "<": -1}.get(qualname[i], 0)
+        if depth == 0:
+            return i
+    return len(qualname)
 
 
 @dataclass
@@ -290,8 +304,6 @@ def loss_class(ref: RefDef, lines: list[str], prelude: set[str]) -> str:
 
 
 def prelude_macros() -> set[str]:
-    from importlib import resources
-
     text = resources.files("perfq.data").joinpath("prelude.h").read_text()
     return set(re.findall(r"#define\s+(\w+)", text))
 
@@ -368,7 +380,7 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
     start_ok = sum(1 for ref, f in pairs if ref.first <= f.start_line <= ref.name_line)
     end_ok = sum(1 for ref, f in pairs if f.end_line == ref.end)
     named = [(ref, f) for ref, f in pairs if norm_name(f.name) == ref.name and not ref.suspect]
-    qual_ok = sum(1 for ref, f in named if _strip_template_suffix(f.qualname) == ref.qualname)
+    qual_ok = sum(1 for ref, f in named if _strip_template_suffix(f.qualname) == _strip_template_suffix(ref.qualname))
     macro_named = sum(1 for ref, f in pairs if norm_name(f.name) != ref.name)
     print(f"  named by a macro  {macro_named:>6}  (same extent, another name: TORCH_META_FUNC2(add, Tensor))")
     print(f"extent start right  {_ratio(start_ok, len(pairs))}")
@@ -392,7 +404,11 @@ def report(title: str, results: list[FileResult], repo: Path, n_examples: int, l
                 bad_extent.append(
                     f"{r.path}:{ref.name_line} {ref.name} ref {ref.first}-{ref.end} perfq {f.start_line}-{f.end_line}"
                 )
-            if norm_name(f.name) == ref.name and not ref.suspect and _strip_template_suffix(f.qualname) != ref.qualname:
+            if (
+                norm_name(f.name) == ref.name
+                and not ref.suspect
+                and _strip_template_suffix(f.qualname) != _strip_template_suffix(ref.qualname)
+            ):
                 bad_qual.append(f"{r.path}:{ref.name_line} ref {ref.qualname} perfq {f.qualname}")
     if classes:
         print("top loss classes:")
