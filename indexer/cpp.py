@@ -96,6 +96,12 @@ _ADDRESS = re.compile(
 _USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+([\w:]+)\s*;")
 # a DispatchStub (or kernel) passed as an argument: allany_impl<1>(self, result, dim, keepdim, and_stub)
 _STUB_VALUE = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*(?:_stub|_kernel|Kernel))\s*(?=[,)])")
+# a function template passed by name with its arguments: cpu_kernel_vec(it, scalar_gelu<scalar_t>,
+# vectorized_gelu<scalar_t>); a template-id argument names a function (or a variable template,
+# which no function row matches), so it links like a call
+_TEMPLATE_VALUE = re.compile(
+    r"(?<=[(,])\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>\s*(?=[,)])"
+)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 _FUNCTION_KINDS = {
@@ -338,6 +344,12 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
         idx = owner[line] if line < n_owner else -1
         if idx >= 0:
             calls.append(Call(idx, m.group(1), "", "value", line))
+    for m in _TEMPLATE_VALUE.finditer(code):
+        line = lines.line_of(m.start("name"))
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and m.group("name") not in _KEYWORDS:
+            qual = re.sub(r"\s+", "", m.group("qual")).rstrip(":")
+            calls.append(Call(idx, m.group("name"), qual, "direct", line))
     return calls
 
 

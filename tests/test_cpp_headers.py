@@ -360,3 +360,26 @@ def test_scanner_names_definitions_as_clang_does(path):
     assert [(f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in scanned(CLEAN)] == [
         (f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in by_clang
     ]
+
+
+def test_a_function_template_passed_by_name_is_a_call_site():
+    """A header template handed to a loop helper (``cpu_kernel_vec(it, scalar_op<T>,
+    vectorized_op<T>)``) links its caller to it, so a change in it reaches the kernel."""
+    facts = extract(
+        """
+        namespace at::native {
+        static void gelu_kernel(TensorIteratorBase& it, bool fast) {
+          cpu_kernel_vec(it, scalar_gelu<scalar_t>, vectorized_gelu<scalar_t>, grain_size);
+          check(a < b, c > d);
+        }
+        }  // namespace at::native
+        """,
+        path="aten/src/ATen/native/cpu/Activation.cpp",
+        functions_only=False,
+    )
+    assert {(c.callee_name, c.kind) for c in facts.calls} == {
+        ("cpu_kernel_vec", "direct"),
+        ("scalar_gelu", "direct"),
+        ("vectorized_gelu", "direct"),
+        ("check", "direct"),
+    }
