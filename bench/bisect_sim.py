@@ -1,6 +1,6 @@
 """Accuracy and cost of perfq's bisection on a synthetic noisy history (not a test).
 
-Drives the same pure search (``perfq.query.bisect_search.bisect``) that ``perfq bisect``
+Drives the same pure search (``perfq.bisect.search.bisect``) that ``perfq bisect``
 uses, with a simulated ``measure``: N commits, one of them a regression of R, every run
 multiplied by Gaussian noise of relative standard deviation SIGMA, a fraction of commits
 broken (never the culprit). Pruning is simulated by a predicate that says a fraction of
@@ -16,7 +16,7 @@ import random
 import statistics
 import time
 
-from perfq.query.bisect_search import SearchConfig, bisect
+from perfq.bisect.search import SearchConfig, bisect
 
 
 def trial(seed: int, n: int, noise: float, regression: float, broken: float, unrelated: float,

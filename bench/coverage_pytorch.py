@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import statistics
@@ -29,15 +30,15 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.cli.coverage_cmd import DEFAULT_INFRA_OPS, collect_report
+from perfq.common.paths import default_index_path
+from perfq.coverage import render as render
+from perfq.coverage.cli import DEFAULT_INFRA_OPS, collect_report
+from perfq.coverage.report import functions_touched, ops_reached
+from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
-from perfq.paths import default_index_path
-from perfq.query import coverage_render as render
-from perfq.query.coverage import functions_touched, ops_reached
-from perfq.query.coverage_facts import function_extents, reach_graph
-from perfq.query.scaffold import pick_overload, scaffold
+from perfq.schema.index_store import IndexStore
 
-CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
+CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]
 
 
@@ -55,9 +56,9 @@ def time_report(repo: Path, db: Path, runs: int) -> None:
         f"over {runs} runs (min {min(times):.2f}, max {max(times):.2f})"
     )
     print(
-        f"  {s['ops_covered']}/{s['ops_total']} operator groups covered, {s['overloads_covered']}/"
-        f"{s['overloads_total']} overloads, {len(s['stale_benchmarks'])} stale benchmark files, "
-        f"{len(s['unlinked_benchmarks'])} benchmark files linked to no op; history: {s['history'].get('note', '')}"
+        f"  {s.ops_covered}/{s.ops_total} operator groups covered, {s.overloads_covered}/"
+        f"{s.overloads_total} overloads, {len(s.stale_benchmarks)} stale benchmark files, "
+        f"{len(s.unlinked_benchmarks)} benchmark files linked to no op; history: {s.history and s.history.note or ''}"
     )
 
 
@@ -76,9 +77,9 @@ def time_synthetic_churn(db: Path, commits: int, seed: int = 0) -> None:
                 line = rng.randint(start, end)
                 changes.append((f"c{i}", path, [(line, line)]))
         t0 = time.perf_counter()
-        extents = function_extents(con, {p for _, p, _ in changes})
+        extents = IndexStore(con).function_extents({p for _, p, _ in changes})
         touched = functions_touched(changes, extents)
-        edges, op_nodes, fn_nodes = reach_graph(con)
+        edges, op_nodes, fn_nodes = IndexStore(con).reach_graph()
         starts = {c: [fn_nodes[f] for f in fids if f in fn_nodes] for c, fids in touched.items()}
         reach = ops_reached(edges, op_nodes, starts, max_depth=24, reach_bound=DEFAULT_INFRA_OPS)
         op_commits: dict[str, int] = {}
@@ -115,11 +116,11 @@ def history_demo(repo: Path, db: Path, cases: Path, workdir: Path) -> None:
     t0 = time.perf_counter()
     report = collect_report(clone, db, "180.days", [], None)
     took = time.perf_counter() - t0
-    hist = report.summary["history"]
+    hist = report.summary.history
     print(
         f"history demo: {len(applied)} real kernel diffs committed on a clone of the tree -> report with churn "
-        f"in {took:.2f} s; {hist.get('commits_with_indexed_changes')} commits touched indexed functions, "
-        f"{hist.get('commits_touching_infrastructure')} touched shared infrastructure"
+        f"in {took:.2f} s; {hist.commits_with_indexed_changes} commits touched indexed functions, "
+        f"{hist.commits_touching_infrastructure} touched shared infrastructure"
     )
     for row in [r for r in report.rows if r.churn][:20]:
         status = "covered by " + ", ".join(row.benchmarks) if row.covered else "NO BENCHMARK"

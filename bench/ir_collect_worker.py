@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.runner.ir_manifest import load_manifest
-from perfq.runner.ir_store import store_collection
-from perfq.runner.triton_ir import check_targets, collect, git_commit
+from perfq.ir.collect import check_targets, collect, git_commit
+from perfq.ir.manifest import load_manifest
+from perfq.ir.store import store_collection
 
 
 def main() -> None:

@@ -9,17 +9,20 @@ chart colours. Prints figures; exit status 1 when the page looks blank.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from perfq.cli.coverage_cmd import collect_report
-from perfq.paths import default_index_path
-from perfq.query.coverage_render import ACCENT, COVERED, UNCOVERED, to_html
-from perfq.runner.html_screenshot import count_color, read_png, screenshot
+from perfq.common.paths import default_index_path
+from perfq.coverage.cli import collect_report
+from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 
-CORPUS = Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the screenshot helper lives with the tests
+from tests.html_screenshot import count_color, read_png, screenshot  # noqa: E402
+
+CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 
 
 def main() -> int:
@@ -32,7 +35,6 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="perfq-cov-html-"))
     out.mkdir(parents=True, exist_ok=True)
     if args.fixture:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from tests.coverage_fixture_db import build_index, build_repo
 
         repo, db = out / "repo", out / "index.duckdb"
@@ -52,10 +54,10 @@ def main() -> int:
         name: count_color(pixels, color)
         for name, color in (("top-uncovered bars", ACCENT), ("covered bars", COVERED), ("uncovered bars", UNCOVERED))
     }
-    distinct = len({tuple(p) for p in pixels[::8, ::8, :3].reshape(-1, 3).tolist()})
+    distinct = len(set(pixels.reduce(8).getdata()))
     print(
         f"html: {html_path} ({html_path.stat().st_size} bytes); png: {png} "
-        f"({pixels.shape[1]}x{pixels.shape[0]}, {png.stat().st_size} bytes), chromium {took:.1f} s"
+        f"({pixels.width}x{pixels.height}, {png.stat().st_size} bytes), chromium {took:.1f} s"
     )
     for name, n in counts.items():
         print(f"  {name}: {n} px")

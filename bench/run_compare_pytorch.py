@@ -20,7 +20,7 @@ oversubscribe the cores and make timings erratic (softmax measured up to 30x slo
 
 Usage: python bench/run_compare_pytorch.py [--repeat-aa 7] [--repeat-ab 5]
 Needs torch installed (checked with torch==2.13.0+cpu) and the corpus at
-$PERFQ_CORPUS or ~/.cache/perfq-corpus/pytorch-2.6.0.
+$PERFQ_CORPUS/pytorch-2.6.0 (PERFQ_CORPUS: ~/.cache/perfq-corpus).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ AB_BENCHES = ("softmax", "matmul")  # matmul: BLAS, its own ISA dispatch: the co
 
 
 def corpus_root() -> Path:
-    base = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"))
+    base = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
     root = base / "benchmarks" / "operator_benchmark"
     if not root.is_dir():
         sys.exit(f"no operator_benchmark at {root} (set PERFQ_CORPUS)")

@@ -1,57 +1,742 @@
-"""Run one operator_benchmark module with minimal iterations under torch.profiler and
-print, per benchmark class, the aten ops its timed forward (and backward) executed.
+"""perfq's benchmark tracer: which operators each benchmark test's timed region executes.
 
-Run from the operator_benchmark directory: ``python trace_driver.py pt.softmax_test``.
-Prints one line ``PERFQ-TRACE {"Class": ["aten::softmax", ...]}`` at the end. perfq runs
-it in a subprocess (runner/bench_trace.py); it is not imported by perfq itself.
+Run by ``perfq index`` (indexer/trace.py) with the Python that has torch; not imported by
+perfq itself. It reads a JSON request on stdin::
+
+    {"jobs": [{"path": "benchmarks/operator_benchmark/pt/add_test.py", "kind": "operator_benchmark",
+               "root": "/abs/benchmarks/operator_benchmark", "module": "pt.add_test"},
+              {"path": "test/microbench/cdist.py", "kind": "script", "file": "/abs/test/microbench/cdist.py"}],
+     "parallel": 2, "timeout": 120, "memory_mb": 3072, "real_tags": ["short"], "remap": ["cuda", "xpu", "mps"]}
+
+and prints one line per job, ``PERFQ-TRACE {"path", "tests": [...], "errors": [...], "seconds",
+"max_rss_mb", "status", "reason"}``, as each job finishes. A test's ``ops`` are ``ns::name``,
+with ``@quantized`` appended when the operator ran on quantized tensors.
+
+How a test is traced:
+
+- torch is imported once; every job runs in a forked child (dies with its parent, killed past
+  ``timeout`` seconds or ``memory_mb``), so one benchmark cannot take the others down.
+- operator_benchmark files: each config is built and run on its own (the framework would build
+  the inputs of every config up front). Configs tagged ``real_tags`` on the CPU run for real, one
+  iteration, so the profiler also sees the operators kernels call inside them (``stack`` runs
+  ``cat``, quantized modules run aten ops). Every other config (long, other tags, other devices)
+  runs under ``FakeTensorMode``: no compute, no memory. Devices in ``remap`` (cuda, xpu...) run
+  as CPU, and keep their own test names. A config that fails under fake tensors runs for real.
+- A backward test's timed region is its backward pass only, as in the framework.
+- Operators come from one ``torch.profiler`` session per job, split by a marker per test. Under
+  fake tensors, what runs inside a non-composite operator is the fake kernel's own work and is
+  dropped; CompositeImplicitAutograd operators keep their decomposition.
+- scripts: the whole script runs under ``FakeTensorMode`` with devices remapped (real when fake
+  fails); its timed region is every ``with torch.profiler.profile(...)`` block, or the whole run
+  when it has none.
 """
 
+from __future__ import annotations
+
+import ast
+import bisect
+import contextlib
+import ctypes
 import importlib
 import json
 import os
+import re
+import resource
+import signal
 import sys
+import tempfile
+import time
+import traceback
+import warnings
 
-sys.path.insert(0, os.getcwd())
-
-import benchmark_pytorch  # noqa: E402  (the framework of the benchmark being traced)
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
-
-TRACED: dict[str, set[str]] = {}
-
-
-def _record(case, run, *args, **kwargs):
-    name = type(case.op_bench).__name__
-    if name in TRACED and TRACED[name]:
-        return run(*args, **kwargs)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        result = run(*args, **kwargs)
-    TRACED.setdefault(name, set()).update(e.name for e in prof.events() if e.name.startswith(("aten::", "quantized::")))
-    return result
+_OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
+_NOT_OP_NAMESPACES = {"autograd", "torch", "perfq", "profiler", "c10d"}
+_MARK = "perfq-test-"
+_PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
-_forward = benchmark_pytorch.PyTorchOperatorTestCase.run_forward
-_backward = benchmark_pytorch.PyTorchOperatorTestCase.run_backward
+# ----------------------------------------------------------------------------- child side
 
 
-def _traced_forward(self, num_runs, print_per_iter, cuda_sync):
-    return _record(self, _forward, self, 1, False, cuda_sync)
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGKILL when the tracer dies (a killed ``perfq index``)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def _traced_backward(self, num_runs, print_per_iter=False):
-    return _record(self, _backward, self, 1, False)
+class _DeviceRemap:
+    """Runs ``device=cuda/xpu/...`` requests on ``target`` (the CPU, or ``meta`` for shapes
+    only): a TorchFunctionMode for tensor functions, and patches for modules, generators and
+    the backends' synchronize/is_available helpers."""
+
+    def __init__(self, remap: set[str]) -> None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        self.target = "cpu"
+        self.seen: set[str] = set()
+        remapper = self
+
+        def fix(value):
+            if isinstance(value, str) and value.split(":")[0] in remap:
+                remapper.seen.add(value.split(":")[0])
+                return remapper.target
+            if isinstance(value, torch.device) and value.type in remap:
+                remapper.seen.add(value.type)
+                return torch.device(remapper.target)
+            return value
+
+        self.fix = fix
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = dict(kwargs or {})
+                if "device" in kwargs:
+                    kwargs["device"] = fix(kwargs["device"])
+                if getattr(func, "__name__", "") in ("to", "cuda", "xpu") and args:
+                    if getattr(func, "__name__", "") != "to":
+                        return args[0]
+                    args = (args[0], *[fix(a) for a in args[1:]])
+                return func(*args, **kwargs)
+
+        self.mode = Mode()
+        module_to = torch.nn.Module.to
+
+        def to(module, *args, **kwargs):
+            """``module.to(device)`` onto the device it is already on: nothing to do (fake
+            parameters cannot be swapped by ``Module._apply``)."""
+            target = kwargs.get("device", args[0] if args else None)
+            same = isinstance(target, str | torch.device) and str(fix(target)).split(":")[0] == remapper.target
+            if len(args) + len(kwargs) == 1 and same:
+                return module
+            return module_to(module, *args, **kwargs)
+
+        torch.nn.Module.to = to
+        generator = torch.Generator
+
+        class Generator(generator):  # a device generator on a CPU-only build: a CPU one
+            def __new__(cls, device="cpu"):
+                return generator("cpu")
+
+        torch.Generator = Generator
+        for name in remap:
+            backend = getattr(torch, name, None)
+            if backend is not None:
+                for attr in ("synchronize", "empty_cache", "reset_peak_memory_stats", "manual_seed"):
+                    if hasattr(backend, attr):
+                        setattr(backend, attr, lambda *a, **k: None)
+                if hasattr(backend, "is_available"):
+                    backend.is_available = lambda: True
+                if hasattr(backend, "device_count"):
+                    backend.device_count = lambda: 1
 
 
-benchmark_pytorch.PyTorchOperatorTestCase.run_forward = _traced_forward
-benchmark_pytorch.PyTorchOperatorTestCase.run_backward = _traced_backward
+def _layout(event) -> str:
+    """'@quantized' when the operator ran on quantized tensors (its kernels are others)."""
+    try:
+        dtypes = event.dtypes()
+    except Exception:
+        return ""
+    return "@quantized" if dtypes and str(dtypes[0]).startswith("c10::q") else ""
+
+
+def _op_name(event) -> str | None:
+    m = _OP_NAME.match(event.name())
+    if m is None or m.group(1) in _NOT_OP_NAMESPACES:
+        return None
+    return event.name()
+
+
+def _markers(events, prefix: str = _MARK) -> list[tuple[int, int, str]]:
+    """(start, end, suffix) of the marker events whose name starts with ``prefix``."""
+    return sorted((e.start_ns(), e.end_ns(), e.name()[len(prefix) :]) for e in events if e.name().startswith(prefix))
+
+
+def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str, str]) -> dict[str, set[str]]:
+    """Operator names executed inside each marker (non-overlapping, by time, on any thread);
+    ``modes``: marker -> real | fake (see the module docstring for what fakes hide)."""
+    import torch
+
+    composite: dict[str, bool] = {}
+
+    def is_composite(name: str) -> bool:
+        """Whether some overload of ``ns::op`` decomposes above autograd (its children are real calls)."""
+        if name not in composite:
+            namespace, _, op = name.partition("::")
+            try:
+                packet = getattr(getattr(torch.ops, namespace), op)
+                composite[name] = any(
+                    torch._C._dispatch_has_kernel_for_dispatch_key(
+                        f"{name}.{o}" if o != "default" else name, "CompositeImplicitAutograd"
+                    )
+                    for o in packet.overloads()
+                )
+            except Exception:
+                composite[name] = False
+        return composite[name]
+
+    starts = [m[0] for m in markers]
+    out: dict[str, set[str]] = {m[2]: set() for m in markers}
+    by_thread: dict[int, list] = {}
+    for e in events:
+        by_thread.setdefault(e.start_thread_id(), []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e.start_ns(), -e.end_ns()))
+        stack: list[tuple[int, bool, str]] = []  # (end, its children are fake-kernel work, name)
+        for e in evs:
+            while stack and stack[-1][0] <= e.start_ns():
+                stack.pop()
+            hidden = bool(stack) and stack[-1][1]
+            name = _op_name(e)
+            k = bisect.bisect_right(starts, e.start_ns()) - 1
+            marker = markers[k][2] if k >= 0 and e.start_ns() < markers[k][1] else None
+            if name and marker is not None and not hidden:
+                out[marker].add(name + _layout(e))
+            fake = marker is not None and modes.get(marker) == "fake"
+            # under fake tensors, what a kernel or a Python decomposition runs is fake-tensor work;
+            # a composite calling an overload of its own name calls that overload's kernel
+            python_level = e.name() in _PYTHON_DISPATCH
+            same_as_parent = bool(stack) and stack[-1][2] == e.name()
+            kernel = name is not None and (same_as_parent or not is_composite(name))
+            stack.append((e.end_ns(), hidden or (fake and (kernel or python_level)), e.name()))
+    return out
+
+
+class _Deadline(Exception):
+    pass
+
+
+def _alarm(_signum, _frame):
+    raise _Deadline("config took too long")
+
+
+class _OpBenchTracer:
+    """Traces the configs of one operator_benchmark module, real pass first (checkpointed)."""
+
+    def __init__(self, job: dict, request: dict, checkpoint: str) -> None:
+        import torch
+
+        self.job, self.checkpoint = job, checkpoint
+        self.remap = set(request.get("remap", []))
+        self.real_tags = set(request.get("real_tags", ["short"]))
+        self.fake_allowed = not request.get("no_fake", False)
+        self.config_seconds = int(request.get("config_seconds", 20))
+        self.real_bytes = int(request.get("real_mb", 256)) * 2**20
+        self.tests: list[dict] = []
+        self.errors: list[str] = []
+        sys.path.insert(0, job["root"])
+        os.chdir(job["root"])
+        import benchmark_core
+        import benchmark_pytorch
+
+        self.core, self.device = benchmark_core, None
+        torch.cuda.is_available = lambda: True  # keep cuda configs (they run remapped)
+        _DeviceRemap(self.remap)  # stubs torch.cuda/xpu helpers
+        test_name = benchmark_pytorch.TorchBenchmarkBase.test_name
+        tracer = self
+
+        def named(bench, **kwargs):  # a remapped config keeps its own device in the test name
+            if tracer.device and "device" in kwargs:
+                kwargs["device"] = tracer.device
+            return test_name(bench, **kwargs)
+
+        benchmark_pytorch.TorchBenchmarkBase.test_name = named
+        signal.signal(signal.SIGALRM, _alarm)
+        importlib.import_module(job["module"])
+
+    def configs(self) -> list[tuple]:
+        """(test metainfo, config, tag, device) for every config of the module."""
+        out = []
+        for meta in self.core.BENCHMARK_TESTER:
+            for config in meta[0]:
+                tag = next((a["tags"] for a in config if "tags" in a), "")
+                device = next((str(v) for a in config for k, v in a.items() if k == "device"), "cpu")
+                out.append((meta, config, tag, device))
+        return out
+
+    def run(self) -> dict:
+        real, other = [], []
+        for item in self.configs():
+            (real if item[2] in self.real_tags and item[3] not in self.remap else other).append(item)
+        self._pass(real, "real")
+        self._save()
+        self._pass(other, "fake" if self.fake_allowed else "inferred")
+        return {"tests": self.tests, "errors": self.errors}
+
+    def _save(self) -> None:
+        with open(self.checkpoint, "w", encoding="utf-8") as fh:
+            json.dump({"tests": self.tests, "errors": self.errors}, fh)
+
+    def _pass(self, items: list[tuple], mode: str) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        first = len(self.tests)
+        modes: dict[str, str] = {}
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            for meta, config, tag, device in items:
+                self.device = device
+                done = len(self.tests)
+                signal.alarm(self.config_seconds)
+                try:
+                    self._run_config(meta, config, tag, device, mode, modes)
+                except Exception as exc:
+                    del self.tests[done:]
+                    if mode == "real" or not self._infer(meta, config, tag, device):
+                        self.errors.append(f"{tag}/{device}: {type(exc).__name__}: {str(exc)[:160]}")
+                finally:
+                    signal.alarm(0)
+        events = prof.profiler.kineto_results.events()
+        ops = _ops_per_marker(events, _markers(events), modes)
+        for i in range(first, len(self.tests)):
+            if self.tests[i]["mode"] != "inferred":
+                self.tests[i]["ops"] = sorted(ops.get(str(i), ()))
+
+    def _local(self, config, target: str, remap: set[str]) -> list[dict]:
+        """The config with its device values in ``remap`` replaced by ``target``."""
+        return [{k: (target if k == "device" and v in remap else v) for k, v in a.items()} for a in config]
+
+    def _run_config(self, meta, config, tag: str, device: str, mode: str, modes: dict[str, str]) -> None:
+        """Real configs run on the CPU unless they are too big; the others on the meta device
+        (shapes only), else under fake tensors; a config that neither can run raises."""
+        if mode == "real":
+            local = self._local(config, "cpu", self.remap)
+            if self._bytes_needed(meta, local) <= self.real_bytes:
+                self._build_and_run(meta, local, tag, device, "real", modes)
+                return
+        if mode == "inferred":
+            raise _Deadline("fake tensors disabled")
+        done = len(self.tests)
+        try:
+            self._build_and_run(meta, self._local(config, "meta", self.remap | {"cpu"}), tag, device, "meta", modes)
+        except Exception:
+            del self.tests[done:]
+            self._build_and_run(meta, self._local(config, "cpu", self.remap), tag, device, "fake", modes)
+
+    def _build_and_run(self, meta, config, tag: str, device: str, mode: str, modes: dict[str, str]) -> None:
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.profiler import record_function
+
+        if mode == "fake":
+            fake = FakeTensorMode(allow_non_fake_inputs=True)
+        elif mode == "meta":
+            fake = torch.device("meta")
+        else:
+            fake = contextlib.nullcontext()
+        generated = self.core._build_test([config], *meta[1:])
+        while True:
+            with fake:
+                try:
+                    _, case = next(generated)
+                except StopIteration:
+                    break
+                marker = str(len(self.tests))
+                modes[marker] = "real" if mode == "real" else "fake"
+                if case.test_config.run_backward:  # the timed region is the backward pass only
+                    case.run_forward(1, False, False)
+                    case._output_mean()
+                    with record_function(_MARK + marker):
+                        case.run_backward(1)
+                else:
+                    with record_function(_MARK + marker):
+                        case.run_forward(1, False, False)
+            self.tests.append(self._entry(case, device, mode))
+
+    def _bytes_needed(self, meta, config) -> int:
+        """Bytes of the tensors a config's first test holds, measured on a fake build
+        (0 when fake tensors cannot build it)."""
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        def size(value) -> int:
+            if isinstance(value, torch.Tensor):
+                return value.numel() * value.element_size()
+            if isinstance(value, torch.nn.Module):
+                return sum(size(t) for t in [*value.parameters(), *value.buffers()])
+            if isinstance(value, dict):
+                return sum(size(v) for v in value.values())
+            if isinstance(value, list | tuple):
+                return sum(size(v) for v in value)
+            return 0
+
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                _, case = next(self.core._build_test([config], *meta[1:]))
+                return sum(size(v) for v in vars(case.op_bench).values())
+        except Exception:
+            return 0
+
+    @staticmethod
+    def _entry(case, device: str, mode: str) -> dict:
+        return {
+            "name": case.test_config.test_name,
+            "module": case.op_bench.module_name(),
+            "class": type(case.op_bench).__name__,
+            "tag": case.test_config.tag,
+            "backward": bool(case.test_config.run_backward),
+            "device": device,
+            "mode": mode,
+        }
+
+    def _infer(self, meta, config, tag: str, device: str) -> bool:
+        """A config that cannot run fake (quantized tensors, packed weights...) takes the
+        operators of the real tests of its module and direction, without running."""
+        bench_op, test_case, run_backward = meta[1], meta[2], meta[3]
+        op_name_function = meta[4] if len(meta) > 4 else None
+        bench = bench_op()
+        if op_name_function is not None:
+            bench.set_module_name(op_name_function["op_name"])
+        attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
+        _, case = self.core._create_test(bench, attrs, tag, test_case, run_backward, None)
+        entry = self._entry(case, device, "inferred")
+        same = [
+            t
+            for t in self.tests
+            if t["mode"] == "real" and t["module"] == entry["module"] and t["backward"] == entry["backward"]
+        ] or [t for t in self.tests if t["mode"] == "real" and t["class"] == entry["class"]]
+        if not same:
+            return False
+        entry["ops"] = sorted(set().union(*(t.get("ops", ()) for t in same)))
+        self.tests.append(entry)
+        return True
+
+
+def _trace_opbench(job: dict, request: dict, checkpoint: str) -> dict:
+    return _OpBenchTracer(job, request, checkpoint).run()
+
+
+class _FewerLoops(ast.NodeTransformer):
+    """``for x in range(...)`` runs at most ``_LOOP_CAP`` times: the same operators, fewer calls."""
+
+    def visit_For(self, node: ast.For) -> ast.For:  # noqa: N802 - ast visitor name
+        self.generic_visit(node)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.func = ast.Name(id="__perfq_range__", ctx=ast.Load())
+        return node
+
+
+_LOOP_CAP = 2
+
+
+def _capped_range(*args):
+    r = range(*args)
+    return r[:_LOOP_CAP]
+
+
+def _script_code(path: str):
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), filename=path)
+    return compile(ast.fix_missing_locations(_FewerLoops().visit(tree)), path, "exec")
+
+
+def _meta_gaps():
+    """A dispatch mode for the meta device: an operator with no meta kernel returns empty
+    tensors shaped like its first tensor input instead of raising (what follows still runs,
+    so the trace goes on; the values were never real anyway)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Gaps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            try:
+                return func(*args, **kwargs)
+            except NotImplementedError:
+                named = {a.name: v for a, v in zip(func._schema.arguments, args, strict=False)} | kwargs
+                tensors = [v for v in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+                like = next((named[n] for n in ("self", "input") if isinstance(named.get(n), torch.Tensor)), None)
+                like = like if like is not None else max(tensors, key=lambda t: t.numel())
+                outs = [torch.empty_like(like) for r in func._schema.returns if str(r.type) == "Tensor"]
+                if not outs:
+                    raise
+                return outs[0] if len(func._schema.returns) == 1 else tuple(outs)
+
+    return Gaps()
+
+
+class _Table(list):
+    def table(self, *args, **kwargs) -> str:
+        return ""
+
+
+def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
+    """Run a script benchmark until one way works: on the meta device (shapes only, fast),
+    under fake tensors with symbolic shapes (data-dependent ops), for real on the CPU."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    remapping = _DeviceRemap(set(request.get("remap", [])))
+    timed: list[int] = []
+
+    class TimedRegion:
+        """Stands in for the script's own ``torch.profiler.profile``: marks its timed region."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            self._mark = None
+
+        def __enter__(self):
+            self._mark = record_function(f"{_MARK}{len(timed)}")
+            timed.append(len(timed))
+            self._mark.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            self._mark.__exit__(*exc)
+            return False
+
+        def step(self) -> None:
+            pass
+
+        def key_averages(self, *args, **kwargs):
+            return _Table()
+
+        def export_chrome_trace(self, *args, **kwargs) -> None:
+            pass
+
+    script = job["file"]
+    os.chdir(os.path.dirname(script))
+    sys.path.insert(0, os.path.dirname(script))
+    sys.argv = [script]
+    budget = 30
+
+    def contexts(mode: str):
+        if mode in ("meta", "meta-gaps"):
+            remapping.target = "meta"
+            gaps = [_meta_gaps()] if mode == "meta-gaps" else []
+            return [torch.device("meta"), remapping.mode, *gaps]
+        remapping.target = "cpu"
+        if mode == "fake":
+            return [FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), remapping.mode]
+        return [remapping.mode]
+
+    code = _script_code(script)
+
+    def attempt(mode: str):
+        """The profile of one run, and the exception that ended it early (or None)."""
+        nonlocal budget
+        timed.clear()
+        real = torch.profiler.profile
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(budget)
+        failure = None
+        try:
+            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, record_function(
+                f"{_MARK}whole"
+            ):
+                torch.profiler.profile = TimedRegion  # the script's own profiler marks its timed region
+                try:
+                    with contextlib.ExitStack() as stack:
+                        for ctx in contexts(mode):
+                            stack.enter_context(ctx)
+                        exec(code, {"__name__": "__main__", "__file__": script, "__perfq_range__": _capped_range})
+                except SystemExit:
+                    pass
+                except BaseException as exc:  # noqa: BLE001 - whatever the script raises, keep what ran
+                    failure = exc
+                signal.alarm(0)  # the time limit is the script's, not the profiler's
+                torch.profiler.profile = real
+            return prof, failure
+        finally:
+            signal.alarm(0)
+            torch.profiler.profile = real
+
+    def entry(prof, mode: str) -> dict:
+        events = prof.profiler.kineto_results.events()
+        markers = _markers(events)
+        regions = [m for m in markers if m[2] != "whole"] or [m for m in markers if m[2] == "whole"]
+        ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions})
+        stem = os.path.splitext(os.path.basename(script))[0]
+        device = ",".join(sorted(remapping.seen)) or "cpu"
+        return {
+            "name": stem,
+            "module": stem,
+            "class": "",
+            "tag": "",
+            "backward": False,
+            "device": device,
+            "mode": {"meta-gaps": "meta"}.get(mode, mode),
+            "ops": sorted(set().union(*ops.values())),
+        }
+
+    errors: list[str] = []
+    partial: dict | None = None
+    budgets = {"meta": 8, "meta-gaps": 8, "fake": 40, "real": 30, **request.get("script_seconds", {})}
+    slow = False
+    for mode in request.get("script_modes", ["meta", "meta-gaps", "fake", "real"]):
+        if mode == "meta-gaps" and slow:
+            continue  # the meta device ran out of time, not into a missing kernel
+        budget = budgets.get(mode, 30)
+        prof, failure = attempt(mode)
+        slow = isinstance(failure, _Deadline)
+        found = entry(prof, mode)
+        if failure is None:
+            return {"tests": [found], "errors": []}
+        text = str(failure).splitlines()[0][:160] if str(failure) else ""
+        errors.append(f"{mode}: {type(failure).__name__}: {text}")
+        if timed and found["ops"]:  # it got into its timed region: what ran until the failure
+            if partial is None:
+                partial = found
+            else:
+                partial["ops"] = sorted(set(partial["ops"]) | set(found["ops"]))
+            with open(checkpoint, "w", encoding="utf-8") as fh:
+                json.dump({"tests": [partial], "errors": errors}, fh)
+    return {"tests": [partial] if partial else [], "errors": errors}
+
+
+def _child(job: dict, request: dict, out_path: str) -> None:
+    _die_with_parent()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # the benchmark's (and the profiler's) output must not mix with the result lines
+    warnings.filterwarnings("ignore")
+    started = time.perf_counter()
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        if job["kind"] == "script":
+            result = _trace_script(job, request, out_path + ".ckpt")
+        else:
+            result = _trace_opbench(job, request, out_path + ".ckpt")
+        result["status"] = "partial" if result["errors"] and result["tests"] else "ok" if result["tests"] else "failed"
+        result["reason"] = result["errors"][0] if result["errors"] else ""
+    except BaseException as exc:  # a benchmark can raise anything; report it, never hang
+        tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        result = {"tests": [], "errors": [tail], "status": "failed", "reason": tail[:200]}
+    result["seconds"] = round(time.perf_counter() - started, 2)
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+
+
+# ----------------------------------------------------------------------------- parent side
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _emit(job: dict, result: dict) -> None:
+    result["path"] = job["path"]
+    sys.stdout.write("PERFQ-TRACE " + json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
+def _warm_up(jobs: list[dict]) -> None:
+    """Pay the one-time costs (FakeTensorMode's first use, the framework import) before forking."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.profiler import ProfilerActivity, profile
+
+    with FakeTensorMode():
+        x = torch.ones(2, 2)
+        (x @ x).sum()
+    with profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(1).add(1)
+    for root in sorted({j["root"] for j in jobs if j["kind"] == "operator_benchmark"}):
+        sys.path.insert(0, root)
+        with contextlib.suppress(Exception), contextlib.redirect_stdout(open(os.devnull, "w")):
+            importlib.import_module("benchmark_core")
+            importlib.import_module("benchmark_pytorch")
+        sys.path.remove(root)
+
+
+def _partial(out_path: str, reason: str) -> dict | None:
+    """What a killed or crashed child saved before (its checkpoint), as a partial result."""
+    try:
+        with open(out_path + ".ckpt", encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not saved.get("tests"):
+        return None
+    errors = [reason, *saved.get("errors", [])]
+    return {"tests": saved["tests"], "errors": errors, "status": "partial", "reason": reason, "seconds": 0.0}
+
+
+def _failure(reason: str, started: float, peak: float) -> dict:
+    return {
+        "tests": [],
+        "errors": [reason],
+        "status": "failed",
+        "reason": reason,
+        "seconds": round(time.monotonic() - started, 2),
+        "max_rss_mb": round(peak),
+    }
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    jobs = list(request["jobs"])
+    parallel = max(1, int(request.get("parallel", 1)))
+    timeout = float(request.get("timeout", 120))
+    memory_mb = float(request.get("memory_mb", 3072))
+    warnings.filterwarnings("ignore")
+    _warm_up(jobs)
+    tmp = tempfile.mkdtemp(prefix="perfq-trace-")
+    running: dict[int, tuple[dict, dict, str, float, float]] = {}  # pid -> job, request, out, start, peak MB
+    queue = [(job, request, os.path.join(tmp, f"{i}.json")) for i, job in enumerate(jobs)]
+    while queue or running:
+        while queue and len(running) < parallel:
+            job, req, out_path = queue.pop(0)
+            sys.stdout.flush()
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _child(job, req, out_path)
+                finally:
+                    os._exit(0)
+            running[pid] = (job, req, out_path, time.monotonic(), 0.0)
+        time.sleep(0.02)
+        for pid, (job, req, out_path, started, peak) in list(running.items()):
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done == 0:
+                rss = _rss_mb(pid)
+                running[pid] = (job, req, out_path, started, max(peak, rss))
+                reason = ""
+                if time.monotonic() - started > timeout:
+                    reason = f"timed out after {timeout:.0f} s"
+                elif rss > memory_mb:
+                    reason = f"used more than {memory_mb:.0f} MB"
+                if reason:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    del running[pid]
+                    _emit(job, _partial(out_path, reason) or _failure(reason, started, max(peak, rss)))
+                continue
+            del running[pid]
+            peak = max(peak, usage.ru_maxrss / 1024)
+            try:
+                with open(out_path, encoding="utf-8") as fh:
+                    result = json.load(fh)
+            except (OSError, ValueError):
+                crash = f"crashed (signal {os.WTERMSIG(status)})" if os.WIFSIGNALED(status) else "died"
+                if job["kind"] == "script" and os.path.exists(out_path + ".ckpt"):
+                    result = _partial(out_path, f"tracer child {crash}") or {}
+                    result["max_rss_mb"] = round(peak)
+                    _emit(job, result)
+                    continue
+                if os.path.exists(out_path + ".ckpt") and not req.get("no_fake"):
+                    # it crashed under fake tensors (packed weights...): again, real pass only
+                    queue.insert(0, (job, {**req, "no_fake": True, "crash": crash}, out_path + ".again"))
+                    continue
+                result = _failure(f"tracer child {crash}", started, peak)
+            if req.get("crash"):
+                result["errors"].insert(0, f"{req['crash']} under fake tensors; other configs inferred")
+                result["status"], result["reason"] = "partial", result["errors"][0]
+            result["max_rss_mb"] = round(peak)
+            _emit(job, result)
+    return 0
+
 
 if __name__ == "__main__":
-    module = sys.argv[1]
-    sys.argv = [module, "--tag-filter", "short", "--device", "cpu", "--iterations", "1", "--warmup-iterations", "0",
-                "--min-time-per-test", "0", "--num-runs", "1"]
-    importlib.import_module(module)
-    from benchmark_runner import main
-
-    try:
-        main()
-    finally:
-        print("PERFQ-TRACE " + json.dumps({k: sorted(v) for k, v in TRACED.items()}), flush=True)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sys.exit(main())

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -28,7 +29,18 @@ from perfq.indexer.extract import read_and_extract
 from perfq.indexer.facts import FileFacts
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
-from perfq.indexer.native_yaml import OpFacts, load_native_functions
+from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
+from perfq.indexer.trace import (
+    FileTrace,
+    TraceJob,
+    TraceOptions,
+    TraceStatus,
+    cache_key,
+    driver_digest,
+    torch_available,
+    trace_files,
+)
+from perfq.indexer.upstream import Upstream, resolve_upstream
 from perfq.schema.writer import build_lock, write_index
 
 _EXTRACTOR_SOURCES = [
@@ -63,6 +75,17 @@ class BuildReport:
     reparsed: int = 0
     reused: int = 0
     mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
+    trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
+
+
+class BuildEvents:
+    """What a build tells its caller while it runs (the CLI renders it); silent by default."""
+
+    def phase(self, name: str, detail: str = "") -> None:
+        pass
+
+    def traced(self, result: FileTrace, done: int, total: int) -> None:
+        pass
 
 
 def load_canaries(repo: Path, cfg: Config) -> list[dict]:
@@ -137,23 +160,27 @@ def build_index(
     jobs: int | None = None,
     quiet: bool = False,
     full: bool = False,
-    trace: bool = False,
+    trace: bool | None = None,
+    events: BuildEvents | None = None,
 ) -> BuildReport:
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: a body-only
     C++ edit is patched in place, anything else re-links from the facts cache (only
-    changed files are parsed again); ``full`` forces the re-link. ``trace`` profiles the
-    operator benchmarks whose traces are not cached yet (needs torch); cached traces of
-    unchanged benchmark files are always kept."""
+    changed files are parsed again); ``full`` forces the re-link. Benchmarks whose traces
+    are not cached are traced when torch is importable (``trace`` True: required, False:
+    never); cached traces of unchanged benchmark files are always kept."""
+    events = events or BuildEvents()
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     report = BuildReport()
     t0 = time.perf_counter()
-    yaml_paths = [repo / p for p in cfg.native_functions]
-    missing = [p for p in yaml_paths if not p.is_file()]
-    if missing:
-        raise PerfqError(f"native_functions.yaml not found at {missing[0]} (set native_functions in [tool.perfq])")
+    upstream = resolve_upstream(cfg.upstream, repo)
+    yaml_paths = _yaml_paths(repo, cfg, upstream)
     canaries = load_canaries(repo, cfg)
     inputs = {"config": repr(cfg), "canaries": json.dumps(canaries, sort_keys=True)}
+    if upstream is not None:
+        inputs["upstream"] = upstream.key()
+    if trace is not False and (version := torch_available()):
+        inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
     with build_lock(db_path):
@@ -198,21 +225,29 @@ def build_index(
                     kept[key] = cached
                     continue
                 work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
+        if upstream is not None:
+            work += _upstream_work(upstream, cache, kept)
         report.reused, report.reparsed = len(kept), len(work)
         t2 = time.perf_counter()
-        ops, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
+        layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
+        ops, yaml_warnings = merge_ops(layers)
         report.timings["extract"] = time.perf_counter() - t2
         file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
+        for k, v in kept.items():
+            if k.startswith("up:") and v[0] in ("cpp", "python"):
+                v[2].origin = "upstream"
         benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
         t_trace = time.perf_counter()
-        traces = _traces(repo, files["benchmark"], cache, kept, trace, jobs)
+        traces = _traces(repo, benches, cache, kept, trace, jobs, events)
         report.timings["trace"] = time.perf_counter() - t_trace
+        report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
         t3 = time.perf_counter()
-        tables = link(file_facts, benches, ops, canaries, traces)  # type: ignore[arg-type]
+        derivatives = _derivatives(repo, cfg, upstream)
+        tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
         report.timings["link"] = time.perf_counter() - t3
         t4 = time.perf_counter()
         rows = dict(tables.rows)
-        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings]
+        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
         meta = {
             "indexed_commit": _head_commit(repo),
             "perfq_version": __version__,
@@ -243,36 +278,103 @@ def _counts(db_path: Path) -> dict[str, int]:
 
 
 def _traces(
-    repo: Path, bench_paths: list[str], cache: dict, kept: dict, run: bool, jobs: int | None
-) -> dict[str, dict[str, list[str]]]:
-    """Profiled ops per benchmark file: cached ones whose file is unchanged, and, with
-    ``run``, new traces of the others (keyed by file content and torch version)."""
-    version = ""
-    if run:
-        from perfq.runner.bench_trace import torch_version
-
-        version = torch_version()
-    out: dict[str, dict[str, list[str]]] = {}
-    todo = []
-    for path in bench_paths:
-        sha = kept[f"benchmark:{path}"][1]
-        key = f"trace:{path}"
+    repo: Path,
+    benches: list[BenchmarkFacts],
+    cache: dict,
+    kept: dict,
+    trace: bool | None,
+    jobs: int | None,
+    events: BuildEvents,
+) -> dict[str, FileTrace]:
+    """Traced tests per benchmark file: cached ones whose file, torch and tracer are
+    unchanged, and new traces of the others when torch is importable (``trace`` None: when
+    it is; True: required; False: never). Without torch, earlier traces of unchanged files
+    are kept."""
+    version = torch_available() if trace is not False else None
+    if trace is True and version is None:
+        raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
+    out: dict[str, FileTrace] = {}
+    todo: list[tuple[BenchmarkFacts, str]] = []
+    for b in benches:
+        sha = kept[f"benchmark:{b.file}"][1]
+        key = f"trace:{b.file}"
         cached = cache.get(key)
-        if cached is not None and cached[1].startswith(sha) and (not run or cached[1] == f"{sha}:{version}"):
+        wanted = cache_key(sha, version) if version else None
+        if cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:"))):
             kept[key] = cached
-            out[path] = cached[2]
-        elif run:
-            todo.append((path, f"{sha}:{version}"))
+            out[b.file] = FileTrace.from_json(cached[2])
+        elif wanted is not None and b.status == "ok":
+            todo.append((b, wanted))
     if todo:
-        from perfq.runner.bench_trace import trace_benchmarks
+        kinds = {"operator_benchmark": "operator_benchmark"}
+        trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), repo / b.file) for b, _ in todo]
+        events.phase("trace", f"{len(trace_jobs)} benchmark files")
+        done = 0
 
-        results = trace_benchmarks(repo, [p for p, _ in todo], jobs)
-        for path, sha in todo:
-            traced, _error = results[path]
-            if traced is not None:
-                kept[f"trace:{path}"] = ("trace", sha, traced)
-                out[path] = traced
+        def finished(result: FileTrace) -> None:
+            nonlocal done
+            done += 1
+            events.traced(result, done, len(trace_jobs))
+
+        results = trace_files(trace_jobs, TraceOptions(parallel=jobs or os.cpu_count() or 1), finished)
+        for b, key in todo:
+            result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
+            out[b.file] = result
+            if result.status != TraceStatus.failed or not result.reason.startswith(("timed out", "used more")):
+                kept[f"trace:{b.file}"] = ("trace", key, result.to_json())
     return out
+
+
+def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path]:
+    """The native_functions.yaml files, upstream's first; each file once, however spelt.
+    With an upstream, a default path the repo lacks is not an error."""
+    paths = [upstream.native_yaml] if upstream is not None else []
+    default = Config().native_functions
+    for p in cfg.native_functions:
+        path = (Path(p) if Path(p).is_absolute() else repo / p).resolve()
+        if not path.is_file():
+            if upstream is not None and cfg.native_functions == default:
+                continue
+            raise PerfqError(f"native_functions.yaml not found at {path} (set native_functions in [tool.perfq])")
+        paths.append(path)
+    return list(dict.fromkeys(p.resolve() for p in paths))
+
+
+def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tuple[str, list[str]]]:
+    """(op, backward ops its formulas call) from derivatives.yaml: the upstream's, else the
+    configured ones that exist."""
+    paths = [upstream.derivatives] if upstream is not None and upstream.derivatives else []
+    if upstream is None:
+        paths += [repo / p for p in cfg.derivatives if (repo / p).is_file()]
+    out: list[tuple[str, list[str]]] = []
+    for path in paths:
+        try:
+            entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            continue
+        for e in entries if isinstance(entries, list) else []:
+            if isinstance(e, dict) and isinstance(e.get("name"), str):
+                name = e["name"].split("(", 1)[0].strip()
+                text = " ".join(str(v) for k, v in e.items() if k not in ("name", "dispatch"))
+                out.append((name, sorted(set(_BACKWARD_CALL.findall(text)))))
+    return out
+
+
+_BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
+
+
+def _upstream_work(upstream: Upstream, cache: dict, kept: dict) -> list[tuple]:
+    """Extraction jobs for the upstream's files; none when the cache holds this upstream
+    version (its files are not hashed or parsed again)."""
+    marker = cache.get("up:key")
+    if marker is not None and marker[1] == upstream.key():
+        for key, value in cache.items():
+            if key.startswith("up:"):
+                kept[key] = value
+        return []
+    kept["up:key"] = ("meta", upstream.key(), None)
+    kinds = (("cpp", upstream.cpp), ("python", upstream.python))
+    return [(str(upstream.root), kind, p, None, "", "up:") for kind, paths in kinds for p in paths]
 
 
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:
@@ -292,11 +394,12 @@ def _extract_all(
     yaml_keys: dict[Path, tuple[str, str]],
     jobs: int | None,
     quiet: bool,
-) -> tuple[list[OpFacts], str]:
+) -> tuple[list[tuple[str, list[OpFacts]]], str]:
     """Run the extractors over ``work`` in a process pool, and read the yaml files whose
-    content changed (others come from ``cache``), filling ``kept``."""
+    content changed (others come from ``cache``), filling ``kept``; the operators of each
+    yaml, in order."""
     jobs = jobs or os.cpu_count() or 1
-    ops: list[OpFacts] = []
+    layers: list[tuple[str, list[OpFacts]]] = []
     readers: list[str] = []
     yaml_todo = []
     for path, (key, sha) in yaml_keys.items():
@@ -321,7 +424,8 @@ def _extract_all(
                     if facts is None:
                         facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
                     flags = job[4] if len(job) > 4 else ""
-                    kept[f"{kind}:{path}"] = (kind, getattr(facts, "sha256", "") + flags, facts)
+                    prefix = job[5] if len(job) > 5 else ""
+                    kept[f"{prefix}{kind}:{path}"] = (kind, getattr(facts, "sha256", "") + flags, facts)
                     if progress is not None and task is not None:
                         rate = (i + 1) / max(1e-6, time.perf_counter() - started)
                         progress.update(task, advance=1, rate=f"{rate:.0f}")
@@ -330,8 +434,8 @@ def _extract_all(
                     progress.stop()
             for key, sha, fut in yaml_futures:
                 kept[key] = ("yaml", sha, fut.result())
-    for key, _ in yaml_keys.values():
+    for path, (key, _) in yaml_keys.items():
         yaml_ops, reader = kept[key][2]
-        ops += yaml_ops
+        layers.append((str(path), yaml_ops))
         readers.append(reader)
-    return ops, ",".join(readers)
+    return layers, ",".join(readers)

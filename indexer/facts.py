@@ -71,6 +71,7 @@ class FileFacts:
     stub_impls: list[StubImpl] = field(default_factory=list)
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
+    origin: str = "repo"  # repo | upstream (an out-of-tree backend's PyTorch)
 
 
 def structure_signature(facts: FileFacts) -> str:

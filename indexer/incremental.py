@@ -41,12 +41,13 @@ def patch_index(
         old_meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         if old_meta.get("schema_version") != str(SCHEMA_VERSION):
             return None
-        if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(("config", "source_sha:", "canaries"))):
+        relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
+        if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
             return None
         files = {
             p: (i, sha, sig, reg)
             for i, p, sha, sig, reg in con.execute(
-                "SELECT id, path, sha256, signature, registrations FROM files"
+                "SELECT id, path, sha256, signature, registrations FROM files WHERE origin = 'repo'"
             ).fetchall()
         }
         benches = dict(con.execute("SELECT file, sha256 FROM benchmarks").fetchall())

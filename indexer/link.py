@@ -16,6 +16,7 @@ from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
+from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
 _OP_PREFIXES = {
@@ -105,10 +106,11 @@ def link(
     benches: list[BenchmarkFacts],
     ops: list[OpFacts],
     canaries: list[dict],
-    traces: dict[str, dict[str, list[str]]] | None = None,
+    traces: dict[str, FileTrace] | None = None,
+    derivatives: list[tuple[str, list[str]]] | None = None,
 ) -> Tables:
-    """All index tables from the extracted facts (``traces``: benchmark file -> profiled
-    ops per benchmark class, from ``perfq index --trace-benchmarks``)."""
+    """All index tables from the extracted facts (``traces``: benchmark file -> its traced
+    tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call)."""
     t = Tables()
     g = _Graph(t)
 
@@ -128,6 +130,7 @@ def link(
                 structure_signature(f),
                 registration_signature(f),
                 json.dumps(usings_of(f)),
+                f.origin,
             )
         )
         if f.status != "ok":
@@ -257,6 +260,23 @@ def link(
         t.rows["op_calls"] += linked.op_calls
         for dst, src, kind, detail in linked.reach:
             g.edge(dst, src, kind, detail)
+
+    # ---- stubs whose callers are not in the index (declared and called by an upstream
+    # PyTorch the backend is built against): linked to operators by name
+    called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
+    declared = {s.stub for f in files for s in f.stubs}
+    for stub in sorted({s.stub for f in files for s in f.stub_impls} - declared):
+        node = g.node("stub", stub)
+        if node not in called:
+            for op in ops_named_like(stub, ops_by_base):
+                g.edge(node, op_node(op), "stub_name", "name rule: no caller of the stub indexed")
+
+    # ---- backward formulas: an op's backward ops (followed like composite callers)
+    for name, backward_ops in derivatives or []:
+        for target in [name] if name in op_by_name else ops_by_base.get(name, []):
+            for backward in backward_ops:
+                for b in ops_by_base.get(backward, []):
+                    g.edge(op_node(b), op_node(target), "backward", f"derivatives.yaml: {name}")
 
     # ---- Python: references through imports and re-exports
     module_aliases: dict[str, dict[str, str]] = {}
@@ -388,15 +408,9 @@ def link(
                 for device in b.devices:
                     t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
                 g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
-        for test, traced_ops in sorted((traces or {}).get(b.file, {}).items()):
-            for name in traced_ops:
-                namespace, _, base = name.partition("::")
-                linked_ops = (
-                    ops_by_base.get(base, []) if namespace == "aten" else ([name] if name in library_ops else [])
-                )
-                for op in linked_ops:
-                    t.rows["bench_ops"].append((b.name, op, "traced", test, "cpu", "torch.profiler"))
-                    g.edge(op_node(op), bnode, "bench_op", f"{test}: traced")
+        trace = (traces or {}).get(b.file)
+        if trace is not None:
+            _link_trace(t, b.name, trace, ops_by_base, library_ops)
 
     _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
@@ -456,3 +470,58 @@ def _python_reached_bench_ops(
                     direct.add((bench, op, test))
                     added += [(bench, op, "static", test, d, f"python: {names[fid]}") for d in devices.get(bench, [""])]
     t.rows["bench_ops"] += added
+
+
+def _link_trace(
+    t: Tables,
+    bench: str,
+    trace: FileTrace,
+    ops_by_base: dict[str, list[str]],
+    library_ops: dict[str, tuple[str, str]],
+) -> None:
+    """Rows for one benchmark file's trace: the file's status, its tests, the operators each
+    test executes (by namespace and base name: any overload), and per-operator bench_ops links."""
+    t.rows["traces"].append(
+        (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
+    )
+    per_test = group_ops(trace.tests)
+    inside = kernels_seen(trace.tests)
+    linked: set[str] = set()
+    for test in trace.tests:
+        t.rows["bench_tests"].append(
+            (bench, test.name, test.module, test.cls, test.tag, test.backward, test.device, test.mode.value,
+             inside[test.name])
+        )
+    for name, traced in sorted(per_test.items()):
+        for entry in sorted(traced):
+            qualified, _, layout = entry.partition("@")
+            namespace, _, base = qualified.partition("::")
+            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense"))
+            linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
+            if namespace != "aten" and qualified in library_ops:
+                linked.add(qualified)
+    for op in sorted(linked):
+        t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
+
+
+_STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")
+
+
+def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:
+    """Operators a DispatchStub's name points at, for stubs whose callers are upstream:
+    ``add_stub`` -> add, ``LayerNormKernel`` -> layer_norm and native_layer_norm,
+    ``random_from_to_stub`` -> random, ``cdist_backward_stub`` -> _cdist_backward. Trailing
+    words are dropped until a base name (or its ``_``/``native_`` form) is an operator."""
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", stub).lower()
+    for suffix in _STUB_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    words = name.split("_")
+    while words:
+        base = "_".join(words)
+        found = [op for b in (base, f"_{base}", f"native_{base}") for op in ops_by_base.get(b, [])]
+        if found:
+            return found
+        words = words[:-1]
+    return []

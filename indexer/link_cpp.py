@@ -54,6 +54,15 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     return frozenset(scopes)
 
 
+def _strip_args(name: str) -> str:
+    return re.sub(r"<.*", "", name)
+
+
+def _class_of(qualname: str) -> str:
+    """'at::native::xpu::Functor<T>::operator()' -> 'at::native::xpu::Functor' (template arguments dropped)."""
+    return _strip_args(re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0])
+
+
 @dataclass
 class LinkedCalls:
     """Rows produced for one file's call sites."""
@@ -90,6 +99,16 @@ class CppCallLinker:
                     self.by_usr[usr].append(fid)
         for fids in self.by_name.values():
             fids.sort()  # the first target is the lowest id, in a full link and in a patch alike
+        # a functor's constructor -> its operator(): constructing one is how SYCL and std
+        # algorithms are handed the code they run
+        self.call_operator: dict[str, list[int]] = defaultdict(list)
+        for fid in self.by_name.get("operator()", ()):
+            self.call_operator[_class_of(self.rows[fid][1])].append(fid)
+        # a dispatch kernel renamed by reordering its words (arange_out_xpu -> arange_xpu_out)
+        self.by_words: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for name, fids in self.by_name.items():
+            if "_" in name:
+                self.by_words[tuple(sorted(name.split("_")))].extend(fids)
         self.aten_api: dict[str, list[str]] = defaultdict(list)
         self.ops_by_base: dict[str, list[str]] = defaultdict(list)
         self.method_ops: dict[str, list[str]] = defaultdict(list)
@@ -112,7 +131,9 @@ class CppCallLinker:
         definitions carry the kernel's name), not meta functions."""
         if not kernel_name:
             return []
-        return [f for f in self.by_name.get(kernel_name.split("::")[-1], ()) if "::meta::" not in self.rows[f][1]]
+        name = kernel_name.split("::")[-1]
+        found = self.by_name.get(name) or self.by_words.get(tuple(sorted(name.split("_"))), [])
+        return [f for f in found if "::meta::" not in self.rows[f][1]]
 
     def registered_targets(self, impl_name: str, file_id: int) -> list[int]:
         """Definitions a REGISTER_*_DISPATCH in ``file_id`` names: its own file's first."""
@@ -153,11 +174,17 @@ class CppCallLinker:
                 out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 self._operator_and_stub_edges(c, caller, out)
             for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
-                if (caller, callee) not in linked:
-                    linked.add((caller, callee))
-                    out.call_edges.append((caller, callee, kind, c.line))
-                    out.reach.append((callee, caller, "call", f"line {c.line}"))
+                invoked = self.call_operator.get(_class_of(self.rows[callee][1]), []) if self._is_ctor(callee) else []
+                for target in [callee, *invoked]:
+                    if (caller, target) not in linked and target != caller:
+                        linked.add((caller, target))
+                        out.call_edges.append((caller, target, kind, c.line))
+                        out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
+
+    def _is_ctor(self, fid: int) -> bool:
+        qualname = self.rows[fid][1]
+        return _strip_args(qualname.rpartition("::")[2]) == _strip_args(_class_of(qualname).rpartition("::")[2])
 
     def _operator_and_stub_edges(self, c: Call, caller: int, out: LinkedCalls) -> None:
         name, qual, kind = c.callee_name, c.qualifier, c.kind

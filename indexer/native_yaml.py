@@ -6,7 +6,7 @@ when torchgen cannot be imported from the indexed tree or an installed torch."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -156,3 +156,39 @@ def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], s
         except Exception:  # an incompatible torchgen: the plain reader has the same rules
             pass
     return _plain(yaml_path), "plain"
+
+
+def merge_ops(layers: list[tuple[str, list[OpFacts]]]) -> tuple[list[OpFacts], list[str]]:
+    """One operator list from several yamls (``(source, ops)``, upstream first): a later yaml
+    adds its dispatch entries and kernels to operators already defined and defines new ones.
+    A key mapped to another kernel, or the same op name with another schema, is a warning
+    (the later kernel wins; the first schema stays)."""
+    merged: dict[str, OpFacts] = {}
+    warnings: list[str] = []
+    for source, ops in layers:
+        seen_here: set[str] = set()
+        for op in ops:
+            if op.name in seen_here:
+                warnings.append(f"{source}: {op.name} is defined twice; the first entry is used")
+                continue
+            seen_here.add(op.name)
+            old = merged.get(op.name)
+            if old is None:
+                merged[op.name] = replace(op, kernels=list(op.kernels), autogen=list(op.autogen))
+                continue
+            if op.schema != old.schema:
+                warnings.append(f"{source}: {op.name} has another schema than before ({op.schema}); merged by name")
+            kernels = dict(old.kernels)
+            for key, kernel in op.kernels:
+                if key in kernels and kernels[key] != kernel and not key.startswith("Composite"):
+                    warnings.append(f"{source}: {op.name} {key} kernel {kernel} replaces {kernels[key]}")
+                if not key.startswith("Composite") or key not in kernels:
+                    kernels[key] = kernel
+            merged[op.name] = replace(
+                old,
+                kernels=list(kernels.items()),
+                structured=old.structured or op.structured,
+                structured_delegate=old.structured_delegate or op.structured_delegate,
+                autogen=list(dict.fromkeys(old.autogen + op.autogen)),
+            )
+    return list(merged.values()), warnings

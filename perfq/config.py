@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from perfq.errors import PerfqError
 
@@ -22,6 +21,7 @@ class Config:
     python_roots: tuple[str, ...] = ("torch",)
     benchmark_roots: tuple[str, ...] = ("benchmarks/operator_benchmark/pt",)
     script_benchmark_roots: tuple[str, ...] = ()
+    upstream: str = ""  # an out-of-tree backend's PyTorch: "torch" (the installed package) or a source tree
     canaries: str = ""  # path in the repo; empty: perfq's own data/canaries.yaml
     compile_commands: str = ""  # optional compile_commands.json for exact resolution
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")

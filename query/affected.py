@@ -1,27 +1,201 @@
-"""``perfq affected``: from changed functions to the benchmarks that can see them, the
-operators behind them, the operators with NO BENCHMARK, and why (reads the index)."""
+"""``perfq affected``: from changed functions to the benchmark tests that execute what they
+change, the operators behind them, the operators with NO BENCHMARK, and why (reads the index).
+
+Selection, in order of trust:
+
+1. The operators the change implements: the walk from the changed functions up through
+   calls, stubs, dispatch kernels and registrations, without entering code that merely calls
+   an operator (``own ops``).
+2. Traced truth: the benchmark tests whose traced timed region executes one of those
+   operators (any overload), on the devices the change can be seen on.
+3. Static links, for benchmarks that could not be traced and for Python changes: the walk
+   on through composite callers (not out of hub operators) into benchmark code.
+4. Shared infrastructure (a canary set's paths or functions, or more own ops than
+   ``reach_bound``): flagged, with a canary set: the few traced benchmarks that cover the
+   operators it reaches (greedy set cover), a quick first signal before the full selection.
+"""
 
 from __future__ import annotations
 
 import fnmatch
-import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
-import duckdb
-
 from perfq.config import Config
-from perfq.query.changes import ChangeSet
-from perfq.query.reach import Reach, device_of_path, op_backends, reaching_benchmarks, walk_up
+from perfq.query.changes import ChangedFunction, ChangeSet
+from perfq.query.reach import Reach, device_of_key, device_of_path, op_backends, reaching_benchmarks, walk_up
+from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
+_TRACED = ("ok", "partial")
+_REASONS_KEPT = 3
+
+
+class Confidence(str, Enum):
+    high = "high"  # a changed function of the index, traced or direct chain
+    medium = "medium"  # through callers of a function the index lacks, or a class hierarchy
+    low = "low"  # lines outside any function: every function of the file (and its includers)
+    canary = "canary"  # only as a member of a canary set
+
+
+class Source(str, Enum):
+    traced = "traced"  # a traced test executes a reached operator
+    static = "static"  # the benchmark's code reaches it (no usable trace, or a Python path)
+    changed = "changed"  # the benchmark file itself changed
+
+
+@dataclass(frozen=True)
+class Reason:
+    function: str
+    chain: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"function": self.function, "chain": list(self.chain)}
+
+
+@dataclass(frozen=True)
+class SelectedBenchmark:
+    name: str
+    file: str
+    tests: tuple[str, ...]  # the framework's test names that execute the change ('' list: all)
+    modules: tuple[str, ...]  # their --operators names
+    ops: tuple[str, ...]
+    modes: tuple[str, ...]
+    devices: tuple[str, ...]
+    confidence: Confidence
+    source: Source
+    reasons: tuple[Reason, ...]
+    ir_changed: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict:
+        out = {
+            "name": self.name,
+            "file": self.file,
+            "tests": list(self.tests),
+            "modules": list(self.modules),
+            "ops": list(self.ops),
+            "modes": list(self.modes),
+            "devices": list(self.devices),
+            "confidence": self.confidence.value,
+            "source": self.source.value,
+            "reasons": [r.to_json() for r in self.reasons],
+        }
+        if self.ir_changed is not None:
+            out["ir_changed"] = list(self.ir_changed)
+        return out
+
+
+@dataclass(frozen=True)
+class CanaryBenchmark:
+    name: str
+    file: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "file": self.file}
+
+
+@dataclass(frozen=True)
+class CanaryHit:
+    set: str
+    trigger: str
+    description: str
+    benchmarks: tuple[CanaryBenchmark, ...]
+
+    def to_json(self) -> dict:
+        return {
+            "set": self.set,
+            "trigger": self.trigger,
+            "description": self.description,
+            "benchmarks": [b.to_json() for b in self.benchmarks],
+        }
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    file: str
+    function: str | None
+    lines: tuple[int, ...]
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "function": self.function, "lines": list(self.lines), "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class AffectedDoc:
+    """The ``perfq affected`` document (README: JSON shape)."""
+
+    base: str
+    head: str
+    compile_mode: bool
+    shared_infrastructure: bool
+    reach: dict[str, int]
+    changed_functions: tuple[ChangedFunction, ...]
+    no_op_changes: tuple[ChangedFunction, ...]
+    benchmarks: tuple[SelectedBenchmark, ...]
+    canary: tuple[CanaryHit, ...]
+    ops: tuple[str, ...]
+    no_benchmark_ops: tuple[str, ...]
+    unmapped_changes: tuple[Unmapped, ...]
+    ignored_files: tuple[str, ...]
+    warnings: tuple[str, ...]
+    ir_changed_kernels: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict:
+        out = {
+            "base": self.base,
+            "head": self.head,
+            "compile_mode": self.compile_mode,
+            "shared_infrastructure": self.shared_infrastructure,
+            "reach": dict(self.reach),
+            "changed_functions": [c.to_json() for c in self.changed_functions],
+            "no_op_changes": [c.to_json() for c in self.no_op_changes],
+            "benchmarks": [b.to_json() for b in self.benchmarks],
+            "canary": [c.to_json() for c in self.canary],
+            "ops": list(self.ops),
+            "no_benchmark_ops": list(self.no_benchmark_ops),
+            "unmapped_changes": [u.to_json() for u in self.unmapped_changes],
+            "ignored_files": list(self.ignored_files),
+            "warnings": list(self.warnings),
+        }
+        if self.ir_changed_kernels is not None:
+            out["ir_changed_kernels"] = list(self.ir_changed_kernels)
+        return out
+
+    def all_benchmarks(self) -> list[SelectedBenchmark]:
+        """Selected benchmarks plus those of triggered canary sets (each once)."""
+        seen = {b.name for b in self.benchmarks}
+        out = list(self.benchmarks)
+        modes = ("eager", "compile") if self.compile_mode else ("eager",)
+        for hit in self.canary:
+            for b in hit.benchmarks:
+                if b.name not in seen:
+                    seen.add(b.name)
+                    chain = (f"canary set {hit.set}: {hit.trigger}",)
+                    out.append(
+                        SelectedBenchmark(
+                            b.name,
+                            b.file,
+                            (),
+                            (),
+                            (),
+                            modes,
+                            ("cpu",),
+                            Confidence.canary,
+                            Source.static,
+                            (Reason("", chain),),
+                        )
+                    )
+        return out
 
 
 @dataclass
 class Start:
     node: int
     label: str
-    confidence: str
+    confidence: Confidence
     why: str
     device: str = ""  # device family of the changed file ('' = any)
 
@@ -34,104 +208,54 @@ class AffectedInput:
     warnings: list[str] = field(default_factory=list)
 
 
-def _canary_sets(con: duckdb.DuckDBPyConnection) -> list[dict]:
-    files = dict(con.execute("SELECT name, file FROM benchmarks").fetchall())
-    rows = con.execute("SELECT name, description, paths, functions, benchmarks FROM canary_sets").fetchall()
-    return [
-        {
-            "name": n,
-            "description": d,
-            "paths": json.loads(p),
-            "functions": json.loads(f),
-            "benchmarks": json.loads(b),
-            "files": files,
-        }
-        for n, d, p, f, b in rows
-    ]
+# --------------------------------------------------------------------------- starts
 
 
-def _starts(con: duckdb.DuckDBPyConnection, cs: ChangeSet) -> tuple[list[Start], list[dict]]:
-    """Index nodes the changes start from, and what could not be mapped."""
+def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmapped], list[str]]:
+    """Index nodes the changes start from, what could not be mapped, and warnings."""
     starts: list[Start] = []
-    unmapped: list[dict] = []
+    unmapped: list[Unmapped] = []
+    warnings: list[str] = []
     paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
-    by_file: dict[str, list[tuple[int, str, str]]] = {}
-    if paths:
-        for path, fid, qualname, name in con.execute(
-            "SELECT fi.path, f.id, f.qualname, f.name FROM functions f JOIN files fi ON fi.id = f.file_id"
-            " WHERE fi.path IN (SELECT unnest(?::TEXT[]))",
-            [paths],
-        ).fetchall():
-            by_file.setdefault(path, []).append((fid, qualname, name))
+    by_file: dict[str, list] = {}
+    for row in store.functions_in(paths):
+        by_file.setdefault(row.path, []).append(row)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
-        ids = [fid for fid, q, _ in indexed if q == cf.qualname] or [fid for fid, _, n in indexed if n == cf.name]
+        ids = [r.id for r in indexed if r.qualname == cf.qualname] or [r.id for r in indexed if r.name == cf.name]
         label = f"{cf.path}:{cf.qualname}"
         dev = device_of_path(cf.path)
         if ids:
-            starts += [Start(i, label, "high", f"{cf.status} function", dev) for i in ids]
+            starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
-        callers = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT caller_id FROM calls WHERE callee_name = ? LIMIT 500", [cf.name]
-            ).fetchall()
-        ]
+        callers = store.callers_named(cf.name)
         if callers:
-            starts += [
-                Start(i, label, "medium", f"{cf.status} function, reached through callers of {cf.name}", dev)
-                for i in callers
-            ]
+            why = f"{cf.status} function, reached through callers of {cf.name}"
+            starts += [Start(i, label, Confidence.medium, why, dev) for i in callers]
         else:
-            unmapped.append(
-                {
-                    "file": cf.path,
-                    "function": cf.qualname,
-                    "lines": cf.lines[:20],
-                    "reason": f"{cf.status} function not in the index and nothing calls {cf.name}",
-                }
-            )
+            reason = f"{cf.status} function not in the index and nothing calls {cf.name}"
+            unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     for path, lines, why in cs.file_level:
-        ids = [fid for fid, _, _ in by_file.get(path, [])]
-        unmapped.append(
-            {
-                "file": path,
-                "function": None,
-                "lines": lines,
-                "reason": why + (f"; falling back to the {len(ids)} functions of the file" if ids else ""),
-            }
-        )
-        starts += [Start(i, f"{path} (file level)", "low", why, device_of_path(path)) for i in ids]
+        own = [r.id for r in by_file.get(path, [])]
+        includers = store.includers([path])
+        from_includers = [r.id for r in store.functions_in(includers)] if includers else []
+        note = f"; falling back to the {len(own)} functions of the file" if own else ""
+        if includers:
+            note += f" and of the {len(includers)} files that include it"
+        unmapped.append(Unmapped(path, None, tuple(lines), why + note))
+        if own or from_includers:
+            warnings.append(f"{path}: lines {lines[:6]} are outside any function; selection from the whole file (low)")
+        dev = device_of_path(path)
+        starts += [Start(i, f"{path} (file level)", Confidence.low, why, dev) for i in own]
+        starts += [Start(i, f"{path} (included by)", Confidence.low, why, dev) for i in from_includers]
     if cs.yaml_ops:
-        why = dict(reversed(cs.yaml_ops))
-        rows = con.execute(
-            "SELECT n.id, n.key, o.base FROM nodes n JOIN ops o ON o.name = n.key WHERE n.kind = 'op'"
-            " AND (o.name IN (SELECT unnest(?::TEXT[])) OR o.base IN (SELECT unnest(?::TEXT[])))",
-            [list(why), list(why)],
-        ).fetchall()
-        for nid, key, base in rows:
-            starts.append(Start(nid, f"op {key}", "high", why.get(key) or why.get(base, "")))
-    return starts, unmapped
+        why_of = dict(reversed(cs.yaml_ops))
+        for nid, key, base in store.op_nodes(list(why_of)):
+            starts.append(Start(nid, f"op {key}", Confidence.high, why_of.get(key) or why_of.get(base, "")))
+    return starts, unmapped, warnings
 
 
-def _canary_entry(s: dict, trigger: str) -> dict:
-    return {
-        "set": s["name"],
-        "trigger": trigger,
-        "description": s["description"],
-        "benchmarks": [{"name": b, "file": s["files"].get(b, b)} for b in s["benchmarks"]],
-    }
-
-
-def _pattern_canaries(sets: list[dict], paths: list[str], qualnames: list[str]) -> list[dict]:
-    """Canary sets whose path globs or function patterns match the change."""
-    out = []
-    for s in sets:
-        hit = next((p for p in paths for g in s["paths"] if fnmatch.fnmatch(p, g)), None)
-        hit = hit or next((q for q in qualnames for g in s["functions"] if fnmatch.fnmatch(q, g)), None)
-        if hit:
-            out.append(_canary_entry(s, f"changed {hit} matches the {s['name']} set"))
-    return out
+# --------------------------------------------------------------------------- helpers
 
 
 def _label(r: Reach, node: int, files: dict[int, str]) -> str:
@@ -143,197 +267,363 @@ def _label(r: Reach, node: int, files: dict[int, str]) -> str:
     return f"{kind} {key}"
 
 
-def _devices(changed_paths: list[str], bench_devices: list[str]) -> list[str]:
-    """The benchmark's devices the change can be seen on (all when any file serves every device)."""
+def _chain_text(r: Reach, node: int, files: dict[int, str]) -> tuple[str, ...]:
+    return tuple(_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in r.chain(node))
+
+
+def _families(changed_paths: Iterable[str]) -> set[str]:
+    """Device families a change can be seen on (empty: every device)."""
     families = {device_of_path(p) for p in changed_paths}
-    wanted = [d for d in bench_devices if d in families] if changed_paths and "" not in families else []
-    return wanted or list(bench_devices)
+    return set() if not families or "" in families else families
 
 
-def affected(con: duckdb.DuckDBPyConnection, inp: AffectedInput, cfg: Config) -> dict:
-    """The ``perfq affected`` document (see README for its JSON shape)."""
-    cs = inp.changes
-    starts, unmapped = _starts(con, cs)
-    start_of = {s.node: s for s in starts}
-    start_devices = {s.node: s.device for s in starts}
-    # first the operators the change implements (no composite callers), to tell a
-    # shared-infrastructure change; then everything, unless it is one
-    backends = op_backends(con)
-    r = walk_up(con, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
-    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
-    sets = _canary_sets(con)
-    canary = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
-    first_tier = len(r.nodes_of("op"))
-    broad = next((s for s in sets if s["name"] == "broad"), None)
-    if first_tier > cfg.reach_bound and not canary and broad is not None:
-        canary.append(_canary_entry(broad, f"reaches {first_tier} operators of its own (bound {cfg.reach_bound})"))
-    reached_ops = first_tier
-    if not canary:
-        # composite callers, transitively, except through hub ops (called from more than
-        # hub_fanout C++ functions: their callers are most of ATen); when chains of
-        # composites still fan out beyond the bound, follow fewer composite steps
-        own_hubs: list[str] = []
-        fell_back = True
-        for hops in (None, 3, 2, 1):
-            walk = walk_up(
-                con, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
-            )
-            if hops is None:
-                reached_ops = len(walk.nodes_of("op"))
-                own_hubs = sorted(walk.key[n] for n in walk.hubs if n in r.depth)
-            if len(walk.nodes_of("op")) <= cfg.reach_bound:
-                r, fell_back = walk, False
-                break
-        if broad is not None and (own_hubs or fell_back):
-            why = (
-                f"implements hub operator(s) {', '.join(own_hubs[:4])} (called from more than "
-                f"{cfg.hub_fanout} C++ functions)"
-                if own_hubs
-                else f"reaches {reached_ops} operators (bound {cfg.reach_bound})"
-            )
-            canary.append(_canary_entry(broad, why))
-    fn_nodes = [n for n, k in r.kind.items() if k == "function"]
-    files = (
-        dict(
-            con.execute(
-                "SELECT f.id, fi.path FROM functions f JOIN files fi ON fi.id = f.file_id"
-                " WHERE f.id IN (SELECT unnest(?::INTEGER[]))",
-                [fn_nodes],
-            ).fetchall()
-        )
-        if fn_nodes
-        else {}
-    )
-    bench_rows = {
-        name: (file, json.loads(tests), json.loads(devices))
-        for name, file, tests, devices in con.execute("SELECT name, file, tests, devices FROM benchmarks").fetchall()
-    }
-    compile_mode = bool(cs.compile_paths)
-    modes = ["eager", "compile"] if compile_mode else ["eager"]
+def _device_ok(device: str, families: set[str]) -> bool:
+    family = device_of_key(device) if device else ""
+    return not families or not family or family in families
 
-    ops = sorted((r.depth[n], r.key[n]) for n in r.nodes_of("op"))
-    benchmarks: dict[str, dict] = {}
-    for node in r.nodes_of("benchmark"):
-        name = r.key[node]
-        chain = r.chain(node)
-        start = start_of.get(chain[0][0])
-        weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
-        confidence = start.confidence if start else "low"
-        if weak and confidence == "high":
-            confidence = "medium"
-        file, tests, devices = bench_rows.get(name, (name, [], ["cpu"]))
-        test = chain[-1][2].split(":", 1)[0] if chain[-1][2] else ""
-        entry = benchmarks.setdefault(
+
+def _devices(families: set[str], bench_devices: Iterable[str]) -> tuple[str, ...]:
+    devices = tuple(bench_devices) or ("cpu",)
+    wanted = tuple(d for d in devices if _device_ok(d, families))
+    return wanted or devices
+
+
+def set_cover(wanted: set[str], covers: dict[str, set[str]]) -> list[str]:
+    """Greedy set cover: few benchmarks whose operators cover ``wanted`` (what any can)."""
+    left = set(wanted) & set().union(*covers.values()) if covers else set()
+    chosen: list[str] = []
+    while left:
+        best = max(sorted(covers), key=lambda b: len(covers[b] & left))
+        gain = covers[best] & left
+        if not gain:
+            break
+        chosen.append(best)
+        left -= gain
+    return chosen
+
+
+# --------------------------------------------------------------------------- the query
+
+
+@dataclass
+class _Selection:
+    """Benchmarks being assembled: name -> tests, modules, ops, reasons, confidence, source."""
+
+    entries: dict[str, dict] = field(default_factory=dict)
+
+    def add(
+        self,
+        name: str,
+        source: Source,
+        confidence: Confidence,
+        reason: Reason,
+        tests: Iterable[str] = (),
+        modules: Iterable[str] = (),
+        ops: Iterable[str] = (),
+        distance: int = 0,
+    ) -> None:
+        e = self.entries.setdefault(
             name,
             {
-                "name": name,
-                "file": file,
-                "tests": [],
-                "ops": [],
-                "modes": modes,
-                "devices": _devices(changed_paths, devices),
+                "tests": {},
+                "modules": {},
+                "ops": {},
+                "reasons": [],
                 "confidence": confidence,
-                "reasons": [],
-                "distance": r.depth[node],
+                "source": source,
+                "distance": distance,
             },
         )
-        for found in sorted({test} | {d.split(":", 1)[0] for d in r.into_benchmark.get(node, ()) if ":" in d}):
-            if found and found not in entry["tests"]:
-                entry["tests"].append(found)
-        entry["ops"] += [r.key[n] for n, _, _ in chain if r.kind.get(n) == "op" and r.key[n] not in entry["ops"]]
-        entry["reasons"].append(
-            {
-                "function": start.label if start else _label(r, chain[0][0], files),
-                "chain": [_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in chain],
-            }
-        )
-    for path in cs.benchmark_files:
-        name = Path(path).stem
-        file, tests, devices = bench_rows.get(name, (path, [], ["cpu"]))
-        entry = benchmarks.setdefault(
-            name,
-            {
-                "name": name,
-                "file": path,
-                "tests": [],
-                "ops": [],
-                "modes": modes,
-                "devices": devices,
-                "confidence": "high",
-                "reasons": [],
-                "distance": 0,
-            },
-        )
-        entry["reasons"].append({"function": path, "chain": [f"benchmark file {path} changed"]})
-
-    covered = reaching_benchmarks(r)
-    covered_ops = {r.key[n] for n in r.nodes_of("op") if n in covered}
-    no_benchmark = [key for _, key in ops if key not in covered_ops]
-    result_benchmarks = sorted(benchmarks.values(), key=lambda b: (b["distance"], b["name"]))
-    for b in result_benchmarks:
-        b.pop("distance", None)
-        b["reasons"] = b["reasons"][:3]
-    return {
-        "base": inp.base,
-        "head": inp.head,
-        "compile_mode": compile_mode,
-        "shared_infrastructure": bool(canary),
-        "reach": {"first_tier_ops": first_tier, "ops": reached_ops, "bound": cfg.reach_bound},
-        "changed_functions": [cf.as_dict() for cf in cs.functions],
-        "benchmarks": result_benchmarks,
-        "canary": canary,
-        "ops": [key for _, key in ops],
-        "no_benchmark_ops": no_benchmark,
-        "unmapped_changes": unmapped,
-        "ignored_files": cs.ignored,
-        "warnings": inp.warnings + cs.notes + (["reach truncated at max_depth"] if r.truncated else []),
-    }
+        e["tests"].update(dict.fromkeys(tests))
+        e["modules"].update(dict.fromkeys(modules))
+        e["ops"].update(dict.fromkeys(ops))
+        if reason not in e["reasons"]:
+            e["reasons"].append(reason)
+        rank = [Confidence.high, Confidence.medium, Confidence.low, Confidence.canary]
+        if rank.index(confidence) < rank.index(e["confidence"]):
+            e["confidence"] = confidence
+        e["distance"] = min(e["distance"], distance)
 
 
-def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
-    """The affected document for ``A..B``; reads git, so it lives in runner/ (re-exported)."""
-    from perfq.runner.affected_flow import affected_for_range as run
-
-    return run(repo, rev_range, db)
-
-
-def flag_ir_changes(doc: dict, changed_kernels: set[str], kernel_map: dict[str, list[str]]) -> dict:
-    """Mark each benchmark whose Triton kernels' IR changed between two collections.
-
-    A benchmark's kernels are those ``kernel_map`` lists for it (``[tool.perfq.ir.benchmarks]``)
-    plus kernels whose module is the benchmark itself (``softmax_test:kernel``,
-    ``pt.softmax_test:kernel``).
-    """
-    doc["ir_changed_kernels"] = sorted(changed_kernels)
-    for b in doc["benchmarks"]:
-        mine = {k for k in changed_kernels if k.split(":", 1)[0].rsplit(".", 1)[-1] == b["name"]}
-        mine |= changed_kernels & set(kernel_map.get(b["name"], []))
-        b["ir_changed"] = sorted(mine)
-    return doc
-
-
-def all_benchmarks(doc: dict) -> list[dict]:
-    """Selected benchmarks plus those of triggered canary sets (deduplicated)."""
-    seen = {b["name"] for b in doc["benchmarks"]}
-    out = list(doc["benchmarks"])
-    for c in doc["canary"]:
-        for b in c["benchmarks"]:
-            if b["name"] not in seen:
-                seen.add(b["name"])
-                out.append(
-                    {
-                        "name": b["name"],
-                        "file": b["file"],
-                        "tests": [],
-                        "ops": [],
-                        "modes": ["eager", "compile"] if doc["compile_mode"] else ["eager"],
-                        "devices": ["cpu"],
-                        "confidence": "canary",
-                        "reasons": [{"function": "", "chain": [f"canary set {c['set']}: {c['trigger']}"]}],
-                    }
-                )
+def _pattern_canaries(
+    sets: list[CanarySetRow], paths: list[str], qualnames: list[str]
+) -> list[tuple[CanarySetRow, str]]:
+    """Canary sets whose path globs or function patterns match the change, with the match."""
+    out = []
+    for s in sets:
+        hit = next((p for p in paths for g in s.paths if fnmatch.fnmatch(p, g)), None)
+        hit = hit or next((q for q in qualnames for g in s.functions if fnmatch.fnmatch(q, g)), None)
+        if hit:
+            out.append((s, hit))
     return out
 
 
-def names(doc: dict) -> list[str]:
-    return [b["name"] for b in all_benchmarks(doc)]
+def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
+    """The ``perfq affected`` document (see README for its JSON shape)."""
+    cs = inp.changes
+    starts, unmapped, start_warnings = _starts(store, cs)
+    start_of = {s.node: s for s in starts}
+    start_devices = {s.node: s.device for s in starts}
+    backends = op_backends(store)
+    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    families = _families(changed_paths)
+    benches = store.benchmarks()
+
+    own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
+    if not own.nodes_of("op"):
+        fallback = _header_fallback(store, cs)
+        if fallback:
+            starts += fallback
+            start_of.update({s.node: s for s in fallback if s.node not in start_of})
+            start_devices.update({s.node: s.device for s in fallback if s.node not in start_devices})
+            start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
+            own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
+    own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
+    layouts = {own.key[n]: own.layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    sets = store.canary_sets()
+    patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
+    unbounded = len(own_ops) > cfg.reach_bound
+    shared = bool(patterns) or unbounded
+
+    inner: Reach | None = None
+    if shared:
+        walk, reached_ops = own, len(own_ops)
+    else:
+        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends)
+    hits = store.traced_hits(own_ops, layouts)
+    if inner is not None:
+        # tests traced without seeing inside kernels (meta/fake only): the operators whose
+        # kernels call one the change implements count too (one step, no hubs)
+        callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
+        caller_layouts = {inner.key[n]: inner.layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
+        hits += [h for h in store.traced_hits(callers, caller_layouts) if not h.kernels_seen]
+        op_chains = inner
+    else:
+        op_chains = own
+    files = store.function_paths(
+        sorted({n for r in (walk, own, inner) if r is not None for n, k in r.kind.items() if k == "function"})
+    )
+    compile_mode = bool(cs.compile_paths)
+    modes = ("eager", "compile") if compile_mode else ("eager",)
+
+    sel = _Selection()
+    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
+    _select_traced(sel, hits, op_chains, op_node, start_of, files, families, benches)
+    _select_static(sel, walk, start_of, files, benches)
+    for path in cs.benchmark_files:
+        name = Path(path).stem
+        sel.add(name, Source.changed, Confidence.high, Reason(path, (f"benchmark file {path} changed",)))
+
+    canary = _canaries(patterns, unbounded, own_ops, hits, families, benches, sets, cfg)
+    ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
+    covered = _covered_ops(store, walk, [k for _, k in ops_reached])
+    selected = _finish(sel, benches, families, modes)
+    return AffectedDoc(
+        base=inp.base,
+        head=inp.head,
+        compile_mode=compile_mode,
+        shared_infrastructure=shared,
+        reach={"first_tier_ops": len(own_ops), "ops": reached_ops, "bound": cfg.reach_bound},
+        changed_functions=tuple(cs.functions),
+        no_op_changes=tuple(cs.no_ops),
+        benchmarks=tuple(selected),
+        canary=tuple(canary),
+        ops=tuple(k for _, k in ops_reached),
+        no_benchmark_ops=tuple(k for _, k in ops_reached if k not in covered),
+        unmapped_changes=tuple(unmapped),
+        ignored_files=tuple(cs.ignored),
+        warnings=tuple(
+            inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
+        ),
+    )
+
+
+def _composite_walk(
+    store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]]
+) -> tuple[Reach, int, Reach | None]:
+    """The walk on through composite callers, except out of hub operators (called from more
+    than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
+    composite steps as keep it within ``reach_bound`` operators (fewest first: the cheap
+    walks run first and the first one over the bound stops the search). Returns the walk,
+    the operator count of the widest walk tried, and the one-step walk (None if over the bound)."""
+    best = None
+    one_step = None
+    count = 0
+    for hops in (0, 1, 2, 3, None):
+        walk = walk_up(
+            store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+        )
+        count = len(walk.nodes_of("op"))
+        if count > cfg.reach_bound and best is not None:
+            break
+        best = walk
+        if hops == 1:
+            one_step = walk
+    assert best is not None
+    return best, count, one_step
+
+
+def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
+    """Starts for changed header functions whose callers are not linked (templates called
+    through overloads, functors): every function of their headers and of the headers' includers."""
+    headers = sorted({cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh"))})
+    if not headers:
+        return []
+    rows = store.functions_in(headers + store.includers(headers))
+    why = "a changed header function whose callers the index does not link"
+    return [Start(r.id, f"{r.path} (header fallback)", Confidence.low, why, device_of_path(r.path)) for r in rows]
+
+
+def _select_traced(
+    sel: _Selection,
+    hits: list[TracedHit],
+    own: Reach,
+    op_node: dict[str, int],
+    start_of: dict[int, Start],
+    files: dict[int, str],
+    families: set[str],
+    benches: dict[str, BenchmarkRow],
+) -> None:
+    """Benchmarks whose traced tests execute an operator the change implements."""
+    by_bench: dict[str, list[TracedHit]] = {}
+    for h in hits:
+        if _device_ok(h.device, families) and h.bench in benches:
+            by_bench.setdefault(h.bench, []).append(h)
+    for bench, bench_hits in by_bench.items():
+        ops = list(dict.fromkeys(h.op for h in bench_hits))
+        for op in ops[:_REASONS_KEPT]:
+            node = op_node[op]
+            chain = own.chain(node)
+            start = start_of.get(chain[0][0])
+            n_tests = len({h.test for h in bench_hits if h.op == op})
+            base = op.split(".")[0]
+            text = _chain_text(own, node, files) + (f"benchmark {bench} [traced: {n_tests} test(s) execute {base}]",)
+            weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
+            confidence = start.confidence if start else Confidence.low
+            if weak and confidence == Confidence.high:
+                confidence = Confidence.medium
+            sel.add(
+                bench,
+                Source.traced,
+                confidence,
+                Reason(start.label if start else text[0], text),
+                tests=[h.test for h in bench_hits],
+                modules=[h.module for h in bench_hits],
+                ops=ops,
+                distance=own.depth.get(node, 0),
+            )
+
+
+def _select_static(
+    sel: _Selection, walk: Reach, start_of: dict[int, Start], files: dict[int, str], benches: dict[str, BenchmarkRow]
+) -> None:
+    """Benchmarks the walk reaches in their code: those without a usable trace, and any
+    reached by a path with no operator on it (a Python change: traces hold operators only)."""
+    for node in walk.nodes_of("benchmark"):
+        name = walk.key[node]
+        chain = walk.chain(node)
+        via_op = any(walk.kind.get(n) == "op" for n, _, _ in chain)
+        if via_op and benches.get(name) is not None and benches[name].trace_status in _TRACED:
+            continue
+        start = start_of.get(chain[0][0])
+        weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
+        confidence = start.confidence if start else Confidence.low
+        if weak and confidence == Confidence.high:
+            confidence = Confidence.medium
+        tests = {d.split(":", 1)[0] for d in walk.into_benchmark.get(node, ()) if ":" in d}
+        ops = [walk.key[n] for n, _, _ in chain if walk.kind.get(n) == "op"]
+        text = _chain_text(walk, node, files)
+        sel.add(
+            name,
+            Source.static,
+            confidence,
+            Reason(start.label if start else text[0], text),
+            modules=sorted(t for t in tests if t),
+            ops=ops,
+            distance=walk.depth[node],
+        )
+
+
+def _canaries(
+    patterns: list[tuple[CanarySetRow, str]],
+    unbounded: bool,
+    own_ops: list[str],
+    hits: list[TracedHit],
+    families: set[str],
+    benches: dict[str, BenchmarkRow],
+    sets: list[CanarySetRow],
+    cfg: Config,
+) -> list[CanaryHit]:
+    """Canary sets for shared infrastructure: the fewest traced benchmarks covering the
+    operators the change implements; the set's own list (indexed benchmarks only) when
+    traces cover none of them."""
+    covers: dict[str, set[str]] = {}
+    for h in hits:
+        if _device_ok(h.device, families) and h.bench in benches:
+            covers.setdefault(h.bench, set()).add(h.op.split(".")[0])
+    chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
+
+    def members(s: CanarySetRow | None) -> tuple[CanaryBenchmark, ...]:
+        names = chosen or [b for b in (s.benchmarks if s else ()) if b in benches]
+        return tuple(CanaryBenchmark(b, benches[b].file) for b in names if b in benches)
+
+    out = [
+        CanaryHit(s.name, f"changed {hit} matches the {s.name} set", s.description, members(s)) for s, hit in patterns
+    ]
+    if unbounded and not patterns:
+        broad = next((s for s in sets if s.name == "broad"), None)
+        trigger = f"implements {len(own_ops)} operators (bound {cfg.reach_bound})"
+        out.append(CanaryHit("broad", trigger, broad.description if broad else "shared infrastructure", members(broad)))
+    return out
+
+
+def _covered_ops(store: IndexStore, walk: Reach, ops: list[str]) -> set[str]:
+    """Reached operators some benchmark executes (a trace) or calls (the benchmark's code)."""
+    covered = {h.op for h in store.traced_hits(ops)}
+    reaching = reaching_benchmarks(walk)
+    covered |= {walk.key[n] for n in walk.nodes_of("op") if n in reaching}
+    return covered
+
+
+def _finish(
+    sel: _Selection, benches: dict[str, BenchmarkRow], families: set[str], modes: tuple[str, ...]
+) -> list[SelectedBenchmark]:
+    out = []
+    for name, e in sorted(sel.entries.items(), key=lambda kv: (kv[1]["distance"], kv[0])):
+        row = benches.get(name)
+        out.append(
+            SelectedBenchmark(
+                name=name,
+                file=row.file if row else name,
+                tests=tuple(sorted(e["tests"])),
+                modules=tuple(sorted(e["modules"])),
+                ops=tuple(e["ops"]),
+                modes=modes,
+                devices=_devices(families, row.devices if row else ()),
+                confidence=e["confidence"],
+                source=e["source"],
+                reasons=tuple(e["reasons"][:_REASONS_KEPT]),
+            )
+        )
+    return out
+
+
+def flag_ir_changes(doc: AffectedDoc, changed_kernels: set[str], kernel_map: dict[str, list[str]]) -> AffectedDoc:
+    """The document with each benchmark whose Triton kernels' IR changed between two
+    collections marked. A benchmark's kernels are those ``kernel_map`` lists for it
+    (``[tool.perfq.ir.benchmarks]``) plus kernels whose module is the benchmark itself
+    (``softmax_test:kernel``, ``pt.softmax_test:kernel``)."""
+
+    def mine(name: str) -> tuple[str, ...]:
+        found = {k for k in changed_kernels if k.split(":", 1)[0].rsplit(".", 1)[-1] == name}
+        return tuple(sorted(found | (changed_kernels & set(kernel_map.get(name, [])))))
+
+    return replace(
+        doc,
+        ir_changed_kernels=tuple(sorted(changed_kernels)),
+        benchmarks=tuple(replace(b, ir_changed=mine(b.name)) for b in doc.benchmarks),
+    )
+
+
+def names(doc: AffectedDoc) -> list[str]:
+    return [b.name for b in doc.all_benchmarks()]

@@ -9,14 +9,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perfq.common.diff import FileChange
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, Function
-from perfq.query.diff_parse import FileChange
+from perfq.indexer.tokens import CodeTokens, code_tokens
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
+Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, content) -> code tokens
 
 
 def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
@@ -37,10 +39,16 @@ class ChangedFunction:
     def as_dict(self) -> dict:
         return {"file": self.path, "function": self.qualname, "lines": self.lines[:20], "status": self.status}
 
+    def to_json(self) -> dict:
+        return self.as_dict()
+
 
 @dataclass
 class ChangeSet:
     functions: list[ChangedFunction] = field(default_factory=list)
+    no_ops: list[ChangedFunction] = field(
+        default_factory=list
+    )  # same tokens before and after: nothing runs differently
     file_level: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, why)
     yaml_ops: list[tuple[str, str]] = field(default_factory=list)  # (op, why)
     benchmark_files: list[str] = field(default_factory=list)
@@ -97,10 +105,16 @@ _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
 def changed_functions(
-    changes: list[FileChange], base_text: TextOf, head_text: TextOf, cfg: Config, parse: Parse = parse_extents
+    changes: list[FileChange],
+    base_text: TextOf,
+    head_text: TextOf,
+    cfg: Config,
+    parse: Parse = parse_extents,
+    tokens: Tokens = code_tokens,
 ) -> ChangeSet:
     """Map every changed line of ``changes`` to the function that encloses it, with the
-    extents ``parse`` gives for the base and head versions of each file."""
+    extents ``parse`` gives for the base and head versions of each file; changes that leave
+    the code tokens as they were (comments, whitespace, formatting) go to ``no_ops``."""
     cs = ChangeSet()
     for fc in changes:
         kind = source_kind(fc.path, cfg)
@@ -126,7 +140,7 @@ def changed_functions(
                             for backward in dict.fromkeys(_BACKWARD_CALL.findall(entry)):
                                 cs.yaml_ops.append((backward, f"{fc.path}: backward of {name}"))
             continue
-        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse)
+        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens)
     return cs
 
 
@@ -137,7 +151,9 @@ def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFa
     return None if data is None else parse(kind, path, data)
 
 
-def _map_source(fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse) -> None:
+def _map_source(
+    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens
+) -> None:
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
@@ -174,7 +190,51 @@ def _map_source(fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf,
                 cf.status = "added"
             elif cf.side == "base" and cf.qualname not in head_names:
                 cf.status = "deleted"
-    cs.functions += found.values()
+    same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
+    for cf in found.values():
+        (cs.no_ops if same is not None and same(cf.qualname) else cs.functions).append(cf)
     if loose:
-        why = "outside any function (globals, macros, includes)"
-        cs.file_level.append((fc.path if fc.new_path else (fc.old_path or ""), sorted(set(loose))[:20], why))
+        path = fc.path if fc.new_path else (fc.old_path or "")
+        lines = sorted(set(loose))[:20]
+        if same is not None and same(None):
+            cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified"))
+        else:
+            cs.file_level.append((path, lines, "outside any function (globals, macros, includes)"))
+
+
+def _same_tokens(
+    fc: FileChange,
+    kind: str,
+    base: FileFacts | None,
+    head: FileFacts | None,
+    base_text: TextOf,
+    head_text: TextOf,
+    tokens: Tokens,
+) -> Callable[[str | None], bool] | None:
+    """A test 'has this function (None: the code outside functions) the same tokens in the
+    base and head versions?', or None when the file was added, deleted or cannot be tokenized."""
+    if base is None or head is None or not fc.old_path or not fc.new_path:
+        return None
+    old, new = base_text(fc.old_path), head_text(fc.new_path)
+    if old is None or new is None:
+        return None
+    old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
+    if old_tokens is None or new_tokens is None:
+        return None
+
+    def extents(facts: FileFacts, name: str) -> list[tuple[int, int]]:
+        return [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name]
+
+    def same(name: str | None) -> bool:
+        if name is None:
+            return old_tokens.outside(extents_all(base)) == new_tokens.outside(extents_all(head))
+        a, b = extents(base, name), extents(head, name)
+        if not a or len(a) != len(b):
+            return False
+        return all(old_tokens.within(*x) == new_tokens.within(*y) for x, y in zip(a, b, strict=True))
+
+    return same
+
+
+def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
+    return [(f.start_line, f.end_line) for f in facts.functions]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-import duckdb
+from perfq.schema.index_store import IndexStore
 
 
 @dataclass
@@ -21,6 +21,7 @@ class Reach:
     truncated: bool = False
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
     into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
+    layouts: dict[int, set[str]] = field(default_factory=dict)  # op -> tensor layouts of the kernels reached
 
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
@@ -52,6 +53,16 @@ def device_of_key(key: str) -> str:
     return ""
 
 
+def layout_of_key(key: str) -> str:
+    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse..."""
+    if not key or key.startswith("Composite") or key == "CatchAll":
+        return "any"
+    for word, layout in (("Quantized", "quantized"), ("Sparse", "sparse"), ("Nested", "nested"), ("Mkldnn", "mkldnn")):
+        if word in key:
+            return layout
+    return "dense"
+
+
 def device_of_path(path: str) -> str:
     """The device family a source file belongs to ('' when it serves every device)."""
     if path.endswith((".cu", ".cuh")) or any(p in path for p in ("/cuda/", "/cudnn/", "/hip/", "/miopen/")):
@@ -66,7 +77,7 @@ def device_of_path(path: str) -> str:
 
 
 def walk_up(
-    con: duckdb.DuckDBPyConnection,
+    store: IndexStore,
     starts: dict[int, str],
     max_depth: int,
     composite_hops: int | None = None,
@@ -81,13 +92,14 @@ def walk_up(
     (composite ops, other kernels); None: no bound, 0: only the overload family, Python
     and benchmarks. With ``hub_fanout``, an operator called from more C++ functions than
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
-    records it in ``hubs``."""
+    records it in ``hubs``; past a composite step, neither does a function called from
+    more C++ functions than that (the changed code's own callers are always followed)."""
     r = Reach()
-    backends = op_backends(con) if backends is None else backends
+    backends = op_backends(store) if backends is None else backends
     # per node, the best state it was reached with: (device family, composite hops used)
     state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
-    for node, kind, key, label in _describe(con, frontier):
+    for node, kind, key, label in store.describe(frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
         r.depth[node] = 0
     depth = 0
@@ -96,24 +108,24 @@ def walk_up(
             r.truncated = True
             break
         depth += 1
-        rows = con.execute(
-            "SELECT e.dst, e.src, e.kind, e.detail, n.kind, n.key, n.label FROM reach_edges e"
-            " JOIN nodes n ON n.id = e.src WHERE e.dst IN (SELECT unnest(?::INTEGER[]))"
-            " ORDER BY e.dst, e.src",
-            [frontier],
-        ).fetchall()
-        fanout: dict[int, int] = {}
+        rows = store.edges_into(frontier)
+        fanout: dict[int, int] = {}  # op -> C++ functions calling it
+        callers: dict[int, int] = {}  # function -> C++ functions calling it
         for dst, _, ekind, _, nkind, _, _ in rows:
             if ekind == "op_call" and nkind == "function":
                 fanout[dst] = fanout.get(dst, 0) + 1
+            elif ekind == "call":
+                callers[dst] = callers.get(dst, 0) + 1
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
-            if ekind == "op_call" and nkind == "function":
+            if ekind == "call" and hops and hub_fanout is not None and callers[dst] > hub_fanout:
+                continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
+            if (ekind == "op_call" and nkind == "function") or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue
-                if hub_fanout is not None and fanout[dst] > hub_fanout:
+                if hub_fanout is not None and fanout.get(dst, 0) > hub_fanout:
                     r.hubs.add(dst)
                     continue
             if ekind in ("kernel", "registered", "library_impl"):
@@ -124,6 +136,13 @@ def walk_up(
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
             r.edges.append((dst, src))
+            if nkind == "op":
+                if ekind in ("kernel", "library_impl"):
+                    r.layouts.setdefault(src, set()).add(layout_of_key(detail))
+                elif ekind in ("structured_delegate", "autogen"):
+                    r.layouts.setdefault(src, set()).update(r.layouts.get(dst, {"any"}))
+                else:
+                    r.layouts.setdefault(src, set()).add("any")
             if nkind == "benchmark":
                 r.into_benchmark.setdefault(src, set()).add(detail)
             if src in r.depth:
@@ -144,22 +163,14 @@ def walk_up(
     return r
 
 
-def op_backends(con: duckdb.DuckDBPyConnection) -> dict[str, set[str]]:
+def op_backends(store: IndexStore) -> dict[str, set[str]]:
     """op -> device families that have a backend kernel of their own (CPU, CUDA...)."""
     out: dict[str, set[str]] = {}
-    for op, key in con.execute("SELECT op, dispatch_key FROM kernels").fetchall():
+    for op, key in store.kernel_keys():
         family = device_of_key(key)
         if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
             out.setdefault(op, set()).add(family)
     return out
-
-
-def _describe(con: duckdb.DuckDBPyConnection, nodes: list[int]) -> list[tuple]:
-    if not nodes:
-        return []
-    return con.execute(
-        "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [nodes]
-    ).fetchall()
 
 
 def reaching_benchmarks(r: Reach) -> set[int]:

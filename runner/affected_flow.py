@@ -10,17 +10,16 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import duckdb
-
+from perfq.common import git
+from perfq.common.diff import FileChange, apply_hunks, parse_diff
+from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
-from perfq.paths import default_index_path
-from perfq.query.affected import AffectedInput, affected
+from perfq.query.affected import AffectedDoc, AffectedInput, affected
 from perfq.query.changes import changed_functions, parse_extents, source_kind
-from perfq.query.diff_parse import FileChange, apply_hunks, parse_diff
-from perfq.runner import git
-from perfq.schema.reader import meta, open_index
+from perfq.schema.index_store import IndexStore
+from perfq.schema.reader import open_index
 
 PARALLEL_PARSE_FROM = 16  # files to parse before a process pool pays off
 
@@ -60,27 +59,22 @@ def _texts(
     return base_texts, head_texts
 
 
-def _extents(con: duckdb.DuckDBPyConnection, wanted: list[tuple[str, str, bytes]]) -> dict[tuple[str, str], FileFacts]:
+def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tuple[str, str], FileFacts]:
     """Function extents for (kind, path, content): from the index when that content is
     the indexed one, else parsed (in a process pool when there are many)."""
     keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in wanted}
     out: dict[tuple[str, str], FileFacts] = {}
-    paths = sorted({path for path, _ in keyed})
-    if paths:
-        indexed = {}
-        for path, sha, lang, n_lines in con.execute(
-            "SELECT path, sha256, lang, n_lines FROM files WHERE path IN (SELECT unnest(?::TEXT[]))", [paths]
-        ).fetchall():
-            if (path, sha) in keyed:
-                indexed[path] = FileFacts(path, lang, sha, n_lines)
-        if indexed:
-            for path, qualname, name, kind, start, end, internal in con.execute(
-                "SELECT fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal FROM functions f"
-                " JOIN files fi ON fi.id = f.file_id WHERE fi.path IN (SELECT unnest(?::TEXT[])) ORDER BY f.id",
-                [sorted(indexed)],
-            ).fetchall():
-                indexed[path].functions.append(Function(qualname, name, kind, start, end, internal))
-            out.update({(p, f.sha256): f for p, f in indexed.items()})
+    digests = store.file_digests(sorted({path for path, _ in keyed}))
+    indexed = {
+        path: FileFacts(path, lang, sha, n_lines)
+        for path, (sha, lang, n_lines) in digests.items()
+        if (path, sha) in keyed
+    }
+    for row in store.functions_in(sorted(indexed)):
+        indexed[row.path].functions.append(
+            Function(row.qualname, row.name, row.kind, row.start_line, row.end_line, row.internal)
+        )
+    out.update({(p, f.sha256): f for p, f in indexed.items()})
     todo = [(key, job) for key, job in keyed.items() if key not in out]
     if len(todo) >= PARALLEL_PARSE_FROM:
         with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -107,7 +101,7 @@ def affected_for_ref(
     worktree: bool = False,
     cfg: Config | None = None,
     reindex: bool = False,
-) -> dict:
+) -> AffectedDoc:
     """The affected document for HEAD against ``ref`` (or ``A..B``, or a given diff)."""
     repo = git.require_repo(repo)
     cfg = cfg or load_config(repo)
@@ -132,6 +126,7 @@ def affected_for_ref(
         changes = parse_diff(git.diff(repo, base, head))
         base_texts, head_texts = _texts(repo, changes, base, head, patch=False)
     with open_index(db) as con:
+        store = IndexStore(con)
         kinds = {c.path: source_kind(c.path, cfg) for c in changes}
         wanted = []
         for texts, side in ((base_texts, "old_path"), (head_texts, "new_path")):
@@ -140,13 +135,13 @@ def affected_for_ref(
                 kind = kinds[c.path]
                 if path and kind in ("cpp", "python") and texts.get(path) is not None:
                     wanted.append((kind, path, texts[path]))
-        extents = _extents(con, wanted)
+        extents = _extents(store, wanted)
 
         def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
             return extents.get((path, hashlib.sha256(data).hexdigest()))
 
         cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse)
-        indexed = meta(con).get("indexed_commit", "")
+        indexed = store.meta().get("indexed_commit", "")
         if indexed and base and indexed != base:
             proc = git.git(repo, "merge-base", "--is-ancestor", indexed, base, check=False)
             if proc.returncode == 0:
@@ -157,9 +152,9 @@ def affected_for_ref(
             else:
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
-        return affected(con, AffectedInput(base, head_label, cs, warnings), cfg)
+        return affected(store, AffectedInput(base, head_label, cs, warnings), cfg)
 
 
 def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
-    """The affected document for ``A..B`` (used by bisect --prune and run --affected)."""
-    return affected_for_ref(repo, rev_range, db)
+    """The affected document for ``A..B`` as JSON (used by bisect --prune and run --affected)."""
+    return affected_for_ref(repo, rev_range, db).to_json()

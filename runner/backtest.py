@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from perfq.common import git
+from perfq.common.paths import default_index_path
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.paths import default_index_path
 from perfq.query.affected import names
-from perfq.runner import git
 from perfq.runner.affected_flow import affected_for_ref
+from perfq.schema.index_store import IndexStore
 from perfq.schema.reader import open_index
 
 
@@ -24,7 +25,7 @@ def backtest(repo: Path, rev_range: str, db: Path | None = None) -> dict:
         raise PerfqError(f"{rev_range} has no commits")
     db = db or default_index_path(repo)
     with open_index(db) as con:
-        suite = con.execute("SELECT count(*) FROM benchmarks").fetchone()[0]
+        suite = len(IndexStore(con).benchmarks())
     cfg = load_config(repo)
     rows = []
     for commit in commits:
@@ -38,8 +39,8 @@ def backtest(repo: Path, rev_range: str, db: Path | None = None) -> dict:
                 "selected": len(selected),
                 "share": len(selected) / suite if suite else 0.0,
                 "benchmarks": selected,
-                "canary": [c["set"] for c in doc["canary"]],
-                "unmapped": len(doc["unmapped_changes"]),
+                "canary": [c.set for c in doc.canary],
+                "unmapped": len(doc.unmapped_changes),
                 "seconds": time.perf_counter() - started,
             }
         )

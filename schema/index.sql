@@ -15,7 +15,8 @@ CREATE TABLE files (
   signature TEXT NOT NULL,         -- digest of the functions the file declares (not their bodies)
   registrations TEXT NOT NULL,     -- digest of its stubs and registrations: while it holds, an edit
                                    -- of the file is patched into the index instead of re-linked
-  usings TEXT NOT NULL             -- JSON list of its `using namespace` directives
+  usings TEXT NOT NULL,            -- JSON list of its `using namespace` directives
+  origin TEXT NOT NULL             -- repo | upstream (an out-of-tree backend's PyTorch, indexed beside it)
 );
 
 CREATE TABLE functions (
@@ -113,7 +114,7 @@ CREATE TABLE benchmarks (
 CREATE TABLE bench_ops (
   bench TEXT NOT NULL,
   op TEXT NOT NULL,
-  source TEXT NOT NULL,            -- static | traced
+  source TEXT NOT NULL,            -- static | traced (test '' for traced: see trace_ops)
   test TEXT NOT NULL,              -- test/class name it came from ('' = whole file)
   device TEXT NOT NULL,            -- '' when unknown
   via TEXT NOT NULL                -- how: 'torch.softmax', 'F.avg_pool2d via torch.ao...'
@@ -121,6 +122,33 @@ CREATE TABLE bench_ops (
 
 -- Python functions a benchmark calls (statically), so ops reached through torch/*.py count.
 CREATE TABLE bench_calls (bench TEXT NOT NULL, function_id INTEGER NOT NULL, test TEXT NOT NULL);
+
+-- Traced truth (indexer/trace.py): per benchmark file, how tracing went; per test, what ran.
+CREATE TABLE traces (
+  bench TEXT NOT NULL,
+  file TEXT NOT NULL,
+  status TEXT NOT NULL,            -- ok | partial | failed
+  reason TEXT NOT NULL,            -- why, when not ok
+  seconds DOUBLE NOT NULL,
+  max_rss_mb INTEGER NOT NULL,
+  torch TEXT NOT NULL              -- torch version it was traced with
+);
+CREATE TABLE bench_tests (
+  bench TEXT NOT NULL,
+  test TEXT NOT NULL,              -- the framework's test name: add_M8_N32_K256_cuda
+  module TEXT NOT NULL,            -- its --operators name: add
+  class TEXT NOT NULL,             -- AddBenchmark
+  tag TEXT NOT NULL,               -- short | long | ...
+  backward BOOLEAN NOT NULL,
+  device TEXT NOT NULL,            -- as configured (cuda/xpu tests are traced on the CPU)
+  mode TEXT NOT NULL,              -- real | meta | fake | inferred
+  kernels_seen BOOLEAN NOT NULL    -- its ops include those kernels call (real, or borrowed from its module's real tests)
+);
+-- Operators a test's timed region executes (any overload): aten ops by base name, others too;
+-- layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
+CREATE TABLE trace_ops (
+  bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL
+);
 
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
 

@@ -11,4 +11,7 @@ scripts/fetch-pytorch-source.sh >/dev/null || echo "note: corpus not fetched; co
 if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "note: chromium not installed; its test will skip"
 fi
+# architecture and dependencies first: the import contracts of pyproject.toml, declared = imported
+python scripts/lint_imports.py
+deptry .
 python -m pytest -q "$@"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from tests.conftest import git
+from tests.conftest import run_perfq as perfq  # noqa: F401  (the CLI for these tests)
 
 NATIVE_FUNCTIONS = """\
 - func: softmax_op(Tensor self, int dim) -> Tensor
@@ -186,13 +186,6 @@ def write_tree(root: Path, files: dict[str, str] | None = None) -> Path:
     return root
 
 
-def git(root: Path, *args: str) -> str:
-    env = dict(
-        os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@l", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@l"
-    )
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True, env=env).stdout
-
-
 def make_repo(root: Path) -> Path:
     """The fixture as a git repository with one commit on branch main."""
     write_tree(root)
@@ -213,10 +206,3 @@ def replace_in(root: Path, rel: str, old: str, new: str) -> None:
     text = path.read_text(encoding="utf-8")
     assert old in text, (rel, old)
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
-
-
-def perfq(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run the perfq CLI in a subprocess (real exit codes and stderr)."""
-    return subprocess.run(
-        [sys.executable, "-m", "perfq", *args], cwd=root, capture_output=True, text=True, input=stdin, timeout=300
-    )

@@ -3,9 +3,10 @@ known commit, with seeded noise, broken commits and (optionally) a merge."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.conftest import git as conftest_git
 
 BENCH = '''\
 import os, random, sys
@@ -29,7 +30,7 @@ print(f"time: {base * rng.uniform(1 - noise, 1 + noise):.4f} ms")
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    return conftest_git(repo, *args).strip()
 
 
 @dataclass

@@ -10,12 +10,13 @@ Graph (dst -> src: src is affected when dst changes)::
 
 from __future__ import annotations
 
-import os
-import subprocess
 from importlib import resources
 from pathlib import Path
 
 import duckdb
+
+from perfq.schema.version import SCHEMA_VERSION
+from tests.conftest import git
 
 FILES = [
     (1, "aten/src/ATen/native/BinaryOps.cpp", "cpp", 60),
@@ -118,6 +119,7 @@ def build_index(path: Path) -> Path:
     """Write the fixture index at ``path``."""
     con = duckdb.connect(str(path))
     con.execute(schema_sql())
+    _insert(con, "meta", key="schema_version", value=str(SCHEMA_VERSION))
     for fid, p, lang, n in FILES:
         _insert(con, "files", id=fid, path=p, sha256="x", lang=lang, n_lines=n, status="ok")
     for fid, file_id, name, start, end in FUNCTIONS:
@@ -179,17 +181,7 @@ def build_index(path: Path) -> Path:
 
 
 def _git(repo: Path, *args: str, date: str | None = None) -> str:
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@x",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@x",
-    )
-    if date:
-        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = date
-    out = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    return git(repo, *args, date=date).strip()
 
 
 def _write_lines(path: Path, n: int, changed: dict[int, str] | None = None) -> None:

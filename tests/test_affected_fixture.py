@@ -223,7 +223,7 @@ def test_backtest_replays_every_commit(repo):
     assert report["summary"]["suite"] == 3 and report["summary"]["commits"] == 2
 
 
-def test_hub_operator_keeps_its_own_benchmarks_and_flags_the_broad_set(tmp_path):
+def test_hub_operator_selects_its_own_benchmarks_not_a_broad_set(tmp_path):
     from tests.aten_fixture import FILES, NATIVE_FUNCTIONS, write_tree
 
     users = "\n".join(f"void user_{i}(const Tensor& x) {{ at::hubby(x); }}" for i in range(40))
@@ -247,9 +247,9 @@ def test_hub_operator_keeps_its_own_benchmarks_and_flags_the_broad_set(tmp_path)
     commit_all(root)
     doc = json.loads(perfq(root, "affected", "main", "--format", "json").stdout)
     assert names(doc) == ["hubby_test"]
-    assert [c["set"] for c in doc["canary"]] == ["broad"]
-    assert "hub operator(s) hubby" in doc["canary"][0]["trigger"]
-    assert doc["shared_infrastructure"] is True
+    assert doc["canary"] == []
+    assert doc["shared_infrastructure"] is False
+    assert doc["ops"] == ["hubby"]  # its 40 callers are not followed
 
 
 def test_static_helper_in_a_header_reaches_its_includers(change, repo):

@@ -1,9 +1,9 @@
-"""Traced benchmark links: `perfq index --trace-benchmarks` profiles a real operator
-benchmark (PyTorch 2.6.0's softmax_test, run against the installed torch)."""
+"""Traced benchmark truth: `perfq index` runs each benchmark test's timed region once
+(real PyTorch 2.6.0 operator benchmarks against the installed torch; a script benchmark of
+our own) and records the operators it executes, per test."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -12,40 +12,127 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
+from perfq.indexer.trace import TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
+from tests.conftest import CORPUS
 
-CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 BENCH = "benchmarks/operator_benchmark"
 
-pytestmark = [
-    pytest.mark.corpus,
-    pytest.mark.torch,
-    pytest.mark.skipif(not (CORPUS / BENCH).is_dir(), reason="PyTorch 2.6.0 corpus not fetched"),
-]
+pytestmark = [pytest.mark.torch]
 
 
-def test_traced_links_from_the_profiled_forward(tmp_path: Path):
-    pytest.importorskip("torch")
+@pytest.fixture
+def corpus() -> Path:
+    if not (CORPUS / BENCH).is_dir():
+        pytest.skip("PyTorch 2.6.0 corpus not fetched")
+    return CORPUS
+
+
+@pytest.fixture
+def opbench_repo(tmp_path: Path, corpus: Path) -> Path:
+    """A repo with the corpus's yaml, its operator_benchmark framework and three benchmark files."""
     repo = tmp_path / "repo"
     native = repo / "aten/src/ATen/native"
     native.mkdir(parents=True)
     for name in ("native_functions.yaml", "tags.yaml"):
-        shutil.copy(CORPUS / "aten/src/ATen/native" / name, native / name)
+        shutil.copy(corpus / "aten/src/ATen/native" / name, native / name)
     (repo / BENCH / "pt").mkdir(parents=True)
-    for path in (CORPUS / BENCH).glob("*.py"):
+    for path in (corpus / BENCH).glob("*.py"):
         shutil.copy(path, repo / BENCH / path.name)
-    for name in ("__init__.py", "configs.py", "softmax_test.py"):
-        shutil.copy(CORPUS / BENCH / "pt" / name, repo / BENCH / "pt" / name)
+    for name in ("__init__.py", "configs.py", "softmax_test.py", "stack_test.py", "qactivation_test.py"):
+        shutil.copy(corpus / BENCH / "pt" / name, repo / BENCH / "pt" / name)
+    return repo
+
+
+def _rows(db: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.mark.corpus
+def test_each_test_traced_with_nested_ops_and_remapped_devices(opbench_repo: Path, tmp_path: Path):
+    pytest.importorskip("torch")
     db = tmp_path / "index.duckdb"
     cfg = Config(source_roots=(), python_roots=())
-    build_index(repo, cfg, db, jobs=1, quiet=True, trace=True)
-    con = duckdb.connect(str(db), read_only=True)
-    traced = con.execute("SELECT DISTINCT op, test FROM bench_ops WHERE source = 'traced'").fetchall()
-    con.close()
-    assert ("_softmax", "SoftmaxBenchmark") in traced
-    assert ("softmax.int", "SoftmaxBenchmark") in traced
-    # a later plain build keeps the cached trace
-    (repo / BENCH / "pt/softmax_test.py").touch()
-    build_index(repo, cfg, db, jobs=1, quiet=True, full=True)
-    con = duckdb.connect(str(db), read_only=True)
-    assert con.execute("SELECT count(*) FROM bench_ops WHERE source = 'traced'").fetchone()[0] == len(traced)
-    con.close()
+    report = build_index(opbench_repo, cfg, db, jobs=2, quiet=True)  # traces by default: torch is importable
+    assert report.trace_failures == {}
+    tests = {name: (device, mode) for name, device, mode in _rows(db, "SELECT test, device, mode FROM bench_tests")}
+    # short CPU configs ran for real, CUDA configs were traced on the CPU under fake tensors
+    assert tests["Softmax_N1_C3_H256_W256_cpu"] == ("cpu", "real")
+    assert tests["Softmax_N1_C3_H256_W256_cuda"] == ("cuda", "fake")
+    assert any(mode == "fake" and device == "cpu" for device, mode in tests.values())  # long configs
+    ops = {(b, t, base) for b, t, _, base in _rows(db, "SELECT bench, test, namespace, base FROM trace_ops")}
+    # operators called inside kernels: stack executes cat; softmax executes _softmax
+    assert ("stack_test", "stack_sizes(1,1,1)_N2_cpu_dim0", "cat") in ops
+    assert ("softmax_test", "Softmax_N1_C3_H256_W256_cuda", "_softmax") in ops
+    # quantized tensors cannot run fake: long configs take the ops of their module's real tests
+    assert any(m == "inferred" for (m,) in _rows(db, "SELECT mode FROM bench_tests WHERE bench = 'qactivation_test'"))
+    assert ("qactivation_test", "relu6_dims(3,4,5)_contigFalse_inplaceFalse_dtypetorch.quint8", "relu6") in ops
+    before = _rows(db, "SELECT count(*) FROM trace_ops")[0][0]
+    # a later build without torch tracing keeps the cached traces of unchanged files
+    (opbench_repo / BENCH / "pt/softmax_test.py").touch()
+    build_index(opbench_repo, cfg, db, jobs=1, quiet=True, full=True, trace=False)
+    assert _rows(db, "SELECT count(*) FROM trace_ops")[0][0] == before
+
+
+SCRIPT = """\
+import torch
+
+device = "xpu"
+x = torch.randn(64, 128, device=device)
+torch.sigmoid(x)  # set-up: outside the timed region
+model = torch.nn.Linear(128, 32).to(device)
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    for _ in range(3):
+        y = model(x)
+        y.sum().backward()
+    torch.xpu.synchronize()
+print(prof.key_averages().table(sort_by="cpu_time_total"))
+"""
+
+
+def test_script_timed_region_traced_on_cpu_for_an_xpu_device(tmp_path: Path):
+    pytest.importorskip("torch")
+    script = tmp_path / "linear_bench.py"
+    script.write_text(SCRIPT)
+    broken = tmp_path / "broken_bench.py"
+    broken.write_text("import torch\nraise RuntimeError('no such device here')\n")
+    results = trace_files(
+        [TraceJob("linear_bench.py", "script", script), TraceJob("broken_bench.py", "script", broken)],
+        TraceOptions(parallel=2),
+    )
+    linear = results["linear_bench.py"]
+    assert linear.status == TraceStatus.ok
+    (test,) = linear.tests
+    assert test.device == "xpu" and test.mode == TraceMode.meta  # shapes only: no compute, no memory
+    assert {"aten::linear", "aten::addmm", "aten::mm", "aten::sum"} <= set(test.ops)
+    assert "aten::sigmoid" not in test.ops  # before the profile block
+    failed = results["broken_bench.py"]
+    assert failed.status == TraceStatus.failed and "no such device here" in failed.reason
+
+
+GAPS = """\
+import torch
+
+x = torch.randn(64, 64, device="xpu", requires_grad=True)
+target = torch.randint(0, 64, (64, 64), device="xpu")
+mask = torch.randn(64, 64, device="xpu") > 0
+with torch.profiler.profile() as prof:
+    for _ in range(20):
+        loss = torch.nn.functional.multilabel_margin_loss(x, target)  # no meta kernel for its backward
+        loss.backward()
+        picked = torch.nonzero(mask)  # data-dependent: no meta shape
+"""
+
+
+def test_script_runs_past_missing_meta_kernels_and_data_dependent_ops(tmp_path: Path):
+    pytest.importorskip("torch")
+    script = tmp_path / "gaps_bench.py"
+    script.write_text(GAPS)
+    result = trace_files([TraceJob("gaps_bench.py", "script", script)], TraceOptions(parallel=1))["gaps_bench.py"]
+    assert result.status == TraceStatus.ok, result.errors
+    (test,) = result.tests
+    assert {"aten::multilabel_margin_loss_backward", "aten::nonzero"} <= set(test.ops)
+    assert test.mode in (TraceMode.meta, TraceMode.fake)

@@ -15,14 +15,9 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.errors import PerfqError
 from tests.bisect_fixture import git, make_repo
+from tests.conftest import run_perfq as perfq
 
 PY = sys.executable
-
-
-def perfq(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess (one-line errors, exit codes, signals)."""
-    return subprocess.run([PY, "-m", "perfq", *args], cwd=repo, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
 
 
 def invoke(repo: Path, *args: str):
@@ -185,22 +180,20 @@ def test_errors_are_one_line(tmp_path, case):
 
 
 def _fake_affected(touching: set[str], calls: list[str]):
-    import types
-
     def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
         calls.append(rev_range)
         names = set(git(repo, "diff", "--name-only", *rev_range.split("..")).split())
         hit = bool(names & touching)
         return {"benchmarks": [{"name": "bench"}] if hit else [], "canary": []}
 
-    return types.SimpleNamespace(affected_for_range=affected_for_range)
+    return affected_for_range
 
 
 def test_prune_runs_only_commits_that_can_reach_the_benchmark(tmp_path, monkeypatch):
     r = make_repo(tmp_path, n=16, culprit=11)
     calls: list[str] = []
     fake = _fake_affected({"speed.txt", "kernel.py"}, calls)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", fake)
+    monkeypatch.setattr("perfq.bisect.driver.affected_for_range", fake)
     hist = str(tmp_path / "h.duckdb")
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--format", "json", "--history",
                                  hist, "--", PY, "bench.py")
@@ -222,14 +215,7 @@ def test_prune_without_an_index_is_a_clear_error(tmp_path, monkeypatch):
     def no_index(repo, rev_range, db=None):
         raise PerfqError("no index at /x/index.duckdb")
 
-    import types
-
-    fake = types.SimpleNamespace(affected_for_range=no_index)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", fake)
-    code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--history",
-                                 str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
-    assert isinstance(exc, PerfqError) and "perfq index" in str(exc)
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", None)  # import fails
+    monkeypatch.setattr("perfq.bisect.driver.affected_for_range", no_index)
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--prune", "--history",
                                  str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
     assert isinstance(exc, PerfqError) and "perfq index" in str(exc)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from perfq.query.bisect_hints import scan_diff
+from perfq.bisect.hints import scan_diff
 
 DIFF = """\
 diff --git a/kernels/matmul.py b/kernels/matmul.py
 --- a/kernels/matmul.py
 +++ b/kernels/matmul.py
-@@ -20,12 +20,15 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_K: tl.constexpr):
+@@ -20,5 +20,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_K: tl.constexpr):
      acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
 -    for k in range(0, K, BLOCK_K):
 +    for k in range(0, K, BLOCK_K // 2):
@@ -23,7 +23,7 @@ diff --git a/kernels/matmul.py b/kernels/matmul.py
 diff --git a/aten/src/ATen/native/cuda/Reduce.cu b/aten/src/ATen/native/cuda/Reduce.cu
 --- a/aten/src/ATen/native/cuda/Reduce.cu
 +++ b/aten/src/ATen/native/cuda/Reduce.cu
-@@ -100,7 +100,6 @@ __global__ void reduce_kernel(const float* in, float* out, int n) {
+@@ -100,4 +100,3 @@ __global__ void reduce_kernel(const float* in, float* out, int n) {
 -#define TILE_SIZE 32
 +#define TILE_SIZE 16
 -  __pipeline_commit();
@@ -51,7 +51,7 @@ def test_quiet_diff_gives_no_hints():
     diff = """\
 --- a/README.md
 +++ b/README.md
-@@ -1,3 +1,3 @@
+@@ -1,2 +1,2 @@
  # Project
 -Some words.
 +Some better words.
@@ -63,7 +63,7 @@ def test_load_outside_any_loop_is_not_flagged():
     diff = """\
 --- a/k.py
 +++ b/k.py
-@@ -1,3 +1,4 @@
+@@ -1,2 +1,3 @@
  def kernel(p):
      x = 1
 +    y = tl.load(p)
@@ -75,7 +75,7 @@ def test_editing_an_existing_masked_load_is_not_new_masking():
     diff = """\
 --- a/k.py
 +++ b/k.py
-@@ -1,4 +1,4 @@
+@@ -1,3 +1,3 @@
  for i in range(n):
 -    x = tl.load(p + i, mask=m)
 +    x = tl.load(p + i * 2, mask=m)

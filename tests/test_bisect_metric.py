@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from perfq.bisect.metric import MetricSpec, extract, polarity, unit_polarity
+from perfq.bisect.request import OPBENCH_METRIC, opbench_command
 from perfq.errors import PerfqError
-from perfq.query.bisect_metric import MetricSpec, extract, polarity, unit_polarity
-from perfq.runner.bisect import OPBENCH_METRIC, opbench_command
 
 OPBENCH_OUT = """\
 # ----------------------------------------

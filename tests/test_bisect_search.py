@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from perfq.query.bisect_search import AMBIGUOUS, SearchConfig, bisect, classify, estimated_steps
+from perfq.bisect.search import AMBIGUOUS, SearchConfig, bisect, classify, estimated_steps
 
 
 def history(n: int, culprit: int, base: float = 10.0, regression: float = 0.30, noise: float = 0.05,

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 from tests.bisect_fixture import git, make_repo
+from tests.conftest import run_perfq
 
 PY = sys.executable
 
 
 def step(repo, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "perfq", "bisect-step", *args], cwd=repo, capture_output=True, text=True,
-                          env=dict(os.environ), timeout=60)
+    return run_perfq(repo, "bisect-step", *args, timeout=60)
 
 
 def test_exit_codes_at_good_bad_and_broken_commits(tmp_path):

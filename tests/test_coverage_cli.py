@@ -6,7 +6,6 @@ import csv
 import io
 import json
 import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -96,26 +95,18 @@ def test_table_and_html_out(setup, tmp_path):
     assert "Top uncovered operators by churn" in page and ">lerp<" in page
 
 
-def test_missing_index_is_one_line_error(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "perfq", "coverage", "--repo", str(tmp_path), "--db", str(tmp_path / "no.duckdb")],
-        capture_output=True,
-        text=True,
-    )
+def test_missing_index_is_one_line_error(tmp_path, cli):
+    proc = cli(tmp_path, "coverage", "--repo", str(tmp_path), "--db", str(tmp_path / "no.duckdb"))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"error: no perfq index at {tmp_path / 'no.duckdb'}; run `perfq index` first"
+        f"error: no perfq index at {tmp_path / 'no.duckdb'}; build one with `perfq index` at the repository root"
     ]
 
 
-def test_corrupt_index_is_one_line_error(tmp_path):
+def test_corrupt_index_is_one_line_error(tmp_path, cli):
     bad = tmp_path / "bad.duckdb"
     bad.write_bytes(b"not a database at all" * 100)
-    proc = subprocess.run(
-        [sys.executable, "-m", "perfq", "coverage", "--repo", str(tmp_path), "--db", str(bad)],
-        capture_output=True,
-        text=True,
-    )
+    proc = cli(tmp_path, "coverage", "--repo", str(tmp_path), "--db", str(bad))
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert proc.stderr.startswith("error: ")
 

@@ -7,9 +7,9 @@ import subprocess
 import duckdb
 import pytest
 
+from perfq.coverage.churn import op_churn
+from perfq.coverage.history import COMMIT_MARK, changed_lines, parse_log
 from perfq.errors import PerfqError
-from perfq.runner.coverage_churn import op_churn
-from perfq.runner.git_history import COMMIT_MARK, changed_lines, parse_log
 from tests.coverage_fixture_db import build_index, build_repo
 
 LOG = f"""{COMMIT_MARK}aaa ppp
@@ -20,17 +20,25 @@ index 1..2 100644
 +++ b/x.cpp
 @@ -3,2 +3,3 @@ void f() {{
 -a
+-a2
 +b
++b2
++b3
 @@ -10 +11 @@
 -c
 +d
 @@ -20,4 +21,0 @@
+-gone
+-gone
+-gone
 -gone
 diff --git a/old.cpp b/old.cpp
 deleted file mode 100644
 --- a/old.cpp
 +++ /dev/null
 @@ -1,3 +0,0 @@
+-x
+-x
 -x
 {COMMIT_MARK}bbb
 diff --git a/new.py b/new.py
@@ -95,7 +103,7 @@ def test_op_churn_counts_commits_reaching_each_op(tmp_path):
     assert op_commits["lerp.Scalar"] == {commits["c1"], commits["c3"]}
     assert op_commits["lerp.Tensor"] == {commits["c2"]}
     assert "softmax.int" not in op_commits
-    assert note["commits"] == 3 and note["commits_with_indexed_changes"] == 3
+    assert note.commits == 3 and note.commits_with_indexed_changes == 3
     old, _ = _churn(tmp_path, "40.years")
     assert old["add.Tensor"] == {commits["c1"], commits["c_old"]}
 
@@ -113,7 +121,7 @@ def test_one_commit_tree_has_no_history(tmp_path):
     op_commits, note = op_churn(repo, con, "180.days")
     con.close()
     assert op_commits is None
-    assert "one-commit tree" in str(note["note"])
+    assert "one-commit tree" in str(note.note)
 
 
 def test_non_git_tree_has_no_history(tmp_path):
@@ -122,4 +130,4 @@ def test_non_git_tree_has_no_history(tmp_path):
     con = duckdb.connect(str(build_index(tmp_path / "i.duckdb")), read_only=True)
     op_commits, note = op_churn(plain, con, "180.days")
     con.close()
-    assert op_commits is None and "not a git repository" in str(note["note"])
+    assert op_commits is None and "not a git repository" in str(note.note)

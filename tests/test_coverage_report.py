@@ -5,14 +5,19 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from perfq.query.coverage import (
+from perfq.coverage.facts import load_facts
+from perfq.coverage.report import (
     CoverageFacts,
-    OpFact,
+    Link,
+    LinkSource,
+    Overload,
+    Ratio,
+    StaleBenchmark,
     build_report,
     functions_touched,
     ops_reached,
 )
-from perfq.query.coverage_facts import load_facts, reach_graph
+from perfq.schema.index_store import IndexStore
 from tests.coverage_fixture_db import build_index
 
 
@@ -47,22 +52,22 @@ def test_groups_by_base_with_overloads_and_benchmarks(facts):
     report = build_report(facts, None)
     rows = {r.op: r for r in report.rows}
     assert set(rows) == {"add", "softmax", "lerp", "relu", "addcmul"}
-    assert rows["add"].overloads == ["add.Scalar", "add.Tensor"]
-    assert rows["add"].benchmarks == ["add_test"]  # the group is covered through add.Tensor
-    assert rows["add"].links == [{"bench": "add_test", "op": "add.Tensor", "source": "traced"}]
-    assert rows["softmax"].links == [{"bench": "softmax_test", "op": "softmax.int", "source": "static"}]
-    assert rows["lerp"].benchmarks == [] and not rows["lerp"].covered
+    assert rows["add"].overloads == ("add.Scalar", "add.Tensor")
+    assert rows["add"].benchmarks == ("add_test",)  # the group is covered through add.Tensor
+    assert rows["add"].links == (Link("add_test", "add.Tensor", LinkSource.traced),)
+    assert rows["softmax"].links == (Link("softmax_test", "softmax.int", LinkSource.static),)
+    assert rows["lerp"].benchmarks == () and not rows["lerp"].covered
     assert rows["softmax"].kernel_lines == 156
     assert rows["lerp"].kernel_lines == 20 + 11
-    assert rows["softmax"].areas == ["aten/src/ATen/native/cpu", "aten/src/ATen/native/cuda"]
-    assert rows["addcmul"].areas == ["(no kernel found)"]
+    assert rows["softmax"].areas == ("aten/src/ATen/native/cpu", "aten/src/ATen/native/cuda")
+    assert rows["addcmul"].areas == ("(no kernel found)",)
     assert all(r.churn is None for r in report.rows)
 
 
 def test_without_history_ranks_by_kernel_size_then_keys(facts):
     report = build_report(facts, None)
     assert [r.op for r in report.rows] == ["softmax", "lerp", "add", "relu", "addcmul"]
-    assert report.summary["ranking"] == "kernel_lines, dispatch_keys"
+    assert report.summary.ranking == "kernel_lines, dispatch_keys"
 
 
 def test_churn_ranks_first_and_unions_commits_over_overloads(facts):
@@ -73,29 +78,25 @@ def test_churn_ranks_first_and_unions_commits_over_overloads(facts):
 
 def test_summary_by_key_area_and_stale_benchmarks(facts):
     s = build_report(facts, None).summary
-    assert (s["ops_total"], s["ops_covered"]) == (5, 2)
-    assert (s["overloads_total"], s["overloads_covered"]) == (7, 2)
-    assert s["by_dispatch_key"]["CPU"] == {"total": 3, "covered": 2, "ratio": round(2 / 3, 4)}
-    assert s["by_dispatch_key"]["CompositeImplicitAutograd"]["covered"] == 0
-    assert s["by_area"]["aten/src/ATen/native"] == {"total": 2, "covered": 1, "ratio": 0.5}
-    assert s["unlinked_benchmarks"] == ["module_test"] and s["benchmarks"] == 4
-    assert s["stale_benchmarks"] == [
-        {
-            "bench": "old_test",
-            "file": "benchmarks/operator_benchmark/pt/old_test.py",
-            "ops": ["gone_op.default"],
-        }
-    ]
+    assert (s.ops_total, s.ops_covered) == (5, 2)
+    assert (s.overloads_total, s.overloads_covered) == (7, 2)
+    assert s.by_dispatch_key["CPU"] == Ratio(3, 2, round(2 / 3, 4))
+    assert s.by_dispatch_key["CompositeImplicitAutograd"].covered == 0
+    assert s.by_area["aten/src/ATen/native"] == Ratio(2, 1, 0.5)
+    assert s.unlinked_benchmarks == ("module_test",) and s.benchmarks == 4
+    assert s.stale_benchmarks == (
+        StaleBenchmark("old_test", "benchmarks/operator_benchmark/pt/old_test.py", ("gone_op.default",)),
+    )
 
 
 def test_dispatch_filter_top_and_uncovered(facts):
     report = build_report(facts, None, dispatch=["CUDA"])
     assert {r.op for r in report.rows} == {"add", "softmax", "lerp"}
     # only overloads with the key are kept
-    assert next(r for r in report.rows if r.op == "lerp").overloads == ["lerp.Scalar"]
-    assert report.summary["ops_total"] == 3
+    assert next(r for r in report.rows if r.op == "lerp").overloads == ("lerp.Scalar",)
+    assert report.summary.ops_total == 3
     top = build_report(facts, None, top=2)
-    assert len(top.rows) == 2 and top.summary["ops_total"] == 5 and len(top.ranked) == 5
+    assert len(top.rows) == 2 and top.summary.ops_total == 5 and len(top.ranked) == 5
     unc = build_report(facts, None, uncovered_only=True)
     assert [r.op for r in unc.rows] == ["lerp", "relu", "addcmul"]
 
@@ -131,7 +132,7 @@ def test_ops_reached_marks_shared_infrastructure():
 
 def test_ops_reached_on_fixture_graph(tmp_path):
     con = duckdb.connect(str(build_index(tmp_path / "i.duckdb")), read_only=True)
-    edges, op_nodes, fn_nodes = reach_graph(con)
+    edges, op_nodes, fn_nodes = IndexStore(con).reach_graph()
     con.close()
     assert fn_nodes[2] == 2
     got = ops_reached(edges, op_nodes, {"c": [fn_nodes[2]]})
@@ -140,13 +141,13 @@ def test_ops_reached_on_fixture_graph(tmp_path):
 
 def test_empty_index_gives_empty_report():
     report = build_report(CoverageFacts(), None)
-    assert report.rows == [] and report.summary["ops_total"] == 0 and report.summary["ops_ratio"] == 0.0
+    assert report.rows == () and report.summary.ops_total == 0 and report.summary.ops_ratio == 0.0
 
 
 def test_op_without_kernels_or_keys_counts_under_none_key():
-    facts = CoverageFacts(ops={"x": OpFact("x", "x")})
+    facts = CoverageFacts(ops={"x": Overload("x", "x")})
     s = build_report(facts, None).summary
-    assert s["by_dispatch_key"] == {"(none)": {"total": 1, "covered": 0, "ratio": 0.0}}
+    assert s.by_dispatch_key == {"(none)": Ratio(1, 0, 0.0)}
 
 
 def _naive_reach(edges, op_of_node, start, max_depth, bound):

@@ -6,8 +6,8 @@ import difflib
 
 import pytest
 
+from perfq.common.diff import apply_hunks, parse_diff
 from perfq.errors import PerfqError
-from perfq.query.diff_parse import apply_hunks, parse_diff
 
 OLD = "".join(f"line {i}\n" for i in range(1, 11))
 
@@ -78,3 +78,40 @@ def test_yaml_entries_select_ops_and_backwards():
     texts = {"tools/autograd/derivatives.yaml": (derivatives.encode(), new.encode())}
     cs = changed_functions([fc], lambda p: texts[p][0], lambda p: texts[p][1], Config())
     assert [op for op, _ in cs.yaml_ops] == ["_softmax", "_softmax_backward_data"] * 2
+
+
+# A removed line whose text starts with "-- " and an added one starting with "++ " look like
+# file headers ("--- a/x", "+++ b/x"); the hand-written parsers dropped the rest of the hunk.
+HEADER_LOOKALIKES = """diff --git a/x.lua b/x.lua
+--- a/x.lua
++++ b/x.lua
+@@ -1,3 +1,3 @@
+ a
+--- comment removed
++++ plus plus added
+ for i = 1, n do
+@@ -10,2 +10,3 @@
+ c
++while (x < n) { __syncthreads(); }
+ d
+"""
+
+
+def test_header_lookalike_lines_stay_in_their_hunk():
+    (fc,) = parse_diff(HEADER_LOOKALIKES)
+    assert fc.path == "x.lua"
+    assert [[(ln.kind, ln.new_line, ln.text) for ln in h.lines] for h in fc.hunks] == [
+        [(" ", 1, "a"), ("-", 2, "-- comment removed"), ("+", 2, "++ plus plus added"), (" ", 3, "for i = 1, n do")],
+        [(" ", 10, "c"), ("+", 11, "while (x < n) { __syncthreads(); }"), (" ", 12, "d")],
+    ]
+    assert fc.removed == {2} and fc.added == {2, 11}
+
+
+def test_hints_and_history_read_header_lookalikes_as_content():
+    from perfq.bisect.hints import scan_diff
+    from perfq.coverage.history import COMMIT_MARK, parse_log
+
+    hints = scan_diff(HEADER_LOOKALIKES)
+    assert [(h.kind, h.file, h.line) for h in hints if h.kind == "sync"] == [("sync", "x.lua", 11)]
+    log = f"{COMMIT_MARK}abc def\n\n{HEADER_LOOKALIKES}"
+    assert [(c.path, c.ranges) for c in parse_log(log.splitlines(keepends=True))] == [("x.lua", ((1, 3), (10, 12)))]

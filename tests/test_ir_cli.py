@@ -5,14 +5,15 @@ build themselves (no triton needed: IR texts are inline)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-from perfq.runner.ir_harvest import harvest
-from perfq.runner.ir_store import IRRecord, store_collection
+from perfq.common.documents import json_schema
+from perfq.ir.harvest import harvest
+from perfq.ir.report import IRCollectDocument
+from perfq.ir.store import IRRecord, store_collection
 
 TTIR = """\
 #loc = loc("{path}":3:1)
@@ -36,10 +37,6 @@ def ttir(path: str = "/a/kmod.py", name: str = "copy_kernel", extra: str = "") -
 EDIT = "%x_2 = tt.load %x_0 : tensor<1024x!tt.ptr<f32>> loc(#loc3)\n    "
 
 
-def perfq(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=cwd, capture_output=True, text=True)
-
-
 @pytest.fixture()
 def history(tmp_path):
     db = tmp_path / "h.duckdb"
@@ -50,8 +47,8 @@ def history(tmp_path):
     return db
 
 
-def test_diff_json_shape_and_exit_codes(history, tmp_path):
-    out = perfq("ir", "diff", "base", "head", "--history", str(history), "--format", "json", cwd=tmp_path)
+def test_diff_json_shape_and_exit_codes(history, tmp_path, cli):
+    out = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--format", "json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["a"] == "base" and doc["b"] == "head"
@@ -62,30 +59,30 @@ def test_diff_json_shape_and_exit_codes(history, tmp_path):
     assert by_kernel["kmod:same"]["raw_identical"] is False  # only the path differed
     for k in doc["kernels"]:
         assert k["target"] == "cuda:90" and k["stage"] == "ttir" and k["specialization"] == "n=i32;num_warps=4"
-    gate = perfq("ir", "diff", "base", "head", "--history", str(history), "--fail-on-change", cwd=tmp_path)
+    gate = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--fail-on-change")
     assert gate.returncode == 1
-    calm = perfq("ir", "diff", "base", "base", "--history", str(history), "--fail-on-change", cwd=tmp_path)
+    calm = cli(tmp_path, "ir", "diff", "base", "base", "--history", str(history), "--fail-on-change")
     assert calm.returncode == 0 and "2 identical" in calm.stdout
 
 
-def test_diff_table_markdown_and_raw(history, tmp_path):
-    table = perfq("ir", "diff", "base", "head", "--history", str(history), cwd=tmp_path)
+def test_diff_table_markdown_and_raw(history, tmp_path, cli):
+    table = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history))
     assert table.returncode == 0
     assert "1 structural" in table.stdout and "+1 tt.load" in table.stdout
     assert "+    %v6 = tt.load %v4" in table.stdout and "/b/kmod.py" not in table.stdout
-    raw = perfq("ir", "diff", "base", "head", "--history", str(history), "--raw", "-k", "same", cwd=tmp_path)
+    raw = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--raw", "-k", "same")
     assert "raw diff:" in raw.stdout and '+#loc = loc("/b/kmod.py":3:1)' in raw.stdout
-    md = perfq("ir", "diff", "base", "head", "--history", str(history), "--format", "markdown", cwd=tmp_path)
+    md = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--format", "markdown")
     assert md.stdout.startswith("### perfq ir diff: `base` → `head`")
     assert "<details><summary>kmod:copy_kernel · cuda:90 · ttir · structural (+1 tt.load)" in md.stdout
 
 
-def test_unknown_label_and_missing_history_are_one_line_errors(history, tmp_path):
-    out = perfq("ir", "diff", "base", "nope", "--history", str(history), cwd=tmp_path)
+def test_unknown_label_and_missing_history_are_one_line_errors(history, tmp_path, cli):
+    out = cli(tmp_path, "ir", "diff", "base", "nope", "--history", str(history))
     assert out.returncode == 2 and out.stderr.strip() == "error: no IR collection labelled 'nope'; known: base, head"
-    out = perfq("ir", "diff", "a", "b", "--history", str(tmp_path / "none.duckdb"), cwd=tmp_path)
+    out = cli(tmp_path, "ir", "diff", "a", "b", "--history", str(tmp_path / "none.duckdb"))
     assert out.returncode == 2 and out.stderr.startswith("error: no history database") and "Traceback" not in out.stderr
-    listing = perfq("ir", "list", "--history", str(history), "--format", "json", cwd=tmp_path)
+    listing = cli(tmp_path, "ir", "list", "--history", str(history), "--format", "json")
     assert [row["label"] for row in json.loads(listing.stdout)] == ["base", "head"]
 
 
@@ -100,7 +97,7 @@ def _fake_cache(root: Path, path: str, version: str, extra: str = "") -> None:
     (d / "__grp__copy_kernel.json").write_text("{}")
 
 
-def test_harvest_keys_match_across_cache_dirs(tmp_path):
+def test_harvest_keys_match_across_cache_dirs(tmp_path, cli):
     _fake_cache(tmp_path / "c1", "/ref1/kmod.py", "3.8.0")
     _fake_cache(tmp_path / "c2", "/ref2/kmod.py", "3.9.0", extra=EDIT)
     r1 = harvest(tmp_path / "c1", ("ttir", "ttgir"))
@@ -112,12 +109,15 @@ def test_harvest_keys_match_across_cache_dirs(tmp_path):
     assert a.triton_version == "3.8.0" and b.triton_version == "3.9.0"
     db = tmp_path / "h.duckdb"
     for label, d in (("old", "c1"), ("new", "c2")):
-        out = perfq("ir", "harvest", str(tmp_path / d), "--label", label, "--history", str(db), cwd=tmp_path)
+        out = cli(tmp_path, "ir", "harvest", str(tmp_path / d), "--label", label, "--history", str(db),
+                  "--format", "json")
         assert out.returncode == 0, out.stderr
-    out = perfq("ir", "diff", "old", "new", "--history", str(db), "--format", "json", cwd=tmp_path)
+        collected = json.loads(out.stdout)
+        jsonschema.validate(collected, json_schema(IRCollectDocument))
+        assert collected["stored"] == 1 and collected["directory"] == str(tmp_path / d)
+    out = cli(tmp_path, "ir", "diff", "old", "new", "--history", str(db), "--format", "json")
     assert [(k["status"], k["op_delta"]) for k in json.loads(out.stdout)["kernels"]] == [
         ("structural", {"tt.load": 1})
     ]
-    empty = perfq("ir", "harvest", str(tmp_path), "--label", "x", "--stage", "ptx", "--history", str(db),
-                  cwd=tmp_path)
+    empty = cli(tmp_path, "ir", "harvest", str(tmp_path), "--label", "x", "--stage", "ptx", "--history", str(db))
     assert empty.returncode == 1 and "no Triton IR files" in empty.stderr

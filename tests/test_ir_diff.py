@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from perfq.query.ir_diff import (
+from perfq.ir.diff import (
     ATTRIBUTES,
     IDENTICAL,
     STRUCTURAL,
@@ -16,9 +16,9 @@ from perfq.query.ir_diff import (
     op_delta,
     strip_attributes,
 )
-from perfq.query.ir_normalize import normalize_ir
-from perfq.query.ir_report import to_json, to_markdown
-from perfq.runner.ir_store import IRRecord, store_collection
+from perfq.ir.normalize import normalize_ir
+from perfq.ir.report import to_json, to_markdown
+from perfq.ir.store import IRRecord, store_collection
 from perfq.schema.history import connect_history
 
 TTIR = """\

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from perfq.errors import PerfqError
-from perfq.runner.ir_compile import Specialization
-from perfq.runner.ir_manifest import load_manifest, parse_manifest
+from perfq.ir.compile import Specialization
+from perfq.ir.manifest import load_manifest, parse_manifest
 
 GOOD = {
     "paths": ["bench"],

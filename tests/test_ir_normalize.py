@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfq.query.ir_normalize import normalize_ir, stage_kind
+from perfq.ir.normalize import normalize_ir, stage_kind
 
 # The same TTGIR as Triton 3.9 prints it (named SSA values, locations of one checkout) ...
 TTGIR_A = """\

@@ -16,12 +16,12 @@ import pytest
 pytestmark = pytest.mark.triton
 triton = pytest.importorskip("triton")
 
-from perfq.query.ir_diff import IRText, changed_kernels, diff_collections  # noqa: E402
-from perfq.query.ir_normalize import normalize_ir  # noqa: E402
-from perfq.runner.ir_harvest import harvest  # noqa: E402
-from perfq.runner.ir_manifest import parse_manifest  # noqa: E402
-from perfq.runner.ir_store import store_collection  # noqa: E402
-from perfq.runner.triton_ir import collect  # noqa: E402
+from perfq.ir.collect import collect  # noqa: E402
+from perfq.ir.diff import IRText, changed_kernels, diff_collections  # noqa: E402
+from perfq.ir.harvest import harvest  # noqa: E402
+from perfq.ir.manifest import parse_manifest  # noqa: E402
+from perfq.ir.normalize import normalize_ir  # noqa: E402
+from perfq.ir.store import store_collection  # noqa: E402
 from perfq.schema.history import connect_history  # noqa: E402
 
 KERNELS = '''
@@ -200,7 +200,7 @@ def test_cli_collect_and_changed_kernels(two_installs, tmp_path):
     # changed_kernels on the real compiles of the fixture (stored into a fresh history)
     store = tmp_path / "h2.duckdb"
     _b, first, _s = two_installs
-    from perfq.runner.ir_store import IRRecord
+    from perfq.ir.store import IRRecord
 
     def records(col, swap=False):
         return [IRRecord(k[0], k[1], k[2], k[3], t.raw.replace("arith.addf", "arith.mulf") if swap

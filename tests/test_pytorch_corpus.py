@@ -7,7 +7,6 @@ so the corpus checkout is left as it was.
 from __future__ import annotations
 
 import difflib
-import os
 from pathlib import Path
 
 import duckdb
@@ -17,8 +16,7 @@ from perfq.config import load_config
 from perfq.indexer.build import build_index
 from perfq.query.index_stats import index_stats
 from perfq.runner.affected_flow import affected_for_ref
-
-CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
+from tests.conftest import CORPUS  # noqa: E402
 
 pytestmark = [
     pytest.mark.corpus,
@@ -34,19 +32,19 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _patch_function_line(rel: str, function_marker: str, nth_body_line: int = 3) -> str:
-    """A diff that appends a space to a body line of the function whose definition
-    line contains ``function_marker``."""
+    """A diff that adds a statement after a body line of the function whose definition
+    line contains ``function_marker`` (a change of code tokens, not only of layout)."""
     lines = (CORPUS / rel).read_text(encoding="utf-8").splitlines(keepends=True)
     start = next(i for i, line in enumerate(lines) if function_marker in line and not line.strip().endswith(";"))
     target = start + nth_body_line
     new = list(lines)
-    new[target] = new[target].rstrip("\n") + " \n"
+    new.insert(target + 1, "  (void)0;\n")
     body = "".join(difflib.unified_diff(lines, new, f"a/{rel}", f"b/{rel}", n=0))
     return f"diff --git a/{rel} b/{rel}\n{body}"
 
 
 def _affected(db: Path, patch: str) -> dict:
-    return affected_for_ref(CORPUS, None, db, diff_text=patch)
+    return affected_for_ref(CORPUS, None, db, diff_text=patch).to_json()
 
 
 def test_resolution_rates(db: Path):
@@ -83,4 +81,9 @@ def test_unbenchmarked_kernel_selects_nothing(db: Path):
 def test_reduction_infrastructure_is_a_canary(db: Path):
     doc = _affected(db, _patch_function_line("aten/src/ATen/native/cpu/Reduce.h", "void binary_kernel_reduce_vec("))
     assert [c["set"] for c in doc["canary"]] == ["reductions"]
-    assert "sum_test" in [b["name"] for c in doc["canary"] for b in c["benchmarks"]]
+    assert doc["shared_infrastructure"] is True
+    selected = {b["name"] for b in doc["benchmarks"]}
+    assert {"sum_test", "qobserver_test"} <= selected  # their traces execute sum / all
+    # the canary set: the fewest of those whose traces cover the reduction operators reached
+    members = {b["name"] for c in doc["canary"] for b in c["benchmarks"]}
+    assert members and members <= selected

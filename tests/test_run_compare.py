@@ -7,7 +7,7 @@ import random
 import pytest
 from scipy import stats
 
-from perfq.query.compare import (
+from perfq.run.compare import (
     Settings,
     TestKey,
     benjamini_hochberg,
@@ -15,8 +15,8 @@ from perfq.query.compare import (
     pinpoint_p,
     settings_from_config,
 )
-from perfq.query.compare_report import comparison_document, render_markdown
-from perfq.runner.results_store import Run
+from perfq.run.report import comparison_document, render_markdown
+from perfq.schema.results_store import Run
 
 
 def key(test: str, bench: str = "b_test", unit: str = "us", metric: str = "forward_time") -> TestKey:
@@ -132,7 +132,15 @@ def test_settings_from_config_thresholds_and_ignore():
         settings_from_config({"compare": {"thresholds": 3}})
 
 
+def _typed_doc(n_same: int):
+    return _document(n_same)
+
+
 def _doc(n_same: int):
+    return _document(n_same).to_json()
+
+
+def _document(n_same: int):
     base, head = [], []
     reg, imp = key("reg"), key("imp")
     spread = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.002, 0.998]  # 8 samples: q survives BH over 17 tests
@@ -188,7 +196,7 @@ def test_json_document_shape():
 
 
 def test_markdown_summary_first_regressions_first_env_last_details_fold():
-    md = render_markdown(_doc(15))
+    md = render_markdown(_typed_doc(15))
     lines = md.splitlines()
     assert "1 regression(s), 1 improvement(s), 15 same" in lines[0]
     assert md.index("| regression |") < md.index("| improvement |") < md.index("| same |")

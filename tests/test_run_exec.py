@@ -8,13 +8,18 @@ import sys
 from pathlib import Path
 
 import duckdb
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
-from perfq.runner import run as runner
-from perfq.runner.opbench import OpBenchSpec
-from perfq.runner.results_store import export_runs, import_files, load_export, runs_for_label
+from perfq.common.documents import json_schema
+from perfq.run import execute as runner
+from perfq.run.jobs import opbench_job
+from perfq.run.opbench import OpBenchSpec
+from perfq.run.report import ComparisonDocument, HistoryDocument
+from perfq.run.results import export_runs, import_files, load_export
+from perfq.schema.results_store import runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
 PY = sys.executable
@@ -22,7 +27,7 @@ PY = sys.executable
 
 def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
     tests = kw.pop("tests", ())
-    jobs = [runner.opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
+    jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
     sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
     return runner.Plan(
         label=kw.pop("label", "L"),
@@ -55,13 +60,14 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     vals = {(r[0], r[1]): r[3] for r in rows}
     assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
     assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
-    from perfq.cli.run_cmd import comparison_for_label
-    from perfq.query.compare import Settings
+    from perfq.run.compare import Settings
+    from perfq.run.comparisons import comparison_for_label
+    from perfq.run.report import Verdict
 
     doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())
-    assert {t["verdict"] for t in doc["tests"]} == {"regression"}
-    assert all(t["change"] == pytest.approx(0.5) for t in doc["tests"])
-    assert doc["base"]["torch_version"] == doc["head"]["torch_version"]  # whatever this interpreter has
+    assert {t.verdict for t in doc.tests} == {Verdict.regression}
+    assert all(t.change == pytest.approx(0.5) for t in doc.tests)
+    assert doc.base.torch_version == doc.head.torch_version  # whatever this interpreter has
     assert len(load_export(tmp_path / "r.json")) == 2
 
 
@@ -219,11 +225,14 @@ def test_cli_run_compare_history_import(tmp_path):
     res = cli.invoke(app, ["compare", "pr1", "--format", "json", *common])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
+    jsonschema.validate(doc, json_schema(ComparisonDocument))
     assert {t["verdict"] for t in doc["tests"]} == {"improvement"} and len(doc["tests"]) == len(ALL_TESTS_SHORT)
     res = cli.invoke(app, ["compare", "pr1", "--format", "markdown", *common])
     assert res.stdout.splitlines()[0].count("0 regression(s)") == 1
     res = cli.invoke(app, ["history", "fake_test", "--test", "add_M8_cpu", "--format", "json", *common])
-    rows = json.loads(res.stdout)["rows"]
+    history_doc = json.loads(res.stdout)
+    jsonschema.validate(history_doc, json_schema(HistoryDocument))
+    rows = history_doc["rows"]
     assert sorted((r["side"], r["median"], r["n"]) for r in rows) == [("base", 10.0, 5), ("head", 5.0, 5)]
     res = cli.invoke(app, ["import", str(tmp_path / "o.json"), *common])
     assert res.exit_code == 0 and "0 new run(s)" in res.stdout
@@ -283,8 +292,6 @@ def test_script_benchmark_from_config(tmp_path):
 
 
 def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
-    import types
-
     root = make_bench_root(tmp_path, names=("fake_test", "other_test"))
     calls = []
 
@@ -304,7 +311,7 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
             "canary": [{"set": "core", "trigger": "x", "benchmarks": [{"name": "other_test", "file": "y"}]}],
         }
 
-    monkeypatch.setitem(sys.modules, "perfq.query.affected", types.SimpleNamespace(affected_for_range=fake_affected))
+    monkeypatch.setattr("perfq.run.jobs.affected_for_range", fake_affected)
     hist = tmp_path / "a.duckdb"
     common = ["--history", str(hist), "--repo", str(tmp_path), "--bench-root", str(root)]
     res = CliRunner().invoke(

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from perfq.errors import PerfqError
-from perfq.runner import opbench
-from perfq.runner.opbench import OpBenchSpec, RunnerCaps
-from perfq.runner.run import drop_unsupported_compile, jobs_from_affected, match_ops
-from perfq.runner.script_bench import parse_output, script_benchmarks
+from perfq.run import opbench
+from perfq.run.jobs import drop_unsupported_compile, jobs_from_affected, match_ops
+from perfq.run.opbench import OpBenchSpec, RunnerCaps
+from perfq.run.script_bench import parse_output, script_benchmarks
+from tests.conftest import CORPUS
 from tests.run_fakebench import make_bench_root
 
 TEXT_260 = """# ----------------------------------------
@@ -170,8 +169,7 @@ def test_compile_mode_needs_runner_support(tmp_path):
 
 @pytest.mark.corpus
 def test_pytorch_260_runner_has_no_compile_or_json():
-    root = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus/pytorch-2.6.0"))
-    root = root / "benchmarks" / "operator_benchmark"
+    root = CORPUS / "benchmarks" / "operator_benchmark"
     if not root.is_dir():
         pytest.skip("no PyTorch 2.6.0 corpus")
     caps = opbench.detect_caps(root)

@@ -1,6 +1,7 @@
-"""The ``perfq`` command: a thin Typer shell over query/ and runner/.
+"""The ``perfq`` command: the root Typer app over every feature's ``cli`` module.
 
-Each command group lives in its own module with a ``register(app)`` function.
+Each command group lives in its own module with a ``register(app)`` function: ``index_cmd``
+and ``affected_cmd`` here, ``perfq.<feature>.cli`` for run, ir, bisect and coverage.
 Errors reach the user as one line (``error: ...``) and a non-zero exit.
 """
 
@@ -10,8 +11,12 @@ import sys
 
 import typer
 
-from perfq.cli import affected_cmd, bisect_cmd, coverage_cmd, index_cmd, ir_cmd, run_cmd
+from perfq.bisect import cli as bisect_cli
+from perfq.cli import affected_cmd, index_cmd
+from perfq.coverage import cli as coverage_cli
 from perfq.errors import PerfqError
+from perfq.ir import cli as ir_cli
+from perfq.run import cli as run_cli
 
 app = typer.Typer(
     name="perfq",
@@ -21,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (index_cmd, affected_cmd, run_cmd, ir_cmd, bisect_cmd, coverage_cmd):
+for _module in (index_cmd, affected_cmd, run_cli, ir_cli, bisect_cli, coverage_cli):
     _module.register(app)
 
 
@@ -41,11 +46,12 @@ def version() -> None:
 _INTERRUPTED = "error: interrupted; nothing was half-written (indexes and results are replaced atomically)"
 
 
-def main() -> None:
-    """Entry point: PerfqError becomes ``error: ...`` and its exit code, Ctrl-C one line
-    and 130, usage errors Typer's usual message; never a traceback for those."""
+def main(argv: list[str] | None = None) -> None:
+    """Entry point (``argv``: the arguments, default ``sys.argv[1:]``): PerfqError becomes
+    ``error: ...`` and its exit code, Ctrl-C one line and 130, usage errors Typer's usual
+    message; never a traceback for those."""
     try:
-        code = app(standalone_mode=False)
+        code = app(args=argv, prog_name="perfq", standalone_mode=False)
     except PerfqError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

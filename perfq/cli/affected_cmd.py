@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from perfq.cli.common import DbOption, RepoOption, print_json, resolve_repo
+from perfq.common.cli import DbOption, RepoOption, resolve_repo
+from perfq.common.render import print_json
 
 
 class AffectedFormat(str, Enum):
@@ -55,10 +56,10 @@ def register(app: typer.Typer) -> None:
                 raise PerfqError(f"cannot read diff {diff}: {exc}") from None
         doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
         if ir:
-            from perfq.cli.common import resolve_history
+            from perfq.common.cli import resolve_history
             from perfq.config import load_config
+            from perfq.ir.api import changed_kernels
             from perfq.query.affected import flag_ir_changes
-            from perfq.query.ir_diff import changed_kernels
             from perfq.schema.history import connect_history
 
             label_a, sep, label_b = ir.partition("..")
@@ -75,7 +76,7 @@ def register(app: typer.Typer) -> None:
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
         if fmt == AffectedFormat.json:
-            print_json(doc)
+            print_json(doc.to_json())
         elif fmt == AffectedFormat.markdown:
             print(render.markdown(doc))
         elif fmt == AffectedFormat.gha_matrix:
@@ -84,7 +85,7 @@ def register(app: typer.Typer) -> None:
             print(" ".join(names(doc)))
         else:
             render.table(doc, explain)
-        if fail_on_no_benchmark and doc["no_benchmark_ops"]:
+        if fail_on_no_benchmark and doc.no_benchmark_ops:
             raise typer.Exit(3)
 
     @app.command()

@@ -6,7 +6,26 @@ from pathlib import Path
 
 import typer
 
-from perfq.cli.common import DbOption, Format, RepoOption, console, print_json, resolve_db, resolve_repo
+from perfq.common.cli import DbOption, Format, RepoOption, resolve_db, resolve_repo
+from perfq.common.render import console, print_json
+
+
+class BuildLines:
+    """One plain line per build phase and per traced file (readable in CI logs too)."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+
+    def phase(self, name: str, detail: str = "") -> None:
+        self.out.print(f"[perfq] {name}: {detail}" if detail else f"[perfq] {name}")
+
+    def traced(self, result, done: int, total: int) -> None:
+        reason = result.reason or (result.errors[0] if result.errors else "")
+        why = f" ({reason})" if result.status.value != "ok" and reason else ""
+        self.out.print(
+            f"[perfq] traced {done}/{total} {result.path}: {result.status.value}, {len(result.tests)} tests,"
+            f" {result.seconds:.1f} s{why}"
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -21,15 +40,24 @@ def register(app: typer.Typer) -> None:
         native_functions: list[str] = typer.Option(None, "--native-functions", help="native_functions.yaml path(s)."),
         python_root: list[str] = typer.Option(None, "--python-root", help="Python roots (repeatable)."),
         benchmark_root: list[str] = typer.Option(None, "--benchmark-root", help="Benchmark roots (repeatable)."),
+        script_benchmark_root: list[str] = typer.Option(
+            None, "--script-benchmark-root", help="Plain benchmark script dirs (repeatable)."
+        ),
+        upstream: str = typer.Option(
+            None, "--upstream", help="An out-of-tree backend's PyTorch: 'torch' (installed) or a source tree."
+        ),
         canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
         compile_commands: str = typer.Option(
             None, "--compile-commands", help="compile_commands.json: parse with real flags, resolve calls exactly."
         ),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
         full: bool = typer.Option(False, "--full", help="Re-link everything (no in-place patch)."),
-        trace_benchmarks: bool = typer.Option(
-            False, "--trace-benchmarks", help="Profile each operator benchmark once (needs torch) for traced links."
+        trace: bool = typer.Option(
+            None,
+            "--trace/--no-trace",
+            help="Trace what each benchmark test executes (default: when torch is importable; cached).",
         ),
+        trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True, help="Same as --trace."),
         fmt: Format = typer.Option(Format.table, "--format"),
     ) -> None:
         """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic)."""
@@ -44,12 +72,23 @@ def register(app: typer.Typer) -> None:
                 "native_functions": native_functions,
                 "python_roots": python_root,
                 "benchmark_roots": benchmark_root,
+                "script_benchmark_roots": script_benchmark_root,
+                "upstream": upstream,
                 "canaries": canaries,
                 "compile_commands": compile_commands,
             },
         )
         target = resolve_db(root, db)
-        report = build_index(root, cfg, target, jobs=jobs or None, quiet=quiet, full=full, trace=trace_benchmarks)
+        report = build_index(
+            root,
+            cfg,
+            target,
+            jobs=jobs or None,
+            quiet=quiet,
+            full=full,
+            trace=True if trace_benchmarks else trace,
+            events=None if quiet else BuildLines(console(stderr=True)),
+        )
         if fmt == Format.json:
             print_json(
                 {
@@ -59,6 +98,7 @@ def register(app: typer.Typer) -> None:
                     "reparsed": report.reparsed,
                     "mode": report.mode,
                     "reused": report.reused,
+                    "trace_failures": report.trace_failures,
                 }
             )
             return
@@ -73,6 +113,8 @@ def register(app: typer.Typer) -> None:
             )
         )
         c.print("  " + ", ".join(f"{k} {v:.1f}s" for k, v in report.timings.items()))
+        for path, reason in sorted(report.trace_failures.items()):
+            c.print(f"  not fully traced: {path}: {reason}")
 
     @app.command()
     def stats(
@@ -97,4 +139,9 @@ def register(app: typer.Typer) -> None:
         c.print(table)
         for name, value in data["resolution"].items():
             c.print(f"{name}: {value}")
+        tr = data["traces"]
+        modes = ", ".join(f"{k} {v}" for k, v in tr["by_mode"].items())
+        c.print(f"traced benchmark files: {tr['ok']}/{tr['files']} ok; {tr['tests']} tests ({modes})")
+        for f in tr["failed"]:
+            c.print(f"  {f['status']}: {f['file']}: {f['reason']}")
         c.print("timings: " + ", ".join(f"{k} {v}s" for k, v in data["timings"].items()))

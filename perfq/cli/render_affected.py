@@ -1,106 +1,165 @@
-"""Renderers for the affected document: rich table, markdown, GHA matrix, names."""
+"""Renderers for the affected document: rich table (and chain trees), markdown, GHA matrix."""
 
 from __future__ import annotations
 
 from rich.table import Table
+from rich.tree import Tree
 
-from perfq.cli.common import console
-from perfq.query.affected import all_benchmarks
+from perfq.common.render import console
+from perfq.query.affected import AffectedDoc, SelectedBenchmark
+
+_LIST_SHOWN = 40
 
 
-def gha_matrix(doc: dict) -> dict:
+def gha_matrix(doc: AffectedDoc) -> dict:
     """A GitHub Actions matrix: one entry per benchmark x mode x device."""
     include = [
-        {"benchmark": b["name"], "file": b["file"], "mode": mode, "device": device, "tests": " ".join(b["tests"])}
-        for b in all_benchmarks(doc)
-        for mode in b["modes"]
-        for device in b["devices"]
+        {
+            "benchmark": b.name,
+            "file": b.file,
+            "mode": mode,
+            "device": device,
+            "operators": ",".join(b.modules),
+            "tests": " ".join(b.tests),
+        }
+        for b in doc.all_benchmarks()
+        for mode in b.modes
+        for device in b.devices
     ]
     return {"include": include}
 
 
-def _reason(b: dict) -> str:
-    if not b["reasons"]:
+def _step(step: str) -> str:
+    """A chain step without its edge tag and file path: ``softmax_lastdim_kernel_impl``."""
+    text = step.split(" [")[0]
+    if ":" in text and not text.startswith(("op ", "stub ", "benchmark ")):
+        text = text.rsplit("::", 1)[-1] if "::" in text else text.rsplit(":", 1)[-1]
+    return text
+
+
+def _why(b: SelectedBenchmark) -> str:
+    """The first reason as 'changed function -> ... -> op'."""
+    if not b.reasons:
         return ""
-    chain = b["reasons"][0]["chain"]
-    steps = [s.split(" [")[0] for s in chain]
-    return " -> ".join(s.rsplit(":", 1)[-1] if ":" in s and not s.startswith(("op ", "stub ")) else s for s in steps)
+    steps = [_step(s) for s in b.reasons[0].chain if not s.startswith("benchmark ")]
+    if len(steps) > 4:
+        steps = [steps[0], "…", *steps[-2:]]
+    return " → ".join(steps)
 
 
-def table(doc: dict, explain: bool = False) -> None:
+def _tests(b: SelectedBenchmark) -> str:
+    if b.modules:
+        shown = ", ".join(b.modules[:6]) + (" …" if len(b.modules) > 6 else "")
+        return f"{len(b.tests)} tests: {shown}" if b.tests else shown
+    if b.tests:
+        return f"{len(b.tests)} tests"
+    return ", ".join(b.ops[:4]) or "all"
+
+
+def _shown(items: tuple[str, ...], limit: int = _LIST_SHOWN) -> str:
+    return ", ".join(items[:limit]) + (f" … (+{len(items) - limit})" if len(items) > limit else "")
+
+
+def table(doc: AffectedDoc, explain: bool = False) -> None:
+    """The terminal view: folds long names instead of cutting them, legible at 80 columns."""
     c = console()
+    head = doc.head[:12] if doc.head not in ("WORKTREE", "PATCH") else doc.head
     c.print(
-        f"[bold]perfq affected[/bold] {doc['base'][:12]}..{doc['head'][:12]}: "
-        f"{len(doc['changed_functions'])} changed functions, {len(doc['ops'])} operators reached"
+        f"[bold]perfq affected[/bold] {doc.base[:12]}..{head}: {len(doc.changed_functions)} changed "
+        f"function(s), {len(doc.ops)} operator(s) reached"
+        + (f", {len(doc.no_op_changes)} no-op change(s)" if doc.no_op_changes else "")
     )
-    for w in doc.get("warnings", []):
+    for w in doc.warnings:
         c.print(f"[yellow]warning:[/yellow] {w}")
-    t = Table("benchmark", "tests / ops", "modes", "devices", "confidence", "why", title="Benchmarks to run")
-    for b in all_benchmarks(doc):
-        t.add_row(
-            b["name"] + (" [bold yellow]IR changed[/]" if b.get("ir_changed") else ""),
-            ", ".join(b["tests"] or b["ops"][:4]),
-            ",".join(b["modes"]),
-            ",".join(b["devices"]),
-            b["confidence"],
-            _reason(b),
-        )
-    c.print(t)
-    if explain:
-        for b in doc["benchmarks"]:
-            c.print(f"[bold]{b['name']}[/bold]")
-            for r in b["reasons"]:
-                for i, step in enumerate(r["chain"]):
-                    c.print(f"  {'  ' * i}{'-> ' if i else ''}{step}")
-    if doc["no_benchmark_ops"]:
-        c.print(
-            f"[bold red]NO BENCHMARK[/bold red] ({len(doc['no_benchmark_ops'])}): "
-            + ", ".join(doc["no_benchmark_ops"][:40])
-            + (" ..." if len(doc["no_benchmark_ops"]) > 40 else "")
-        )
-    for cs in doc["canary"]:
-        c.print(
-            f"[bold magenta]canary[/bold magenta] {cs['set']}: {cs['trigger']} -> "
-            + ", ".join(b["name"] for b in cs["benchmarks"])
-        )
-    for u in doc["unmapped_changes"]:
-        c.print(
-            f"[yellow]unmapped[/yellow] {u['file']} {u.get('function') or ''} lines {u['lines'][:6]}: {u['reason']}"
-        )
-
-
-def markdown(doc: dict) -> str:
-    """A PR comment: summary first, then the benchmarks, NO BENCHMARK ops, canaries."""
-    benches = all_benchmarks(doc)
-    lines = [
-        f"**perfq**: {len(benches)} benchmark(s) selected for {len(doc['changed_functions'])} changed "
-        f"function(s); {len(doc['no_benchmark_ops'])} affected operator(s) with NO BENCHMARK."
-        + (" Compile mode (`--use-compile`) too." if doc["compile_mode"] else ""),
-        "",
-    ]
+    benches = doc.all_benchmarks()
     if benches:
-        lines += ["| benchmark | tests / ops | modes | devices | confidence | why |", "|---|---|---|---|---|---|"]
+        t = Table(title="Benchmarks to run", title_justify="left", expand=False)
+        t.add_column("benchmark", overflow="fold", no_wrap=False, ratio=2)
+        t.add_column("tests", overflow="fold", ratio=3)
+        t.add_column("conf.", overflow="fold")
+        t.add_column("why", overflow="fold", ratio=4)
+        devices = {b.devices for b in benches}
+        modes = {b.modes for b in benches}
         for b in benches:
-            lines.append(
-                f"| `{b['name']}` | {', '.join(b['tests'] or b['ops'][:4])} | {', '.join(b['modes'])} | "
-                f"{', '.join(b['devices'])} | {b['confidence']} | {_reason(b)} |"
+            name = b.name + (" [bold yellow]IR changed[/]" if b.ir_changed else "")
+            extra = []
+            if len(devices) > 1:
+                extra.append(",".join(b.devices))
+            if len(modes) > 1:
+                extra.append(",".join(b.modes))
+            t.add_row(name + (f" ({'; '.join(extra)})" if extra else ""), _tests(b), b.confidence.value, _why(b))
+        c.print(t)
+        if len(devices) == 1 or len(modes) == 1:
+            c.print(
+                "  on "
+                + ", ".join(sorted({d for b in benches for d in b.devices}))
+                + " in "
+                + ", ".join(sorted({m for b in benches for m in b.modes}))
+                + " mode"
             )
+    else:
+        c.print("No benchmark to run.")
+    if explain:
+        for b in doc.benchmarks:
+            tree = Tree(f"[bold]{b.name}[/bold] ({b.source.value}, {b.confidence.value})")
+            for r in b.reasons:
+                node = tree
+                for step in r.chain:
+                    node = node.add(step)
+            c.print(tree)
+    if doc.no_benchmark_ops:
+        c.print(f"[bold red]NO BENCHMARK[/bold red] ({len(doc.no_benchmark_ops)}): {_shown(doc.no_benchmark_ops)}")
+    for hit in doc.canary:
+        members = ", ".join(b.name for b in hit.benchmarks) or "no indexed benchmark"
+        c.print(f"[bold magenta]canary[/bold magenta] {hit.set}: {hit.trigger} -> {members}")
+    for n in doc.no_op_changes:
+        where = n.qualname or "outside functions"
+        c.print(f"[dim]no-op[/dim] {n.path} {where}: same code tokens (comments, whitespace or formatting)")
+    for u in doc.unmapped_changes:
+        c.print(f"[yellow]unmapped[/yellow] {u.file} {u.function or ''} lines {list(u.lines[:6])}: {u.reason}")
+
+
+def markdown(doc: AffectedDoc) -> str:
+    """A PR comment: summary first, then the benchmarks, NO BENCHMARK ops, canaries, chains."""
+    benches = doc.all_benchmarks()
+    summary = (
+        f"**perfq**: {len(benches)} benchmark(s) selected for {len(doc.changed_functions)} changed "
+        f"function(s); {len(doc.no_benchmark_ops)} affected operator(s) with NO BENCHMARK."
+    )
+    if doc.compile_mode:
+        summary += " Compile mode (`--use-compile`) too."
+    if doc.no_op_changes:
+        summary += f" {len(doc.no_op_changes)} change(s) alter no code token (no-op)."
+    lines = [summary, ""]
+    if benches:
+        lines += ["| benchmark | tests | confidence | why |", "|---|---|---|---|"]
+        for b in benches:
+            lines.append(f"| `{b.name}` | {_tests(b)} | {b.confidence.value} | {_why(b)} |")
         lines.append("")
-    if doc["no_benchmark_ops"]:
-        ops = ", ".join(f"`{o}`" for o in doc["no_benchmark_ops"][:60])
+    if doc.no_benchmark_ops:
+        ops = ", ".join(f"`{o}`" for o in doc.no_benchmark_ops[:60])
+        more = f" … (+{len(doc.no_benchmark_ops) - 60})" if len(doc.no_benchmark_ops) > 60 else ""
         lines += [
-            f"<details><summary>NO BENCHMARK: {len(doc['no_benchmark_ops'])} operator(s)</summary>",
+            f"<details><summary>NO BENCHMARK: {len(doc.no_benchmark_ops)} operator(s)</summary>",
             "",
-            ops,
+            ops + more,
             "",
             "</details>",
             "",
         ]
-    for c in doc["canary"]:
-        lines.append(f"- canary set **{c['set']}**: {c['trigger']}")
-    if doc["unmapped_changes"]:
+    for hit in doc.canary:
+        members = ", ".join(f"`{b.name}`" for b in hit.benchmarks)
+        lines.append(f"- canary set **{hit.set}**: {hit.trigger}" + (f" ({members})" if members else ""))
+    if doc.benchmarks:
+        lines += ["", "<details><summary>Why each benchmark</summary>", ""]
+        for b in doc.benchmarks:
+            lines.append(f"- `{b.name}` ({b.source.value})")
+            for r in b.reasons[:1]:
+                lines += [f"  {'  ' * i}- {step}" for i, step in enumerate(r.chain)]
+        lines += ["", "</details>"]
+    if doc.unmapped_changes:
         lines += ["", "<details><summary>Unmapped changes</summary>", ""]
-        lines += [f"- `{u['file']}` {u.get('function') or ''}: {u['reason']}" for u in doc["unmapped_changes"]]
+        lines += [f"- `{u.file}` {u.function or ''}: {u.reason}" for u in doc.unmapped_changes]
         lines += ["", "</details>"]
     return "\n".join(lines)
 

@@ -1,0 +1,34 @@
+"""Options and helpers shared by every command module (the root app and each feature's ``cli.py``)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from perfq.common.paths import default_history_path, default_index_path, repo_root
+
+RepoOption = typer.Option(None, "--repo", help="Repository root (default: the current git worktree).")
+DbOption = typer.Option(None, "--db", help="Index database (default: <git common dir>/perfq/index.duckdb).")
+HistoryOption = typer.Option(
+    None, "--history", help="Results history database (default: <git common dir>/perfq/history.duckdb)."
+)
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def resolve_repo(repo: Path | None) -> Path:
+    return repo_root(repo or Path.cwd())
+
+
+def resolve_db(repo: Path, db: Path | None) -> Path:
+    return db if db is not None else default_index_path(repo)
+
+
+def resolve_history(repo: Path, history: Path | None) -> Path:
+    return history if history is not None else default_history_path(repo)

@@ -1,0 +1,131 @@
+"""Unified diffs as data, parsed once with ``unidiff`` (pure).
+
+:func:`parse_diff` turns ``git diff`` / ``git log -p`` text into per-file changes: the
+changed line numbers on both sides, the hunks (with every line and its kind), the new
+side's text per hunk (to rebuild a file from a bare patch). Hunks are read by their
+header counts, so a removed line starting with ``-- `` or an added one starting with
+``++ `` is content, never a file header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from perfq.errors import PerfqError
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One line of a hunk: ``kind`` is ``' '``, ``'+'`` or ``'-'``; ``new_line`` its new-side number
+    (for a removed line: the new-side line it sits before)."""
+
+    kind: str
+    new_line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk: its old-side start and length, new-side start and length, and its lines."""
+
+    source_start: int
+    source_length: int
+    target_start: int
+    target_length: int
+    lines: tuple[DiffLine, ...]
+    new_lines: tuple[str, ...]  # the new side's text (context and added lines, as in the file)
+
+    @property
+    def target_range(self) -> tuple[int, int]:
+        """New-side lines the hunk covers (1-based, inclusive); a pure deletion: the line next to it."""
+        if self.target_length == 0:
+            line = max(self.target_start, 1)
+            return (line, line)
+        return (self.target_start, self.target_start + self.target_length - 1)
+
+
+@dataclass
+class FileChange:
+    old_path: str | None  # None: added file
+    new_path: str | None  # None: deleted file
+    removed: set[int] = field(default_factory=set)  # old-side line numbers
+    added: set[int] = field(default_factory=set)  # new-side line numbers
+    binary: bool = False
+    hunks: list[Hunk] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        return self.new_path or self.old_path or ""
+
+    @property
+    def status(self) -> str:
+        if self.old_path is None:
+            return "added"
+        if self.new_path is None:
+            return "deleted"
+        if self.old_path != self.new_path:
+            return "renamed"
+        return "modified"
+
+
+def _strip(path: str | None) -> str | None:
+    if path is None or path == "/dev/null":
+        return None
+    return path[2:] if path.startswith(("a/", "b/")) else path
+
+
+def _hunk(raw) -> Hunk:
+    lines: list[DiffLine] = []
+    new_line = raw.target_start
+    for ln in raw:
+        if ln.line_type not in (" ", "+", "-"):
+            continue  # "\ No newline at end of file"
+        lines.append(DiffLine(ln.line_type, new_line, ln.value.rstrip("\n")))
+        if ln.line_type != "-":
+            new_line += 1
+    new_text = tuple(ln.value for ln in raw if ln.is_added or ln.is_context)
+    return Hunk(raw.source_start, raw.source_length, raw.target_start, raw.target_length, tuple(lines), new_text)
+
+
+def _file_change(pf) -> FileChange:
+    old = None if pf.is_added_file else _strip(pf.source_file)
+    new = None if pf.is_removed_file else _strip(pf.target_file)
+    fc = FileChange(old, new, binary=pf.is_binary_file)
+    for raw in pf:
+        fc.hunks.append(_hunk(raw))
+        for line in raw:
+            if line.is_removed and line.source_line_no:
+                fc.removed.add(line.source_line_no)
+            elif line.is_added and line.target_line_no:
+                fc.added.add(line.target_line_no)
+        if raw.source_length == 0 and old is not None:
+            fc.removed.add(max(1, raw.source_start))  # a pure insertion: the line it follows
+        if raw.target_length == 0 and new is not None:
+            fc.added.add(max(1, raw.target_start))  # a pure deletion: where it was
+    return fc
+
+
+def parse_diff(text: str) -> list[FileChange]:
+    """Changed files and lines of a git diff (any context size)."""
+    if not text.strip():
+        return []
+    try:
+        patch = PatchSet(text)
+    except UnidiffParseError as exc:
+        raise PerfqError(f"not a unified diff: {exc}") from None
+    return [_file_change(pf) for pf in patch]
+
+
+def apply_hunks(old_text: bytes | None, change: FileChange) -> bytes | None:
+    """The new side of ``change`` rebuilt from its old side and hunks (for a bare patch)."""
+    if change.new_path is None:
+        return None
+    lines = (old_text or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    for hunk in sorted(change.hunks, key=lambda h: (h.source_start, h.source_length), reverse=True):
+        start, length = hunk.source_start, hunk.source_length
+        begin = start - 1 if length else start  # a pure insertion goes after line `start`
+        lines[begin : begin + length] = list(hunk.new_lines)
+    return "".join(lines).encode("utf-8")

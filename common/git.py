@@ -1,0 +1,234 @@
+"""Git plumbing: every git subprocess perfq runs goes through here."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfq.errors import PerfqError
+
+
+def git(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    text: bool = True,
+    stdin: str | bytes | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """Run ``git args`` in ``repo``; with ``check``, a failure is a PerfqError with git's first line."""
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=repo,
+            capture_output=True,
+            text=text,
+            errors="replace" if text else None,
+            check=False,
+            input=stdin,
+            timeout=timeout,
+        )
+    except FileNotFoundError:
+        raise PerfqError("git is not installed or not on PATH") from None
+    except NotADirectoryError:
+        raise PerfqError(f"{repo} is not a directory") from None
+    except subprocess.TimeoutExpired:
+        raise PerfqError(f"git {' '.join(args[:2])} timed out after {timeout:g}s") from None
+    if check and proc.returncode != 0:
+        err = proc.stderr if text else proc.stderr.decode("utf-8", "replace")
+        out = proc.stdout if text else proc.stdout.decode("utf-8", "replace")
+        first = (err.strip() or out.strip() or f"exit {proc.returncode}").splitlines()[0]
+        raise PerfqError(f"git {' '.join(args[:3])}: {first}")
+    return proc
+
+
+def out(repo: Path, *args: str, timeout: float | None = None) -> str:
+    """Stdout of ``git args`` (PerfqError on failure)."""
+    return git(repo, *args, timeout=timeout).stdout
+
+
+def ok(repo: Path, *args: str) -> bool:
+    """Whether ``git args`` succeeds (a missing git or directory is a failure too)."""
+    try:
+        return git(repo, *args, check=False).returncode == 0
+    except PerfqError:
+        return False
+
+
+def line(repo: Path, *args: str) -> str | None:
+    """The stripped stdout of a successful ``git args``, or None (failure, empty output, no git)."""
+    try:
+        proc = git(repo, *args, check=False)
+    except PerfqError:
+        return None
+    text = proc.stdout.strip()
+    return text if proc.returncode == 0 and text else None
+
+
+@contextmanager
+def stream(repo: Path, *args: str) -> Iterator[Iterator[str]]:
+    """The stdout lines of a long-running ``git args`` as they come; PerfqError when it fails."""
+    try:
+        proc = subprocess.Popen(
+            ["git", *args], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace"
+        )
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise PerfqError(f"cannot run git in {repo}: {exc}") from None
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        yield iter(proc.stdout)
+        stderr = proc.stderr.read()
+        if proc.wait() != 0:
+            first = stderr.strip().splitlines()[0] if stderr.strip() else f"git {args[0]} failed"
+            raise PerfqError(f"git {' '.join(args[:2])} failed: {first}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def toplevel(path: Path) -> Path | None:
+    """The top of the worktree containing ``path``, or None outside git."""
+    found = line(path, "rev-parse", "--show-toplevel")
+    return Path(found) if found else None
+
+
+def common_dir(repo: Path) -> Path | None:
+    """The git common dir of ``repo`` (shared by all its worktrees), or None outside git."""
+    found = line(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    return Path(found) if found else None
+
+
+def require_repo(repo: Path) -> Path:
+    """The top of the worktree at ``repo``, or a PerfqError when it is not a git repository."""
+    if not repo.is_dir():
+        raise PerfqError(f"{repo} is not a directory")
+    top = toplevel(repo)
+    if top is None:
+        raise PerfqError(f"{repo} is not a git repository")
+    return top
+
+
+def rev(repo: Path, ref: str) -> str | None:
+    """The commit hash ``ref`` names, or None when it names no commit."""
+    if not ref or ref.startswith("-"):
+        return None
+    return line(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+
+
+def resolve_ref(repo: Path, ref: str) -> str:
+    """The commit hash that ``ref`` names, or a PerfqError for an unknown ref."""
+    sha = rev(repo, ref)
+    if sha is None:
+        raise PerfqError(f"unknown ref {ref!r}")
+    return sha
+
+
+def head(repo: Path) -> str:
+    """The commit checked out in ``repo``, or '' (outside git, empty repository)."""
+    return line(repo, "rev-parse", "HEAD") or ""
+
+
+def branch(repo: Path) -> str | None:
+    """The checked-out branch name, or None when HEAD is detached."""
+    return line(repo, "symbolic-ref", "-q", "--short", "HEAD")
+
+
+def dirty(repo: Path) -> list[str]:
+    """Tracked files with uncommitted changes (staged or not)."""
+    return [ln[3:] for ln in out(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+
+
+def head_with_state(repo: Path) -> str:
+    """HEAD of ``repo`` (with ``-dirty`` when tracked files changed), or '' outside git."""
+    sha = head(repo)
+    if not sha:
+        return ""
+    return sha + ("-dirty" if dirty(repo) else "")
+
+
+def merge_base(repo: Path, a: str, b: str) -> str:
+    found = line(repo, "merge-base", a, b)
+    if found is None:
+        raise PerfqError(f"{a} and {b} have no common ancestor")
+    return found
+
+
+def count_commits(repo: Path, ref: str = "HEAD") -> int:
+    """Number of commits reachable from ``ref`` (0 for an empty repository)."""
+    return int(line(repo, "rev-list", "--count", ref) or 0)
+
+
+def diff(repo: Path, base: str, head: str | None) -> str:
+    """Unified diff (no context) from ``base`` to ``head`` (None: the working tree)."""
+    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", base]
+    if head is not None:
+        args.append(head)
+    return out(repo, *args)
+
+
+def show(repo: Path, rev: str | None, path: str) -> bytes | None:
+    """Content of ``path`` at ``rev`` (None: the working tree), or None when absent."""
+    if rev is None:
+        try:
+            return (repo / path).read_bytes()
+        except OSError:
+            return None
+    proc = git(repo, "show", f"{rev}:{path}", check=False, text=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """Who made a commit, when, and its subject line."""
+
+    commit: str
+    author: str
+    email: str
+    date: str
+    subject: str
+
+
+def commit(repo: Path, rev: str) -> CommitInfo:
+    """Author, date and subject of commit ``rev``."""
+    text = out(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", rev).rstrip("\n")
+    sha, author, email, date, subject = (text.split("\x00") + [""] * 5)[:5]
+    return CommitInfo(sha, author, email, date, subject)
+
+
+def commit_info(repo: Path, rev: str) -> dict[str, str]:
+    """``commit(repo, rev)`` as the dict ``perfq backtest`` reports."""
+    info = commit(repo, rev)
+    return {"commit": info.commit, "author": info.author, "date": info.date, "subject": info.subject}
+
+
+def first_parent_commits(repo: Path, rev_range: str) -> list[str]:
+    """Commits of ``rev_range`` oldest first, first-parent."""
+    return out(repo, "rev-list", "--first-parent", "--reverse", rev_range).split()
+
+
+def parents(repo: Path, sha: str) -> list[str]:
+    return out(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+
+
+def read_blobs(repo: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
+    """Contents of many (rev, path) blobs with one ``git cat-file --batch`` process."""
+    if not wanted:
+        return {}
+    request = "".join(f"{rev}:{path}\n" for rev, path in wanted).encode()
+    data, pos = git(repo, "cat-file", "--batch", check=False, text=False, stdin=request).stdout, 0
+    blobs: dict[tuple[str, str], bytes | None] = {}
+    for key in wanted:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        pos = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            blobs[key] = data[pos : pos + size]
+            pos += size + 1
+        else:
+            blobs[key] = None  # "missing" (or not a blob)
+    return blobs

@@ -1,0 +1,39 @@
+"""Where perfq keeps its files for a repository.
+
+The index and the results history live in the clone's git common dir
+(``.git/perfq/``), so every worktree of a clone shares them; a non-git tree keeps
+them in ``.perfq/``. Both can be overridden with ``--db`` / ``--history``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfq.common import git
+
+INDEX_FILE = "index.duckdb"
+HISTORY_FILE = "history.duckdb"
+
+
+def git_common_dir(repo: Path) -> Path | None:
+    """The git common dir of ``repo`` (shared by all its worktrees), or None outside git."""
+    return git.common_dir(repo)
+
+
+def repo_root(start: Path) -> Path:
+    """The top of the git worktree containing ``start``, or ``start`` itself outside git."""
+    return git.toplevel(start) or start.resolve()
+
+
+def state_dir(repo: Path) -> Path:
+    """The directory holding perfq's databases for ``repo``."""
+    common = git_common_dir(repo)
+    return common / "perfq" if common is not None else repo.resolve() / ".perfq"
+
+
+def default_index_path(repo: Path) -> Path:
+    return state_dir(repo) / INDEX_FILE
+
+
+def default_history_path(repo: Path) -> Path:
+    return state_dir(repo) / HISTORY_FILE

@@ -1,0 +1,179 @@
+"""CLI for `perfq bisect` and `perfq bisect-step` (see docs/bisect.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from typer.core import TyperCommand
+
+from perfq.common.cli import DbOption, Format, HistoryOption, RepoOption, resolve_repo
+from perfq.common.render import print_json
+from perfq.errors import PerfqError
+
+_CMD_KEY = "perfq_bisect_command"
+_FORMAT = typer.Option(Format.table, "--format", help="table (text), markdown or json.")
+_IR_TARGET = typer.Option(None, "--ir-target", help="With --ir: compile target(s), e.g. cuda:90.")
+
+
+class _DashDashCommand(TyperCommand):
+    """Keeps everything after the first ``--`` verbatim as the benchmark command."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta[_CMD_KEY] = list(args[i + 1:])
+            args = args[:i]
+        else:
+            ctx.meta[_CMD_KEY] = []
+        return super().parse_args(ctx, args)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _metric(metric: str | None, metric_json: str | None, aggregate: str):
+    from perfq.bisect.metric import AGGREGATES, MetricSpec
+
+    if metric and metric_json:
+        raise PerfqError("use either --metric or --metric-json, not both")
+    if aggregate not in AGGREGATES:
+        raise PerfqError(f"--aggregate must be one of {', '.join(AGGREGATES)}")
+    return MetricSpec(regex=metric, json_path=metric_json, aggregate=aggregate)
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return typer.confirm(question, default=False, err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bisect`` and ``bisect-step`` to ``app``."""
+
+    @app.command("bisect", cls=_DashDashCommand)
+    def bisect_cmd(
+        ctx: typer.Context,
+        good: str = typer.Argument(None, help="A commit where the benchmark is fast (good)."),
+        bad: str = typer.Argument(None, help="A commit where it is slow (bad); default HEAD."),
+        build: str = typer.Option(None, "--build", help="Shell command run before benchmarking each commit."),
+        metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
+        metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
+        aggregate: str = typer.Option("first", "--aggregate",
+                                      help="Several --metric matches: first|last|sum|mean|min|max."),
+        lower: bool = typer.Option(False, "--lower-is-better", help="Smaller values are better."),
+        higher: bool = typer.Option(False, "--higher-is-better", help="Larger values are better."),
+        runs: int = typer.Option(3, "--runs", min=1, help="Runs per tested commit (median)."),
+        baseline_runs: int = typer.Option(3, "--baseline-runs", min=1, help="Runs of GOOD and BAD."),
+        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99,
+                                        help="Bad when past this fraction of the way from good to bad."),
+        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5,
+                                     help="Near the threshold (fraction of good-to-bad): run more."),
+        extra_runs: int = typer.Option(5, "--extra-runs", min=0, help="Runs added when near the threshold."),
+        min_change: float = typer.Option(0.05, "--min-change", help="Smaller GOOD/BAD change: noise."),
+        max_failures: int = typer.Option(3, "--max-failures", min=1, help="Stop after this many in a row."),
+        force: bool = typer.Option(False, "--force", help="Bisect even if the baselines look like noise."),
+        all_parents: bool = typer.Option(False, "--all-parents",
+                                         help="When the first bad commit is a merge, descend into it."),
+        timeout: float = typer.Option(600.0, "--timeout", help="Seconds per build or benchmark run."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Stash a dirty tree without asking."),
+        prune: bool = typer.Option(False, "--prune", help="Skip commits the perfq index says cannot matter."),
+        benchmark: str = typer.Option(None, "--benchmark",
+                                      help="Operator benchmark (pt/NAME.py): builds command and metric."),
+        test_name: str = typer.Option(None, "--test-name", help="With --benchmark: one test, not the sum."),
+        ir: str = typer.Option(None, "--ir", help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
+        ir_target: list[str] = _IR_TARGET,
+        resume: bool = typer.Option(False, "--resume", help="Continue the last interrupted session."),
+        fmt: Format = _FORMAT,
+        repo: Path = RepoOption,
+        db: Path = DbOption,
+        history: Path = HistoryOption,
+    ) -> None:
+        """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD..."""
+        from perfq.bisect.driver import run_bisect
+        from perfq.bisect.report import render_markdown, render_text
+        from perfq.bisect.request import BisectRequest, opbench_command
+        from perfq.bisect.search import SearchConfig
+
+        command: list[str] = ctx.meta.get(_CMD_KEY, [])
+        spec = _metric(metric, metric_json, aggregate)
+        cwd = ""
+        if benchmark:
+            if command:
+                raise PerfqError("give either --benchmark NAME or a command after `--`, not both")
+            command, cwd, bench_metric = opbench_command(benchmark, test_name)
+            if not (metric or metric_json):
+                spec = bench_metric
+            lower = lower or not higher
+        elif test_name:
+            raise PerfqError("--test-name only applies with --benchmark")
+        if ir and benchmark:
+            raise PerfqError("give either --ir KERNEL or --benchmark NAME, not both")
+        if resume and (good or command):
+            raise PerfqError("--resume continues the stored session; do not give commits or a command")
+        cfg = SearchConfig(runs=runs, baseline_runs=baseline_runs, threshold=threshold, margin=margin,
+                           extra_runs=extra_runs, min_change=min_change, max_failures=max_failures,
+                           force=force)
+        req = BisectRequest(
+            repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build, metric=spec,
+            lower=lower or None, higher=higher or None, search=cfg, all_parents=all_parents, timeout=timeout,
+            yes=yes, prune=prune, benchmark=benchmark, db=db, history=history, resume=resume,
+            ir_kernel=ir, ir_targets=tuple(ir_target or ()),
+        )
+        doc = run_bisect(req, _log, _confirm)
+        if fmt == Format.json:
+            print_json(doc.to_json())
+        elif fmt == Format.markdown:
+            print(render_markdown(doc))
+        else:
+            print(render_text(doc))
+        if not doc.found:
+            raise typer.Exit(1)
+
+    @app.command("bisect-step", cls=_DashDashCommand)
+    def bisect_step_cmd(
+        ctx: typer.Context,
+        good_value: float = typer.Option(None, "--good-value", help="The metric at the good commit."),
+        bad_value: float = typer.Option(None, "--bad-value", help="The metric at the bad commit."),
+        threshold_value: float = typer.Option(None, "--threshold-value",
+                                              help="Or: an absolute threshold (needs a polarity)."),
+        build: str = typer.Option(None, "--build", help="Shell command run before benchmarking."),
+        metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
+        metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
+        aggregate: str = typer.Option("first", "--aggregate", help="first|last|sum|mean|min|max."),
+        lower: bool = typer.Option(False, "--lower-is-better"),
+        higher: bool = typer.Option(False, "--higher-is-better"),
+        runs: int = typer.Option(3, "--runs", min=1),
+        extra_runs: int = typer.Option(5, "--extra-runs", min=0),
+        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99),
+        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5),
+        timeout: float = typer.Option(600.0, "--timeout"),
+        benchmark: str = typer.Option(None, "--benchmark", help="Operator benchmark name (pt/NAME.py)."),
+        test_name: str = typer.Option(None, "--test-name"),
+    ) -> None:
+        """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error)."""
+        from perfq.bisect.request import opbench_command
+        from perfq.bisect.step import StepRequest, run_step
+
+        try:
+            command: list[str] = ctx.meta.get(_CMD_KEY, [])
+            spec = _metric(metric, metric_json, aggregate)
+            cwd = Path.cwd()
+            if benchmark:
+                command, sub, bench_metric = opbench_command(benchmark, test_name)
+                cwd = resolve_repo(None) / sub
+                spec = spec if (metric or metric_json) else bench_metric
+                lower = lower or not higher
+            if not command:
+                raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
+            req = StepRequest(command=command, cwd=cwd, metric=spec, build=build, good_value=good_value,
+                              bad_value=bad_value, threshold_value=threshold_value, lower=lower or None,
+                              higher=higher or None, runs=runs, extra_runs=extra_runs, threshold=threshold,
+                              margin=margin, timeout=timeout)
+            code = run_step(req, _log)
+        except PerfqError as exc:
+            # git bisect run treats 1-127 (but 125) as "bad": a usage error must abort instead.
+            raise PerfqError(str(exc), exit_code=128) from None
+        raise typer.Exit(code)

@@ -1,0 +1,166 @@
+"""Git side of ``perfq bisect``: validation, commit enumeration, checkout and restoration
+(every git process through :mod:`perfq.common.git`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from perfq.common import git as common_git
+from perfq.errors import PerfqError
+
+
+def git(repo: Path, *args: str, check: bool = True, timeout: float = 120) -> str:
+    """Stdout of ``git args`` in ``repo``; PerfqError (one line) on failure."""
+    return common_git.git(repo, *args, check=check, timeout=timeout).stdout
+
+
+def toplevel(path: Path) -> Path:
+    """The worktree root containing ``path``; PerfqError outside git."""
+    if not path.is_dir():
+        raise PerfqError(f"{path} is not a directory")
+    top = common_git.toplevel(path)
+    if top is None:
+        raise PerfqError(f"{path} is not inside a git repository")
+    return top
+
+
+def resolve(repo: Path, ref: str) -> str:
+    """The full hash of commit ``ref``; PerfqError when it does not name a commit."""
+    sha = common_git.rev(repo, ref)
+    if sha is None:
+        raise PerfqError(f"unknown commit {ref!r} in {repo}")
+    return sha
+
+
+def first_parent_range(repo: Path, good: str, bad: str) -> list[str]:
+    """Commits of ``good..bad`` on the first-parent line, oldest first."""
+    return git(repo, "rev-list", "--reverse", "--first-parent", f"{good}..{bad}").split()
+
+
+def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
+    """``[good, c1, ..., bad]`` along the first-parent line; PerfqError when empty or unrelated."""
+    if good == bad:
+        raise PerfqError("empty range: GOOD and BAD are the same commit")
+    if not common_git.ok(repo, "merge-base", "--is-ancestor", good, bad):
+        raise PerfqError(f"empty range: {good[:12]} is not an ancestor of {bad[:12]} (swapped GOOD and BAD?)")
+    commits = first_parent_range(repo, good, bad)
+    if not commits:
+        raise PerfqError(f"empty range {good[:12]}..{bad[:12]}")
+    if commits[-1] != bad:
+        raise PerfqError(f"{bad[:12]} is not on a first-parent line from {good[:12]}")
+    return [good, *commits]
+
+
+def merge_side(repo: Path, merge: str) -> list[str]:
+    """For a merge commit: ``[merge-base, side commits..., second parent]`` (first-parent of
+    the merged branch, oldest first), the range ``--all-parents`` descends into."""
+    ps = common_git.parents(repo, merge)
+    if len(ps) < 2:
+        return []
+    base = git(repo, "merge-base", ps[0], ps[1]).strip()
+    side = first_parent_range(repo, base, ps[1])
+    return [base, *side] if side else []
+
+
+def numstat(repo: Path, sha: str) -> list[dict]:
+    """Files changed by ``sha`` against its first parent, with +/- line counts."""
+    ps = common_git.parents(repo, sha)
+    args = ["diff", "--numstat", ps[0], sha] if ps else ["show", "--numstat", "--format=", sha]
+    files = []
+    for line in git(repo, *args).splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3:
+            added, removed, path = parts
+            files.append({"path": path, "added": int(added) if added.isdigit() else None,
+                          "removed": int(removed) if removed.isdigit() else None})
+    return files
+
+
+def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
+    ps = common_git.parents(repo, sha)
+    args = ["diff", "--unified=3", ps[0], sha] if ps else ["show", "--format=", sha]
+    text = git(repo, *args)
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\ndiff --git ", 0, limit)  # whole files only: a cut hunk is not a diff
+    return text[: cut + 1] if cut > 0 else ""
+
+
+def head_ref(repo: Path) -> tuple[str | None, str]:
+    """(branch name or None when detached, HEAD commit)."""
+    return common_git.branch(repo), git(repo, "rev-parse", "HEAD").strip()
+
+
+class Checkout:
+    """Detached checkouts of commits to test; ``restore`` puts back the original HEAD."""
+
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.branch, self.head = head_ref(repo)
+        self.current: str | None = self.head
+
+    def _switch(self, *args: str) -> None:
+        """``git checkout args``; when tracked files block it, they were modified by a build
+        or benchmark (the user's changes were stashed first): reset them and retry. Never
+        forced, so untracked files are never overwritten."""
+        if common_git.ok(self.repo, "checkout", "--quiet", *args):
+            return
+        if common_git.dirty(self.repo):
+            git(self.repo, "reset", "--quiet", "--hard")
+        git(self.repo, "checkout", "--quiet", *args)
+
+    def to(self, sha: str) -> None:
+        if self.current == sha:
+            return
+        self._switch("--detach", sha)
+        self.current = sha
+
+    def restore(self) -> None:
+        target = self.branch or self.head
+        try:
+            self._switch(target)
+        except PerfqError as exc:
+            raise PerfqError(f"could not restore {target} ({exc}); run `git checkout {target}`") from None
+        self.current = self.head
+
+
+@contextmanager
+def guarded(repo: Path, stash_ok: Callable[[list[str]], bool],
+            log: Callable[[str], None]) -> Iterator[Checkout]:
+    """Stash a dirty tree (when ``stash_ok`` agrees), yield a Checkout, and always restore the
+    original branch/commit and the stashed changes, on success, error or Ctrl-C."""
+    changed = common_git.dirty(repo)
+    stash_sha = None
+    if changed:
+        if not stash_ok(changed):
+            raise PerfqError(f"the working tree has uncommitted changes ({len(changed)} files); "
+                             "commit them, or pass --yes to let perfq stash and restore them")
+        log(f"stashing uncommitted changes in {len(changed)} file(s); they are restored at the end")
+        git(repo, "stash", "push", "--quiet", "-m", "perfq bisect autostash")
+        stash_sha = git(repo, "rev-parse", "refs/stash").strip()
+    co = Checkout(repo)
+    try:
+        yield co
+    finally:
+        try:
+            co.restore()
+            where = co.branch or co.head[:12]
+            log(f"restored {where}")
+        finally:
+            if stash_sha:
+                _unstash(repo, stash_sha, log)
+
+
+def _unstash(repo: Path, stash_sha: str, log: Callable[[str], None]) -> None:
+    shas = git(repo, "stash", "list", "--format=%H", check=False).split()
+    if stash_sha not in shas:
+        log(f"warning: the autostash {stash_sha[:12]} is gone; nothing to restore")
+        return
+    ref = f"stash@{{{shas.index(stash_sha)}}}"
+    popped = common_git.ok(repo, "stash", "pop", "--quiet", "--index", ref)
+    if popped or common_git.ok(repo, "stash", "pop", "--quiet", ref):
+        log("restored your uncommitted changes")
+    else:
+        log(f"warning: could not re-apply your uncommitted changes; they are kept in {ref} (git stash pop)")

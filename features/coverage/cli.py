@@ -1,0 +1,158 @@
+"""CLI for `perfq coverage`: operators without benchmarks ranked by churn, and `--scaffold OP`."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
+from perfq.common.render import console, write_output
+from perfq.errors import PerfqError
+
+if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
+    from perfq.coverage.report import CoverageReport
+
+
+class CoverageFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def parse_dispatch(value: str | None) -> list[str]:
+    return [k.strip() for k in (value or "").split(",") if k.strip()]
+
+
+DEFAULT_INFRA_OPS = 200  # a changed function reaching more operators than this is shared infrastructure
+
+
+def infra_bound(cfg_extra: dict, override: int | None) -> int:
+    """The churn infrastructure bound: ``--infra-ops``, else ``[tool.perfq] coverage_infra_ops``, else 200."""
+    if override is not None:
+        return override
+    value = cfg_extra.get("coverage_infra_ops", DEFAULT_INFRA_OPS)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise PerfqError(f"[tool.perfq] coverage_infra_ops must be a positive integer, not {value!r}")
+    return value
+
+
+def collect_report(
+    repo: Path,
+    db: Path,
+    since: str,
+    dispatch: list[str],
+    top: int | None,
+    uncovered_only: bool = False,
+    infra_ops: int | None = None,
+) -> CoverageReport:
+    """Load facts, compute churn from git history, build the report."""
+    from perfq.config import load_config
+    from perfq.coverage.churn import op_churn
+    from perfq.coverage.facts import load_facts
+    from perfq.coverage.report import build_report
+    from perfq.schema.reader import open_index
+
+    cfg = load_config(repo)
+    bound = infra_bound(cfg.extra, infra_ops)
+    with open_index(db) as con:
+        facts = load_facts(con)
+        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=bound)
+    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
+
+
+def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
+    """Resolve ``op`` in the index and write its scaffolded benchmark."""
+    from perfq.coverage.scaffold import pick_overload, scaffold
+    from perfq.schema.index_store import IndexStore
+    from perfq.schema.reader import open_index
+
+    namespace, _, bare = op.rpartition("::")
+    namespace = namespace or "aten"
+    with open_index(db) as con:
+        store = IndexStore(con)
+        rows = store.ops_named(bare if namespace == "aten" else op) or store.ops_of_base(bare, namespace)
+        if not rows:
+            raise PerfqError(f"unknown operator {op!r} (not in the index's ops)")
+        chosen = next(r for r in rows if r.schema == pick_overload([r.schema for r in rows]))
+        benches = store.benchmarks_of_ops([r.name for r in rows])
+    namespace, schema = chosen.namespace, chosen.schema
+    result = scaffold(schema, namespace=namespace)
+    err = console(stderr=True)
+    if benches:
+        err.print(f"note: {op} is already covered by {', '.join(benches)}")
+    if out is None:
+        pt = repo / "benchmarks" / "operator_benchmark" / "pt"
+        out = (pt if pt.is_dir() else Path.cwd()) / result.filename
+    if out.exists() and not force:
+        raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
+    write_output(result.text, out)
+    bench_root = repo / "benchmarks" / "operator_benchmark"
+    if out.resolve().parent == (bench_root / "pt").resolve():
+        how = f"cd {bench_root} && python -m pt.{out.stem} --tag-filter short"
+    else:
+        how = f"cd <pytorch>/benchmarks/operator_benchmark && PYTHONPATH=. python {out.resolve()} --tag-filter short"
+    err.print(f"benchmark for {result.op} calls {result.call}; run it with: {how}", markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `perfq coverage` to ``app``."""
+
+    @app.command()
+    def coverage(
+        since: Annotated[str, typer.Option("--since", help="History period (git approxidate).")] = "180.days",
+        dispatch: Annotated[
+            str | None,
+            typer.Option("--dispatch", help="Only operators with any of these dispatch keys (CPU,CUDA)."),
+        ] = None,
+        top: Annotated[int | None, typer.Option("--top", min=0, help="Show the first N operators.")] = None,
+        uncovered: Annotated[bool, typer.Option("--uncovered", help="Only operators without a benchmark.")] = False,
+        fmt: Annotated[CoverageFormat, typer.Option("--format", help="Output format.")] = (CoverageFormat.table),
+        out: Annotated[
+            Path | None, typer.Option("--out", help="Write the report (or the scaffold) to this file.")
+        ] = None,
+        scaffold: Annotated[
+            str | None,
+            typer.Option("--scaffold", metavar="OP", help="Write an operator_benchmark file for OP instead."),
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="With --scaffold: overwrite the file.")] = False,
+        infra_ops: Annotated[
+            int | None,
+            typer.Option(
+                "--infra-ops",
+                min=1,
+                help="Churn: a changed function reaching more operators than "
+                "this is shared infrastructure and counts for none (default 200).",
+            ),
+        ] = None,
+        repo: Path | None = RepoOption,
+        db: Path | None = DbOption,
+    ) -> None:
+        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one."""
+        root = resolve_repo(repo)
+        index = resolve_db(root, db)
+        if scaffold:
+            run_scaffold(root, index, scaffold, out, force)
+            return
+        from perfq.coverage import render as render
+
+        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
+        if fmt is CoverageFormat.json:
+            write_output(render.to_json_text(report), out)
+        elif fmt is CoverageFormat.csv:
+            write_output(render.to_csv(report), out)
+        elif fmt is CoverageFormat.markdown:
+            write_output(render.to_markdown(report), out)
+        elif fmt is CoverageFormat.html:
+            write_output(render.to_html(report), out)
+        elif out is not None:
+            write_output(render.to_text(report), out)
+        else:
+            con = console()
+            con.print(render.to_rich_table(report))
+            for line in render.summary_lines(report)[1:]:
+                con.print(line, markup=False)

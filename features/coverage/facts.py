@@ -1,0 +1,45 @@
+"""The facts `perfq coverage` needs, read from the index through :class:`perfq.schema.index_store.IndexStore`."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import duckdb
+
+from perfq.coverage.report import CoverageFacts, Overload
+from perfq.schema.index_store import IndexStore
+
+
+def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
+    """Operators with their dispatch keys and kernel functions, kernel sizes and paths, benchmark links."""
+    store = IndexStore(con)
+    keys: dict[str, set[str]] = defaultdict(set)
+    kfuncs: dict[str, set[int]] = defaultdict(set)
+    for k in store.kernels():
+        keys[k.op].add(k.dispatch_key)
+        if k.function_id is not None:
+            kfuncs[k.op].add(k.function_id)
+    facts = CoverageFacts()
+    for op in store.ops():
+        op_keys = set(keys.get(op.name, ()))
+        if op.composite:
+            op_keys.add(op.composite)
+        facts.ops[op.name] = Overload(
+            name=op.name,
+            base=op.base,
+            overload=op.overload or "",
+            namespace=op.namespace,
+            schema=op.schema,
+            dispatch_keys=tuple(sorted(op_keys)),
+            kernel_functions=tuple(sorted(kfuncs.get(op.name, ()))),
+        )
+    for size in store.kernel_sizes():
+        facts.function_lines[size.function_id] = size.lines
+        facts.function_paths[size.function_id] = size.path
+    for bench in store.benchmark_files():
+        facts.bench_files[bench.name] = bench.file
+        facts.bench_ops.setdefault(bench.name, set())
+    for link in store.bench_ops():
+        facts.bench_ops.setdefault(link.bench, set()).add(link.op)
+        facts.link_sources.setdefault((link.bench, link.op), set()).add(link.source)
+    return facts

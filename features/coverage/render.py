@@ -1,0 +1,300 @@
+"""Renderers for a coverage report: rich table, CSV, JSON, markdown and a self-contained HTML page.
+
+The HTML page embeds its CSS and SVG charts (no script, no network): summary cards, the top
+uncovered operators by churn (or kernel size without history), coverage by area and by
+dispatch key, the ranked table and the stale benchmark files.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from perfq.common.render import md_escape
+from perfq.coverage.report import CoverageReport, LinkSource, OpRow
+
+NO_BENCHMARK = "NO BENCHMARK"
+CSV_FIELDS = [
+    "rank",
+    "op",
+    "covered",
+    "churn",
+    "kernel_lines",
+    "dispatch_keys",
+    "overloads",
+    "benchmarks",
+    "areas",
+]
+
+
+def _churn(row: OpRow) -> str:
+    return "-" if row.churn is None else str(row.churn)
+
+
+def headline(report: CoverageReport) -> str:
+    """One line: covered/total and how the rows are ranked."""
+    s = report.summary
+    note = s.history.note if s.history is not None and s.history.note else ""
+    line = (
+        f"{s.ops_covered}/{s.ops_total} operators covered ({100 * s.ops_ratio:.1f}%), "
+        f"{s.overloads_covered}/{s.overloads_total} overloads; ranked by {s.ranking}"
+    )
+    return f"{line}. {note}" if note else line
+
+
+def bench_labels(row: OpRow) -> str:
+    """Benchmarks of a row, marked ``(traced)`` when only traced links found them."""
+    sources: dict[str, set[LinkSource]] = {}
+    for link in row.links:
+        sources.setdefault(link.bench, set()).add(link.source)
+    return ", ".join(f"{b} (traced)" if sources.get(b) == {LinkSource.traced} else b for b in row.benchmarks)
+
+
+def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown + (f" +{len(keys) - limit}" if len(keys) > limit else "")
+
+
+def to_rich_table(report: CoverageReport) -> Table:
+    """The ranked rows as a rich table (uncovered rows say NO BENCHMARK in red)."""
+    table = Table(title=headline(report), title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("operator", overflow="fold", ratio=3)
+    table.add_column("churn", justify="right")
+    table.add_column("kernel lines", justify="right")
+    table.add_column("dispatch keys", ratio=2)
+    table.add_column("ovl", justify="right")
+    table.add_column("benchmarks", ratio=3)
+    for i, row in enumerate(report.rows, 1):
+        benches = bench_labels(row) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
+        table.add_row(
+            str(i),
+            row.op,
+            _churn(row),
+            str(row.kernel_lines),
+            _short_keys(row.dispatch_keys),
+            str(len(row.overloads)),
+            benches,
+        )
+    return table
+
+
+def to_text(report: CoverageReport, width: int = 200) -> str:
+    """The rich table and summary as plain text (for ``--format table --out FILE``)."""
+    con = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+    con.print(to_rich_table(report))
+    for line in summary_lines(report)[1:]:
+        con.print(line, markup=False)
+    return con.export_text()
+
+
+def summary_lines(report: CoverageReport, limit: int = 12) -> list[str]:
+    """Plain-text summary: by dispatch key, by area, stale benchmarks."""
+    s = report.summary
+    out = [headline(report)]
+    for title, key in (("by dispatch key", "by_dispatch_key"), ("by area", "by_area")):
+        items = list(getattr(s, key).items())
+        parts = [f"{k} {v.covered}/{v.total}" for k, v in items[:limit]]
+        more = f", ... (+{len(items) - limit})" if len(items) > limit else ""
+        out.append(f"{title}: " + ", ".join(parts) + more)
+    stale = s.stale_benchmarks
+    if stale:
+        out.append("benchmarks covering nothing that exists: " + ", ".join(f"{b.bench} ({b.file})" for b in stale))
+    unlinked = s.unlinked_benchmarks
+    if unlinked:
+        out.append(f"benchmark files linked to no operator ({len(unlinked)}): " + ", ".join(unlinked))
+    return out
+
+
+def to_csv(report: CoverageReport) -> str:
+    """One line per operator group; list fields are ';'-joined."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for i, row in enumerate(report.rows, 1):
+        writer.writerow(
+            [
+                i,
+                row.op,
+                int(row.covered),
+                "" if row.churn is None else row.churn,
+                row.kernel_lines,
+                ";".join(row.dispatch_keys),
+                ";".join(row.overloads),
+                ";".join(row.benchmarks),
+                ";".join(row.areas),
+            ]
+        )
+    return buf.getvalue()
+
+
+def to_json_text(report: CoverageReport) -> str:
+    return json.dumps(report.to_json(), indent=2) + "\n"
+
+
+def to_markdown(report: CoverageReport) -> str:
+    """A markdown summary and table."""
+    s = report.summary
+    lines = ["# Operator benchmark coverage", "", headline(report), ""]
+    lines += [
+        "| # | operator | churn | kernel lines | dispatch keys | overloads | benchmarks |",
+        "|---:|---|---:|---:|---|---|---|",
+    ]
+    for i, row in enumerate(report.rows, 1):
+        benches = bench_labels(row) if row.covered else f"**{NO_BENCHMARK}**"
+        lines.append(
+            f"| {i} | `{md_escape(row.op)}` | {_churn(row)} | {row.kernel_lines} "
+            f"| {md_escape(', '.join(row.dispatch_keys))} "
+            f"| {md_escape(', '.join(row.overloads))} | {md_escape(benches)} |"
+        )
+    for title, key in (("By dispatch key", "by_dispatch_key"), ("By area", "by_area")):
+        lines += ["", f"## {title}", "", "| | covered | total | % |", "|---|---:|---:|---:|"]
+        for k, v in getattr(s, key).items():
+            lines.append(f"| {md_escape(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
+    lines += ["", "## Benchmarks covering nothing that exists any more", ""]
+    lines += [f"- `{b.bench}` ({b.file}): {', '.join(b.ops)}" for b in s.stale_benchmarks] or ["- none"]
+    unlinked = s.unlinked_benchmarks
+    lines += ["", "## Benchmark files linked to no operator", ""]
+    lines += [f"- `{b}`" for b in unlinked] or ["- none"]
+    return "\n".join(lines) + "\n"
+
+
+# --- HTML ------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1f2933;background:#f7f8fa}
+h1{margin:0 0 4px}h2{margin:28px 0 8px;font-size:18px}.sub{color:#52606d;margin-bottom:16px}
+.cards{display:flex;gap:12px;flex-wrap:wrap}.card{background:#fff;border-radius:8px;padding:12px 16px;
+box-shadow:0 1px 3px rgba(0,0,0,.12);min-width:150px}.card .v{font-size:26px;font-weight:700}
+.card .l{color:#616e7c;font-size:13px}.panel{background:#fff;border-radius:8px;padding:12px;
+box-shadow:0 1px 3px rgba(0,0,0,.12);margin-top:8px;overflow-x:auto}
+table{border-collapse:collapse;font-size:13px;width:100%}
+th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;
+text-align:left;vertical-align:top}td.n{text-align:right}.nob{color:#c62828;font-weight:700}
+.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
+svg text{font-size:12px;fill:#1f2933}code{font-size:12px}
+"""
+COVERED, UNCOVERED, ACCENT = "#2e7d32", "#e57373", "#3f51b5"
+
+
+def _bar_chart(items: Sequence[tuple[str, float]], color: str, unit: str) -> str:
+    """Horizontal bars, one per (label, value)."""
+    if not items:
+        return "<p>nothing to show</p>"
+    label_w, bar_w, row_h = 230, 520, 20
+    peak = max(v for _, v in items) or 1
+    height = row_h * len(items) + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" role="img">']
+    for i, (label, value) in enumerate(items):
+        y = 5 + i * row_h
+        w = max(1.0, bar_w * value / peak) if value else 0
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[:34])}</text>')
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{color}" rx="2">'
+            f"<title>{html.escape(label)}: {value:g} {unit}</title></rect>"
+        )
+        parts.append(f'<text x="{label_w + w + 5:.1f}" y="{y + 14}">{value:g}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
+    """Stacked bars of covered (green) and uncovered (red) counts, one per (label, total, covered)."""
+    if not items:
+        return "<p>nothing to show</p>"
+    label_w, bar_w, row_h = 300, 480, 20
+    peak = max(t for _, t, _ in items) or 1
+    height = row_h * len(items) + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" role="img">']
+    for i, (label, total, covered) in enumerate(items):
+        y = 5 + i * row_h
+        wc = bar_w * covered / peak
+        wu = bar_w * (total - covered) / peak
+        pct = 100 * covered / total if total else 0
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-44:])}</text>')
+        parts.append(
+            f'<rect x="{label_w}" y="{y + 2}" width="{wc:.1f}" height="{row_h - 5}" fill="{COVERED}">'
+            f"<title>{html.escape(label)}: {covered} covered</title></rect>"
+        )
+        parts.append(
+            f'<rect x="{label_w + wc:.1f}" y="{y + 2}" width="{wu:.1f}" height="{row_h - 5}" '
+            f'fill="{UNCOVERED}"><title>{html.escape(label)}: {total - covered} uncovered</title></rect>'
+        )
+        parts.append(f'<text x="{label_w + wc + wu + 5:.1f}" y="{y + 14}">{covered}/{total} ({pct:.0f}%)</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend() -> str:
+    return (
+        f'<div class="legend"><span style="background:{COVERED}"></span>covered'
+        f'<span style="background:{UNCOVERED}"></span>no benchmark</div>'
+    )
+
+
+def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
+    """A self-contained HTML page (inline CSS and SVG charts, no script, no network)."""
+    s = report.summary
+    hist = s.history
+    pool = list(report.ranked or report.rows)
+    uncovered = [r for r in pool if not r.covered]
+    by_churn = any(r.churn for r in uncovered)
+    metric = "churn (commits)" if by_churn else "kernel lines"
+    shown = [r for r in uncovered if r.churn] if by_churn else uncovered
+    top = [(r.op, float(r.churn if by_churn else r.kernel_lines)) for r in shown[:chart_rows]]
+    areas = [(k, v.total, v.covered) for k, v in s.by_area.items()][:chart_rows]
+    keys = [(k, v.total, v.covered) for k, v in s.by_dispatch_key.items()][:chart_rows]
+    esc = html.escape
+    cards = [
+        (f"{s.ops_covered}/{s.ops_total}", "operators covered"),
+        (f"{100 * s.ops_ratio:.1f}%", "coverage"),
+        (f"{s.overloads_covered}/{s.overloads_total}", "overloads covered"),
+        (str(hist.commits) if hist else "-", f"commits since {hist.since if hist else '?'}"),
+        (str(len(s.stale_benchmarks)), "stale benchmark files"),
+    ]
+    body = [
+        "<h1>Operator benchmark coverage</h1>",
+        f'<div class="sub">{esc(headline(report))}</div>',
+        '<div class="cards">',
+    ]
+    body += [
+        f'<div class="card"><div class="v">{esc(v)}</div><div class="l">{esc(label)}</div></div>' for v, label in cards
+    ]
+    body.append("</div>")
+    body.append(f"<h2>Top uncovered operators by {esc(metric)}</h2>")
+    body.append(f'<div class="panel">{_bar_chart(top, ACCENT, metric)}</div>')
+    body.append("<h2>Coverage by area (folder of the kernel files)</h2>")
+    body.append(f'<div class="panel">{_legend()}{_stacked_chart(areas)}</div>')
+    body.append("<h2>Coverage by dispatch key</h2>")
+    body.append(f'<div class="panel">{_legend()}{_stacked_chart(keys)}</div>')
+    body.append(
+        '<h2>Operators</h2><div class="panel"><table><tr><th>#</th><th>operator</th><th>churn</th>'
+        "<th>kernel lines</th><th>dispatch keys</th><th>overloads</th><th>benchmarks</th></tr>"
+    )
+    for i, row in enumerate(report.rows, 1):
+        benches = esc(bench_labels(row)) if row.covered else f'<span class="nob">{NO_BENCHMARK}</span>'
+        body.append(
+            f'<tr><td class="n">{i}</td><td><code>{esc(row.op)}</code></td><td class="n">{_churn(row)}</td>'
+            f'<td class="n">{row.kernel_lines}</td><td>{esc(", ".join(row.dispatch_keys))}</td>'
+            f"<td>{esc(', '.join(row.overloads))}</td><td>{benches}</td></tr>"
+        )
+    body.append("</table></div>")
+    body.append('<h2>Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
+    body += [
+        f"<li><code>{esc(b.bench)}</code> ({esc(b.file)}): {esc(', '.join(b.ops))}</li>" for b in s.stale_benchmarks
+    ] or ["<li>none</li>"]
+    body.append("</ul></div>")
+    unlinked = s.unlinked_benchmarks
+    body.append('<h2>Benchmark files linked to no operator</h2><div class="panel"><ul>')
+    body += [f"<li><code>{esc(b)}</code></li>" for b in unlinked] or ["<li>none</li>"]
+    body.append("</ul></div>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<title>perfq coverage</title><style>" + _CSS + "</style></head><body>" + "\n".join(body) + "</body></html>\n"
+    )

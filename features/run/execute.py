@@ -1,0 +1,327 @@
+"""Orchestrate `perfq run`: pick jobs, repeat them (A/B interleaved), record samples and failures.
+
+A *job* is one benchmark file (operator_benchmark ``pt/<name>.py`` or a configured script)
+restricted to its selected tests, in one mode. One invocation of a job on one side gives
+one sample per test; ``repeat`` rounds run every job once per side, sides interleaved
+(A B A B ...) so slow drifts of the machine hit both sides alike. Samples are saved after
+every invocation; Ctrl-C keeps them and marks the runs incomplete. A failing invocation is
+recorded with its stderr tail and that job is not retried on that side; the run goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from perfq.common import git, proc
+from perfq.run import opbench
+from perfq.run.compare import Settings, TestKey, compare_samples
+from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
+from perfq.run.results import export_runs
+from perfq.run.script_bench import ScriptBench, parse_output
+from perfq.schema.results_store import Run, RunStatus, now, save_runs
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the comparison: its name, interpreter and extra environment/options."""
+
+    name: str
+    python: str
+    env: tuple[tuple[str, str], ...] = ()
+    omp_num_threads: int | None = None
+    mkl_num_threads: int | None = None
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One benchmark file (or script) with its selected tests, in one mode."""
+
+    benchmark: str
+    spec: OpBenchSpec | None = None
+    script: ScriptBench | None = None
+    members: tuple[Job, ...] = ()  # a batch: several files run in one process
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity across rounds (adaptive rounds narrow the tests, not the key)."""
+        return (self.benchmark, self.spec.mode if self.spec else "")
+
+    @property
+    def title(self) -> str:
+        spec = self.spec
+        if self.members:
+            return f"{len(self.members)} files [{spec.mode if spec else ''}]: {self.benchmark}"
+        if spec is None:
+            return self.benchmark
+        what = f"{len(spec.tests)} tests" if spec.tests else "all tests"
+        return f"{self.benchmark} [{spec.mode}, {what}]"
+
+
+@dataclass
+class Plan:
+    """Everything a run needs."""
+
+    label: str
+    jobs: list[Job]
+    sides: list[Side]
+    repeat: int = 5
+    bench_root: Path = Path(".")
+    repo: Path = Path(".")
+    history: Path | None = None
+    out: Path | None = None
+    adaptive: bool = False
+    max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: 3 x repeat
+    budget_seconds: float | None = None
+    batch: bool = False  # run operator_benchmark files with equal flags in one process
+    timeout: float = 900.0
+    settings: Settings = field(default_factory=Settings)
+    command: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InvocationResult:
+    """What one invocation produced."""
+
+    measurements: list[Measurement]
+    returncode: int | None
+    stderr_tail: str
+    argv: list[str]
+    error: str = ""
+
+
+def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
+    """The job's spec with the side's thread settings applied."""
+    return replace(
+        spec,
+        omp_num_threads=side.omp_num_threads or spec.omp_num_threads,
+        mkl_num_threads=side.mkl_num_threads or spec.mkl_num_threads,
+    )
+
+
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, str, str]:
+    """(returncode, stdout, stderr, error) of one process; Ctrl-C kills the child and propagates."""
+    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
+    return res.returncode, res.stdout, res.stderr, res.error
+
+
+def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
+             error: str) -> InvocationResult:
+    if not error and rc != 0:
+        error = f"exit status {rc}"
+    elif not error and not found:
+        error = "no measurement found in the output"
+    return InvocationResult(found, rc, proc.tail(err or out), argv, error)
+
+
+def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
+    """Run one job once on one side; a batch job gives one outcome per member file."""
+    env = dict(os.environ)
+    env.update(dict(side.env))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if job.script is not None:
+        argv = job.script.argv(side.python)
+        rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
+        return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
+    if job.members:
+        specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
+        argv, extra = opbench.build_batch_command(side.python, specs, caps)
+        env.update(extra)
+        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        parsed = opbench.parse_batch(out, specs)
+        results = []
+        for member, spec in zip(job.members, specs, strict=True):
+            found, failed = parsed[opbench.normalize_name(spec.name)]
+            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
+            if failed:
+                outcome.returncode = rc if rc else 1
+                outcome.stderr_tail = f"{failed}\n{proc.tail(err)}".strip()
+            results.append((member, outcome))
+        return results
+    assert job.spec is not None
+    with tempfile.TemporaryDirectory(prefix="perfq-run-") as tmp:
+        spec = side_spec(job.spec, side)
+        json_file = Path(tmp) / "out.json" if caps.output_json else None
+        argv, _ = opbench.build_command(side.python, spec, caps, json_file)
+        env.update(opbench.thread_env(spec))
+        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        found = opbench.parse_invocation(out, spec, json_file)
+    return [(job, _outcome(found, rc, out, err, argv, error))]
+
+
+def batch_jobs(jobs: list[Job]) -> list[Job]:
+    """Group operator_benchmark jobs with the same runner flags into one-process batch jobs."""
+    order: list[tuple | Job] = []
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        if job.spec is None or job.members:
+            order.append(job)
+            continue
+        key = opbench.batch_key(job.spec)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(job)
+    result = []
+    for item in order:
+        if isinstance(item, Job):
+            result.append(item)
+            continue
+        members = groups[item]
+        if len(members) == 1:
+            result.append(members[0])
+        else:
+            name = "+".join(m.benchmark for m in members)
+            result.append(Job(name, spec=members[0].spec, members=tuple(members)))
+    return result
+
+
+def python_info(python: str) -> dict[str, str]:
+    """torch version of an interpreter (empty when torch is missing), without importing torch."""
+    res = proc.run([python, "-c", "from importlib.metadata import version; print(version('torch'))"], timeout=120)
+    return {"torch_version": res.stdout.strip() if res.ok else ""}
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+    except OSError:
+        pass
+    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+
+
+def new_runs(plan: Plan) -> list[Run]:
+    """One Run record per side, with the environment filled in."""
+    commit = git.head(plan.repo)
+    host, cpu = socket.gethostname(), cpu_name()
+    runs = []
+    for side in plan.sides:
+        info = python_info(side.python)
+        runs.append(
+            Run(
+                label=plan.label,
+                side=side.name,
+                ref=side.ref or commit[:12],
+                commit_sha=commit,
+                torch_version=info["torch_version"],
+                python=side.python,
+                host=host,
+                cpu=cpu,
+                command=plan.command,
+                notes="; ".join(plan.notes),
+            )
+        )
+    return runs
+
+
+def _persist(plan: Plan, runs: list[Run]) -> None:
+    if plan.history is not None:
+        save_runs(plan.history, runs)
+    if plan.out is not None:
+        export_runs(runs, plan.out)
+
+
+def samples_as_pairs(run: Run) -> list[tuple[TestKey, float]]:
+    """(key, value) pairs of a run, for query.compare."""
+    return [(TestKey(s.benchmark, s.test, s.mode, s.device, s.metric, s.unit), s.value) for s in run.samples]
+
+
+Progress = Callable[[str, Job | None, int], None]
+
+
+def _quiet(event: str, job: Job | None, advance: int) -> None:
+    return None
+
+
+def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
+    """Run the plan; returns the runs (also saved). Ctrl-C: runs saved as incomplete, then re-raised."""
+    caps = opbench.detect_caps(plan.bench_root)
+    runs = runs or new_runs(plan)
+    _persist(plan, runs)
+    dead: set[tuple[str, str]] = set()  # (job title, side) that failed once
+    started = time.monotonic()
+
+    def one_round(jobs: list[Job], round_index: int) -> None:
+        for job in batch_jobs(jobs) if plan.batch else jobs:
+            progress("job", job, 0)
+            for side, run in zip(plan.sides, runs, strict=True):
+                todo = job
+                if job.members:
+                    alive = tuple(m for m in job.members if (m.key, side.name) not in dead)
+                    todo = replace(job, members=alive) if len(alive) > 1 else (alive[0] if alive else None)
+                elif (job.key, side.name) in dead:
+                    todo = None
+                if todo is None:
+                    progress("advance", job, 1)
+                    continue
+                for member, outcome in invoke(todo, side, plan, caps):
+                    if outcome.error:
+                        dead.add((member.key, side.name))
+                        run.add_failure(
+                            member.benchmark,
+                            " ".join(outcome.argv),
+                            outcome.returncode,
+                            f"{outcome.error}\n{outcome.stderr_tail}".strip(),
+                        )
+                        progress("failed", job, 0)
+                    for m in outcome.measurements:
+                        run.add_sample(round_index, member.benchmark, m)
+                _persist(plan, runs)
+                progress("advance", job, 1)
+
+    try:
+        for r in range(plan.repeat):
+            one_round(plan.jobs, r)
+        if plan.adaptive and len(runs) == 2:
+            ceiling = plan.max_repeat or 3 * plan.repeat
+            r = plan.repeat
+            while r < ceiling:
+                if plan.budget_seconds is not None and time.monotonic() - started > plan.budget_seconds:
+                    plan.notes.append("adaptive budget (seconds) exhausted")
+                    break
+                unknown = _unknown_jobs(plan, runs)
+                if not unknown:
+                    break
+                progress("adaptive", None, len(unknown))
+                one_round(unknown, r)
+                r += 1
+    except KeyboardInterrupt:
+        for run in runs:
+            run.status, run.ended_at = RunStatus.incomplete, now()
+            run.notes = "; ".join([*plan.notes, "interrupted (Ctrl-C)"])
+        _persist(plan, runs)
+        raise
+    for run in runs:
+        run.status = RunStatus.complete
+        run.ended_at = now()
+        run.notes = "; ".join(plan.notes)
+    _persist(plan, runs)
+    return runs
+
+
+def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:
+    """Jobs narrowed to their tests whose verdict is still unknown."""
+    result = compare_samples(samples_as_pairs(runs[0]), samples_as_pairs(runs[1]), plan.settings)
+    unknown: dict[tuple[str, str], set[str]] = {}
+    for key in result.unknown_keys():
+        unknown.setdefault((key.benchmark, key.mode), set()).add(key.test)
+    jobs = []
+    for job in plan.jobs:
+        if job.spec is None:
+            if any(bench == job.benchmark for bench, _ in unknown):
+                jobs.append(job)
+            continue
+        tests = unknown.get(job.key)
+        if tests:
+            jobs.append(replace(job, spec=replace(job.spec, tests=tuple(sorted(tests)))))
+    return jobs

@@ -1,0 +1,212 @@
+"""A comparison as a typed document (`perfq compare --format json`) and its PR markdown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from perfq.common.documents import to_json
+from perfq.common.render import details, md_table
+from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
+from perfq.schema.results_store import HistoryRow, RunStatus
+
+DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
+
+
+class SideStatus(str, Enum):
+    complete = "complete"
+    incomplete = "incomplete"
+
+
+@dataclass(frozen=True)
+class FailureInfo:
+    """A benchmark invocation that failed on a side."""
+
+    benchmark: str
+    returncode: int | None
+    stderr_tail: str
+
+
+@dataclass(frozen=True)
+class SideInfo:
+    """What a side ran on: refs, commits, torch versions, hosts, its runs and failures."""
+
+    ref: str
+    commit: str
+    torch_version: str
+    python: str
+    host: str
+    cpu: str
+    runs: tuple[str, ...]
+    status: SideStatus
+    samples: int
+    failures: tuple[FailureInfo, ...]
+
+
+@dataclass(frozen=True)
+class TestRow:
+    """One test's comparison."""
+
+    __test__ = False  # not a pytest class
+
+    benchmark: str
+    test: str
+    mode: str
+    device: str
+    base_median: float | None
+    head_median: float | None
+    change: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    verdict: Verdict
+    metric: str
+    unit: str
+    n_base: int
+    n_head: int
+    min_effect: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Number of tests per verdict."""
+
+    regression: int
+    improvement: int
+    same: int
+    unknown: int
+
+
+@dataclass(frozen=True)
+class ComparisonDocument:
+    """The `perfq compare --format json` document."""
+
+    label: str
+    base: SideInfo
+    head: SideInfo
+    summary: Summary
+    tests: tuple[TestRow, ...]
+    ignored: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+@dataclass(frozen=True)
+class HistoryDocument:
+    """The `perfq history --format json` document: a benchmark's per-run summaries."""
+
+    benchmark: str
+    rows: tuple[HistoryRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return to_json(self)
+
+
+def side_info(runs: Iterable[Any]) -> SideInfo:
+    """What a side ran on (runs are schema.results_store.Run)."""
+    runs = list(runs)
+
+    def uniq(attr: str) -> str:
+        return ", ".join(sorted({str(getattr(r, attr)) for r in runs if getattr(r, attr)}))
+
+    complete = bool(runs) and all(r.status == RunStatus.complete for r in runs)
+    return SideInfo(
+        ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
+        host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
+        status=SideStatus.complete if complete else SideStatus.incomplete,
+        samples=sum(len(r.samples) for r in runs),
+        failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
+    )
+
+
+def _test_row(t: TestResult) -> TestRow:
+    return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
+                   t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect)
+
+
+def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison
+                        ) -> ComparisonDocument:
+    """The `perfq compare --format json` document."""
+    return ComparisonDocument(
+        label=label,
+        base=side_info(base_runs),
+        head=side_info(head_runs),
+        summary=Summary(**result.counts()),
+        tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
+        ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
+    )
+
+
+def fmt_change(change: float | None) -> str:
+    return "n/a" if change is None else f"{change:+.1%}"
+
+
+def fmt_ci(ci: list[float] | None) -> str:
+    return "n/a" if not ci else f"[{ci[0]:+.1%}, {ci[1]:+.1%}]"
+
+
+def fmt_value(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.4g} {unit}".strip()
+
+
+def fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}"
+
+
+def summary_line(doc: ComparisonDocument) -> str:
+    c = doc.summary
+    n = c.regression + c.improvement + c.same + c.unknown
+    icon = ":red_circle:" if c.regression else ":green_circle:" if not c.unknown else ":white_circle:"
+    return (
+        f"{icon} **perfq `{doc.label}`**: {c.regression} regression(s), "
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown across {n} test(s)"
+    )
+
+
+def _table(rows: list[TestRow]) -> list[str]:
+    return md_table(
+        ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
+        "lllllrrrlr",
+        ((t.verdict.value, t.benchmark, f"`{t.test}`", t.mode, t.device, fmt_value(t.base_median, t.unit),
+          fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
+    )
+
+
+def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
+    if not rows:
+        return []
+    if fold and len(rows) > DETAILS_AFTER:
+        return ["", *details(f"{title} ({len(rows)})", _table(rows))]
+    return ["", f"**{title}** ({len(rows)})", "", *_table(rows)]
+
+
+def render_markdown(doc: ComparisonDocument) -> str:
+    """PR comment: summary first, regressions first, environment and commits at the end."""
+    by = {v: [t for t in doc.tests if t.verdict == v] for v in Verdict}
+    lines = [summary_line(doc)]
+    lines += _section("Regressions", by[Verdict.regression], fold=False)
+    lines += _section("Improvements", by[Verdict.improvement], fold=True)
+    lines += _section("Unknown (more repeats may resolve these)", by[Verdict.unknown], fold=True)
+    lines += _section("Same", by[Verdict.same], fold=True)
+    failures = doc.base.failures + doc.head.failures
+    if failures:
+        body = [line for f in failures
+                for line in (f"- **{f.benchmark}** (exit {f.returncode})", "", "```", f.stderr_tail, "```")]
+        lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
+    if doc.ignored:
+        lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]
+    lines += ["", "**Environment**", "", "| | base | head |", "|---|---|---|"]
+    sides = (to_json(doc.base), to_json(doc.head))
+    for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples"):
+        lines.append(f"| {key} | {sides[0][key] or '-'} | {sides[1][key] or '-'} |")
+    lines += [
+        "",
+        "<sub>Verdicts: Mann-Whitney U and Kolmogorov-Smirnov p (min, x2), Benjamini-Hochberg q across all "
+        "tests; regression/improvement needs q < alpha, |change| >= min effect and a CI excluding 0; "
+        "same needs the CI within ± min effect.</sub>",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,386 @@
+"""Named queries over an index (schema/index.sql): the only place query, coverage and ``perfq stats``
+read it with SQL. One :class:`IndexStore` per open connection (``schema.reader.open_index``)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import duckdb
+
+STATS_TABLES = (
+    "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
+    "op_calls", "op_edges", "benchmarks", "bench_ops", "bench_calls", "traces", "bench_tests",
+    "trace_ops", "nodes", "reach_edges", "warnings",
+)
+
+
+class FunctionRow(NamedTuple):
+    id: int
+    path: str
+    qualname: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    internal: bool
+
+
+class EdgeRow(NamedTuple):
+    dst: int
+    src: int
+    kind: str
+    detail: str
+    src_kind: str
+    src_key: str
+    src_label: str
+
+
+class NodeRow(NamedTuple):
+    id: int
+    kind: str
+    key: str
+    label: str
+
+
+class TracedHit(NamedTuple):
+    """A traced test that executes an operator (any overload of it)."""
+
+    op: str
+    bench: str
+    test: str
+    module: str
+    device: str
+    mode: str
+    kernels_seen: bool
+
+
+@dataclass(frozen=True)
+class BenchmarkRow:
+    name: str
+    file: str
+    framework: str
+    devices: tuple[str, ...]
+    trace_status: str  # ok | partial | failed | '' (not traced)
+
+
+@dataclass(frozen=True)
+class CanarySetRow:
+    name: str
+    description: str
+    paths: tuple[str, ...]
+    functions: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+
+
+class OpRow(NamedTuple):
+    name: str
+    base: str
+    overload: str | None
+    namespace: str
+    schema: str
+    composite: str | None
+
+
+class KernelRow(NamedTuple):
+    op: str
+    dispatch_key: str
+    function_id: int | None
+
+
+class KernelSizeRow(NamedTuple):
+    function_id: int
+    lines: int
+    path: str
+
+
+class BenchmarkFile(NamedTuple):
+    name: str
+    file: str
+
+
+class BenchOpRow(NamedTuple):
+    bench: str
+    op: str
+    source: str
+
+
+class Extent(NamedTuple):
+    start_line: int
+    end_line: int
+    function_id: int
+
+
+class ReachGraph(NamedTuple):
+    edges: list[tuple[int, int]]  # (dst, src): src is affected when dst changes
+    op_nodes: dict[int, str]  # node id -> op name
+    function_nodes: dict[int, int]  # function id -> node id
+
+
+class IndexStore:
+    """Read queries of ``perfq affected`` and friends over one open index connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self._edges: dict[int, list[EdgeRow]] = {}  # graph edges read so far (walks share them)
+
+    # ---- files and functions
+    def functions_in(self, paths: list[str]) -> list[FunctionRow]:
+        if not paths:
+            return []
+        return [
+            FunctionRow(*r)
+            for r in self.con.execute(
+                "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal"
+                " FROM functions f JOIN files fi ON fi.id = f.file_id"
+                " WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = 'repo' ORDER BY f.id",
+                [paths],
+            ).fetchall()
+        ]
+
+    def file_digests(self, paths: list[str]) -> dict[str, tuple[str, str, int]]:
+        """path -> (sha256, lang, n_lines) for the indexed ``paths``."""
+        if not paths:
+            return {}
+        rows = self.con.execute(
+            "SELECT path, sha256, lang, n_lines FROM files"
+            " WHERE path IN (SELECT unnest(?::TEXT[])) AND origin = 'repo'",
+            [paths],
+        ).fetchall()
+        return {p: (sha, lang, n) for p, sha, lang, n in rows}
+
+    def function_paths(self, ids: list[int]) -> dict[int, str]:
+        if not ids:
+            return {}
+        return dict(
+            self.con.execute(
+                "SELECT f.id, fi.path FROM functions f JOIN files fi ON fi.id = f.file_id"
+                " WHERE f.id IN (SELECT unnest(?::INTEGER[]))",
+                [ids],
+            ).fetchall()
+        )
+
+    def callers_named(self, name: str, limit: int = 500) -> list[int]:
+        """Functions with a call site naming ``name`` (for a changed function the index lacks)."""
+        rows = self.con.execute(
+            "SELECT DISTINCT caller_id FROM calls WHERE callee_name = ? ORDER BY 1 LIMIT ?", [name, limit]
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def includers(self, paths: list[str]) -> list[str]:
+        """Indexed files that include one of ``paths`` (resolved includes)."""
+        if not paths:
+            return []
+        rows = self.con.execute(
+            "SELECT DISTINCT src.path FROM includes i JOIN files dst ON dst.id = i.target_file_id"
+            " JOIN files src ON src.id = i.file_id WHERE dst.path IN (SELECT unnest(?::TEXT[])) ORDER BY 1",
+            [paths],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # ---- operators
+    def op_nodes(self, names_or_bases: list[str]) -> list[tuple[int, str, str]]:
+        """(node id, op name, base) of the operators named (``name.overload``) or of that base."""
+        if not names_or_bases:
+            return []
+        return self.con.execute(
+            "SELECT n.id, n.key, o.base FROM nodes n JOIN ops o ON o.name = n.key WHERE n.kind = 'op'"
+            " AND (o.name IN (SELECT unnest(?::TEXT[])) OR o.base IN (SELECT unnest(?::TEXT[]))) ORDER BY n.id",
+            [names_or_bases, names_or_bases],
+        ).fetchall()
+
+    def kernel_keys(self) -> list[tuple[str, str]]:
+        """(op, dispatch key) of every dispatch kernel."""
+        return self.con.execute("SELECT op, dispatch_key FROM kernels").fetchall()
+
+    # ---- the reachability graph
+    def edges_into(self, nodes: list[int]) -> list[EdgeRow]:
+        """Edges into ``nodes`` (by dst, then src); each node's edges are read once per store."""
+        missing = [n for n in nodes if n not in self._edges]
+        if missing:
+            for n in missing:
+                self._edges[n] = []
+            for r in self.con.execute(
+                "SELECT e.dst, e.src, e.kind, e.detail, n.kind, n.key, n.label FROM reach_edges e"
+                " JOIN nodes n ON n.id = e.src WHERE e.dst IN (SELECT unnest(?::INTEGER[]))"
+                " ORDER BY e.dst, e.src",
+                [missing],
+            ).fetchall():
+                self._edges[r[0]].append(EdgeRow(*r))
+        return [e for n in sorted(set(nodes)) for e in self._edges[n]]
+
+    def describe(self, nodes: list[int]) -> list[NodeRow]:
+        if not nodes:
+            return []
+        return [
+            NodeRow(*r)
+            for r in self.con.execute(
+                "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [nodes]
+            ).fetchall()
+        ]
+
+    # ---- benchmarks and traces
+    def benchmarks(self) -> dict[str, BenchmarkRow]:
+        rows = self.con.execute(
+            "SELECT b.name, b.file, b.framework, b.devices, coalesce(t.status, '')"
+            " FROM benchmarks b LEFT JOIN traces t ON t.bench = b.name ORDER BY b.name"
+        ).fetchall()
+        return {n: BenchmarkRow(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
+
+    def traced_hits(self, ops: list[str], layouts: dict[str, set[str]] | None = None) -> list[TracedHit]:
+        """Traced tests that execute any overload of ``ops`` (by namespace and base name), on
+        the tensor layouts ``layouts`` gives per op ('any', 'dense', 'quantized'; default any)."""
+        if not ops:
+            return []
+        rows = self.con.execute(
+            "SELECT DISTINCT o.name, t.bench, t.test, bt.module, bt.device, bt.mode, bt.kernels_seen, t.layout"
+            " FROM ops o"
+            " JOIN trace_ops t ON t.base = o.base AND t.namespace = o.namespace"
+            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
+            " WHERE o.name IN (SELECT unnest(?::TEXT[])) ORDER BY t.bench, t.test, o.name",
+            [ops],
+        ).fetchall()
+        out = []
+        for *hit, layout in rows:
+            wanted = (layouts or {}).get(hit[0], {"any"})
+            if "any" in wanted or layout in wanted:
+                out.append(TracedHit(*hit))
+        return out
+
+    def traced_ops_of(self, benches: list[str]) -> dict[str, set[tuple[str, str]]]:
+        """bench -> (namespace, base) of every operator its traces execute."""
+        if not benches:
+            return {}
+        out: dict[str, set[tuple[str, str]]] = {}
+        for bench, ns, base in self.con.execute(
+            "SELECT DISTINCT bench, namespace, base FROM trace_ops WHERE bench IN (SELECT unnest(?::TEXT[]))",
+            [benches],
+        ).fetchall():
+            out.setdefault(bench, set()).add((ns, base))
+        return out
+
+    def canary_sets(self) -> list[CanarySetRow]:
+        rows = self.con.execute(
+            "SELECT name, coalesce(description, ''), paths, functions, benchmarks FROM canary_sets ORDER BY name"
+        ).fetchall()
+        return [
+            CanarySetRow(n, d, tuple(json.loads(p)), tuple(json.loads(f)), tuple(json.loads(b)))
+            for n, d, p, f, b in rows
+        ]
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
+    # ---- coverage: operators, kernels, benchmarks -------------------------------------------------
+    def ops(self) -> list[OpRow]:
+        return [OpRow(*r) for r in self.con.execute(
+            "SELECT name, base, overload, namespace, schema, composite FROM ops").fetchall()]
+
+    def ops_named(self, name: str) -> list[OpRow]:
+        return [OpRow(*r) for r in self.con.execute(
+            "SELECT name, base, overload, namespace, schema, composite FROM ops WHERE name = ?", [name]).fetchall()]
+
+    def ops_of_base(self, base: str, namespace: str) -> list[OpRow]:
+        return [OpRow(*r) for r in self.con.execute(
+            "SELECT name, base, overload, namespace, schema, composite FROM ops WHERE base = ? AND namespace = ?",
+            [base, namespace]).fetchall()]
+
+    def kernels(self) -> list[KernelRow]:
+        return [KernelRow(op, key, None if fid is None else int(fid)) for op, key, fid in self.con.execute(
+            "SELECT op, dispatch_key, function_id FROM kernels").fetchall()]
+
+    def kernel_sizes(self) -> list[KernelSizeRow]:
+        """Lines and file of every function that is some operator's kernel."""
+        return [KernelSizeRow(int(fid), int(lines), path) for fid, lines, path in self.con.execute(
+            """SELECT f.id, f.end_line - f.start_line + 1, fi.path
+               FROM functions f JOIN files fi ON fi.id = f.file_id
+               WHERE f.id IN (SELECT function_id FROM kernels WHERE function_id IS NOT NULL)""").fetchall()]
+
+    def benchmark_files(self) -> list[BenchmarkFile]:
+        return [BenchmarkFile(*r) for r in self.con.execute("SELECT name, file FROM benchmarks").fetchall()]
+
+    def bench_ops(self) -> list[BenchOpRow]:
+        return [BenchOpRow(*r) for r in self.con.execute("SELECT DISTINCT bench, op, source FROM bench_ops").fetchall()]
+
+    def benchmarks_of_ops(self, ops: list[str]) -> list[str]:
+        """Benchmarks linked to any of ``ops``, sorted."""
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT bench FROM bench_ops WHERE op IN (SELECT unnest(?)) ORDER BY 1", [ops]).fetchall()]
+
+    # ---- coverage: files, extents, the reachability graph ------------------------------------------
+    def indexed_paths(self) -> set[str]:
+        """Repo-relative paths of every indexed file that has functions."""
+        return {r[0] for r in self.con.execute(
+            "SELECT DISTINCT fi.path FROM files fi JOIN functions f ON f.file_id = fi.id").fetchall()}
+
+    def function_extents(self, paths: Iterable[str]) -> dict[str, list[Extent]]:
+        """path -> extents of its functions sorted by start, for the given paths."""
+        wanted = sorted(set(paths))
+        if not wanted:
+            return {}
+        out: dict[str, list[Extent]] = defaultdict(list)
+        for path, start, end, fid in self.con.execute(
+            """SELECT fi.path, f.start_line, f.end_line, f.id
+               FROM functions f JOIN files fi ON fi.id = f.file_id
+               WHERE fi.path IN (SELECT unnest(?))
+               ORDER BY fi.path, f.start_line, f.end_line""",
+            [wanted],
+        ).fetchall():
+            out[path].append(Extent(int(start), int(end), int(fid)))
+        return dict(out)
+
+    def reach_graph(self) -> ReachGraph:
+        edges = [(int(d), int(s)) for d, s in self.con.execute("SELECT dst, src FROM reach_edges").fetchall()]
+        op_nodes = {int(i): k for i, k in self.con.execute("SELECT id, key FROM nodes WHERE kind = 'op'").fetchall()}
+        fn_nodes = {
+            int(fid): int(nid)
+            for nid, fid in self.con.execute(
+                "SELECT id, TRY_CAST(key AS BIGINT) FROM nodes WHERE kind = 'function'"
+            ).fetchall()
+            if fid is not None
+        }
+        return ReachGraph(edges, op_nodes, fn_nodes)
+
+    # ---- perfq stats ------------------------------------------------------------------------
+    def table_counts(self) -> dict[str, int]:
+        return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STATS_TABLES}
+
+    def resolution(self) -> dict[str, tuple[int, int]]:
+        """(resolved, total) per kind of registration."""
+        queries = {
+            "stub impls resolved": "SELECT count(function_id), count(*) FROM stub_impls",
+            "CPU/CUDA kernels resolved":
+                "SELECT count(function_id), count(*) FROM kernels WHERE dispatch_key IN ('CPU', 'CUDA')",
+            "all dispatch kernels resolved": "SELECT count(function_id), count(*) FROM kernels",
+            "library impls resolved": "SELECT count(function_id), count(*) FROM library_impls",
+        }
+        return {name: tuple(self.con.execute(sql).fetchone()) for name, sql in queries.items()}
+
+    def unresolved_kernels(self, limit: int = 20) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT kernel_name FROM kernels WHERE function_id IS NULL AND dispatch_key IN ('CPU','CUDA')"
+            " ORDER BY 1 LIMIT ?", [limit]).fetchall()]
+
+    def unregistered_stubs(self, limit: int = 20) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT stub FROM stubs WHERE role = 'declare' AND stub NOT IN (SELECT stub FROM stub_impls)"
+            " ORDER BY 1 LIMIT ?", [limit]).fetchall()]
+
+    def trace_summary(self) -> dict:
+        """Benchmark files traced, how many succeeded, tests per mode, and the failures."""
+        return {
+            "files": self.con.execute("SELECT count(*) FROM traces").fetchone()[0],
+            "ok": self.con.execute("SELECT count(*) FROM traces WHERE status = 'ok'").fetchone()[0],
+            "tests": self.con.execute("SELECT count(*) FROM bench_tests").fetchone()[0],
+            "by_mode": dict(self.con.execute(
+                "SELECT mode, count(*) FROM bench_tests GROUP BY 1 ORDER BY 1").fetchall()),
+            "failed": [
+                {"file": f, "status": s, "reason": r}
+                for f, s, r in self.con.execute(
+                    "SELECT file, status, reason FROM traces WHERE status <> 'ok' ORDER BY file"
+                ).fetchall()
+            ],
+        }

@@ -1,0 +1,64 @@
+"""Shared test helpers and fixtures: the perfq CLI in a subprocess, git, the PyTorch corpus."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# PERFQ_CORPUS is the parent directory holding pytorch-2.6.0 (as scripts/fetch-pytorch-source.sh uses it)
+CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@l"}
+
+
+def run_perfq(cwd: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real perfq CLI in a subprocess (real exit codes, stderr, signals)."""
+    return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=cwd, capture_output=True, text=True,
+                          input=stdin, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def git(repo: Path, *args: str, date: str | None = None) -> str:
+    """``git args`` in ``repo`` with a fixed identity (and author/committer ``date``); stdout."""
+    env = {**os.environ, **GIT_IDENTITY}
+    if date is not None:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout
+
+
+@pytest.fixture
+def perfq():
+    """``perfq(cwd, *args, stdin=None, env=None)``: the CLI in a subprocess."""
+    return run_perfq
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``cli(cwd, *args)``: the real entry point (``perfq.cli.main``) run in this process, with
+    its exit status, stdout and stderr as a CompletedProcess (for commands a subprocess adds nothing to)."""
+    from perfq.cli import main
+
+    def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["perfq", *args], code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def corpus() -> Path:
+    """The PyTorch 2.6.0 source tree ($PERFQ_CORPUS/pytorch-2.6.0); skips the test when absent."""
+    if not (CORPUS / "aten").is_dir():
+        pytest.skip("PyTorch 2.6.0 corpus not fetched (scripts/fetch-pytorch-source.sh)")
+    return CORPUS

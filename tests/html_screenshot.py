@@ -1,0 +1,60 @@
+"""Render an HTML file in headless chromium and read back the screenshot's pixels (tests and bench only).
+
+Used to check that the self-contained coverage report really renders (charts drawn, not a
+blank page). Pillow decodes the PNG.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from PIL import Image
+
+from perfq.common import proc
+from perfq.errors import PerfqError
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_browser() -> str | None:
+    """The first headless-capable browser on PATH, or None."""
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def screenshot(html: Path, png: Path, width: int = 1280, height: int = 2000, timeout: float = 90) -> Path:
+    """Screenshot ``html`` with headless chromium into ``png``; PerfqError when it cannot."""
+    browser = find_browser()
+    if browser is None:
+        raise PerfqError("no chromium on PATH (apt-get install chromium)")
+    png.unlink(missing_ok=True)
+    cmd = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--window-size={width},{height}",
+        f"--screenshot={png}",
+        html.resolve().as_uri(),
+    ]
+    res = proc.run(cmd, timeout=timeout)
+    if res.error and res.returncode is None and "timed out" in res.error:
+        raise PerfqError(f"chromium did not finish within {timeout:.0f} s")
+    if not png.exists():
+        raise PerfqError(f"chromium wrote no screenshot (exit {res.returncode}): {res.last_line() or 'no output'}")
+    return png
+
+
+def read_png(path: Path) -> Image.Image:
+    """The screenshot as an RGB image."""
+    with Image.open(path) as img:
+        return img.convert("RGB")
+
+
+def count_color(pixels: Image.Image, hex_color: str, tolerance: int = 8) -> int:
+    """Number of pixels within ``tolerance`` (per channel) of ``#rrggbb``."""
+    rgb = [int(hex_color.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4)]
+    return sum(
+        1 for px in pixels.getdata() if all(abs(c - want) <= tolerance for c, want in zip(px, rgb, strict=True))
+    )
