@@ -382,6 +382,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
     own_layouts = own.layouts()
     layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    layouts.update(
+        _layouts_from_paths(own, store.function_paths(sorted(n for n, k in own.kind.items() if k == "function")))
+    )
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
     unbounded = len(own_ops) > cfg.reach_bound
@@ -464,6 +467,27 @@ def _composite_walk(
             one_step = walk
     assert best is not None
     return best, count, one_step
+
+
+_LAYOUT_DIRS = (("/quantized/", "quantized"), ("/sparse/", "sparse"), ("/nested/", "nested"))
+
+
+def _layout_dir(path: str) -> str:
+    return next((layout for part, layout in _LAYOUT_DIRS if part in path), "")
+
+
+def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]]:
+    """A change in quantized (sparse, nested) code that reaches a general operator through a
+    general kernel (copy_ through copy_impl's quantized branch) only changes that operator on
+    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts."""
+    out: dict[str, set[str]] = {}
+    for node in own.nodes_of("op"):
+        chain = own.chain(node)
+        hint = _layout_dir(paths.get(chain[0][0], ""))
+        kernels = [n for n, _, _ in chain if own.kind.get(n) == "function"]
+        if hint and kernels and not _layout_dir(paths.get(kernels[-1], "")):
+            out[own.key[node]] = {hint}
+    return out
 
 
 def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:

@@ -95,19 +95,22 @@ def walk_up(
             break
         depth += 1
         rows = store.edges_into(frontier)
-        fanout: dict[int, int] = {}  # op -> C++ functions calling it
+        fanout: dict[int, int] = {}  # op, or an op's kernel function -> C++ functions calling it
         callers: dict[int, int] = {}  # function -> C++ functions calling it
+        kernel_fns = {dst for dst, _, ekind, *_ in rows if ekind == "kernel"}  # kernels of an operator
         for dst, _, ekind, _, nkind, _, _ in rows:
-            if ekind == "op_call" and nkind == "function":
+            if (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns):
                 fanout[dst] = fanout.get(dst, 0) + 1
-            elif ekind == "call":
+            if ekind == "call":
                 callers[dst] = callers.get(dst, 0) + 1
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
             if ekind == "call" and hops and hub_fanout is not None and callers[dst] > hub_fanout:
                 continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
-            if (ekind == "op_call" and nkind == "function") or ekind == "backward":
+            # calling an operator, through its API or its kernel function directly, is a composite step
+            composite = (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns)
+            if composite or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue
