@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.devices import device_of_key
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
+from perfq.indexer.graph import pack_graph
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
@@ -426,6 +427,7 @@ def link(
 
     _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
+    t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
     for c in canaries:
         t.rows["canary_sets"].append(
             (

@@ -144,6 +144,7 @@ def walk_up(
             if nkind != "benchmark":
                 nxt.append(src)
         frontier = sorted(set(nxt))
+    r.label.update(store.labels([n for n, k in r.kind.items() if k in ("function", "pyfunction")]))
     return r
 
 
