@@ -394,7 +394,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     if shared:
         walk, reached_ops = own, len(own_ops)
     else:
-        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends)
+        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
     hits = store.traced_hits(own_ops, layouts)
     if inner is not None:
         # tests traced without seeing inside kernels (meta/fake only): the operators whose
@@ -445,7 +445,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 
 
 def _composite_walk(
-    store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]]
+    store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]], own: Reach
 ) -> tuple[Reach, int, Reach | None]:
     """The walk on through composite callers, except out of hub operators (called from more
     than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
@@ -456,8 +456,12 @@ def _composite_walk(
     one_step = None
     count = 0
     for hops in (0, 1, 2, 3, None):
-        walk = walk_up(
-            store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+        walk = (
+            own
+            if hops == 0
+            else walk_up(
+                store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+            )
         )
         count = len(walk.nodes_of("op"))
         if count > cfg.reach_bound and best is not None:
