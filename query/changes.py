@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from perfq.common.diff import FileChange
+from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
 from perfq.indexer.extract import file_facts
@@ -29,18 +30,20 @@ def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
 
 @dataclass
 class ChangedFunction:
-    path: str
-    qualname: str
-    name: str
+    """A function whose lines a change touches (``lines``: changed lines, either side)."""
+
+    path: str = field(metadata={"json": "file"})
+    qualname: str = field(metadata={"json": "function"})
+    name: str = field(metadata={"internal": True})
     lines: list[int]
-    side: str  # base | head | both
+    side: str = field(metadata={"internal": True})  # base | head | both
     status: str  # modified | added | deleted
 
     def as_dict(self) -> dict:
-        return {"file": self.path, "function": self.qualname, "lines": self.lines[:20], "status": self.status}
+        return to_json(self)
 
     def to_json(self) -> dict:
-        return self.as_dict()
+        return to_json(self)
 
 
 @dataclass
