@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +19,8 @@ import duckdb
 import yaml
 
 from perfq import __version__
+from perfq.common.pool import worker_pool
+from perfq.common.proc import sigterm_as_interrupt
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
@@ -183,7 +184,7 @@ def build_index(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
-    with build_lock(db_path):
+    with sigterm_as_interrupt(), build_lock(db_path):
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -410,7 +411,7 @@ def _extract_all(
             yaml_todo.append((key, sha, path))
     if work or yaml_todo:
         progress = _progress(len(work), quiet)
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with worker_pool(jobs) as pool:
             yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
             chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
             started = time.perf_counter()
