@@ -119,6 +119,37 @@ def parse_diff(text: str) -> list[FileChange]:
     return [_file_change(pf) for pf in patch]
 
 
+def parse_patch(text: str) -> list[FileChange]:
+    """A bare patch given by the user (``--diff``): like :func:`parse_diff`, but input with text
+    and no file change in it (random bytes, prose, a log) is an error, not an empty change."""
+    changes = parse_diff(text)
+    if not changes and text.strip():
+        raise PerfqError("the --diff input is not a unified diff (no `diff --git` or `---`/`+++` file headers)")
+    return changes
+
+
+def applies(old_text: bytes | None, change: FileChange) -> str | None:
+    """Why ``change`` does not apply to ``old_text`` (its file's base content), or None when every
+    hunk's context and removed lines are where its header says (like ``git apply --check``
+    without offsets)."""
+    if change.old_path is None or change.binary:
+        return None
+    if old_text is None:
+        return f"{change.old_path} does not exist there"
+    lines = old_text.decode("utf-8", "replace").splitlines()
+    for hunk in change.hunks:
+        expected = [ln.text for ln in hunk.lines if ln.kind != "+"]
+        first = hunk.source_start - 1 if hunk.source_length else hunk.source_start
+        header = f"@@ -{hunk.source_start},{hunk.source_length} @@"
+        if first + len(expected) > len(lines):
+            return f"{change.old_path} hunk {header} is past its end ({len(lines)} lines)"
+        for i, want in enumerate(expected):
+            if lines[first + i].rstrip("\r") != want.rstrip("\r"):
+                return (f"{change.old_path} hunk {header}: line {first + i + 1} is {lines[first + i][:60]!r}, "
+                        f"the patch expects {want[:60]!r}")
+    return None
+
+
 def apply_hunks(old_text: bytes | None, change: FileChange) -> bytes | None:
     """The new side of ``change`` rebuilt from its old side and hunks (for a bare patch)."""
     if change.new_path is None:

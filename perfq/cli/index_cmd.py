@@ -78,6 +78,8 @@ def register(app: typer.Typer) -> None:
                 "compile_commands": compile_commands,
             },
         )
+        for key in cfg.unknown_keys():
+            console(stderr=True).print(f"warning: unknown config key {key!r} is ignored", markup=False)
         target = resolve_db(root, db)
         report = build_index(
             root,
