@@ -70,8 +70,8 @@ def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tu
     out: dict[tuple[str, str], FileFacts] = {}
     digests = store.file_digests(sorted({path for path, _ in keyed}))
     indexed = {
-        path: FileFacts(path, lang, sha, n_lines)
-        for path, (sha, lang, n_lines) in digests.items()
+        path: FileFacts(path, lang, sha, n_lines, status=status, message=message)
+        for path, (sha, lang, n_lines, status, message) in digests.items()
         if (path, sha) in keyed
     }
     for row in store.functions_in(sorted(indexed)):
