@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import read_and_extract
 from perfq.indexer.facts import FileFacts
+from perfq.indexer.facts_cache import load_cache, save_cache
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
@@ -114,22 +114,11 @@ def _head_commit(repo: Path) -> str:
 
 def _load_cache(path: Path) -> dict:
     """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
-    try:
-        with path.open("rb") as fh:
-            data = pickle.load(fh)
-        return data["files"] if data.get("version") == _extractor_version() else {}
-    except Exception:
-        return {}
+    return load_cache(path, _extractor_version())
 
 
 def _save_cache(path: Path, entries: dict) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        with tmp.open("wb") as fh:
-            pickle.dump({"version": _extractor_version(), "files": entries}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    save_cache(path, _extractor_version(), entries)
 
 
 def _hash(repo: Path, path: str) -> str | None:
