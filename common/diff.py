@@ -10,6 +10,7 @@ header counts, so a removed line starting with ``-- `` or an added one starting 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
@@ -115,7 +116,8 @@ def parse_diff(text: str) -> list[FileChange]:
     try:
         patch = PatchSet(text)
     except UnidiffParseError as exc:
-        raise PerfqError(f"not a unified diff: {exc}") from None
+        first = (str(exc).strip().splitlines() or ["unreadable"])[0]
+        raise PerfqError(f"not a unified diff: {first}") from None
     return [_file_change(pf) for pf in patch]
 
 
@@ -125,7 +127,17 @@ def parse_patch(text: str) -> list[FileChange]:
     changes = parse_diff(text)
     if not changes and text.strip():
         raise PerfqError("the --diff input is not a unified diff (no `diff --git` or `---`/`+++` file headers)")
+    for change in changes:
+        for path in (change.old_path, change.new_path):
+            if path is not None and not _inside(path):
+                raise PerfqError(f"the --diff patch names {path!r}, which is not a path inside the repository")
     return changes
+
+
+def _inside(path: str) -> bool:
+    """A relative path that stays in the tree (no ``..``, no control characters)."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and not path.startswith("/") and ".." not in parts and not any(ord(c) < 32 for c in path)
 
 
 def applies(old_text: bytes | None, change: FileChange) -> str | None:
