@@ -149,11 +149,20 @@ def applies(old_text: bytes | None, change: FileChange) -> str | None:
     if old_text is None:
         return f"{change.old_path} does not exist there"
     lines = old_text.decode("utf-8", "replace").splitlines()
+    why = _mismatch(lines, change, "+", lambda h: h.source_start, lambda h: h.source_length)
+    if why and _mismatch(lines, change, "-", lambda h: h.target_start, lambda h: h.target_length) is None:
+        why += " (the patch is already applied there: give the ref it was made against, perfq affected REF --diff)"
+    return why
+
+
+def _mismatch(lines: list[str], change: FileChange, skip: str, start_of, length_of) -> str | None:
+    """Where the hunks' lines (all but ``skip`` lines) differ from ``lines`` at the side's positions."""
     for hunk in change.hunks:
-        expected = [ln.text for ln in hunk.lines if ln.kind != "+"]
-        first = hunk.source_start - 1 if hunk.source_length else hunk.source_start
+        expected = [ln.text for ln in hunk.lines if ln.kind != skip]
+        start, length = start_of(hunk), length_of(hunk)
+        first = start - 1 if length else start
         header = f"@@ -{hunk.source_start},{hunk.source_length} @@"
-        if first + len(expected) > len(lines):
+        if first < 0 or first + len(expected) > len(lines):
             return f"{change.old_path} hunk {header} is past its end ({len(lines)} lines)"
         for i, want in enumerate(expected):
             if lines[first + i].rstrip("\r") != want.rstrip("\r"):

@@ -161,6 +161,17 @@ def test_a_patch_that_applies_and_an_empty_one(indexed: Path, perfq):
     _one_line_error(proc, "does not apply to head")
 
 
+def test_a_patch_already_applied_in_the_working_tree_says_so(indexed: Path, perfq):
+    replace_in(indexed, KERNEL, "out[i] * 2", "out[i] * 4")
+    try:
+        proc = perfq(indexed, "affected", "--diff", "-", stdin=GOOD_PATCH)
+    finally:
+        subprocess.run(["git", "checkout", "-q", KERNEL], cwd=indexed, check=True)
+    _one_line_error(proc, "already applied", "perfq affected REF --diff")
+    proc = perfq(indexed, "affected", "base", "--diff", "-", "--format", "names", stdin=GOOD_PATCH)
+    assert proc.returncode == 0 and sorted(proc.stdout.split()) == ["fancy_test", "softmax_op_test"], proc.stderr
+
+
 def test_a_reversed_range_is_a_one_line_error(indexed: Path, cli):
     proc = cli(indexed, "affected", "base..head", "--format", "names")
     assert proc.returncode == 0 and sorted(proc.stdout.split()) == ["fancy_test", "softmax_op_test"]
