@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 import textwrap
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -240,11 +241,18 @@ def test_registration_macros_never_crash_or_invent_operators(code: str):
         assert stub.stub and stub.impl_name and 1 <= stub.line <= lines
 
 
+@pytest.fixture(scope="module")
+def worker():
+    """libclang runs in a worker process, as in a build (its objects outlive no interpreter)."""
+    with ProcessPoolExecutor(max_workers=1) as pool:
+        yield pool
+
+
 @SLOW
 @given(data=st.one_of(st.binary(max_size=400), st.lists(st.sampled_from(TOKENS), max_size=40).map(
     lambda t: "".join(t).encode())))
-def test_the_cpp_extractor_never_raises(data: bytes):
-    facts = file_facts("cpp", "aten/src/ATen/native/cpu/Fuzz.cpp", data)
+def test_the_cpp_extractor_never_raises(worker, data: bytes):
+    facts = worker.submit(file_facts, "cpp", "aten/src/ATen/native/cpu/Fuzz.cpp", data).result()
     assert facts.status in ("ok", "warning", "skipped")
 
 
