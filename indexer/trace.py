@@ -55,9 +55,11 @@ class TracedTest:
     device: str
     mode: TraceMode
     ops: tuple[str, ...]  # 'aten::add', 'quantized::relu6'
+    nested: tuple[tuple[str, str], ...] = ()  # (parent, child) seen inside operators in a small CPU run
 
     def to_json(self) -> dict:
-        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops)}
+        nested = [list(n) for n in self.nested]
+        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -70,6 +72,7 @@ class TracedTest:
             device=str(d.get("device", "")),
             mode=TraceMode(d.get("mode", "real")),
             ops=tuple(d.get("ops", ())),
+            nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
         )
 
 
@@ -233,7 +236,8 @@ def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:
     its module and direction have a real test to borrow them from)?"""
     tests = list(tests)
     real = {(t.module, t.backward) for t in tests if t.mode == TraceMode.real}
-    return {t.name: t.mode == TraceMode.real or (t.module, t.backward) in real for t in tests}
+    seen = (TraceMode.real, TraceMode.inferred)  # inferred tests carry the ops of real ones
+    return {t.name: t.mode in seen or (t.module, t.backward) in real for t in tests}
 
 
 def group_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
