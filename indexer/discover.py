@@ -43,27 +43,42 @@ def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch("/" + path, p) for p in patterns)
 
 
-ROOT_KEYS = ("source_roots", "python_roots", "benchmark_roots", "script_benchmark_roots")
+ROOTS = {  # config key -> the kind of file its roots hold, and what it is called
+    "source_roots": ("cpp", "C++ source"),
+    "python_roots": ("python", "Python file"),
+    "benchmark_roots": ("benchmark", "benchmark file (*_test.py)"),
+    "script_benchmark_roots": ("benchmark", "Python script"),
+}
+
+
+def _configured(cfg: Config, key: str) -> list[str]:
+    """The roots of ``key`` the user chose (not left at the PyTorch defaults)."""
+    defaults = getattr(Config(), key)
+    return [r for r in getattr(cfg, key) if r not in defaults]
 
 
 def check_roots(repo: Path, cfg: Config) -> None:
     """A configured root that does not exist in ``repo`` is an error. Roots left at their PyTorch
     defaults may be missing (an out-of-tree backend, a partial checkout)."""
-    defaults = Config()
-    for key in ROOT_KEYS:
-        for root in getattr(cfg, key):
-            if root not in getattr(defaults, key) and not (repo / root.strip("/")).exists():
+    for key in ROOTS:
+        for root in _configured(cfg, key):
+            if not (repo / root.strip("/")).exists():
                 raise PerfqError(f"{key}: {root!r} does not exist in {repo} (set {key} in [tool.perfq] or perfq.toml)")
 
 
 def require_sources(repo: Path, cfg: Config, files: dict[str, list[str]]) -> None:
-    """Nothing to index (no C++ or Python file and no upstream) is an error, not an empty index."""
-    if files["cpp"] or files["python"] or cfg.upstream:
+    """A configured root holding no file of its kind, or nothing at all to index (and no upstream),
+    is an error, not an empty index."""
+    for key, (kind, what) in ROOTS.items():
+        for root in _configured(cfg, key):
+            base = root.strip("/")
+            if not any(p == base or p.startswith(base + "/") for p in files[kind]):
+                raise PerfqError(f"{key}: {root!r} holds no {what} to index (outside the exclude patterns)")
+    if any(files.values()) or cfg.upstream:
         return
-    roots = ", ".join(repr(r) for r in cfg.source_roots + cfg.python_roots) or "none"
     raise PerfqError(
-        f"nothing to index in {repo}: no C++ or Python file under source_roots/python_roots ({roots}); "
-        "set them in [tool.perfq] or perfq.toml"
+        f"nothing to index in {repo}: no C++, Python or benchmark file under the configured roots; "
+        "set source_roots, python_roots or benchmark_roots in [tool.perfq] or perfq.toml"
     )
 
 

@@ -93,8 +93,11 @@ def test_an_unknown_key_far_from_any_known_one_is_a_warning(tmp_path: Path, cli)
         ('source_roots = ["aten/src/ATn"]\n', "source_roots: 'aten/src/ATn' does not exist"),
         ('python_roots = ["pyy"]\n', "python_roots: 'pyy' does not exist"),
         ('benchmark_roots = ["bench/none"]\n', "benchmark_roots: 'bench/none' does not exist"),
-        ("source_roots = []\npython_roots = []\n", "nothing to index"),
-        ('source_roots = ["README.md"]\npython_roots = []\n', "nothing to index"),
+        ("source_roots = []\npython_roots = []\nbenchmark_roots = []\n", "nothing to index"),
+        ('source_roots = ["README.md"]\n', "source_roots: 'README.md' holds no C++ source"),
+        ('source_roots = ["torch"]\n', "source_roots: 'torch' holds no C++ source"),
+        ('python_roots = ["aten"]\n', "python_roots: 'aten' holds no Python file"),
+        ('script_benchmark_roots = ["aten/src"]\n', "script_benchmark_roots: 'aten/src' holds no Python script"),
     ],
 )
 def test_roots_that_index_nothing_are_an_error(tmp_path: Path, cli, text: str, needle: str):
@@ -108,6 +111,16 @@ def test_default_roots_missing_from_the_tree_are_not_an_error(tmp_path: Path, cl
     assert not (repo / "c10").exists()
     proc = cli(repo, "index", "-q", "--no-trace")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_no_sources_but_benchmarks_is_an_index(tmp_path: Path, cli):
+    """Operators and benchmarks only (traced truth): chosen with empty roots, not an error."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "perfq.toml").write_text("source_roots = []\npython_roots = []\n")
+    proc = cli(repo, "index", "-q", "--no-trace", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    counts = json.loads(proc.stdout)["counts"]
+    assert counts["functions"] == 0 and counts["benchmarks"] == 3 and counts["ops"] > 0
 
 
 # --- the index location ---------------------------------------------------------------------------------------
