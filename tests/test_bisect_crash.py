@@ -97,12 +97,12 @@ def test_build_is_an_argv_never_a_shell(tmp_path: Path):
     assert json.loads(stored) == [PY, str(builder), str(log), "$HOME", "two words", "`id`"]
 
 
-def test_shell_operators_in_build_are_a_one_line_error(tmp_path: Path):
+def test_shell_operators_in_build_are_a_one_line_error(tmp_path: Path, cli):
     r = make_repo(tmp_path, n=4, culprit=2)
     for build in ("make && make install", "echo built >> n.txt", "test $(git rev-parse HEAD) != x", "a | b"):
-        res = perfq(r.path, "bisect", r.commits[0], "--build", build, "--history", str(tmp_path / "h.duckdb"),
-                    "--", PY, "bench.py")
+        res = cli(r.path, "bisect", r.commits[0], "--build", build, "--history", str(tmp_path / "h.duckdb"),
+                  "--", PY, "bench.py")
         assert res.returncode == 2, (build, res.stderr)
         assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "sh -c" in res.stderr
-    unbalanced = perfq(r.path, "bisect", r.commits[0], "--build", "echo 'open", "--", PY, "bench.py")
+    unbalanced = cli(r.path, "bisect", r.commits[0], "--build", "echo 'open", "--", PY, "bench.py")
     assert unbalanced.returncode == 2 and unbalanced.stderr.count("\n") == 1
