@@ -10,6 +10,7 @@ header counts, so a removed line starting with ``-- `` or an added one starting 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
@@ -115,8 +116,59 @@ def parse_diff(text: str) -> list[FileChange]:
     try:
         patch = PatchSet(text)
     except UnidiffParseError as exc:
-        raise PerfqError(f"not a unified diff: {exc}") from None
+        first = (str(exc).strip().splitlines() or ["unreadable"])[0]
+        raise PerfqError(f"not a unified diff: {first}") from None
     return [_file_change(pf) for pf in patch]
+
+
+def parse_patch(text: str) -> list[FileChange]:
+    """A bare patch given by the user (``--diff``): like :func:`parse_diff`, but input with text
+    and no file change in it (random bytes, prose, a log) is an error, not an empty change."""
+    changes = parse_diff(text)
+    if not changes and text.strip():
+        raise PerfqError("the --diff input is not a unified diff (no `diff --git` or `---`/`+++` file headers)")
+    for change in changes:
+        for path in (change.old_path, change.new_path):
+            if path is not None and not _inside(path):
+                raise PerfqError(f"the --diff patch names {path!r}, which is not a path inside the repository")
+    return changes
+
+
+def _inside(path: str) -> bool:
+    """A relative path that stays in the tree (no ``..``, no control characters)."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and not path.startswith("/") and ".." not in parts and not any(ord(c) < 32 for c in path)
+
+
+def applies(old_text: bytes | None, change: FileChange) -> str | None:
+    """Why ``change`` does not apply to ``old_text`` (its file's base content), or None when every
+    hunk's context and removed lines are where its header says (like ``git apply --check``
+    without offsets)."""
+    if change.old_path is None or change.binary:
+        return None
+    if old_text is None:
+        return f"{change.old_path} does not exist there"
+    lines = old_text.decode("utf-8", "replace").splitlines()
+    why = _mismatch(lines, change, "+", lambda h: h.source_start, lambda h: h.source_length)
+    if why and _mismatch(lines, change, "-", lambda h: h.target_start, lambda h: h.target_length) is None:
+        why += " (the patch is already applied there: give the ref it was made against, perfq affected REF --diff)"
+    return why
+
+
+def _mismatch(lines: list[str], change: FileChange, skip: str, start_of, length_of) -> str | None:
+    """Where the hunks' lines (all but ``skip`` lines) differ from ``lines`` at the side's positions."""
+    for hunk in change.hunks:
+        expected = [ln.text for ln in hunk.lines if ln.kind != skip]
+        start, length = start_of(hunk), length_of(hunk)
+        first = start - 1 if length else start
+        header = f"@@ -{hunk.source_start},{hunk.source_length} @@"
+        if first < 0 or first + len(expected) > len(lines):
+            return f"{change.old_path} hunk {header} is past its end ({len(lines)} lines)"
+        for i, want in enumerate(expected):
+            if lines[first + i].rstrip("\r") != want.rstrip("\r"):
+                return (f"{change.old_path} hunk {header}: line {first + i + 1} is {lines[first + i][:60]!r}, "
+                        f"the patch expects {want[:60]!r}")
+    return None
 
 
 def apply_hunks(old_text: bytes | None, change: FileChange) -> bytes | None:

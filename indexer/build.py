@@ -6,12 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -20,6 +18,8 @@ import duckdb
 import yaml
 
 from perfq import __version__
+from perfq.common.pool import worker_pool
+from perfq.common.proc import sigterm_as_interrupt
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
@@ -27,6 +27,7 @@ from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.discover import discover
 from perfq.indexer.extract import read_and_extract
 from perfq.indexer.facts import FileFacts
+from perfq.indexer.facts_cache import load_cache, save_cache
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
@@ -121,22 +122,11 @@ def _head_commit(repo: Path) -> str:
 
 def _load_cache(path: Path) -> dict:
     """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
-    try:
-        with path.open("rb") as fh:
-            data = pickle.load(fh)
-        return data["files"] if data.get("version") == _extractor_version() else {}
-    except Exception:
-        return {}
+    return load_cache(path, _extractor_version())
 
 
 def _save_cache(path: Path, entries: dict) -> None:
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        with tmp.open("wb") as fh:
-            pickle.dump({"version": _extractor_version(), "files": entries}, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    save_cache(path, _extractor_version(), entries)
 
 
 def _hash(repo: Path, path: str) -> str | None:
@@ -195,7 +185,7 @@ def build_index(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
-    with build_lock(db_path):
+    with sigterm_as_interrupt(), build_lock(db_path):
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -422,7 +412,7 @@ def _extract_all(
             yaml_todo.append((key, sha, path))
     if work or yaml_todo:
         progress = _progress(len(work), quiet)
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with worker_pool(jobs) as pool:
             yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
             chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
             started = time.perf_counter()

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from perfq.config import Config
+from perfq.errors import PerfqError
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm")
 
@@ -42,8 +43,55 @@ def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch("/" + path, p) for p in patterns)
 
 
+ROOTS = {  # config key -> the kind of file its roots hold, and what it is called
+    "source_roots": ("cpp", "C++ source"),
+    "python_roots": ("python", "Python file"),
+    "benchmark_roots": ("benchmark", "benchmark file (*_test.py)"),
+    "script_benchmark_roots": ("benchmark", "Python script"),
+}
+
+
+def _configured(cfg: Config, key: str) -> list[str]:
+    """The roots of ``key`` the user chose (not left at the PyTorch defaults)."""
+    defaults = getattr(Config(), key)
+    return [r for r in getattr(cfg, key) if r not in defaults]
+
+
+def check_roots(repo: Path, cfg: Config) -> None:
+    """A configured root that does not exist in ``repo`` is an error. Roots left at their PyTorch
+    defaults may be missing (an out-of-tree backend, a partial checkout)."""
+    for key in ROOTS:
+        for root in _configured(cfg, key):
+            if not (repo / root.strip("/")).exists():
+                raise PerfqError(f"{key}: {root!r} does not exist in {repo} (set {key} in [tool.perfq] or perfq.toml)")
+
+
+def require_sources(repo: Path, cfg: Config, files: dict[str, list[str]]) -> None:
+    """A configured root holding no file of its kind, or nothing at all to index (and no upstream),
+    is an error, not an empty index."""
+    for key, (kind, what) in ROOTS.items():
+        for root in _configured(cfg, key):
+            base = root.strip("/")
+            if not any(p == base or p.startswith(base + "/") for p in files[kind]):
+                raise PerfqError(f"{key}: {root!r} holds no {what} to index (outside the exclude patterns)")
+    if any(files.values()) or cfg.upstream:
+        return
+    raise PerfqError(
+        f"nothing to index in {repo}: no C++, Python or benchmark file under the configured roots; "
+        "set source_roots, python_roots or benchmark_roots in [tool.perfq] or perfq.toml"
+    )
+
+
 def discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
-    """Files to index by kind: 'cpp', 'python', 'benchmark'."""
+    """Files to index by kind: 'cpp', 'python', 'benchmark'; PerfqError when a configured root is
+    missing or there is nothing to index."""
+    check_roots(repo, cfg)
+    files = _discover(repo, cfg)
+    require_sources(repo, cfg, files)
+    return files
+
+
+def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     cpp = [p for p in _listed(repo, cfg.source_roots) if p.endswith(CPP_SUFFIXES) and not _excluded(p, cfg.exclude)]
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
     bench = [

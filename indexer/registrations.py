@@ -3,6 +3,7 @@ register (every REGISTER_*_DISPATCH flavour) and TORCH_LIBRARY(_IMPL) m.impl / m
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from perfq.indexer.facts import FileFacts, LibraryDef, LibraryImpl, StubFact, StubImpl
@@ -16,6 +17,7 @@ _STUB_REG = re.compile(
 _LIBRARY = re.compile(r"\b(TORCH_LIBRARY_IMPL|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRARY)\s*\(")
 _M_CALL = re.compile(r"\b\w+\s*\.\s*(impl|def)\s*\(")
 _STRING = re.compile(r'"((?:\\.|[^"\\])*)"')
+_OP_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)?")
 _LAST_NAME = re.compile(r"([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)\s*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>)?\s*\)*\s*$")
 
 
@@ -75,8 +77,9 @@ def _default_arch(path: str) -> str:
 def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
     """Append DispatchStub and TORCH_LIBRARY facts found in ``code`` to ``facts``."""
     lines = LineIndex(code)
+    directives = Directives(code)
     for m in _STUB_DECL.finditer(code):
-        if _in_directive(code, m.start()):
+        if directives.covers(m.start()):
             continue
         args, _ = balanced_args(code, m.end() - 1)
         stub = _function_name(args[-1]) if args else ""
@@ -85,7 +88,7 @@ def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
             facts.stubs.append(StubFact(stub.split("::")[-1], role, lines.line_of(m.start())))
     for m in _STUB_REG.finditer(code):
         macro = m.group(1)
-        if _in_directive(code, m.start()):
+        if directives.covers(m.start()):
             continue
         args, _ = balanced_args(code, m.end() - 1)
         line = lines.line_of(m.start())
@@ -115,12 +118,14 @@ def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
         body_end = _block_end(code, body_start)
         body = code[body_start:body_end]
         for c in _M_CALL.finditer(body):
+            if directives.covers(body_start + c.start()):  # inside a #define: a template, not a registration
+                continue
             cargs, _ = balanced_args(body, c.end() - 1)
             if not cargs:
                 continue
             names = _STRING.findall(cargs[0])
-            if not names:
-                continue
+            if not names or not _OP_NAME.fullmatch(names[0].split("(")[0].split("::")[-1].strip()):
+                continue  # no name, or one pasted by the preprocessor (#op "." #overload)
             line = lines.line_of(body_start + c.start())
             op_text = names[0]
             if c.group(1) == "def":
@@ -137,10 +142,28 @@ def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
                 facts.library_impls.append(LibraryImpl(namespace, key, op, kernel, line))
 
 
-def _in_directive(code: str, offset: int) -> bool:
-    """Whether ``offset`` sits on a preprocessor line (a macro's own #define)."""
-    line_start = code.rfind("\n", 0, offset) + 1
-    return code[line_start:offset].lstrip().startswith("#")
+class Directives:
+    """Where the preprocessor directives of ``code`` are, continuation lines included."""
+
+    def __init__(self, code: str) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        offset, inside = 0, False
+        for line in code.splitlines(keepends=True):
+            if inside or line.lstrip().startswith("#"):
+                if not inside:
+                    self.starts.append(offset)
+                inside = line.rstrip("\r\n").endswith("\\")
+                if not inside:
+                    self.ends.append(offset + len(line))
+            offset += len(line)
+        if inside:
+            self.ends.append(offset)
+
+    def covers(self, offset: int) -> bool:
+        """Whether ``offset`` is inside a directive (a macro's own ``#define``, on any of its lines)."""
+        i = bisect.bisect_right(self.starts, offset) - 1
+        return i >= 0 and offset < self.ends[i]
 
 
 def _block_end(code: str, open_brace: int) -> int:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -30,29 +31,58 @@ class Config:
     max_depth: int = 24
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def with_overrides(self, values: dict[str, Any]) -> Config:
-        """A copy with ``values`` (config-file keys, dashes or underscores) applied."""
-        known = {f.name for f in fields(self)}
+    def with_overrides(self, values: dict[str, Any], source: str = "config") -> Config:
+        """A copy with ``values`` (config-file keys, dashes or underscores) applied. A key that
+        is a near miss of a known one (``source_root``) is an error naming it; other unknown keys
+        are kept in ``extra`` (sections of features, newer perfq versions)."""
         changes: dict[str, Any] = {}
         extra = dict(self.extra)
         for raw_key, value in values.items():
             key = raw_key.replace("-", "_")
-            if key not in known or key == "extra":
+            if key not in SETTINGS:
+                _reject_misspelling(raw_key, source)
                 extra[key] = value
                 continue
-            current = getattr(self, key)
-            if isinstance(current, tuple):
-                if isinstance(value, str):
-                    value = (value,)
-                if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-                    raise PerfqError(f"config key {raw_key!r} must be a list of strings")
-                value = tuple(value)
-            elif isinstance(current, int) and not isinstance(value, int):
-                raise PerfqError(f"config key {raw_key!r} must be an integer")
-            elif isinstance(current, str) and not isinstance(value, str):
-                raise PerfqError(f"config key {raw_key!r} must be a string")
-            changes[key] = value
+            changes[key] = _checked(key, raw_key, value, getattr(self, key), source)
         return replace(self, extra=extra, **changes)
+
+    def unknown_keys(self) -> list[str]:
+        """Keys in ``extra`` that neither perfq nor any of its features reads."""
+        return sorted(k for k in self.extra if k not in EXTENSION_KEYS)
+
+
+SETTINGS = tuple(f.name for f in fields(Config) if f.name != "extra")
+# sections and keys the features read from Config.extra ([tool.perfq.ir], [tool.perfq.compare]...)
+EXTENSION_KEYS = ("ir", "compare", "benchmarks", "coverage_infra_ops")
+POSITIVE = ("reach_bound", "hub_fanout", "max_depth")
+
+
+def _reject_misspelling(raw_key: str, source: str) -> None:
+    key = raw_key.replace("-", "_")
+    if key in EXTENSION_KEYS:
+        return
+    close = difflib.get_close_matches(key, SETTINGS + EXTENSION_KEYS, n=1, cutoff=0.75)
+    if close:
+        raise PerfqError(f"{source}: unknown key {raw_key!r}; did you mean {close[0]!r}?")
+
+
+def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> Any:
+    """``value`` for setting ``key`` if it has the type (and range) of the default ``current``."""
+    if isinstance(current, tuple):
+        if isinstance(value, str):
+            value = (value,)
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise PerfqError(f"{source}: {raw_key!r} must be a list of strings")
+        return tuple(value)
+    if isinstance(current, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PerfqError(f"{source}: {raw_key!r} must be an integer, not {value!r}")
+        if key in POSITIVE and value < 1:
+            raise PerfqError(f"{source}: {raw_key!r} must be a positive integer, not {value}")
+        return value
+    if isinstance(current, str) and not isinstance(value, str):
+        raise PerfqError(f"{source}: {raw_key!r} must be a string, not {value!r}")
+    return value
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -65,6 +95,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
+    """``data[key]`` when it is a table; None when absent; an error when it is anything else."""
+    value = data.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise PerfqError(f"{where}: {key!r} must be a table ([{key}]), not {type(value).__name__} {value!r}")
+
+
 def load_config(repo: Path, overrides: dict[str, Any] | None = None) -> Config:
     """The configuration for ``repo``: defaults, then its config file, then ``overrides``."""
     cfg = Config()
@@ -72,11 +110,17 @@ def load_config(repo: Path, overrides: dict[str, Any] | None = None) -> Config:
     pyproject = repo / "pyproject.toml"
     if perfq_toml.is_file():
         data = _read_toml(perfq_toml)
-        cfg = cfg.with_overrides(data.get("tool", {}).get("perfq", data))
+        tool = _table(data, "tool", str(perfq_toml))
+        section = _table(tool, "perfq", f"{perfq_toml} [tool]") if tool is not None else None
+        if tool is not None and section is None:
+            raise PerfqError(f"{perfq_toml}: has a [tool] table without [tool.perfq]; put the keys at the top level "
+                             "or under [tool.perfq]")
+        cfg = cfg.with_overrides(section if section is not None else data, perfq_toml.name)
     elif pyproject.is_file():
-        section = _read_toml(pyproject).get("tool", {}).get("perfq")
-        if isinstance(section, dict):
-            cfg = cfg.with_overrides(section)
+        tool = _table(_read_toml(pyproject), "tool", str(pyproject))
+        section = _table(tool, "perfq", f"{pyproject} [tool]") if tool is not None else None
+        if section is not None:
+            cfg = cfg.with_overrides(section, f"{pyproject.name} [tool.perfq]")
     if overrides:
-        cfg = cfg.with_overrides({k: v for k, v in overrides.items() if v not in (None, (), [])})
+        cfg = cfg.with_overrides({k: v for k, v in overrides.items() if v not in (None, (), [])}, "options")
     return cfg

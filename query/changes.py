@@ -166,8 +166,11 @@ def _map_source(
     for side, facts, lines in (("base", base, fc.removed), ("head", head, fc.added)):
         if facts is None:
             continue
-        if facts.status == "skipped":
-            cs.notes.append(f"{facts.path}: {facts.message}")
+        if facts.status == "skipped":  # not parsed (binary, larger than the limit): say so, keep the lines
+            note = f"{facts.path}: not indexed ({facts.message})"
+            if note not in cs.notes:
+                cs.notes.append(note)
+                cs.file_level.append((facts.path, sorted(lines)[:20], f"file not indexed: {facts.message}"))
             continue
         funcs = (
             [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions

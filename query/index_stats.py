@@ -22,6 +22,7 @@ def index_stats(con: duckdb.DuckDBPyConnection) -> dict:
             "kernels": store.unresolved_kernels(),
             "stubs without registration": store.unregistered_stubs(),
         },
+        "skipped_files": [{"file": path, "reason": why} for path, why in store.skipped_files()],
         "traces": store.trace_summary(),
         "timings": {k[5:]: v for k, v in meta.items() if k.startswith("time_")},
         "indexed_commit": meta.get("indexed_commit", ""),

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from perfq.common import git
-from perfq.common.diff import FileChange, apply_hunks, parse_diff
+from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
@@ -29,7 +29,11 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
     if ".." in ref:
         a, _, b = ref.partition("...") if "..." in ref else ref.partition("..")
         head = git.resolve_ref(repo, b or "HEAD")
-        base = git.merge_base(repo, git.resolve_ref(repo, a or "HEAD"), head)
+        start = git.resolve_ref(repo, a or "HEAD")
+        base = git.merge_base(repo, start, head)
+        if base == head != start:
+            a, b = a or "HEAD", b or "HEAD"
+            raise PerfqError(f"{ref} is empty: {b} is an ancestor of {a} (reversed? try {b}..{a})")
         return base, head
     head_commit = git.resolve_ref(repo, "HEAD")
     base = git.merge_base(repo, git.resolve_ref(repo, ref), head_commit)
@@ -66,8 +70,8 @@ def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tu
     out: dict[tuple[str, str], FileFacts] = {}
     digests = store.file_digests(sorted({path for path, _ in keyed}))
     indexed = {
-        path: FileFacts(path, lang, sha, n_lines)
-        for path, (sha, lang, n_lines) in digests.items()
+        path: FileFacts(path, lang, sha, n_lines, status=status, message=message)
+        for path, (sha, lang, n_lines, status, message) in digests.items()
         if (path, sha) in keyed
     }
     for row in store.functions_in(sorted(indexed)):
@@ -117,8 +121,14 @@ def affected_for_ref(
         # a bare patch applies to ``ref`` (default: the working tree); its new side is rebuilt
         base = git.resolve_ref(repo, ref) if ref else ""
         head = None
-        changes = parse_diff(diff_text)
+        changes = parse_patch(diff_text)
         base_texts, head_texts = _texts(repo, changes, base or None, None, patch=True)
+        problems = [why for c in changes if (why := applies(base_texts.get(c.old_path or ""), c))]
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PerfqError(f"the --diff patch does not apply to {ref or 'the working tree'}: {problems[0]}{more}")
+        if not changes:
+            warnings.append("the --diff input is empty: no change")
     else:
         if ref is None:
             raise PerfqError("give a base ref, A..B, or --diff")

@@ -28,7 +28,7 @@ class SessionRow(NamedTuple):
     bad: str
     commits: list[str]
     command: list[str]
-    build: str | None
+    build: str | None  # JSON argv (a plain string from an older perfq: a shell command)
     options: dict[str, Any]
 
 
@@ -75,12 +75,17 @@ class BisectStore:
         finally:
             con.close()
 
-    def create(self, session_id: str, repo: Path, commits: list[str], command: list[str], build: str | None,
+    def create(self, session_id: str, repo: Path, commits: list[str], command: list[str], build: list[str] | None,
                options: dict[str, Any]) -> None:
+        """A running session; ``build`` is stored as a JSON argv (a plain string: an older perfq's)."""
         self._tx("INSERT INTO bisect_sessions (id, repo, good, bad, commits, command, build, options, "
                  "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running')",
                  [session_id, str(repo), commits[0], commits[-1], json.dumps(commits), json.dumps(command),
-                  build, json.dumps(options)])
+                  json.dumps(build) if build else None, json.dumps(options)])
+
+    def set_options(self, session_id: str, options: dict[str, Any]) -> None:
+        self._tx("UPDATE bisect_sessions SET options = ?, updated_at = current_timestamp WHERE id = ?",
+                 [json.dumps(options), session_id])
 
     def add_step(self, session_id: str, seq: int, commit: str, requested: int, values: list[float] | None,
                  error: str | None, unit: str | None) -> None:

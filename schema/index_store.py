@@ -165,16 +165,22 @@ class IndexStore:
             ).fetchall()
         ]
 
-    def file_digests(self, paths: list[str]) -> dict[str, tuple[str, str, int]]:
-        """path -> (sha256, lang, n_lines) for the indexed ``paths``."""
+    def file_digests(self, paths: list[str]) -> dict[str, tuple[str, str, int, str, str]]:
+        """path -> (sha256, lang, n_lines, status, message) for the indexed ``paths``."""
         if not paths:
             return {}
         rows = self.con.execute(
-            "SELECT path, sha256, lang, n_lines FROM files"
+            "SELECT path, sha256, lang, n_lines, status, coalesce(message, '') FROM files"
             " WHERE path IN (SELECT unnest(?::TEXT[])) AND origin = 'repo'",
             [paths],
         ).fetchall()
-        return {p: (sha, lang, n) for p, sha, lang, n in rows}
+        return {p: (sha, lang, n, status, message) for p, sha, lang, n, status, message in rows}
+
+    def skipped_files(self) -> list[tuple[str, str]]:
+        """(path, why) of the files the index holds without parsing them (binary, too large)."""
+        return self.con.execute(
+            "SELECT path, coalesce(message, '') FROM files WHERE status = 'skipped' ORDER BY path"
+        ).fetchall()
 
     def function_paths(self, ids: list[int]) -> dict[int, str]:
         if not ids:

@@ -22,16 +22,36 @@ def open_index(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         try:
             version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except duckdb.Error:
+        except duckdb.Error as exc:
+            if damaged(exc):
+                raise _damaged(path, exc) from None
             raise PerfqError(f"{path} is not a perfq index (no meta table); rebuild it with `perfq index`") from None
-        if version is None or int(version[0]) != SCHEMA_VERSION:
+        if version is None or not str(version[0]).isdigit() or int(version[0]) != SCHEMA_VERSION:
             raise PerfqError(
                 f"{path} has index schema v{version[0] if version else '?'}, this perfq reads "
                 f"v{SCHEMA_VERSION}; rebuild it with `perfq index`"
             )
-        yield con
+        try:
+            yield con
+        except duckdb.Error as exc:  # a damaged block is only found when a query reads it
+            if damaged(exc):
+                raise _damaged(path, exc) from None
+            raise
     finally:
         con.close()
+
+
+def damaged(exc: duckdb.Error) -> bool:
+    """Whether ``exc`` says the file itself is damaged (checksum, short read, undecodable block),
+    as opposed to a query's own mistake."""
+    return type(exc) is duckdb.Error or isinstance(
+        exc, duckdb.IOException | duckdb.InternalException | duckdb.SerializationException
+    )
+
+
+def _damaged(path: Path, exc: duckdb.Error) -> PerfqError:
+    first = (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+    return PerfqError(f"{path} is damaged ({first}); rebuild it with `perfq index --full`")
 
 
 def meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -48,20 +48,62 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -
         con.unregister("_perfq_rows")
 
 
+_HELD: set[str] = set()  # lock files this process holds (POSIX locks are per process)
+
+
 @contextlib.contextmanager
 def build_lock(target: Path) -> Iterator[None]:
-    """Exclusive lock on building ``target``: one ``perfq index`` at a time."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Exclusive lock on building ``target``: one ``perfq index`` at a time.
+
+    A POSIX record lock (``lockf``): it belongs to this process alone, so forked workers never
+    hold it, and the kernel releases it when the process dies, however it dies; a lock left by a
+    dead build is simply taken. The holder's pid is written into the lock file for the message.
+    Scratch files of dead builds are removed once the lock is held."""
     lock_path = target.with_name(target.name + ".lock")
-    with open(lock_path, "w") as fh:
+    held = str(lock_path.absolute())
+    if held in _HELD:  # checked before opening: closing a second descriptor would drop the lock
+        raise PerfqError(f"another perfq index (pid {os.getpid()}) is writing {target}; try again when it has finished")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise PerfqError(f"cannot write the index at {target}: {exc.strerror}") from None
+    _HELD.add(held)
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PerfqError(f"another perfq index is writing {target}; try again when it has finished") from None
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise PerfqError(
+                f"another perfq index{who} is writing {target}; try again when it has finished"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        remove_scratch(target)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            os.ftruncate(fd, 0)
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+        _HELD.discard(held)
+
+
+def scratch_files(target: Path) -> list[Path]:
+    """Scratch files a build of ``target`` writes before renaming them into place (the new
+    index, its WAL, the facts cache's temporary file)."""
+    patterns = (f".{target.name}.*.tmp", f".{target.name}.*.tmp.wal", f"{target.name}.facts.*.tmp")
+    return sorted({p for pattern in patterns for p in target.parent.glob(pattern)})
+
+
+def remove_scratch(target: Path) -> None:
+    """Remove the scratch files of builds of ``target`` that died (call with the build lock held:
+    no live build has any then)."""
+    for path in scratch_files(target):
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 @contextlib.contextmanager
@@ -71,9 +113,9 @@ def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.Duck
     is removed and ``target`` is untouched. Readers never see a half-written index."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     wal = Path(str(tmp) + ".wal")
-    for leftover in (tmp, wal):
-        leftover.unlink(missing_ok=True)
     try:
+        for leftover in (tmp, wal):
+            leftover.unlink(missing_ok=True)
         if copy_existing:
             shutil.copyfile(target, tmp)
         con = duckdb.connect(str(tmp))
@@ -83,9 +125,13 @@ def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.Duck
         finally:
             con.close()
         os.replace(tmp, target)
+    except (OSError, duckdb.IOException) as exc:  # unwritable place, disk full
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
+        raise PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)") from None
     finally:
-        tmp.unlink(missing_ok=True)
-        wal.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+            wal.unlink(missing_ok=True)
 
 
 def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -73,3 +74,14 @@ def corpus_scratch(tmp_path_factory: pytest.TempPathFactory):
     if not (CORPUS / "aten").is_dir():
         pytest.skip("PyTorch 2.6.0 corpus not fetched (scripts/fetch-pytorch-source.sh)")
     return make_scratch(CORPUS, tmp_path_factory.mktemp("corpus-scratch") / "pytorch-2.6.0")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _release_libclang():
+    """The libclang index that in-process parses cache is freed before the interpreter tears clang down
+    (else its destructor prints an ignored exception at exit)."""
+    yield
+    from perfq.indexer import cpp
+
+    cpp._index.cache_clear()
+    gc.collect()

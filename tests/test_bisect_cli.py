@@ -244,7 +244,7 @@ def test_operator_benchmark_option(tmp_path):
 def test_build_step_that_edits_tracked_files_and_untracked_files_survive(tmp_path):
     r = make_repo(tmp_path, n=10, culprit=6, broken=(3,))
     (r.path / "untracked_notes.txt").write_text("keep me\n")
-    code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--build", "echo built >> n.txt",
+    code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--build", "sh -c 'echo built >> n.txt'",
                                  "--format", "json", "--history", str(tmp_path / "h.duckdb"),
                                  "--", PY, "bench.py")
     assert code == 0, (err, exc)
@@ -258,7 +258,7 @@ def test_build_step_that_edits_tracked_files_and_untracked_files_survive(tmp_pat
 
 def test_failing_build_skips_the_commit(tmp_path):
     r = make_repo(tmp_path, n=8, culprit=5)
-    build = f"test $(git rev-parse HEAD) != {r.commits[4]}"
+    build = f"sh -c 'test $(git rev-parse HEAD) != {r.commits[4]}'"
     code, out, err, exc = invoke(r.path, "bisect", r.commits[0], "--build", build, "--format", "json",
                                  "--history", str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
     assert code == 0, (err, exc)

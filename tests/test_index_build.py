@@ -132,7 +132,7 @@ def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, 
 
 def test_a_second_writer_is_refused(repo: Path, tmp_path: Path):
     db = tmp_path / "index.duckdb"
-    with build_lock(db), pytest.raises(PerfqError, match="another perfq index is writing"):
+    with build_lock(db), pytest.raises(PerfqError, match=r"another perfq index \(pid \d+\) is writing"):
         build_index(repo, Config(), db, jobs=1, quiet=True)
 
 

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         good: str = typer.Argument(None, help="A commit where the benchmark is fast (good)."),
         bad: str = typer.Argument(None, help="A commit where it is slow (bad); default HEAD."),
-        build: str = typer.Option(None, "--build", help="Shell command run before benchmarking each commit."),
+        build: str = typer.Option(None, "--build", help="Command run before benchmarking each commit (no shell)."),
         metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
         metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
         aggregate: str = typer.Option("first", "--aggregate",
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
         """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD..."""
         from perfq.bisect.driver import run_bisect
         from perfq.bisect.report import render_markdown, render_text
-        from perfq.bisect.request import BisectRequest, opbench_command
+        from perfq.bisect.request import BisectRequest, build_argv, opbench_command
         from perfq.bisect.search import SearchConfig
 
         command: list[str] = ctx.meta.get(_CMD_KEY, [])
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
                            extra_runs=extra_runs, min_change=min_change, max_failures=max_failures,
                            force=force)
         req = BisectRequest(
-            repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build, metric=spec,
+            repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build_argv(build), metric=spec,
             lower=lower or None, higher=higher or None, search=cfg, all_parents=all_parents, timeout=timeout,
             yes=yes, prune=prune, benchmark=benchmark, db=db, history=history, resume=resume,
             ir_kernel=ir, ir_targets=tuple(ir_target or ()),
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         bad_value: float = typer.Option(None, "--bad-value", help="The metric at the bad commit."),
         threshold_value: float = typer.Option(None, "--threshold-value",
                                               help="Or: an absolute threshold (needs a polarity)."),
-        build: str = typer.Option(None, "--build", help="Shell command run before benchmarking."),
+        build: str = typer.Option(None, "--build", help="Command run before benchmarking (no shell)."),
         metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
         metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
         aggregate: str = typer.Option("first", "--aggregate", help="first|last|sum|mean|min|max."),
@@ -154,7 +154,7 @@ def register(app: typer.Typer) -> None:
         test_name: str = typer.Option(None, "--test-name"),
     ) -> None:
         """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error)."""
-        from perfq.bisect.request import opbench_command
+        from perfq.bisect.request import build_argv, opbench_command
         from perfq.bisect.step import StepRequest, run_step
 
         try:
@@ -168,7 +168,7 @@ def register(app: typer.Typer) -> None:
                 lower = lower or not higher
             if not command:
                 raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
-            req = StepRequest(command=command, cwd=cwd, metric=spec, build=build, good_value=good_value,
+            req = StepRequest(command=command, cwd=cwd, metric=spec, build=build_argv(build), good_value=good_value,
                               bad_value=bad_value, threshold_value=threshold_value, lower=lower or None,
                               higher=higher or None, runs=runs, extra_runs=extra_runs, threshold=threshold,
                               margin=margin, timeout=timeout)

@@ -8,7 +8,6 @@ is deterministic) and continues.
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from perfq.bisect.search import Outcome, bisect, estimated_steps, relative_chang
 from perfq.bisect.session import Session
 from perfq.common import git
 from perfq.common.paths import default_history_path
+from perfq.common.proc import sigterm_as_interrupt
 from perfq.errors import PerfqError
 from perfq.runner.affected_flow import affected_for_range
 
@@ -57,16 +57,6 @@ def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], b
         return name in names
 
     return may_affect
-
-
-def _sigterm_to_interrupt() -> Callable[[], None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        return lambda: None
-    return lambda: signal.signal(signal.SIGTERM, old)
 
 
 def run_bisect(req: BisectRequest, log: Callable[[str], None],
@@ -111,8 +101,6 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
             reach = {c: pred(c) for c in commits[1:]}  # before any checkout: errors leave no trace
             may_affect = reach.__getitem__
             log(f"--prune: {sum(reach.values())} of {n} commit(s) can reach {name}")
-        if not req.resume:
-            session.create(repo, commits, req.command, req.build, request_options(req))
         return _drive(repo, req, commits, session, may_affect, log, confirm)
     finally:
         session.close()
@@ -132,10 +120,13 @@ def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
             return False
         return confirm(f"{len(files)} file(s) have uncommitted changes; stash them and restore at the end?")
 
+    def started(origin: g.Origin) -> None:
+        session.start(repo, commits, req.command, req.build, request_options(req), origin)
+
     polarity_note: list[str] = []
-    restore_signal = _sigterm_to_interrupt()
     try:
-        with g.guarded(repo, stash_ok, log) as co:
+        with sigterm_as_interrupt(), g.guarded(repo, stash_ok, log, session.origin(), started,
+                                               session.restored) as co:
             bench = Bench(repo, req, co, session, log)
             bench.ir_good = commits[0]
 
@@ -168,8 +159,6 @@ def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
     except BaseException:
         session.finish("interrupted", None)
         raise
-    finally:
-        restore_signal()
     if req.ir_kernel and report.status == BisectStatus.noise:
         report = replace(report, message=f"the IR of {req.ir_kernel} is the same at GOOD and BAD: nothing to bisect")
     session.finish(report.status.value, report.to_json())

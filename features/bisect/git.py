@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from perfq.common import git as common_git
 from perfq.errors import PerfqError
@@ -93,13 +95,35 @@ def head_ref(repo: Path) -> tuple[str | None, str]:
     return common_git.branch(repo), git(repo, "rev-parse", "HEAD").strip()
 
 
-class Checkout:
-    """Detached checkouts of commits to test; ``restore`` puts back the original HEAD."""
+@dataclass(frozen=True)
+class Origin:
+    """Where a bisect started, stored in its session so that a bisect killed mid-way is put back
+    by ``--resume``: the branch (None: a detached HEAD), its commit, and the autostashes of the
+    dirty tree (oldest first) to re-apply."""
 
-    def __init__(self, repo: Path) -> None:
+    branch: str | None
+    head: str
+    stashes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"branch": self.branch, "head": self.head, "stashes": list(self.stashes)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Origin | None:
+        if not isinstance(data, dict) or not isinstance(data.get("head"), str):
+            return None
+        branch = data.get("branch")
+        return cls(branch if isinstance(branch, str) else None, data["head"],
+                   tuple(s for s in data.get("stashes") or () if isinstance(s, str)))
+
+
+class Checkout:
+    """Detached checkouts of commits to test; ``restore`` puts back the origin's branch or commit."""
+
+    def __init__(self, repo: Path, origin: Origin) -> None:
         self.repo = repo
-        self.branch, self.head = head_ref(repo)
-        self.current: str | None = self.head
+        self.branch, self.head = origin.branch, origin.head
+        self.current: str | None = git(repo, "rev-parse", "HEAD").strip()
 
     def _switch(self, *args: str) -> None:
         """``git checkout args``; when tracked files block it, they were modified by a build
@@ -126,11 +150,21 @@ class Checkout:
         self.current = self.head
 
 
+def _ignore(*_: Any) -> None:
+    return None
+
+
 @contextmanager
-def guarded(repo: Path, stash_ok: Callable[[list[str]], bool],
-            log: Callable[[str], None]) -> Iterator[Checkout]:
+def guarded(repo: Path, stash_ok: Callable[[list[str]], bool], log: Callable[[str], None],
+            origin: Origin | None = None, on_ready: Callable[[Origin], None] = _ignore,
+            on_restored: Callable[[], None] = _ignore) -> Iterator[Checkout]:
     """Stash a dirty tree (when ``stash_ok`` agrees), yield a Checkout, and always restore the
-    original branch/commit and the stashed changes, on success, error or Ctrl-C."""
+    original branch/commit and the stashed changes, on success, error or Ctrl-C.
+
+    ``origin``: where an interrupted bisect started (``--resume``), restored instead of the
+    current checkout, its autostashes re-applied too. ``on_ready`` gets the origin (with this
+    run's autostash) before anything is checked out, to store it; ``on_restored`` is called once
+    the tree is back."""
     changed = common_git.dirty(repo)
     stash_sha = None
     if changed:
@@ -140,17 +174,24 @@ def guarded(repo: Path, stash_ok: Callable[[list[str]], bool],
         log(f"stashing uncommitted changes in {len(changed)} file(s); they are restored at the end")
         git(repo, "stash", "push", "--quiet", "-m", "perfq bisect autostash")
         stash_sha = git(repo, "rev-parse", "refs/stash").strip()
-    co = Checkout(repo)
+    start = origin or Origin(*head_ref(repo))
+    start = replace(start, stashes=start.stashes + ((stash_sha,) if stash_sha else ()))
+    restored = False
+    co: Checkout | None = None
     try:
+        co = Checkout(repo, start)
+        on_ready(start)
         yield co
     finally:
         try:
-            co.restore()
-            where = co.branch or co.head[:12]
-            log(f"restored {where}")
+            (co or Checkout(repo, start)).restore()
+            log(f"restored {start.branch or start.head[:12]}")
+            restored = True
         finally:
-            if stash_sha:
-                _unstash(repo, stash_sha, log)
+            for sha in start.stashes:
+                _unstash(repo, sha, log)
+        if restored:
+            on_restored()
 
 
 def _unstash(repo: Path, stash_sha: str, log: Callable[[str], None]) -> None:

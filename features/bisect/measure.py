@@ -16,9 +16,9 @@ from perfq.errors import PerfqError
 from perfq.ir import api as ir_api
 
 
-def run_build(cmd: str, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str | None:
-    """Run the ``--build`` shell command; None on success, else why it failed."""
-    res = proc.run(cmd, cwd=cwd, env=env, timeout=timeout, shell=True)
+def run_build(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str | None:
+    """Run the ``--build`` command (an argv, no shell); None on success, else why it failed."""
+    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
     if res.error:
         return res.error
     return None if res.returncode == 0 else f"exit {res.returncode} {res.last_line()}".strip()
@@ -78,7 +78,7 @@ class Bench:
         if self.req.build and self.built != commit:
             self.built = None
             self.log(f"  {commit[:12]}: building")
-            err = self._run_shell(self.req.build)
+            err = self._run_build(self.req.build)
             if err:
                 return self._fail(commit, f"build failed: {err}")
             self.built = commit
@@ -136,5 +136,5 @@ class Bench:
         self.runs_done += 1
         return {**os.environ, "PERFQ_BISECT_COMMIT": commit, "PERFQ_BISECT_RUN": str(self.runs_done)}
 
-    def _run_shell(self, cmd: str) -> str | None:
-        return run_build(cmd, self.repo, self.req.timeout, self._env(self.co.current or ""))
+    def _run_build(self, argv: list[str]) -> str | None:
+        return run_build(argv, self.repo, self.req.timeout, self._env(self.co.current or ""))

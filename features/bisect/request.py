@@ -3,6 +3,8 @@ request is stored with its session (and read back on ``--resume``)."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 
 from perfq.bisect.metric import MetricSpec
 from perfq.bisect.search import SearchConfig
+from perfq.errors import PerfqError
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"
@@ -24,7 +27,7 @@ class BisectRequest:
     bad: str | None = None
     command: list[str] = field(default_factory=list)
     cwd: str = ""  # directory of the command, relative to the repo root
-    build: str | None = None
+    build: list[str] | None = None  # argv run after each checkout (never through a shell)
     metric: MetricSpec = field(default_factory=MetricSpec)
     lower: bool | None = None
     higher: bool | None = None
@@ -39,6 +42,41 @@ class BisectRequest:
     db: Path | None = None
     history: Path | None = None
     resume: bool = False
+
+
+_SHELL_CHARS = "();<>|&"
+
+
+def build_argv(text: str | None) -> list[str] | None:
+    """``--build CMD`` split into an argv like a shell would quote it, but never run by one:
+    shell operators (``&&``, ``|``, ``>``, ``$(...)``...) are an error that says to wrap the command
+    in ``sh -c '...'``."""
+    if text is None or not text.strip():
+        return None
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=_SHELL_CHARS)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError as exc:
+        raise PerfqError(f"--build {text!r}: {exc}") from None
+    operators = [t for t in tokens if t and all(c in _SHELL_CHARS for c in t)]
+    if operators:
+        raise PerfqError(f"--build runs one command, not through a shell ({operators[0]!r} in {text!r}); "
+                         f"for shell syntax use --build \"sh -c '...'\"")
+    return shlex.split(text)
+
+
+def stored_build(value: str | None) -> list[str] | None:
+    """The build argv of a stored session (a JSON list; an older perfq stored the shell text)."""
+    if not value:
+        return None
+    try:
+        argv = json.loads(value)
+    except json.JSONDecodeError:
+        return build_argv(value)
+    if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+        return argv
+    return build_argv(value) if isinstance(argv, str) else None
 
 
 def opbench_command(name: str, test_name: str | None = None) -> tuple[list[str], str, MetricSpec]:
@@ -84,7 +122,7 @@ def request_options(req: BisectRequest) -> dict[str, Any]:
 def apply_options(req: BisectRequest, stored: dict[str, Any]) -> BisectRequest:
     opts = stored["options"]
     return replace(req, good=stored["good"], bad=stored["bad"], command=stored["command"],
-                   build=stored["build"], cwd=opts["cwd"], metric=MetricSpec(**opts["metric"]),
+                   build=stored_build(stored["build"]), cwd=opts["cwd"], metric=MetricSpec(**opts["metric"]),
                    lower=opts["lower"], higher=opts["higher"], search=_search_config(opts["search"]),
                    all_parents=opts["all_parents"], timeout=opts["timeout"], prune=opts["prune"],
                    benchmark=opts["benchmark"], ir_kernel=opts.get("ir_kernel"),

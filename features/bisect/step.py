@@ -21,7 +21,7 @@ class StepRequest:
     command: list[str]
     cwd: Path
     metric: MetricSpec = field(default_factory=MetricSpec)
-    build: str | None = None
+    build: list[str] | None = None  # argv, no shell
     good_value: float | None = None
     bad_value: float | None = None
     threshold_value: float | None = None

@@ -135,8 +135,10 @@ def register(app: typer.Typer) -> None:
         """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one."""
         root = resolve_repo(repo)
         index = resolve_db(root, db)
-        if scaffold:
-            run_scaffold(root, index, scaffold, out, force)
+        if scaffold is not None:
+            if not scaffold.strip():
+                raise PerfqError("--scaffold needs an operator name, e.g. --scaffold add.Tensor")
+            run_scaffold(root, index, scaffold.strip(), out, force)
             return
         from perfq.coverage import render as render
 

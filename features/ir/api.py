@@ -6,14 +6,27 @@ import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import duckdb
 
 from perfq.errors import PerfqError
 from perfq.ir.collect import check_targets, collect, require_triton
 from perfq.ir.diff import changed_kernels
 from perfq.ir.manifest import load_manifest
 from perfq.ir.normalize import normalize_ir
+from perfq.ir.store import labels
 
-__all__ = ["changed_kernels", "kernel_fingerprint"]
+__all__ = ["changed_kernels", "kernel_fingerprint", "stored_labels"]
+
+
+def stored_labels(con: Any) -> set[str]:
+    """The labels of the IR collections stored in the history ``con`` (none in a history made
+    before the IR tables)."""
+    try:
+        return {row.label for row in labels(con)}
+    except duckdb.Error:
+        return set()
 
 
 def _sha(text: str) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 
 from perfq.common import proc
 from perfq.errors import PerfqError
-from perfq.ir.collect import CollectResult, relative_source, require_triton, triton_cache
+from perfq.ir.collect import CollectResult, no_interpreter, relative_source, require_triton, triton_cache
 from perfq.ir.compile import IRCompileError, Specialization, compile_spec, kernel_source_info
 from perfq.ir.manifest import import_kernel
 from perfq.ir.store import IRRecord
@@ -157,7 +157,7 @@ def compile_captured(
     """Compile every captured specialization for every target."""
     result = CollectResult(triton_version=require_triton())
     start = time.perf_counter()
-    with triton_cache(fresh_cache):
+    with triton_cache(fresh_cache), no_interpreter():
         for cap in specs:
             try:
                 fn = _load_captured_kernel(cap, cwd)

@@ -39,10 +39,26 @@ class CollectResult:
     triton_version: str = ""
 
 
-def require_triton() -> str:
-    """The installed Triton version, or a one-line error telling how to install it."""
+@contextlib.contextmanager
+def no_interpreter() -> Iterator[None]:
+    """``TRITON_INTERPRET`` unset while perfq imports Triton and kernels and compiles them: a user who
+    exports it to launch benchmarks on CPU would otherwise get interpreter objects that Triton cannot
+    compile. The benchmark commands perfq runs keep the user's environment."""
+    saved = os.environ.pop("TRITON_INTERPRET", None)
     try:
-        import triton
+        yield
+    finally:
+        if saved is not None:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+def require_triton() -> str:
+    """The installed Triton version, or a one-line error telling how to install it. Triton is
+    imported here, without ``TRITON_INTERPRET`` (see :func:`no_interpreter`): its own library
+    functions are ``@triton.jit`` functions, made interpreter-only when it is set at import."""
+    try:
+        with no_interpreter():
+            import triton
     except ImportError:
         raise PerfqError("triton is not installed: pip install triton (or pip install 'perfq[ir]')") from None
     return str(triton.__version__)
@@ -107,7 +123,7 @@ def collect(
     the kernels' modules afresh, e.g. after a checkout changed them)."""
     result = CollectResult(triton_version=require_triton())
     start = time.perf_counter()
-    with triton_cache(fresh_cache):
+    with triton_cache(fresh_cache), no_interpreter():
         for entry in manifest.kernels:
             try:
                 fn = import_kernel(entry.kernel, manifest.paths, reload=reload)

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
         if ir:
             from perfq.common.cli import resolve_history
             from perfq.config import load_config
-            from perfq.ir.api import changed_kernels
+            from perfq.ir.api import changed_kernels, stored_labels
             from perfq.query.affected import flag_ir_changes
             from perfq.schema.history import connect_history
 
@@ -66,13 +66,18 @@ def register(app: typer.Typer) -> None:
             if not sep or not label_a or not label_b:
                 raise PerfqError("--ir takes two collection labels: A..B")
             path = resolve_history(root, history)
-            kernels: set[str] = set()
-            if path.exists():
-                con = connect_history(path, read_only=True)
-                try:
-                    kernels = changed_kernels(con, label_a, label_b)
-                finally:
-                    con.close()
+            if not path.exists():
+                raise PerfqError(f"--ir: no results history at {path}; store IR with `perfq ir collect` first")
+            con = connect_history(path, read_only=True)
+            try:
+                known = stored_labels(con)
+                missing = [label for label in (label_a, label_b) if label not in known]
+                if missing:
+                    shown = ", ".join(sorted(known)[:10]) or "none"
+                    raise PerfqError(f"--ir: no IR collection labelled {missing[0]!r} in {path} (labels: {shown})")
+                kernels = changed_kernels(con, label_a, label_b)
+            finally:
+                con.close()
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
         if fmt == AffectedFormat.json:

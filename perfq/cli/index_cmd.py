@@ -28,6 +28,15 @@ class BuildLines:
         )
 
 
+def _skipped_files(db: Path) -> list[tuple[str, str]]:
+    """(path, why) of the files the index at ``db`` holds without parsing them."""
+    from perfq.schema.index_store import IndexStore
+    from perfq.schema.reader import open_index
+
+    with open_index(db) as con:
+        return IndexStore(con).skipped_files()
+
+
 def register(app: typer.Typer) -> None:
     """Add ``index`` and ``stats`` to ``app``."""
 
@@ -78,6 +87,8 @@ def register(app: typer.Typer) -> None:
                 "compile_commands": compile_commands,
             },
         )
+        for key in cfg.unknown_keys():
+            console(stderr=True).print(f"warning: unknown config key {key!r} is ignored", markup=False)
         target = resolve_db(root, db)
         report = build_index(
             root,
@@ -89,10 +100,12 @@ def register(app: typer.Typer) -> None:
             trace=True if trace_benchmarks else trace,
             events=None if quiet else BuildLines(console(stderr=True)),
         )
+        skipped = _skipped_files(target)
         if fmt == Format.json:
             print_json(
                 {
                     "db": str(target),
+                    "skipped": [{"file": path, "reason": why} for path, why in skipped],
                     "counts": report.counts,
                     "timings": report.timings,
                     "reparsed": report.reparsed,
@@ -115,6 +128,10 @@ def register(app: typer.Typer) -> None:
         c.print("  " + ", ".join(f"{k} {v:.1f}s" for k, v in report.timings.items()))
         for path, reason in sorted(report.trace_failures.items()):
             c.print(f"  not fully traced: {path}: {reason}")
+        for path, why in skipped[:10]:
+            c.print(f"  not indexed: {path}: {why}", markup=False)
+        if len(skipped) > 10:
+            c.print(f"  not indexed: {len(skipped) - 10} more files (perfq stats lists them)")
 
     @app.command()
     def stats(
@@ -144,4 +161,8 @@ def register(app: typer.Typer) -> None:
         c.print(f"traced benchmark files: {tr['ok']}/{tr['files']} ok; {tr['tests']} tests ({modes})")
         for f in tr["failed"]:
             c.print(f"  {f['status']}: {f['file']}: {f['reason']}")
+        if data["skipped_files"]:
+            c.print(f"files not indexed: {len(data['skipped_files'])}")
+            for f in data["skipped_files"]:
+                c.print(f"  {f['file']}: {f['reason']}", markup=False)
         c.print("timings: " + ", ".join(f"{k} {v}s" for k, v in data["timings"].items()))

@@ -1,0 +1,75 @@
+"""Worker process pools that never outlive perfq.
+
+A forked ``ProcessPoolExecutor`` worker whose parent is killed (``kill -9``, a CI cancel's
+SIGTERM) is orphaned: it blocks forever on the task queue it shares with its dead parent,
+holding whatever the parent had open. The workers of :func:`worker_pool` ask the kernel to
+kill them when their parent dies (``PR_SET_PDEATHSIG`` on Linux; a watcher thread elsewhere),
+leave Ctrl-C to the parent, and are killed by the parent when the block fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _set_parent_death_signal() -> bool:
+    """Ask Linux to SIGKILL this process when its parent exits; False when unavailable."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit as soon as ``parent`` is no longer this process's parent (polling fallback)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def die_with_parent(parent: int) -> None:
+    """Pool worker initializer: die when ``parent`` dies; Ctrl-C is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not _set_parent_death_signal():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the death signal was armed
+        os._exit(1)
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Cancel what ``pool`` has not started and kill its workers now (not after their tasks)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        with contextlib.suppress(OSError, ValueError):
+            proc.kill()
+    for proc in processes:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            proc.join(timeout=5)
+
+
+@contextlib.contextmanager
+def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """A process pool of ``jobs`` workers that die with this process; when the block raises
+    (an error, Ctrl-C, SIGTERM turned into KeyboardInterrupt) its workers are killed at once."""
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
+        yield pool
+    except BaseException:
+        kill_workers(pool)
+        raise
+    pool.shutdown(wait=True)

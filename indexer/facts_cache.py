@@ -1,0 +1,145 @@
+"""The facts cache of ``perfq index``: the facts of every file of the last build by file key, so that
+a re-link parses only changed files. Stored as JSON lines, data only: reading it never runs code
+(whoever can write a pickle can run code in the next build), and a damaged line costs its file a
+re-parse, never the build.
+
+Line 1 is a header (``{"format": ..., "version": <extractor version>}``); every other line is
+``[key, kind, digest, payload]``; kinds: ``cpp``/``python`` (FileFacts), ``benchmark``
+(BenchmarkFacts), ``yaml`` (operators and reader), ``trace`` (FileTrace JSON), ``meta``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
+from perfq.indexer.native_yaml import OpFacts
+
+FORMAT = "perfq-facts/1"
+Entry = tuple[str, str, Any]  # (kind, digest, facts)
+
+# list fields of the fact records whose items are records (or tuples) themselves
+_ROWS: dict[type, dict[str, Callable[..., Any]]] = {
+    FileFacts: {
+        "functions": Function,
+        "calls": Call,
+        "stubs": StubFact,
+        "stub_impls": StubImpl,
+        "library_impls": LibraryImpl,
+        "library_defs": LibraryDef,
+    },
+    BenchmarkFacts: {"refs": tuple},
+    OpFacts: {"kernels": tuple},
+}
+
+
+def _row(item: Any) -> Any:
+    """A record as a JSON array (NamedTuples and tuples already are one)."""
+    if is_dataclass(item):
+        return [getattr(item, f.name) for f in fields(item)]
+    return item
+
+
+def _encode(record: Any) -> list[Any]:
+    rows = _ROWS[type(record)]
+    return [
+        [_row(x) for x in getattr(record, f.name)] if f.name in rows else getattr(record, f.name)
+        for f in fields(record)
+    ]
+
+
+def _decode(cls: type, data: Any) -> Any:
+    """``cls`` from its encoded fields; TypeError/ValueError when the data does not fit."""
+    names = [f.name for f in fields(cls)]
+    if not isinstance(data, list) or len(data) != len(names):
+        raise ValueError(f"not a {cls.__name__}")
+    rows = _ROWS[cls]
+    values = []
+    for name, value in zip(names, data, strict=True):
+        if name in rows:
+            make = rows[name]
+            value = [make(item) if make is tuple else make(*item) for item in value]
+        values.append(value)
+    return cls(*values)
+
+
+def _payload(kind: str, facts: Any) -> Any:
+    if kind in ("cpp", "python", "benchmark"):
+        return _encode(facts)
+    if kind == "yaml":
+        ops, reader = facts
+        return [[_encode(op) for op in ops], reader]
+    return facts  # trace: already JSON; meta: None
+
+
+def _facts(kind: str, payload: Any) -> Any:
+    if kind in ("cpp", "python"):
+        facts = _decode(FileFacts, payload)
+        if not (isinstance(facts.path, str) and isinstance(facts.n_lines, int)):
+            raise ValueError("not a FileFacts")
+        return facts
+    if kind == "benchmark":
+        return _decode(BenchmarkFacts, payload)
+    if kind == "yaml":
+        ops, reader = payload
+        return [_decode(OpFacts, op) for op in ops], str(reader)
+    if kind == "trace" and isinstance(payload, dict):
+        return payload
+    if kind == "meta" and payload is None:
+        return None
+    raise ValueError(f"unknown cache entry kind {kind!r}")
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic GC paused while millions of small acyclic records are made (it would scan them
+    again and again: most of a naive load's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def load_cache(path: Path, version: str) -> dict[str, Entry]:
+    """The cached facts by key: {} when the file is missing, unreadable, of another format (an
+    old pickle) or of another extractor ``version``; a line that does not decode is left out."""
+    entries: dict[str, Entry] = {}
+    try:
+        with path.open(encoding="utf-8") as fh, _no_gc():
+            header = json.loads(fh.readline())
+            if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != version:
+                return {}
+            for line in fh:
+                try:
+                    key, kind, digest, payload = json.loads(line)
+                    if isinstance(key, str) and isinstance(kind, str) and isinstance(digest, str):
+                        entries[key] = (kind, digest, _facts(kind, payload))
+                except (ValueError, TypeError, KeyError, AttributeError):
+                    continue
+    except (OSError, ValueError):  # ValueError: not UTF-8, not JSON
+        return {}
+    return entries
+
+
+def save_cache(path: Path, version: str, entries: dict[str, Entry]) -> None:
+    """Write ``entries`` to ``path`` atomically (a scratch file renamed over it)."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"format": FORMAT, "version": version}) + "\n")
+            for key, (kind, digest, facts) in entries.items():
+                fh.write(json.dumps([key, kind, digest, _payload(kind, facts)], separators=(",", ":")) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

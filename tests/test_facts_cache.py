@@ -1,0 +1,96 @@
+"""The facts cache is data, not code: a pickle planted at its path is never unpickled, damaged lines cost
+their files a re-parse and never the build, and a warm re-link from the cache equals a cold build."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from perfq.config import Config
+from perfq.indexer.build import build_index
+from tests.aten_fixture import make_repo
+
+TABLES = ("files", "functions", "calls", "call_edges", "op_calls", "reach_edges", "kernels", "stub_impls",
+          "library_impls", "benchmarks", "bench_ops", "ops")
+
+
+def _tables(db: Path) -> dict[str, list]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {t: sorted(map(repr, con.execute(f"SELECT * FROM {t}").fetchall())) for t in TABLES}
+    finally:
+        con.close()
+
+
+class _Planted:
+    """Unpickling this makes a directory: proof that the file was run as code."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> tuple[Path, Path, dict]:
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True, trace=False)
+    return repo, db, _tables(db)
+
+
+def test_the_cache_is_json_lines_and_a_warm_relink_equals_a_cold_build(built):
+    repo, db, cold = built
+    cache = db.with_name(db.name + ".facts")
+    lines = cache.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["format"] == "perfq-facts/1"
+    kinds = {json.loads(line)[1] for line in lines[1:]}
+    assert {"cpp", "python", "benchmark", "yaml"} <= kinds
+    report = build_index(repo, Config(), db, jobs=1, quiet=True, full=True, trace=False)
+    assert report.reparsed == 0 and report.reused == len(lines) - 1 - 1  # minus the header and the yaml
+    assert _tables(db) == cold
+
+
+def test_a_planted_pickle_is_never_run(built, tmp_path: Path):
+    repo, db, cold = built
+    marker = tmp_path / "pwned"
+    cache = db.with_name(db.name + ".facts")
+    cache.write_bytes(pickle.dumps({"version": "x", "files": _Planted(marker)}))
+    report = build_index(repo, Config(), db, jobs=1, quiet=True, full=True, trace=False)
+    assert not marker.exists()
+    assert report.reused == 0 and _tables(db) == cold
+    assert cache.read_text(encoding="utf-8").startswith('{"format": "perfq-facts/1"')
+
+
+def test_damaged_lines_cost_a_reparse_not_the_build(built):
+    repo, db, cold = built
+    cache = db.with_name(db.name + ".facts")
+    header, *lines = cache.read_text(encoding="utf-8").splitlines()
+    cpp = [i for i, line in enumerate(lines) if json.loads(line)[1] == "cpp"]
+    key, kind, digest, payload = json.loads(lines[cpp[0]])
+    lines[cpp[0]] = json.dumps([key, kind, digest, payload[:-1]])  # a field short
+    lines[cpp[1]] = lines[cpp[1]][: len(lines[cpp[1]]) // 2]  # cut in the middle
+    key, kind, digest, payload = json.loads(lines[cpp[2]])
+    payload[6] = [["f", "f", "function"]]  # a function row of the wrong arity
+    lines[cpp[2]] = json.dumps([key, kind, digest, payload])
+    lines.append("\x00\xff not json")
+    lines.append(json.dumps(["cpp:evil.cpp", "code", "", "__import__('os').system('true')"]))
+    cache.write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    report = build_index(repo, Config(), db, jobs=1, quiet=True, full=True, trace=False)
+    assert report.reparsed == 3
+    assert _tables(db) == cold
+
+
+def test_a_cache_of_another_extractor_version_is_ignored(built):
+    repo, db, cold = built
+    cache = db.with_name(db.name + ".facts")
+    header, *lines = cache.read_text(encoding="utf-8").splitlines()
+    cache.write_text("\n".join([json.dumps({"format": "perfq-facts/1", "version": "old"}), *lines]) + "\n")
+    report = build_index(repo, Config(), db, jobs=1, quiet=True, full=True, trace=False)
+    assert report.reused == 0 and _tables(db) == cold
