@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from perfq.common import git
 from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
+from perfq.common.pool import worker_pool
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
@@ -81,7 +81,7 @@ def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tu
     out.update({(p, f.sha256): f for p, f in indexed.items()})
     todo = [(key, job) for key, job in keyed.items() if key not in out]
     if len(todo) >= PARALLEL_PARSE_FROM:
-        with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        with worker_pool(os.cpu_count() or 1) as pool:
             results = pool.map(_parse_job, [job for _, job in todo], chunksize=8)
             out.update({key: facts for (key, _), facts in zip(todo, results, strict=True) if facts is not None})
     else:
