@@ -48,6 +48,7 @@ _EXTRACTOR_SOURCES = [
     for m in (
         "benchmarks.py",
         "cpp.py",
+        "cpp_calls.py",
         "cpp_fallback.py",
         "extract.py",
         "facts.py",
