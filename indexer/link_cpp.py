@@ -126,6 +126,10 @@ class CppCallLinker:
             self.ops_struct[name.replace(".", "_")] = name
         self.stub_names = stub_names
         self.node_of = node_of
+        self._invoked: dict[int, list[int]] = {}
+        # within one file, name resolution depends on the caller only through its scope and
+        # itself (a function never calls itself here): memoised by the rest, file by file
+        self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -164,6 +168,7 @@ class CppCallLinker:
     def link_file(self, file_id: int, base_id: int, calls: Iterable[Call], usings: tuple[str, ...]) -> LinkedCalls:
         """Rows for the call sites of one file whose first function has id ``base_id``."""
         out = LinkedCalls()
+        self._memo.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -175,17 +180,23 @@ class CppCallLinker:
                 out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 self._operator_and_stub_edges(c, caller, out)
             for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
-                invoked = self.call_operator.get(_class_of(self.rows[callee][1]), []) if self._is_ctor(callee) else []
-                for target in [callee, *invoked]:
+                for target in [callee, *self.invoked(callee)]:
                     if (caller, target) not in linked and target != caller:
                         linked.add((caller, target))
                         out.call_edges.append((caller, target, kind, c.line))
                         out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
 
-    def _is_ctor(self, fid: int) -> bool:
-        qualname = self.rows[fid][1]
-        return _strip_args(qualname.rpartition("::")[2]) == _strip_args(_class_of(qualname).rpartition("::")[2])
+    def invoked(self, fid: int) -> list[int]:
+        """The operator() of the class whose constructor ``fid`` is (constructing a functor
+        hands it the code it runs), else []."""
+        found = self._invoked.get(fid)
+        if found is None:
+            qualname = self.rows[fid][1]
+            cls = _class_of(qualname)
+            ctor = _strip_args(qualname.rpartition("::")[2]) == _strip_args(cls.rpartition("::")[2])
+            found = self._invoked[fid] = self.call_operator.get(cls, []) if ctor else []
+        return found
 
     def _operator_and_stub_edges(self, c: Call, caller: int, out: LinkedCalls) -> None:
         name, qual, kind = c.callee_name, c.qualifier, c.kind
@@ -228,14 +239,29 @@ class CppCallLinker:
     def _targets(
         self, file_id: int, caller: int, name: str, qual: str, kind: str, usings: tuple[str, ...]
     ) -> list[int]:
-        cands = self.by_name.get(name)
-        if not cands:
+        if name not in self.by_name:
             return []
+        _, caller_qualname, _, _, caller_ns = self.rows[caller]
+        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], name, qual, kind, usings)
+        memo = self._memo.get(key)
+        if memo is None:
+            found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
+            memo = self._memo[key] = (frozenset(found[0]), found[1])
+        if caller in memo[0]:  # the memo is for callers that are not candidates themselves
+            return self._resolve(file_id, caller, name, qual, kind, usings, caller)[1]
+        return memo[1]
+
+    def _resolve(
+        self, file_id: int, excluded: int, name: str, qual: str, kind: str, usings: tuple[str, ...], caller: int
+    ) -> tuple[list[int], list[int]]:
+        """(candidates by the lookup rules, those kept after the ambiguity rule) for a call
+        from ``caller`` (its scope), ``excluded`` left out."""
+        cands = self.by_name[name]
         last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
         caller_scopes = visible_scopes(self.rows[caller][4], usings)
         targets = []
         for fid in cands:
-            if fid == caller:
+            if fid == excluded:
                 continue
             cand_file, qualname, cand_kind, internal, cand_ns = self.rows[fid]
             same_file = cand_file == file_id
@@ -251,13 +277,14 @@ class CppCallLinker:
                 if cand_ns not in caller_scopes:
                     continue  # unqualified lookup only sees enclosing and used namespaces
             targets.append(fid)
+        kept = targets
         if len(targets) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method
             # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
             scope = self.rows[caller][1].rsplit("::", 1)[0]
-            targets = [
+            kept = [
                 fid
                 for fid in targets
                 if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
-        return targets
+        return targets, kept
