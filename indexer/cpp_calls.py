@@ -91,6 +91,18 @@ _REV_ARGUMENT = re.compile(r"(\w+)\s*[(,]")
 # vectorized_gelu<scalar_t>) names function templates, so it links like a call
 _TEMPLATE_END = re.compile(r">\s*(?=[,)])")
 _SPACES = re.compile(r"\s+")
+# read in the reversed text, from a declared variable's name back to its type: blanks (at
+# least one), then the type's name, or the '>' closing its template arguments
+_REV_DECLARED_TYPE = re.compile(r"[\s\\]*>|[\s\\]+(\w+)")
+# words before a name that make ``word name(`` something else than a declaration
+_NOT_TYPES = KEYWORDS | {
+    "co_return", "co_await", "co_yield", "goto", "static", "inline", "virtual", "extern", "friend", "mutable",
+    "register", "thread_local", "consteval", "constinit", "and", "or", "not", "xor", "bitand", "bitor", "compl",
+    "typedef", "final", "override", "noexcept",
+}  # fmt: skip
+# a word before '{' that does not name a variable (``class X final {``, ``f() const {``, ``try {``)
+_NOT_VARIABLES = _NOT_TYPES | {"try", "else", "do"}
+_MACRO_CASE = re.compile(r"[A-Z][A-Z0-9_]+")
 _STATEMENT_END = re.compile(r"[;{}]")
 
 
@@ -219,6 +231,40 @@ class _Text:
         return self.word_before(less) if less > 0 else None
 
 
+def _declared_type(text: _Text, name_start: int) -> tuple[int, int] | None:
+    """The type's name when the identifier at ``name_start`` is a variable declared with
+    constructor arguments (``Functor<T, U> kfn(args)``, ``Functor kfn{args}``): constructing
+    it calls the type's constructor."""
+    m = _REV_DECLARED_TYPE.match(text.rev, text.n - name_start)
+    if m is None:
+        return None
+    if m.group(1) is None:  # template arguments: the type's name is before them (not ``p->name(``)
+        greater = text.n - m.end()
+        less = template_start(text.code, greater) if text.code[greater - 1] != "-" else -1
+        span = text.word_before(less) if less > 0 else None
+    else:
+        span = text._span(m)
+    if span is None:
+        return None
+    word = text.code[span[0] : span[1]]
+    if word in _NOT_TYPES or _MACRO_CASE.fullmatch(word) or text.rev.startswith("#", text.n - span[0]):
+        return None  # a keyword, a statement macro without ';' (HANDLE_TH_ERRORS), a directive
+    return span
+
+
+def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:
+    """(start, end) of the type of every ``Type name{args}`` declaration."""
+    code = text.code
+    pos = code.find("{")
+    while pos >= 0:
+        var = text.word_before(pos)
+        if var is not None and code[var[0] : var[1]] not in _NOT_VARIABLES:
+            span = _declared_type(text, var[0])
+            if span is not None:
+                yield span
+        pos = code.find("{", pos + 1)
+
+
 def _names(text: _Text) -> Iterator[tuple[str, int]]:
     """(name, offset) of every ``name(`` / ``name<args>(``, in text order."""
     code = text.code
@@ -288,8 +334,17 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
         f = functions[idx]
         if name == f.name and start < code.find("{", lines.offset_of(f.start_line)):
             continue  # the definition's own declarator (below its template<...> line)
+        declared = _declared_type(text, start)
+        if declared is not None:  # ``Functor<T> kfn(args)``: the constructor is called, kfn is not
+            start = declared[0]
+            name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
         calls.append(Call(idx, name, qual, kind, line))
+    for start, end in _brace_declarations(text):
+        line = line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0:
+            calls.append(Call(idx, code[start:end], *qualifier(code, start), line))
     for m in _addresses(code):
         line = lines.line_of(m.start("name"))
         idx = owner[line] if line < n_owner else -1

@@ -103,8 +103,12 @@ class CppCallLinker:
         # a functor's constructor -> its operator(): constructing one is how SYCL and std
         # algorithms are handed the code they run
         self.call_operator: dict[str, list[int]] = defaultdict(list)
+        # and a functor without a constructor of its own (``Functor kfn{args}``): its name -> its operator()
+        self.functors: dict[str, list[int]] = defaultdict(list)
         for fid in self.by_name.get("operator()", ()):
-            self.call_operator[_class_of(self.rows[fid][1])].append(fid)
+            cls = _class_of(self.rows[fid][1])
+            self.call_operator[cls].append(fid)
+            self.functors[cls.rpartition("::")[2]].append(fid)
         # a dispatch kernel renamed by reordering its words (arange_out_xpu -> arange_xpu_out)
         self.by_words: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for name, fids in self.by_name.items():
@@ -127,8 +131,8 @@ class CppCallLinker:
         self.stub_names = stub_names
         self.node_of = node_of
         self._invoked: dict[int, list[int]] = {}
-        # within one file, name resolution depends on the caller only through its scope and
-        # itself (a function never calls itself here): memoised by the rest, file by file
+        # within one file, name resolution depends on the caller only through its scope, its
+        # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
@@ -187,6 +191,14 @@ class CppCallLinker:
                         out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
 
+    def call_names(self, fid: int) -> set[str]:
+        """The names calls reach ``fid`` by: its own, and for an operator() its class's
+        (a functor constructed without a constructor of its own)."""
+        name = self.name_of[fid]
+        if name != "operator()":
+            return {name}
+        return {name, _class_of(self.rows[fid][1]).rpartition("::")[2]}
+
     def invoked(self, fid: int) -> list[int]:
         """The operator() of the class whose constructor ``fid`` is (constructing a functor
         hands it the code it runs), else []."""
@@ -234,15 +246,36 @@ class CppCallLinker:
             return []
         if (c.func_index, name, c.line) in exact:
             return []  # clang resolved this call: no name-based guesses
-        return [(f, kind) for f in self._targets(file_id, caller, name, qual, kind, usings)]
+        targets = self._targets(file_id, caller, name, qual, kind, usings)
+        if not targets and kind == "direct" and name in self.functors:
+            targets = self._functor_targets(file_id, caller, name, qual, usings)
+        return [(f, kind) for f in targets]
+
+    def _functor_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
+        """The operator() of the classes named ``name`` that a construction ``name(...)`` /
+        ``name{...}`` in ``caller`` can see (the class has no constructor of its own)."""
+        scopes = visible_scopes(self.rows[caller][4], usings)
+        last_qual = qual.split("::")[-1]
+        out = []
+        for fid in self.functors[name]:
+            cand_file, qualname, _, internal, cand_ns = self.rows[fid]
+            class_ns = namespace_of(cand_ns)
+            if internal and cand_file != file_id:
+                continue
+            if qual and f"{last_qual}::{name}" not in qualname:
+                continue
+            if not qual and cand_file != file_id and class_ns not in scopes:
+                continue
+            out.append(fid)
+        return out if len(out) <= _AMBIGUOUS else [f for f in out if self.rows[f][0] == file_id]
 
     def _targets(
         self, file_id: int, caller: int, name: str, qual: str, kind: str, usings: tuple[str, ...]
     ) -> list[int]:
         if name not in self.by_name:
             return []
-        _, caller_qualname, _, _, caller_ns = self.rows[caller]
-        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], name, qual, kind, usings)
+        _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
+        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings)
         memo = self._memo.get(key)
         if memo is None:
             found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
