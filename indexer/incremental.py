@@ -144,7 +144,8 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
             new_nodes.append((nid, kind, key, key))
         return nid
 
-    linker = CppCallLinker(functions, ops, stub_names, node_of)
+    paths = dict(con.execute("SELECT id, path FROM files").fetchall())
+    linker = CppCallLinker(functions, ops, stub_names, node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
         linked = linker.link_file(file_id, bases[file_id], facts.calls, usings_of(facts))

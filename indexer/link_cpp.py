@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -64,6 +64,16 @@ def _class_of(qualname: str) -> str:
     return _strip_args(re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0])
 
 
+def _unit_of(path: str) -> tuple[str, str]:
+    """(directory name, stem without -inl/_inl): the files of one C++ unit
+    (``core/ivalue.h``, ``core/ivalue_inl.h``; ``nn/modules/rnn.h``, ``nn/modules/rnn.cpp``)."""
+    directory, _, name = path.rpartition("/")
+    stem = name.rpartition(".")[0] or name
+    for suffix in ("-inl", "_inl"):
+        stem = stem.removesuffix(suffix)
+    return directory.rpartition("/")[2], stem
+
+
 @dataclass
 class LinkedCalls:
     """Rows produced for one file's call sites."""
@@ -83,6 +93,7 @@ class CppCallLinker:
         ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
         stub_names: set[str],
         node_of: Callable[[str, str], int],
+        paths: Mapping[int, str] | None = None,  # file id -> path
     ) -> None:
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
@@ -131,6 +142,8 @@ class CppCallLinker:
         self.stub_names = stub_names
         self.node_of = node_of
         self._invoked: dict[int, list[int]] = {}
+        self._methods: dict[int, str] = {}
+        self._units = {file_id: _unit_of(path) for file_id, path in (paths or {}).items()}
         # within one file, name resolution depends on the caller only through its scope, its
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
@@ -190,6 +203,33 @@ class CppCallLinker:
                         out.call_edges.append((caller, target, kind, c.line))
                         out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
+
+    def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
+        """``targets`` without the methods of the calling method's own class that its file
+        defines and another file defines again under the same qualified name, unless that
+        file is the caller's companion (``ivalue.h``/``ivalue_inl.h``, ``rnn.h``/``rnn.cpp``):
+        a class defined once per CPU architecture (``Vectorized<T>`` in every vec*/ header) or
+        per backend calls, in each of its files, its own definitions."""
+        own_class = self._method_key(caller).rpartition("::")[0]
+        if not own_class or not self._units:
+            return targets
+        local = {
+            key
+            for f in targets
+            if self.rows[f][0] == file_id and (key := self._method_key(f)).rpartition("::")[0] == own_class
+        }
+        if not local:
+            return targets
+        unit = self._units.get(file_id)
+        return [f for f in targets if self._method_key(f) not in local or self._units.get(self.rows[f][0]) == unit]
+
+    def _method_key(self, fid: int) -> str:
+        """A method's qualified name without template arguments, '' for other functions."""
+        key = self._methods.get(fid)
+        if key is None:
+            _, qualname, kind, _, _ = self.rows[fid]
+            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == "method" else ""
+        return key
 
     def call_names(self, fid: int) -> set[str]:
         """The names calls reach ``fid`` by: its own, and for an operator() its class's
@@ -310,6 +350,8 @@ class CppCallLinker:
                 if cand_ns not in caller_scopes:
                     continue  # unqualified lookup only sees enclosing and used namespaces
             targets.append(fid)
+        if len(targets) > 1:
+            targets = self._own_class_definitions(targets, file_id, caller)
         kept = targets
         if len(targets) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method
