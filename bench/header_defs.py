@@ -448,7 +448,8 @@ def main() -> None:
         "--mode",
         choices=("full", "clang", "text"),
         default="full",
-        help="full extraction, libclang without the text fallback, or the text fallback alone",
+        help="full extraction (the text scanner, and libclang for files whose macros define functions), "
+        "libclang alone on every file, or the text scanner alone",
     )
     args = ap.parse_args()
     if not (args.corpus / "aten/src/ATen").is_dir():
@@ -458,8 +459,9 @@ def main() -> None:
     files = discover(args.corpus, Config(source_roots=tuple(args.root or ROOTS)))["cpp"]
     files = [p for p in files if args.only in p]
     parser = Parser(Language(tree_sitter_cpp.language()))
-    if args.mode == "clang":
+    if args.mode == "clang":  # every file through libclang, none through the scanner
         cpp.text_functions = lambda code: []
+        cpp._defines_functions = lambda code, scanned: True
     groups = [("headers (.h .hpp .cuh)", HEADERS)] + ([("sources (.cpp .cu .cc)", SOURCES)] if args.sources else [])
     for title, suffixes in groups:
         results = [run_file(args.corpus, p, parser, args.mode) for p in files if p.endswith(suffixes)]

@@ -14,7 +14,7 @@ import ast
 import json
 from dataclasses import dataclass, field
 
-from perfq.indexer.python_src import _Collector, dotted, parse_module, resolve
+from perfq.indexer.python_src import collect_refs, dotted, parse_module, resolve
 
 
 @dataclass
@@ -34,10 +34,7 @@ class BenchmarkFacts:
 
 
 def _refs(nodes: list[ast.AST]) -> list[tuple[str, str]]:
-    collector = _Collector()
-    for node in nodes:
-        collector.visit(node)
-    return [(ref, kind) for ref, kind, _ in collector.refs]
+    return [(ref, kind) for ref, kind, _ in collect_refs(nodes)]
 
 
 def _self_attrs(nodes: list[ast.AST]) -> set[str]:

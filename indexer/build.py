@@ -25,7 +25,7 @@ from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.discover import discover
-from perfq.indexer.extract import read_and_extract
+from perfq.indexer.extract import gc_paused, read_and_extract
 from perfq.indexer.facts import FileFacts
 from perfq.indexer.facts_cache import load_cache, save_cache
 from perfq.indexer.incremental import patch_index
@@ -49,6 +49,7 @@ _EXTRACTOR_SOURCES = [
     for m in (
         "benchmarks.py",
         "cpp.py",
+        "cpp_calls.py",
         "cpp_fallback.py",
         "extract.py",
         "facts.py",
@@ -231,7 +232,8 @@ def build_index(
             work += _upstream_work(upstream, cache, kept)
         report.reused, report.reparsed = len(kept), len(work)
         t2 = time.perf_counter()
-        layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
+        with gc_paused():
+            layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
         ops, yaml_warnings = merge_ops(layers)
         report.timings["extract"] = time.perf_counter() - t2
         file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]

@@ -16,93 +16,19 @@ import re
 from functools import cache
 from importlib import resources
 
+from perfq.indexer.cpp_calls import call_sites
 from perfq.indexer.cpp_fallback import merge_functions, text_functions
 from perfq.indexer.facts import Call, FileFacts, Function
 from perfq.indexer.registrations import extract_registrations
-from perfq.indexer.source_text import LineIndex, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
+from perfq.indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
 _KEEP_GOING = 0x200
 _SINGLE_FILE_PARSE = 0x400
 
-_KEYWORDS = frozenset(
-    [
-        "if",
-        "for",
-        "while",
-        "switch",
-        "return",
-        "sizeof",
-        "decltype",
-        "alignof",
-        "alignas",
-        "static_cast",
-        "reinterpret_cast",
-        "const_cast",
-        "dynamic_cast",
-        "catch",
-        "defined",
-        "noexcept",
-        "static_assert",
-        "typeid",
-        "new",
-        "delete",
-        "throw",
-        "case",
-        "do",
-        "else",
-        "void",
-        "int",
-        "char",
-        "bool",
-        "float",
-        "double",
-        "long",
-        "short",
-        "unsigned",
-        "signed",
-        "auto",
-        "const",
-        "volatile",
-        "template",
-        "typename",
-        "operator",
-        "using",
-        "namespace",
-        "struct",
-        "class",
-        "union",
-        "enum",
-        "public",
-        "private",
-        "protected",
-        "__attribute__",
-        "__declspec",
-        "asm",
-        "__asm__",
-        "explicit",
-        "constexpr",
-    ]
-)
-
-# name( or name<...>( ; the qualifier chain (a::b::) or member access (. / ->) before
-# the name is read backwards by _qualifier, which is much faster than one big regex.
-_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^;{}()]*?>\s*)?\(")
-_SPACE = " \t\r\n"
-_ADDRESS = re.compile(
-    r"(?:(?<=[(,=])|(?<=return))\s*&\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\b(?!\s*[(.\[])"
-)
-_USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+([\w:]+)\s*;")
-# a DispatchStub (or kernel) passed as an argument: allany_impl<1>(self, result, dim, keepdim, and_stub)
-_STUB_VALUE = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*(?:_stub|_kernel|Kernel))\s*(?=[,)])")
-# a function template passed by name with its arguments: cpu_kernel_vec(it, scalar_gelu<scalar_t>,
-# vectorized_gelu<scalar_t>); a template-id argument names a function (or a variable template,
-# which no function row matches), so it links like a call
-_TEMPLATE_VALUE = re.compile(
-    r"(?<=[(,])\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>\s*(?=[,)])"
-)
-_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+_USING_NAMESPACE = re.compile(r"using\s+namespace\s+([\w:]+)\s*;")  # literal first: fast
+_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"]+)[>"]')  # at a line's start: see _includes
 
 _FUNCTION_KINDS = {
     "FUNCTION_DECL",
@@ -134,6 +60,9 @@ def language_of(path: str) -> str:
     return "cpp"
 
 
+# a #define whose body has a brace: a macro that may define functions where it is used
+_BRACE_MACRO = re.compile(r"#[ \t]*define[ \t]+\w+(?:[^\n{]*\\\n)*[^\n{]*\{")
+_DEFINED = re.compile(r"#[ \t]*define[ \t]+(\w+)")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+(?:\([^)]*\))?)[ \t]*(.*?)[ \t]*$", re.M)
 
 
@@ -193,10 +122,12 @@ def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
     return "function"
 
 
-def _definitions(tu, path: str, lines: list[str], cursors: list | None = None, shift: int = 0) -> list[Function]:
+def _definitions(
+    tu, path: str, lines: list[str], cursors: list | None = None, shift: int = 0, usr: bool = False
+) -> list[Function]:
     """Function definitions of the main file, with qualified names and extents (their
-    cursors appended to ``cursors`` when given); clang's lines less ``shift`` (the
-    prelude's lines in front of the text)."""
+    cursors appended to ``cursors`` when given, their USRs with ``usr``: a real parse);
+    clang's lines less ``shift`` (the prelude's lines in front of the text)."""
     out: list[Function] = []
 
     def visit(cursor, scope: list[str], in_class: bool, anonymous: bool) -> None:
@@ -239,7 +170,7 @@ def _definitions(tu, path: str, lines: list[str], cursors: list | None = None, s
                         start,
                         end,
                         internal,
-                        child.get_usr(),
+                        child.get_usr() if usr else "",
                     )
                 )
                 if cursors is not None:
@@ -247,110 +178,6 @@ def _definitions(tu, path: str, lines: list[str], cursors: list | None = None, s
 
     visit(tu.cursor, [], False, False)
     return out
-
-
-def _innermost(functions: list[Function]) -> list[int]:
-    """For each line, the index of the innermost function containing it (-1: none)."""
-    if not functions:
-        return []
-    n = max(f.end_line for f in functions) + 2
-    owner = [-1] * n
-    # wider functions first, so nested definitions overwrite their parents' lines
-    for i in sorted(range(len(functions)), key=lambda k: functions[k].start_line - functions[k].end_line):
-        f = functions[i]
-        for line in range(f.start_line, f.end_line + 1):
-            owner[line] = i
-    return owner
-
-
-def _skip_back_template(code: str, j: int) -> int:
-    """From a '>' at ``j``, the offset before its matching '<' (bounded scan)."""
-    depth = 0
-    stop = max(0, j - 200)
-    while j >= stop:
-        ch = code[j]
-        if ch == ">":
-            depth += 1
-        elif ch == "<":
-            depth -= 1
-            if depth == 0:
-                return j - 1
-        elif ch in ";{}":
-            break
-        j -= 1
-    return -1
-
-
-def _qualifier(code: str, start: int) -> tuple[str, str]:
-    """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
-    ('.', 'member') or ('', 'direct')."""
-    j = start - 1
-    while j >= 0 and code[j] in _SPACE:
-        j -= 1
-    if j < 0:
-        return "", "direct"
-    ch = code[j]
-    if ch == "." or (ch == ">" and j > 0 and code[j - 1] == "-"):
-        return ".", "member"
-    parts: list[str] = []
-    while j >= 1 and code[j] == ":" and code[j - 1] == ":":
-        j -= 2
-        while j >= 0 and code[j] in _SPACE:
-            j -= 1
-        if j >= 0 and code[j] == ">":
-            j = _skip_back_template(code, j)
-            while j >= 0 and code[j] in _SPACE:
-                j -= 1
-        end = j + 1
-        while j >= 0 and (code[j].isalnum() or code[j] == "_"):
-            j -= 1
-        if end == j + 1:
-            break
-        parts.append(code[j + 1 : end])
-        while j >= 0 and code[j] in _SPACE:
-            j -= 1
-    return "::".join(reversed(parts)), "direct"
-
-
-def _call_sites(code: str, functions: list[Function]) -> list[Call]:
-    owner = _innermost(functions)
-    if not owner:
-        return []
-    lines = LineIndex(code)
-    calls: list[Call] = []
-    n_owner = len(owner)
-    for m in _CALL.finditer(code):
-        name = m.group(1)
-        if name in _KEYWORDS:
-            continue
-        start = m.start(1)
-        line = lines.line_of(start)
-        idx = owner[line] if line < n_owner else -1
-        if idx < 0:
-            continue
-        f = functions[idx]
-        if name == f.name and start < code.find("{", lines.offset_of(f.start_line)):
-            continue  # the definition's own declarator (below its template<...> line)
-        qual, kind = _qualifier(code, start)
-        calls.append(Call(idx, name, qual, kind, line))
-    for m in _ADDRESS.finditer(code):
-        line = lines.line_of(m.start("name"))
-        idx = owner[line] if line < n_owner else -1
-        if idx >= 0 and m.group("name") not in _KEYWORDS:
-            qual = re.sub(r"\s+", "", m.group("qual") or "").rstrip(":")
-            calls.append(Call(idx, m.group("name"), qual, "address", line))
-    for m in _STUB_VALUE.finditer(code):
-        line = lines.line_of(m.start(1))
-        idx = owner[line] if line < n_owner else -1
-        if idx >= 0:
-            calls.append(Call(idx, m.group(1), "", "value", line))
-    for m in _TEMPLATE_VALUE.finditer(code):
-        line = lines.line_of(m.start("name"))
-        idx = owner[line] if line < n_owner else -1
-        if idx >= 0 and m.group("name") not in _KEYWORDS:
-            qual = re.sub(r"\s+", "", m.group("qual")).rstrip(":")
-            calls.append(Call(idx, m.group("name"), qual, "direct", line))
-    return calls
 
 
 def _resolved_calls(cursors: list, functions: list[Function]) -> list[Call]:
@@ -373,6 +200,51 @@ def _resolved_calls(cursors: list, functions: list[Function]) -> list[Call]:
     return out
 
 
+def _defines_functions(code: str, scanned: list[Function]) -> bool:
+    """Whether the file's own macros may define functions: a ``#define`` with a body in
+    braces, or one the scanner took for a function's name (``DEFINE_KERNEL(name, ...) {``,
+    a macro that expands to a function head)."""
+    if _BRACE_MACRO.search(code):
+        return True
+    defined = set(_DEFINED.findall(code)) if "define" in code else set()
+    return any(f.name in defined for f in scanned)
+
+
+def _includes(code: str) -> list[str]:
+    """The targets of the ``#include`` directives of ``code``."""
+    return [
+        m.group(1) for m in _INCLUDE.finditer(code) if not code[code.rfind("\n", 0, m.start()) + 1 : m.start()].strip()
+    ]
+
+
+def clang_definitions(
+    path: str, text: str, facts: FileFacts | None = None, unseen: list[Span] | None = None
+) -> list[Function]:
+    """The definitions libclang finds in ``text`` parsed on its own (no headers), with
+    data/prelude.h's macros in front; ``unseen``: the ``#if`` branches a build would not
+    see (computed when not given). A parse failure is noted in ``facts``."""
+    if unseen is None:
+        unseen = preprocessor_spans(blank_strings(strip_c_comments(text)))[1]
+    # single-file parsing reads every branch of an #if on an unknown macro: the branches
+    # that would unbalance the braces are blanked first (same lines)
+    prelude, shift = _prelude()
+    source = prelude + blank_spans(text, unseen)
+    tu = _parse(facts, path, _clang_args(path), source, _SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE)
+    return [] if tu is None else _definitions(tu, path, text.splitlines(keepends=True), shift=shift)
+
+
+def _parse(facts: FileFacts | None, name: str, args: list[str], source: str, options: int):
+    """libclang's translation unit of ``source``, or None (the reason in ``facts``)."""
+    from clang import cindex
+
+    try:
+        return _index().parse(name, args=args, unsaved_files=[(name, source)], options=options)
+    except cindex.TranslationUnitLoadError as exc:
+        if facts is not None:
+            facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
+        return None
+
+
 def extract_cpp(
     path: str,
     text: str,
@@ -388,44 +260,30 @@ def extract_cpp(
     blob). Without ``compile_args`` the file is parsed on its own (no build needed); with
     the flags of a compile_commands.json entry it is parsed for real (``abs_path`` names
     the translation unit) and calls clang resolves are recorded by USR, for exact edges.
-    """
-    from clang import cindex
 
-    lines = text.splitlines(keepends=True)
-    tu_name = abs_path if compile_args is not None and abs_path else path
+    Without flags, the text scanner alone finds the definitions (clang without headers
+    adds nothing to it), except where the file's own macros may define functions: clang
+    expands their uses.
+    """
     stripped = strip_c_comments(text)
     code = blank_strings(stripped)
     directives, unseen = preprocessor_spans(code)
-    try:
-        if compile_args is not None:
-            tu = _index().parse(
-                tu_name, args=compile_args, unsaved_files=[(tu_name, text)], options=_KEEP_GOING | _INCOMPLETE
-            )
-        else:
-            # single-file parsing reads every branch of an #if on an unknown macro: the
-            # branches that would unbalance the braces are blanked first (same lines)
-            prelude, shift = _prelude()
-            tu = _index().parse(
-                path,
-                args=_clang_args(path),
-                unsaved_files=[(path, prelude + blank_spans(text, unseen))],
-                options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
-            )
-    except cindex.TranslationUnitLoadError as exc:
-        facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
-        tu = None
+    lines = LineIndex(code)  # blanking keeps every newline: the same lines for every version of the text
+    scanned = text_functions(blank_spans(code, directives + unseen), lines)
     cursors: list = []
-    if tu is not None:
-        if compile_args is not None:
-            facts.functions = _definitions(tu, tu_name, lines, cursors)
-        else:
-            facts.functions = _definitions(tu, tu_name, lines, shift=shift)
-    facts.functions = merge_functions(facts.functions, text_functions(blank_spans(code, directives + unseen)))
+    if compile_args is not None:
+        tu_name = abs_path or path
+        tu = _parse(facts, tu_name, compile_args, text, _KEEP_GOING | _INCOMPLETE)
+        if tu is not None:
+            facts.functions = _definitions(tu, tu_name, text.splitlines(keepends=True), cursors, usr=True)
+    elif _defines_functions(code, scanned):
+        facts.functions = clang_definitions(path, text, facts, unseen)
+    facts.functions = merge_functions(facts.functions, scanned)
     if functions_only:
         return facts
-    facts.calls = _call_sites(code, facts.functions)
+    facts.calls = call_sites(code, facts.functions, lines)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)
-    facts.includes = _INCLUDE.findall(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]
-    extract_registrations(path, stripped, facts)
+    facts.includes = _includes(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]
+    extract_registrations(path, stripped, facts, lines)
     return facts

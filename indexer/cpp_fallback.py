@@ -21,6 +21,13 @@ from perfq.indexer.source_text import LineIndex
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
 )
+# library registration blocks, named as data/prelude.h names them:
+# TORCH_LIBRARY_IMPL(aten, CPU, m) { -> __perfq_torch_library_impl_aten_CPU
+_LIBRARY_BLOCKS = {
+    "TORCH_LIBRARY": ("__perfq_torch_library_", 1),
+    "TORCH_LIBRARY_FRAGMENT": ("__perfq_torch_library_fragment_", 1),
+    "TORCH_LIBRARY_IMPL": ("__perfq_torch_library_impl_", 2),
+}
 # one token of a declaration header; '>>' is two tokens (it closes two template lists);
 # a backslash (a line splice kept in a blanked comment) is none
 _TOKEN = re.compile(r'"[^"\n]*"|[A-Za-z_]\w*|\d[\w.]*|::|->|>=|<=|<<=?|&&|\|\||==|!=|\.\.\.|[^\s\w\\]')
@@ -174,7 +181,9 @@ def _statement_macro(header: str, toks: list[str], offs: list[int], i: int) -> i
     if not (_MACRO_CASE.fullmatch(toks[i]) and i + 1 < len(toks) and toks[i + 1] == "("):
         return i
     close = _match(toks, i + 1, "(", ")")
-    if close + 1 >= len(toks) or _ATTRIBUTE_MACRO.search(toks[i]):
+    if close + 1 >= len(toks) or toks[close + 1] in ("(", ":") or _ATTRIBUTE_MACRO.search(toks[i]):
+        # a '(' next: the macro names a function (``TORCH_IMPL_FUNC(name)\n(args) {``); a
+        # ':' next: a constructor's initializers (``FDE(void* data)\n : data_(data) {``)
         return i
     return close + 1 if "\n" in header[offs[close] + 1 : offs[close + 1]] else i
 
@@ -259,6 +268,8 @@ def _operator_name(toks: list[str], i: int) -> tuple[str, int]:
     n = len(toks)
     if j + 1 < n and (toks[j], toks[j + 1]) in (("(", ")"), ("[", "]")):
         return "operator" + toks[j] + toks[j + 1], j + 2
+    if j + 2 < n and toks[j] == '""' and _IDENT.fullmatch(toks[j + 1]):  # a literal: operator""_TiB(
+        return f'operator""{toks[j + 1]}', j + 2
     if j < n and toks[j] in ("new", "delete"):
         if j + 2 < n and toks[j + 1] == "[":
             return f"operator {toks[j]}[]", j + 3
@@ -328,8 +339,10 @@ def _trailer_ok(toks: list[str], k: int) -> tuple[bool, int]:
     return True, -1
 
 
-def _function(toks: list[str], start: int, class_name: str) -> Declarator | None:
-    """The function a header declares, from toks[start:] (after its prefixes), or None."""
+def _function(toks: list[str], start: int, class_name: str, angles: bool = True) -> Declarator | None:
+    """The function a header declares, from toks[start:] (after its prefixes), or None.
+    Without ``angles``, '<' never opens a template argument list (a comparison inside one,
+    ``enable_if_t<i < sizeof...(T), int> f(...)``, leaves the lists unbalanced)."""
     candidates: list[tuple[str, int, bool]] = []  # (name, its first token, a ctor-initializer follows)
     limit = len(toks)  # a ctor-initializer list: no declarator after its ':'
     k = start
@@ -350,7 +363,7 @@ def _function(toks: list[str], start: int, class_name: str) -> Declarator | None
             continue
         if t == "=" and not depth:
             return Declarator("initializer")  # a variable's initializer, or a lambda stored in one
-        if t == "<" and k > start and (_IDENT.fullmatch(toks[k - 1]) or toks[k - 1] == "template"):
+        if t == "<" and angles and k > start and (_IDENT.fullmatch(toks[k - 1]) or toks[k - 1] == "template"):
             depth.append("<")
         elif t == ">" and depth and depth[-1] == "<":
             depth.pop()
@@ -420,7 +433,7 @@ def declarator(header: str, class_name: str = "") -> Declarator:
         if start + 2 == len(toks):
             return Declarator("extern")
         start += 2
-    if t == "enum":
+    if t == "enum" and "(" not in toks:  # not ``enum status f(...) {`` (a return type)
         return Declarator("enum")
     if t in _CLASS_KEYS or (t == "typedef" and start + 1 < len(toks) and toks[start + 1] in _CLASS_KEYS):
         name = _class_name(toks, start + 1 + (t == "typedef"))
@@ -430,13 +443,37 @@ def declarator(header: str, class_name: str = "") -> Declarator:
     if macro:
         name = macro.group(2) + (f"_{macro.group(3)}" if macro.group(3) else "")
         return Declarator("function", name, start=offs[begin])
+    if t in _LIBRARY_BLOCKS and start + 1 < len(toks) and toks[start + 1] == "(":
+        return _library_block(toks, start, offs[begin])
     found = _function(toks, start, class_name)
+    if found is None:
+        found = _function(toks, start, class_name, angles=False) or _macro_function(toks, start, class_name)
+        found = found if found is not None and found.kind == "function" else None
     if found is None or found.kind != "function":
         return found or Declarator("other")
     # ``template<class T> void S<T>::f()`` is a member of a class template, not a template
     qualified_templates = sum(1 for part in _qualifier_parts_with_args(toks, start, found) if part)
     params = templates[-1] if len(templates) > qualified_templates and templates[-1] else None
     return Declarator("function", found.name, found.qualifier, params, found.static, offs[begin], found.init_brace)
+
+
+def _macro_function(toks: list[str], start: int, class_name: str) -> Declarator | None:
+    """``TEST(Suite, Name) {`` or ``BENCHMARK_F(Fixture, name)(benchmark::State& state) {``
+    at namespace scope: a function named after the macro (as clang names it)."""
+    if class_name or not (_MACRO_CASE.fullmatch(toks[start]) and start + 1 < len(toks) and toks[start + 1] == "("):
+        return None
+    close = _match(toks, start + 1, "(", ")")
+    if close + 1 < len(toks) and (toks[close + 1] != "(" or _match(toks, close + 1, "(", ")") != len(toks) - 1):
+        return None
+    return Declarator("function", toks[start])
+
+
+def _library_block(toks: list[str], start: int, offset: int) -> Declarator:
+    """The function ``TORCH_LIBRARY*(ns, [key,] m) {`` stands for (see data/prelude.h)."""
+    prefix, n_names = _LIBRARY_BLOCKS[toks[start]]
+    close = _match(toks, start + 1, "(", ")")
+    args = [a for a in toks[start + 2 : close] if a != ","]
+    return Declarator("function", prefix + "_".join(args[:n_names]), start=offset)
 
 
 def _qualifier_parts_with_args(toks: list[str], start: int, found: Declarator) -> list[bool]:
@@ -473,9 +510,9 @@ def _close_paren(code: str, i: int, end: int, pairs: dict[int, int]) -> int:
 class _Scanner:
     """Walks the brace blocks of one file's active code and records function definitions."""
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, lines: LineIndex | None = None) -> None:
         self.code = code
-        self.lines = LineIndex(code)
+        self.lines = lines or LineIndex(code)
         self.pairs = _brace_pairs(code)
         self.out: list[Function] = []
 
@@ -536,7 +573,9 @@ class _Scanner:
         last = self.lines.line_of(close)
         in_class = bool(class_name)
         header = header[decl.start :]
-        if "TORCH_IMPL_FUNC" in header:
+        if decl.name.startswith("__perfq_torch_library"):
+            kind = "registration"
+        elif "TORCH_IMPL_FUNC" in header:
             kind = "structured_impl"
         elif "META_FUNC" in header:
             kind = "structured_meta"
@@ -554,10 +593,10 @@ class _Scanner:
         self.out.append(Function(qualname, decl.name, kind, first, last, internal))
 
 
-def text_functions(code: str) -> list[Function]:
+def text_functions(code: str, lines: LineIndex | None = None) -> list[Function]:
     """The definitions in ``code``, which has comments, strings, directives and the
-    branches a build would not see blanked."""
-    scanner = _Scanner(code)
+    branches a build would not see blanked (``lines``: its line index, when at hand)."""
+    scanner = _Scanner(code, lines)
     scanner.scan(0, len(scanner.code), [], False, "")
     return scanner.out
 

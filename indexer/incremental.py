@@ -146,7 +146,8 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
             new_nodes.append((nid, kind, key, key))
         return nid
 
-    linker = CppCallLinker(functions, ops, stub_names, node_of)
+    paths = dict(con.execute("SELECT id, path FROM files").fetchall())
+    linker = CppCallLinker(functions, ops, stub_names, node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
         linked = linker.link_file(file_id, bases[file_id], facts.calls, usings_of(facts))
@@ -197,9 +198,10 @@ def _edges_into(
     """Edges into the fresh functions of a file: calls from other files, dispatch kernels,
     meta functions, stub registrations and library registrations (the link's rules)."""
     mine = set(fresh)
-    names = sorted({linker.name_of[f] for f in fresh})
+    names = sorted({name for f in fresh for name in linker.call_names(f)})
     reach: list[tuple] = []
     call_edges: list[tuple] = []
+    linked: set[tuple[int, int]] = set()
     for caller, name, qual, kind, line, caller_file, usings in con.execute(
         "SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c"
         " JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id"
@@ -208,9 +210,11 @@ def _edges_into(
     ).fetchall():
         call = Call(0, name, qual, kind, line)
         for callee, edge_kind in linker.function_targets(caller_file, caller, call, tuple(json.loads(usings))):
-            if callee in mine:
-                call_edges.append((caller, callee, edge_kind, line))
-                reach.append((callee, caller, "call", f"line {line}"))
+            for target in [callee, *linker.invoked(callee)]:  # a functor's construction reaches its operator()
+                if target in mine and (caller, target) not in linked:
+                    linked.add((caller, target))
+                    call_edges.append((caller, target, edge_kind, line))
+                    reach.append((target, caller, "call", f"line {line}"))
     insert_rows(con, "call_edges", call_edges)
     for op, key, kernel in con.execute("SELECT op, dispatch_key, kernel_name FROM kernels").fetchall():
         name = kernel.split("::")[-1]

@@ -198,6 +198,7 @@ def link(
         ((o.name, o.base, o.overload, o.variants) for o in ops),
         stub_names,
         g.node,
+        {file_id: f.path for file_id, f in enumerate(files)},
     )
 
     # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -66,6 +66,16 @@ def _class_of(qualname: str) -> str:
     return _strip_args(re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0])
 
 
+def _unit_of(path: str) -> tuple[str, str]:
+    """(directory name, stem without -inl/_inl): the files of one C++ unit
+    (``core/ivalue.h``, ``core/ivalue_inl.h``; ``nn/modules/rnn.h``, ``nn/modules/rnn.cpp``)."""
+    directory, _, name = path.rpartition("/")
+    stem = name.rpartition(".")[0] or name
+    for suffix in ("-inl", "_inl"):
+        stem = stem.removesuffix(suffix)
+    return directory.rpartition("/")[2], stem
+
+
 @dataclass
 class LinkedCalls:
     """Rows produced for one file's call sites."""
@@ -85,6 +95,7 @@ class CppCallLinker:
         ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
         stub_names: set[str],
         node_of: Callable[[str, str], int],
+        paths: Mapping[int, str] | None = None,  # file id -> path
     ) -> None:
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
@@ -105,8 +116,12 @@ class CppCallLinker:
         # a functor's constructor -> its operator(): constructing one is how SYCL and std
         # algorithms are handed the code they run
         self.call_operator: dict[str, list[int]] = defaultdict(list)
+        # and a functor without a constructor of its own (``Functor kfn{args}``): its name -> its operator()
+        self.functors: dict[str, list[int]] = defaultdict(list)
         for fid in self.by_name.get("operator()", ()):
-            self.call_operator[_class_of(self.rows[fid][1])].append(fid)
+            cls = _class_of(self.rows[fid][1])
+            self.call_operator[cls].append(fid)
+            self.functors[cls.rpartition("::")[2]].append(fid)
         # a dispatch kernel renamed by reordering its words (arange_out_xpu -> arange_xpu_out)
         self.by_words: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for name, fids in self.by_name.items():
@@ -128,6 +143,12 @@ class CppCallLinker:
             self.ops_struct[name.replace(".", "_")] = name
         self.stub_names = stub_names
         self.node_of = node_of
+        self._invoked: dict[int, list[int]] = {}
+        self._methods: dict[int, str] = {}
+        self._units = {file_id: _unit_of(path) for file_id, path in (paths or {}).items()}
+        # within one file, name resolution depends on the caller only through its scope, its
+        # kind and itself (a function never calls itself here): memoised by the rest, file by file
+        self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -166,6 +187,7 @@ class CppCallLinker:
     def link_file(self, file_id: int, base_id: int, calls: Iterable[Call], usings: tuple[str, ...]) -> LinkedCalls:
         """Rows for the call sites of one file whose first function has id ``base_id``."""
         out = LinkedCalls()
+        self._memo.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -177,17 +199,58 @@ class CppCallLinker:
                 out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 self._operator_and_stub_edges(c, caller, out)
             for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
-                invoked = self.call_operator.get(_class_of(self.rows[callee][1]), []) if self._is_ctor(callee) else []
-                for target in [callee, *invoked]:
+                for target in [callee, *self.invoked(callee)]:
                     if (caller, target) not in linked and target != caller:
                         linked.add((caller, target))
                         out.call_edges.append((caller, target, kind, c.line))
                         out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
 
-    def _is_ctor(self, fid: int) -> bool:
-        qualname = self.rows[fid][1]
-        return _strip_args(qualname.rpartition("::")[2]) == _strip_args(_class_of(qualname).rpartition("::")[2])
+    def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
+        """``targets`` without the methods of the calling method's own class that its file
+        defines and another file defines again under the same qualified name, unless that
+        file is the caller's companion (``ivalue.h``/``ivalue_inl.h``, ``rnn.h``/``rnn.cpp``):
+        a class defined once per CPU architecture (``Vectorized<T>`` in every vec*/ header) or
+        per backend calls, in each of its files, its own definitions."""
+        own_class = self._method_key(caller).rpartition("::")[0]
+        if not own_class or not self._units:
+            return targets
+        local = {
+            key
+            for f in targets
+            if self.rows[f][0] == file_id and (key := self._method_key(f)).rpartition("::")[0] == own_class
+        }
+        if not local:
+            return targets
+        unit = self._units.get(file_id)
+        return [f for f in targets if self._method_key(f) not in local or self._units.get(self.rows[f][0]) == unit]
+
+    def _method_key(self, fid: int) -> str:
+        """A method's qualified name without template arguments, '' for other functions."""
+        key = self._methods.get(fid)
+        if key is None:
+            _, qualname, kind, _, _ = self.rows[fid]
+            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == "method" else ""
+        return key
+
+    def call_names(self, fid: int) -> set[str]:
+        """The names calls reach ``fid`` by: its own, and for an operator() its class's
+        (a functor constructed without a constructor of its own)."""
+        name = self.name_of[fid]
+        if name != "operator()":
+            return {name}
+        return {name, _class_of(self.rows[fid][1]).rpartition("::")[2]}
+
+    def invoked(self, fid: int) -> list[int]:
+        """The operator() of the class whose constructor ``fid`` is (constructing a functor
+        hands it the code it runs), else []."""
+        found = self._invoked.get(fid)
+        if found is None:
+            qualname = self.rows[fid][1]
+            cls = _class_of(qualname)
+            ctor = _strip_args(qualname.rpartition("::")[2]) == _strip_args(cls.rpartition("::")[2])
+            found = self._invoked[fid] = self.call_operator.get(cls, []) if ctor else []
+        return found
 
     def _operator_and_stub_edges(self, c: Call, caller: int, out: LinkedCalls) -> None:
         name, qual, kind = c.callee_name, c.qualifier, c.kind
@@ -225,19 +288,55 @@ class CppCallLinker:
             return []
         if (c.func_index, name, c.line) in exact:
             return []  # clang resolved this call: no name-based guesses
-        return [(f, kind) for f in self._targets(file_id, caller, name, qual, kind, usings)]
+        targets = self._targets(file_id, caller, name, qual, kind, usings)
+        if not targets and kind == "direct" and name in self.functors:
+            targets = self._functor_targets(file_id, caller, name, qual, usings)
+        return [(f, kind) for f in targets]
+
+    def _functor_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
+        """The operator() of the classes named ``name`` that a construction ``name(...)`` /
+        ``name{...}`` in ``caller`` can see (the class has no constructor of its own)."""
+        scopes = visible_scopes(self.rows[caller][4], usings)
+        last_qual = qual.split("::")[-1]
+        out = []
+        for fid in self.functors[name]:
+            cand_file, qualname, _, internal, cand_ns = self.rows[fid]
+            class_ns = namespace_of(cand_ns)
+            if internal and cand_file != file_id:
+                continue
+            if qual and f"{last_qual}::{name}" not in qualname:
+                continue
+            if not qual and cand_file != file_id and class_ns not in scopes:
+                continue
+            out.append(fid)
+        return out if len(out) <= _AMBIGUOUS else [f for f in out if self.rows[f][0] == file_id]
 
     def _targets(
         self, file_id: int, caller: int, name: str, qual: str, kind: str, usings: tuple[str, ...]
     ) -> list[int]:
-        cands = self.by_name.get(name)
-        if not cands:
+        if name not in self.by_name:
             return []
+        _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
+        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings)
+        memo = self._memo.get(key)
+        if memo is None:
+            found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
+            memo = self._memo[key] = (frozenset(found[0]), found[1])
+        if caller in memo[0]:  # the memo is for callers that are not candidates themselves
+            return self._resolve(file_id, caller, name, qual, kind, usings, caller)[1]
+        return memo[1]
+
+    def _resolve(
+        self, file_id: int, excluded: int, name: str, qual: str, kind: str, usings: tuple[str, ...], caller: int
+    ) -> tuple[list[int], list[int]]:
+        """(candidates by the lookup rules, those kept after the ambiguity rule) for a call
+        from ``caller`` (its scope), ``excluded`` left out."""
+        cands = self.by_name[name]
         last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
         caller_scopes = visible_scopes(self.rows[caller][4], usings)
         targets = []
         for fid in cands:
-            if fid == caller:
+            if fid == excluded:
                 continue
             cand_file, qualname, cand_kind, internal, cand_ns = self.rows[fid]
             same_file = cand_file == file_id
@@ -253,13 +352,16 @@ class CppCallLinker:
                 if cand_ns not in caller_scopes:
                     continue  # unqualified lookup only sees enclosing and used namespaces
             targets.append(fid)
+        if len(targets) > 1:
+            targets = self._own_class_definitions(targets, file_id, caller)
+        kept = targets
         if len({self.rows[f][1] for f in targets}) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method
             # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
             scope = self.rows[caller][1].rsplit("::", 1)[0]
-            targets = [
+            kept = [
                 fid
                 for fid in targets
                 if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
-        return targets
+        return targets, kept

@@ -5,6 +5,8 @@ the dotted names they reference, resolved through the module's own imports
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 
 from perfq.indexer.facts import Call, FileFacts, Function
 
@@ -29,11 +31,29 @@ def dotted(node: ast.AST) -> str | None:
     return None
 
 
+# the fields of statements (and of except handlers, match cases) that hold statements,
+# in their _fields order: imports are statements, never inside an expression
+_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+
+
+def _statements(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every statement of ``tree`` (with the except handlers and match cases that hold
+    statements), in ``ast.walk``'s order, without visiting a single expression."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
+        yield node
+        for name in _BLOCK_FIELDS:
+            block = getattr(node, name, None)
+            if block:
+                todo.extend(block)
+
+
 def import_map(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
     """Local alias -> fully qualified dotted target, from the module's imports (any level)."""
     aliases: dict[str, str] = {}
     package = module if is_package else module.rpartition(".")[0]
-    for node in ast.walk(tree):
+    for node in _statements(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -76,41 +96,52 @@ def resolve(name: str, aliases: dict[str, str], module: str, local: set[str]) ->
     return f"{target}.{rest}" if rest else target
 
 
-class _Collector(ast.NodeVisitor):
-    """Collects references (calls and dotted values) inside one definition."""
+_NOT_VISITED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # nested definitions: their own entries
 
-    def __init__(self) -> None:
-        self.refs: list[tuple[str, str, int]] = []  # (dotted or '.attr', kind, line)
 
-    def visit_Call(self, node: ast.Call) -> None:
-        name = dotted(node.func)
+def _collect(node: ast.AST, refs: list[tuple[str, str, int]]) -> None:
+    """Append the references (calls and dotted values) under ``node`` to ``refs`` as
+    (dotted or '.attr', kind, line), in ``ast.NodeVisitor`` order."""
+    kind = type(node)
+    if kind is ast.Name:
+        if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
+            refs.append((node.id, "name", node.lineno))  # type: ignore[attr-defined]
+        return
+    if kind is ast.Call:
+        name = dotted(node.func)  # type: ignore[attr-defined]
         if name is not None:
-            self.refs.append((name, "python", node.lineno))
-            for child in [*node.args, *node.keywords]:
-                self.visit(child)
+            refs.append((name, "python", node.lineno))  # type: ignore[attr-defined]
+            for child in node.args:  # type: ignore[attr-defined]
+                _collect(child, refs)
+            for child in node.keywords:  # type: ignore[attr-defined]
+                _collect(child, refs)
             return
-        if isinstance(node.func, ast.Attribute):
-            self.refs.append(("." + node.func.attr, "member", node.lineno))
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if type(node.func) is ast.Attribute:  # type: ignore[attr-defined]
+            refs.append(("." + node.func.attr, "member", node.lineno))  # type: ignore[attr-defined]
+    elif kind is ast.Attribute:
         name = dotted(node)
-        if name is not None and "." in name:
-            self.refs.append((name, "ref", node.lineno))
+        if name is not None:
+            refs.append((name, "ref", node.lineno))  # type: ignore[attr-defined]
             return
-        self.generic_visit(node)
-
-    def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
-            self.refs.append((node.id, "name", node.lineno))
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # nested defs: their own entries
+    elif kind in _NOT_VISITED:
         return
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            for item in value:
+                if isinstance(item, ast.AST) and item._fields:
+                    _collect(item, refs)
+        elif isinstance(value, ast.AST) and value._fields:
+            _collect(value, refs)
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        return
+def collect_refs(nodes: list[ast.AST]) -> list[tuple[str, str, int]]:
+    """The references under ``nodes`` (nested definitions left out): (dotted or '.attr',
+    kind, line) with kind python (a call), member ('.attr' called), ref or name."""
+    refs: list[tuple[str, str, int]] = []
+    for node in nodes:
+        _collect(node, refs)
+    return refs
 
 
 def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
@@ -133,10 +164,7 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
         idx = len(facts.functions)
         end = getattr(node, "end_lineno", node.lineno) or node.lineno
         facts.functions.append(Function(qualname, name, kind, node.lineno, end, name.startswith("_")))
-        collector = _Collector()
-        for stmt in body:
-            collector.visit(stmt)
-        for ref, kind_, line in collector.refs:
+        for ref, kind_, line in collect_refs(body):
             target = ref if ref.startswith(".") else resolve(ref, aliases, module, local)
             if kind_ == "name":
                 if target == ref:

@@ -14,6 +14,7 @@ _STUB_REG = re.compile(
     r"\b(REGISTER_ARCH_DISPATCH|REGISTER_DISPATCH|ALSO_REGISTER_(\w+?)_DISPATCH|"
     r"REGISTER_NO_(\w+?)_DISPATCH|REGISTER_(\w+?)_DISPATCH)\s*\("
 )
+_ANY_STUB = re.compile(r"_DISPATCH\s*\(")  # a literal first: much faster than the patterns above
 _LIBRARY = re.compile(r"\b(TORCH_LIBRARY_IMPL|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRARY)\s*\(")
 _M_CALL = re.compile(r"\b\w+\s*\.\s*(impl|def)\s*\(")
 _STRING = re.compile(r'"((?:\\.|[^"\\])*)"')
@@ -74,11 +75,15 @@ def _default_arch(path: str) -> str:
     return "CPU"
 
 
-def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
-    """Append DispatchStub and TORCH_LIBRARY facts found in ``code`` to ``facts``."""
-    lines = LineIndex(code)
+def extract_registrations(path: str, code: str, facts: FileFacts, lines: LineIndex | None = None) -> None:
+    """Append DispatchStub and TORCH_LIBRARY facts found in ``code`` to ``facts`` (``lines``:
+    the line index of ``code``, or of a text with the same lines)."""
+    stubs = _ANY_STUB.search(code) is not None  # most files have neither kind: two fast searches
+    if not stubs and "TORCH_LIBRARY" not in code:
+        return
+    lines = lines or LineIndex(code)
     directives = Directives(code)
-    for m in _STUB_DECL.finditer(code):
+    for m in _STUB_DECL.finditer(code) if stubs else ():
         if directives.covers(m.start()):
             continue
         args, _ = balanced_args(code, m.end() - 1)
@@ -86,7 +91,7 @@ def extract_registrations(path: str, code: str, facts: FileFacts) -> None:
         if stub:
             role = "declare" if m.group(1) == "DECLARE_DISPATCH" else "define"
             facts.stubs.append(StubFact(stub.split("::")[-1], role, lines.line_of(m.start())))
-    for m in _STUB_REG.finditer(code):
+    for m in _STUB_REG.finditer(code) if stubs else ():
         macro = m.group(1)
         if directives.covers(m.start()):
             continue

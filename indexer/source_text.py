@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Iterator
 
 # A C/C++ comment, string or char literal.
 _C_NOISE = re.compile(
@@ -23,7 +24,14 @@ def _blank(match: re.Match[str]) -> str:
         return text
     if "\\\n" in text:  # a line splice inside a comment (a #define goes on): kept
         return re.sub(r"[^\n\\]|\\(?!\n)", " ", text)
-    return re.sub(r"[^\n]", " ", text)
+    return spaces(text)
+
+
+def spaces(text: str) -> str:
+    """``text`` with every character but newlines replaced by a space."""
+    if "\n" not in text:
+        return " " * len(text)
+    return "\n".join(" " * len(part) for part in text.split("\n"))
 
 
 def strip_c_comments(text: str) -> str:
@@ -36,8 +44,21 @@ def blank_strings(text: str) -> str:
     return re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
 
 
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w*)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+# a directive from its '#' (which only blanks may precede on its line; see _directives)
+_DIRECTIVE = re.compile(r"#[ \t]*(\w*)((?:[^\n]*\\\n)*[^\n]*)")
 Span = tuple[int, int]
+
+
+def _directives(code: str) -> Iterator[tuple[int, re.Match[str]]]:
+    """(start of its line, match) of every preprocessor directive of ``code``."""
+    pos = 0
+    while m := _DIRECTIVE.search(code, pos):
+        line_start = code.rfind("\n", 0, m.start()) + 1
+        if code[line_start : m.start()].strip(" \t"):
+            pos = m.start() + 1  # a '#' inside a line: not a directive
+            continue
+        yield line_start, m
+        pos = m.end()
 
 
 def preprocessor_spans(code: str) -> tuple[list[Span], list[Span]]:
@@ -49,16 +70,16 @@ def preprocessor_spans(code: str) -> tuple[list[Span], list[Span]]:
     groups: list[list[tuple[int, int, bool]]] = []  # open groups: (directive start, end, is '#if 0')
     directives: list[Span] = []
     dropped: list[Span] = []
-    for m in _DIRECTIVE.finditer(code):
+    for start, m in _directives(code):
         word = m.group(1)
-        directives.append((m.start(), m.end()))
+        directives.append((start, m.end()))
         zero = m.group(2).strip() in ("0", "false")
         if word in ("if", "ifdef", "ifndef"):
-            groups.append([(m.start(), m.end(), word == "if" and zero)])
+            groups.append([(start, m.end(), word == "if" and zero)])
         elif word in ("elif", "else", "elifdef", "elifndef") and groups:
-            groups[-1].append((m.start(), m.end(), word == "elif" and zero))
+            groups[-1].append((start, m.end(), word == "elif" and zero))
         elif word == "endif" and groups:
-            dropped += _dropped_branches(code, groups.pop(), m.start(), directives + dropped)
+            dropped += _dropped_branches(code, groups.pop(), start, directives + dropped)
     return directives, dropped
 
 
@@ -96,7 +117,7 @@ def blank_spans(text: str, spans: list[Span]) -> str:
         if end <= pos:
             continue
         start = max(start, pos)
-        parts += [text[pos:start], re.sub(r"[^\n]", " ", text[start:end])]
+        parts += [text[pos:start], spaces(text[start:end])]
         pos = end
     parts.append(text[pos:])
     return "".join(parts)

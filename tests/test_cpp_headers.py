@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from perfq.indexer.cpp import clang_definitions
 from perfq.indexer.cpp_fallback import text_functions
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, Function
@@ -73,9 +74,79 @@ def test_attribute_macros_before_definitions():
     assert got["at::native::safe_div"] == (13, 15)
     assert got["at::native::twice"] == (16, 18)
     assert got["at::native::thrice"] == (19, 21)
-    # the prelude's macros reach clang (single-file parsing skips -include files): it
-    # parses these definitions itself (they have a USR), not only the text scanner
-    assert {"Relu", "operator()", "safe_div", "twice"} <= {f.name for f in facts.functions if f.usr}
+
+
+def test_functions_defined_by_the_files_own_macros():
+    """A file whose macros define functions is parsed by clang too (with the prelude in
+    front: single-file parsing skips -include files), which expands their uses; a macro
+    that stands for a function's head (``DEFINE_KERNEL(name, ...) {``) counts as well."""
+    facts = extract(
+        """
+        #define DEFINE_UNARY(name, expr) \\
+          __forceinline__ float name(float a) { return expr; }
+        #define DEFINE_KERNEL(name, ...) template <typename T, __VA_ARGS__> __global__ void name(T* out)
+        namespace at::native {
+        DEFINE_UNARY(twice, 2 * a)
+        DEFINE_UNARY(thrice, 3 * a)
+        DEFINE_KERNEL(fill_kernel, int N) {
+          out[0] = T(N);
+        }
+        __ubsan_ignore_float_divide_by_zero__ inline float safe_div(float a, float b) {
+          return a / b;
+        }
+        }  // namespace at::native
+        """
+    )
+    got = spans(facts)
+    assert got["at::native::twice"] == (5, 5)
+    assert got["at::native::thrice"] == (6, 6)
+    assert got["at::native::fill_kernel<T, N>"] == (7, 9)
+    assert got["at::native::safe_div"] == (10, 12)
+
+
+def test_library_blocks_and_macro_named_functions_without_clang():
+    """Without macros of its own a file is read by the text scanner alone: library
+    registration blocks are named as the prelude names them, ``TEST(...) {`` is a function
+    named after its macro, and structured kernels whose parameters start a new line keep
+    their names."""
+    facts = extract(
+        """
+        namespace at::native {
+        TORCH_IMPL_FUNC(add_out_cpu)
+        (const Tensor& self, const Tensor& other, const Tensor& out) {
+          add_stub(kCPU, *this);
+        }
+        TORCH_META_FUNC2(add, Tensor)
+        (const Tensor& self, const Tensor& other) {
+          build_borrowing_binary_op(maybe_get_output(), self, other);
+        }
+        TORCH_LIBRARY_IMPL(aten, CPU, m) {
+          m.impl("add.out", TORCH_FN(add_out_cpu));
+        }
+        namespace {
+        TORCH_LIBRARY_FRAGMENT(quantized, m) {
+          m.def("quantized::add(Tensor qa, Tensor qb) -> Tensor");
+        }
+        }  // namespace
+        TEST(AddTest, Basic) {
+          EXPECT_TRUE(add(a, b).equal(c));
+        }
+        enum status run_op(int x) {
+          return status_ok;
+        }
+        }  // namespace at::native
+        """,
+        path="aten/src/ATen/native/Fixture.cpp",
+    )
+    by_name = {f.qualname: f for f in facts.functions}
+    assert by_name["at::native::add_out_cpu"][2:5] == ("structured_impl", 2, 5)
+    assert by_name["at::native::add_Tensor"][2:5] == ("structured_meta", 6, 9)
+    assert by_name["at::native::__perfq_torch_library_impl_aten_CPU"][2:5] == ("registration", 10, 12)
+    fragment = by_name["at::native::(anonymous namespace)::__perfq_torch_library_fragment_quantized"]
+    assert fragment.kind == "registration" and fragment.internal
+    assert by_name["at::native::TEST"][3:5] == (18, 20)
+    assert by_name["at::native::run_op"][3:5] == (21, 23)
+    assert not any(f.usr for f in facts.functions)  # no real parse, no USRs
 
 
 def test_macro_cased_constructor_of_a_class_template_specialisation():
@@ -355,8 +426,9 @@ T scaled(T x) { return x * N; }
 def test_scanner_names_definitions_as_clang_does(path):
     """Where clang parses a definition, the text scanner (which stands in for it where it
     cannot) gives the same qualified name, kind, linkage and extent."""
-    by_clang = extract(CLEAN, path).functions
-    assert len(by_clang) == 8 and all(f.usr for f in by_clang)
+    by_clang = clang_definitions(path, textwrap.dedent(CLEAN).lstrip("\n"))
+    assert len(by_clang) == 8
+    assert extract(CLEAN, path).functions == scanned(CLEAN)  # no macros of its own: the scanner alone
     assert [(f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in scanned(CLEAN)] == [
         (f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in by_clang
     ]

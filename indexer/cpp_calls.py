@@ -1,0 +1,364 @@
+"""Call sites of C++ function bodies, read from the comment- and string-blanked text.
+
+Without headers clang's recovery loses most callees (unknown types, undeclared functions),
+so calls are read from the text: every ``name(`` and ``name<args>(`` (a call, a macro, a
+constructor), ``&name`` passed or assigned (an address), a DispatchStub or kernel passed
+by name, and a function template passed with its arguments. Each site is anchored on the
+one character it cannot lack ('(', '&', '>') and read backwards, in a reversed copy of
+the text: a regular expression that must try every identifier is several times slower.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from perfq.indexer.facts import Call, Function
+from perfq.indexer.source_text import LineIndex
+
+KEYWORDS = frozenset(
+    [
+        "if",
+        "for",
+        "while",
+        "switch",
+        "return",
+        "sizeof",
+        "decltype",
+        "alignof",
+        "alignas",
+        "static_cast",
+        "reinterpret_cast",
+        "const_cast",
+        "dynamic_cast",
+        "catch",
+        "defined",
+        "noexcept",
+        "static_assert",
+        "typeid",
+        "new",
+        "delete",
+        "throw",
+        "case",
+        "do",
+        "else",
+        "void",
+        "int",
+        "char",
+        "bool",
+        "float",
+        "double",
+        "long",
+        "short",
+        "unsigned",
+        "signed",
+        "auto",
+        "const",
+        "volatile",
+        "template",
+        "typename",
+        "operator",
+        "using",
+        "namespace",
+        "struct",
+        "class",
+        "union",
+        "enum",
+        "public",
+        "private",
+        "protected",
+        "__attribute__",
+        "__declspec",
+        "asm",
+        "__asm__",
+        "explicit",
+        "constexpr",
+    ]
+)
+_SPACE = " \t\r\n\f\v"
+# read in the reversed text, from just before a '(': an identifier, or the '>' closing
+# template arguments
+_REV_CALLEE = re.compile(r"[\s\\]*(?:(\w+)|>)")  # a macro's line splices count as blanks
+_REV_WORD = re.compile(r"[\s\\]*(\w+)")
+# read in the reversed text, from just before a template argument list's '<': the name
+# and its qualifier, after an argument list's '(' or ','
+_REV_TEMPLATE_VALUE = re.compile(r"\s*(\w+)((?:\s*::\s*\w+)*)\s*[(,]")
+_ADDRESS = re.compile(r"&\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\b(?!\s*[(.\[])")
+# a DispatchStub (or kernel) passed as an argument: allany_impl<1>(self, result, dim, keepdim, and_stub)
+_STUB_VALUE_ENDS = [re.compile(rf"({suffix})\s*(?=[,)])") for suffix in ("_stub", "_kernel", "Kernel")]
+_REV_ARGUMENT = re.compile(r"(\w+)\s*[(,]")
+# the end of a template-id passed as an argument: cpu_kernel_vec(it, scalar_gelu<scalar_t>,
+# vectorized_gelu<scalar_t>) names function templates, so it links like a call
+_TEMPLATE_END = re.compile(r">\s*(?=[,)])")
+_SPACES = re.compile(r"\s+")
+# read in the reversed text, from a declared variable's name back to its type: blanks (at
+# least one), then the type's name, or the '>' closing its template arguments
+_REV_DECLARED_TYPE = re.compile(r"[\s\\]*>|[\s\\]+(\w+)")
+# words before a name that make ``word name(`` something else than a declaration
+_NOT_TYPES = KEYWORDS | {
+    "co_return", "co_await", "co_yield", "goto", "static", "inline", "virtual", "extern", "friend", "mutable",
+    "register", "thread_local", "consteval", "constinit", "and", "or", "not", "xor", "bitand", "bitor", "compl",
+    "typedef", "final", "override", "noexcept",
+}  # fmt: skip
+# a word before '{' that does not name a variable (``class X final {``, ``f() const {``, ``try {``)
+_NOT_VARIABLES = _NOT_TYPES | {"try", "else", "do"}
+_MACRO_CASE = re.compile(r"[A-Z][A-Z0-9_]+")
+_STATEMENT_END = re.compile(r"[;{}]")
+
+
+def innermost(functions: list[Function]) -> list[int]:
+    """For each line, the index of the innermost function containing it (-1: none)."""
+    if not functions:
+        return []
+    owner = [-1] * (max(f.end_line for f in functions) + 2)
+    # wider functions first, so nested definitions overwrite their parents' lines
+    for i in sorted(range(len(functions)), key=lambda k: functions[k].start_line - functions[k].end_line):
+        f = functions[i]
+        owner[f.start_line : f.end_line + 1] = [i] * (f.end_line + 1 - f.start_line)
+    return owner
+
+
+def template_start(code: str, j: int) -> int:
+    """From the '>' at ``j`` closing template arguments, the offset of its '<' (-1: none
+    within 1500 characters, or a ';', a brace or an unmatched '(' first). Parenthesised
+    groups inside are skipped whole (``kernel<T, size<N>()><<<grid, block>>>(``)."""
+    depth = parens = 0
+    stop = max(0, j - 1500)  # arguments one a line each, padded for a macro's line splices
+    while j >= stop:
+        ch = code[j]
+        if ch == ")":
+            parens += 1
+        elif ch == "(":
+            if not parens:
+                return -1
+            parens -= 1
+        elif parens:
+            pass
+        elif ch == ">":
+            depth += 1
+        elif ch == "<":
+            depth -= 1
+            if depth == 0:
+                return j
+        elif ch in ";{}":
+            return -1
+        j -= 1
+    return -1
+
+
+def _skip_back_template(code: str, j: int) -> int:
+    """From a '>' at ``j``, the offset before its matching '<' (a qualifier's arguments:
+    parentheses allowed inside; -1 when unmatched)."""
+    depth = 0
+    stop = max(0, j - 200)
+    while j >= stop:
+        ch = code[j]
+        if ch == ">":
+            depth += 1
+        elif ch == "<":
+            depth -= 1
+            if depth == 0:
+                return j - 1
+        elif ch in ";{}":
+            break
+        j -= 1
+    return -1
+
+
+def qualifier(code: str, start: int) -> tuple[str, str]:
+    """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
+    ('.', 'member') or ('', 'direct')."""
+    j = start - 1
+    while j >= 0 and code[j] in _SPACE:
+        j -= 1
+    if j < 0:
+        return "", "direct"
+    ch = code[j]
+    if ch == "." or (ch == ">" and j > 0 and code[j - 1] == "-"):
+        return ".", "member"
+    parts: list[str] = []
+    while j >= 1 and code[j] == ":" and code[j - 1] == ":":
+        j -= 2
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+        if j >= 0 and code[j] == ">":
+            j = _skip_back_template(code, j)
+            while j >= 0 and code[j] in _SPACE:
+                j -= 1
+        end = j + 1
+        while j >= 0 and (code[j].isalnum() or code[j] == "_"):
+            j -= 1
+        if end == j + 1:
+            break
+        parts.append(code[j + 1 : end])
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+    return "::".join(reversed(parts)), "direct"
+
+
+class _Text:
+    """A code text with its reversed copy, for reading names backwards."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.rev = code[::-1]
+        self.n = len(code)
+
+    def _span(self, m: re.Match[str] | None) -> tuple[int, int] | None:
+        """The forward (start, end) of group 1 of a match in the reversed text; None for
+        no match or a name starting with a digit."""
+        if m is None or m.group(1) is None:
+            return None
+        start = self.n - m.end(1)
+        return None if self.code[start].isdigit() else (start, self.n - m.start(1))
+
+    def word_before(self, end: int) -> tuple[int, int] | None:
+        """The identifier that ends before ``end`` (whitespace between allowed)."""
+        return self._span(_REV_WORD.match(self.rev, self.n - end))
+
+    def callee_before(self, paren: int) -> tuple[int, int] | None:
+        """The callee name of the '(' at ``paren``: ``name(``, ``name<args>(``, or a CUDA
+        kernel launch ``name<<<grid, block>>>(`` / ``name<args><<<grid, block>>>(``."""
+        m = _REV_CALLEE.match(self.rev, self.n - paren)
+        if m is None or m.group(1) is not None:
+            return self._span(m)
+        greater = self.n - m.end()
+        if self.code.startswith(">>>", greater - 2):
+            launch = self.code.rfind("<<<", max(0, greater - 1500), greater)
+            if launch > 0 and not _STATEMENT_END.search(self.code, launch, greater):
+                return self.callee_before(launch)
+        less = template_start(self.code, greater)
+        return self.word_before(less) if less > 0 else None
+
+
+def _declared_type(text: _Text, name_start: int) -> tuple[int, int] | None:
+    """The type's name when the identifier at ``name_start`` is a variable declared with
+    constructor arguments (``Functor<T, U> kfn(args)``, ``Functor kfn{args}``): constructing
+    it calls the type's constructor."""
+    m = _REV_DECLARED_TYPE.match(text.rev, text.n - name_start)
+    if m is None:
+        return None
+    if m.group(1) is None:  # template arguments: the type's name is before them (not ``p->name(``)
+        greater = text.n - m.end()
+        less = template_start(text.code, greater) if text.code[greater - 1] != "-" else -1
+        span = text.word_before(less) if less > 0 else None
+    else:
+        span = text._span(m)
+    if span is None:
+        return None
+    word = text.code[span[0] : span[1]]
+    if word in _NOT_TYPES or _MACRO_CASE.fullmatch(word) or text.rev.startswith("#", text.n - span[0]):
+        return None  # a keyword, a statement macro without ';' (HANDLE_TH_ERRORS), a directive
+    return span
+
+
+def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:
+    """(start, end) of the type of every ``Type name{args}`` declaration."""
+    code = text.code
+    pos = code.find("{")
+    while pos >= 0:
+        var = text.word_before(pos)
+        if var is not None and code[var[0] : var[1]] not in _NOT_VARIABLES:
+            span = _declared_type(text, var[0])
+            if span is not None:
+                yield span
+        pos = code.find("{", pos + 1)
+
+
+def _names(text: _Text) -> Iterator[tuple[str, int]]:
+    """(name, offset) of every ``name(`` / ``name<args>(``, in text order."""
+    code = text.code
+    pos = code.find("(")
+    while pos >= 0:
+        span = text.callee_before(pos)
+        if span is not None:
+            yield code[span[0] : span[1]], span[0]
+        pos = code.find("(", pos + 1)
+
+
+def _addresses(code: str) -> Iterator[re.Match[str]]:
+    """``&name`` after '(', ',', '=' or ``return``: a function's address taken."""
+    for m in _ADDRESS.finditer(code):
+        j = m.start() - 1
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+        if j >= 0 and (code[j] in "(,=" or code.endswith("return", 0, j + 1)):
+            yield m
+
+
+def _stub_values(text: _Text) -> list[tuple[str, int]]:
+    """(name, offset) of the arguments named like a DispatchStub or kernel (``and_stub``)."""
+    found: set[tuple[str, int]] = set()
+    for pattern in _STUB_VALUE_ENDS:
+        for m in pattern.finditer(text.code):
+            span = text._span(_REV_ARGUMENT.match(text.rev, text.n - m.end(1)))
+            if span is not None and span[1] - span[0] > m.end(1) - m.start(1):
+                found.add((text.code[span[0] : span[1]], span[0]))
+    return sorted(found, key=lambda x: x[1])
+
+
+def _template_values(text: _Text) -> list[tuple[str, str, int]]:
+    """(name, qualifier, offset) of template-ids passed as arguments (``op<T>``), not
+    those among another's template arguments (``op<std::optional<T>, U>``)."""
+    found: list[tuple[str, str, int, int]] = []
+    for m in _TEMPLATE_END.finditer(text.code):
+        less = template_start(text.code, m.start())
+        arg = _REV_TEMPLATE_VALUE.match(text.rev, text.n - less) if less > 0 else None
+        span = text._span(arg)
+        if arg is not None and span is not None:
+            qual = _SPACES.sub("", text.rev[arg.start(2) : arg.end(2)][::-1]).rstrip(":")
+            while found and found[-1][2] > span[0]:  # inner ones end first
+                found.pop()
+            found.append((text.code[span[0] : span[1]], qual, span[0], m.start()))
+    return [(name, qual, start) for name, qual, start, _ in found]
+
+
+def call_sites(code: str, functions: list[Function], lines: LineIndex | None = None) -> list[Call]:
+    """Every call site inside ``functions`` (``code``: comments and strings blanked;
+    ``lines``: its line index, when at hand)."""
+    owner = innermost(functions)
+    if not owner:
+        return []
+    text = _Text(code)
+    lines = lines or LineIndex(code)
+    n_owner = len(owner)
+    calls: list[Call] = []
+    line_of = lines.line_of
+    for name, start in _names(text):
+        if name in KEYWORDS:
+            continue
+        line = line_of(start)  # not counted on: a launch's name comes after its configuration's calls
+        idx = owner[line] if line < n_owner else -1
+        if idx < 0:
+            continue
+        f = functions[idx]
+        if name == f.name and start < code.find("{", lines.offset_of(f.start_line)):
+            continue  # the definition's own declarator (below its template<...> line)
+        declared = _declared_type(text, start)
+        if declared is not None:  # ``Functor<T> kfn(args)``: the constructor is called, kfn is not
+            start = declared[0]
+            name = code[start : declared[1]]
+        qual, kind = qualifier(code, start)
+        calls.append(Call(idx, name, qual, kind, line))
+    for start, end in _brace_declarations(text):
+        line = line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0:
+            calls.append(Call(idx, code[start:end], *qualifier(code, start), line))
+    for m in _addresses(code):
+        line = lines.line_of(m.start("name"))
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and m.group("name") not in KEYWORDS:
+            qual = _SPACES.sub("", m.group("qual") or "").rstrip(":")
+            calls.append(Call(idx, m.group("name"), qual, "address", line))
+    for name, start in _stub_values(text):
+        line = lines.line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0:
+            calls.append(Call(idx, name, "", "value", line))
+    for name, qual, start in _template_values(text):
+        line = lines.line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and name not in KEYWORDS:
+            calls.append(Call(idx, name, qual, "direct", line))
+    return calls
