@@ -67,6 +67,14 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
     op_list_refs: list[tuple[str, str]] = []
     op_names: list[str] = []
     devices: set[str] = set()
+    # module-level ``device = "xpu"`` (the scripts of a backend), seen through ``device=device``
+    named = {
+        t.id: n.value
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("op_list"):
             op_list_refs += _refs([kw.value for kw in node.keywords] + list(node.args))
@@ -80,7 +88,8 @@ def extract_benchmark(path: str, text: str) -> BenchmarkFacts:
                 if isinstance(key, ast.Constant) and key.value == "device":
                     devices.update(s for s in _string_constants(value) if s in ("cpu", "cuda", "mps", "xpu"))
         if isinstance(node, ast.keyword) and node.arg == "device":
-            devices.update(s for s in _string_constants(node.value) if s in ("cpu", "cuda", "mps", "xpu"))
+            value = named.get(node.value.id, node.value) if isinstance(node.value, ast.Name) else node.value
+            devices.update(s for s in _string_constants(value) if s in ("cpu", "cuda", "mps", "xpu"))
 
     classes = [
         n

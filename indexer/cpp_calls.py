@@ -252,16 +252,52 @@ def _declared_type(text: _Text, name_start: int) -> tuple[int, int] | None:
     return span
 
 
+def _temporary_type(text: _Text, brace: int) -> tuple[int, int] | None:
+    """The type's name when the '{' at ``brace`` constructs a temporary inside an expression
+    (``gpu_kernel(iter, AbsDiffFunctor{})``, ``return Op<T>{a}``)."""
+    code = text.code
+    j = brace - 1
+    while j >= 0 and code[j] in _SPACE:
+        j -= 1
+    if j < 0:
+        return None
+    if code[j] == ">":
+        less = template_start(code, j) if j > 0 and code[j - 1] != "-" else -1
+        span = text.word_before(less) if less > 0 else None
+    else:
+        span = text.word_before(brace)
+    if span is None or code[span[0] : span[1]] in _NOT_VARIABLES or _MACRO_CASE.fullmatch(code[span[0] : span[1]]):
+        return None
+    k = span[0] - 1
+    while k >= 1 and code[k] in _SPACE:
+        k -= 1
+    while k >= 1 and code[k] == ":" and code[k - 1] == ":":  # a qualified name: its start decides
+        k -= 2
+        while k >= 0 and code[k] in _SPACE:
+            k -= 1
+        while k >= 0 and (code[k].isalnum() or code[k] == "_"):
+            k -= 1
+        while k >= 0 and code[k] in _SPACE:
+            k -= 1
+    if k >= 0 and (code[k] in "(,=?" or code.endswith("return", 0, k + 1)):
+        return span
+    return None
+
+
 def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:
-    """(start, end) of the type of every ``Type name{args}`` declaration."""
+    """(start, end) of the type of every ``Type name{args}`` declaration and ``Type{args}``
+    temporary."""
     code = text.code
     pos = code.find("{")
     while pos >= 0:
         var = text.word_before(pos)
+        span = None
         if var is not None and code[var[0] : var[1]] not in _NOT_VARIABLES:
             span = _declared_type(text, var[0])
-            if span is not None:
-                yield span
+        if span is None:
+            span = _temporary_type(text, pos)
+        if span is not None:
+            yield span
         pos = code.find("{", pos + 1)
 
 

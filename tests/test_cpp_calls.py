@@ -81,3 +81,26 @@ def test_template_arguments_with_parentheses_and_values():
     assert not any(name == "optional" for name, *_ in found)  # inside scalar_op's arguments
     assert ("helper", "at::native", "address", 5) in found
     assert ("and_stub", "", "value", 5) in found
+
+
+def test_brace_temporaries_are_constructor_calls_and_blocks_are_not():
+    found = calls(
+        """
+        namespace at::native::xpu {
+        struct Acc { int total{0}; };
+        void kernel(TensorIteratorBase& iter, bool flag) {
+          gpu_kernel(iter, AbsDiffFunctor{});
+          auto f = flag ? ns::ScaleFunctor<float>{2.0f} : ns::ScaleFunctor<float>{1.0f};
+          if (flag) { use(iter); } else { skip(iter); }
+          auto body = [&] { run(iter); };
+          return ResultFunctor{iter};
+        }
+        }  // namespace at::native::xpu
+        """,
+        path="src/ATen/native/xpu/sycl/Fixture.cpp",
+    )
+    names = {name for name, *_ in found}
+    assert ("AbsDiffFunctor", "", "direct", 4) in found
+    assert ("ScaleFunctor", "ns", "direct", 5) in found
+    assert ("ResultFunctor", "", "direct", 8) in found
+    assert not names & {"total", "int", "else", "flag", "xpu", "Acc"}

@@ -49,6 +49,20 @@ void copy_kernel(Tensor& dst) {
   auto cfn = CopyFunctor<float>(dst.data_ptr<float>());
   sycl_kernel_submit(range, getCurrentSYCLQueue(), cfn);
 }
+
+struct AbsDiffFunctor {
+  float operator()(float a, float b) const {
+    return a > b ? a - b : b - a;
+  }
+};
+
+void abs_diff_kernel(TensorIteratorBase& iter) {
+  gpu_kernel(iter, AbsDiffFunctor{});  // a temporary passed to the launcher
+}
+
+void fill_scalar_kernel(TensorIteratorBase& iter) {
+  gpu_kernel(iter, xpu::FillFunctor<float>{nullptr, 1.0f});
+}
 }  // namespace at::native::xpu
 """
 
@@ -91,4 +105,6 @@ def test_constructing_a_functor_reaches_its_call_operator():
     ) in edges
     assert (f"{ns}fill_kernel", f"{ns}FillFunctor::operator()") in edges
     assert (f"{ns}copy_kernel", f"{ns}CopyFunctor::operator()") in edges
+    assert (f"{ns}abs_diff_kernel", f"{ns}AbsDiffFunctor::operator()") in edges
+    assert (f"{ns}fill_scalar_kernel", f"{ns}FillFunctor::operator()") in edges
     assert not {callee for _, callee in edges} & {f"{ns}kfn", f"{ns}ffn"}
