@@ -308,9 +308,9 @@ def register(app: typer.Typer) -> None:
         target = resolve_history(resolve_repo(repo), history)
         counts = import_files(target, files)
         print(
-            f"imported {counts['files']} file(s): {counts['runs_added']} new run(s) of "
-            f"{counts['runs_seen']}, {counts['samples_added']} new sample(s), "
-            f"{counts['failures_added']} new failure(s) into {target}"
+            f"imported {counts.files} file(s): {counts.runs_added} new run(s) of "
+            f"{counts.runs_seen}, {counts.samples_added} new sample(s), "
+            f"{counts.failures_added} new failure(s) into {target}"
         )
 
 
