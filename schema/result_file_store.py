@@ -337,7 +337,8 @@ def _merge(staging: _Staging, history: Path, ids: list[str], wait: float) -> tup
             raise PerfqError(f"{history}: the results tables are missing")
         con.execute("BEGIN TRANSACTION")
         try:
-            counts = (_merge_runs(con, staging, ids), _merge_samples(con), _merge_failures(con, staging, ids))
+            runs_added, stored = _merge_runs(con, staging, ids)
+            counts = (runs_added, _merge_samples(con, ids, stored), _merge_failures(con, staging, ids))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -349,9 +350,12 @@ def _merge(staging: _Staging, history: Path, ids: list[str], wait: float) -> tup
     return counts
 
 
-def _merge_runs(con: duckdb.DuckDBPyConnection, staging: _Staging, ids: list[str]) -> int:
-    """Insert new runs; a stored run that is not complete takes the status of an imported copy."""
-    added = 0
+def _merge_runs(con: duckdb.DuckDBPyConnection, staging: _Staging, ids: list[str]) -> tuple[int, set[str]]:
+    """Insert new runs; a stored run that is not complete takes the status of an imported copy.
+
+    Returns the number of new runs and the ids that were stored already.
+    """
+    added, stored = 0, set()
     for (_, _, record), run_id in zip(staging.runs, ids, strict=True):
         row = {**{k: record.get(k) for k in RUN_FIELDS}, "id": run_id}
         row["status"] = row["status"] or RunStatus.running.value
@@ -360,20 +364,33 @@ def _merge_runs(con: duckdb.DuckDBPyConnection, staging: _Staging, ids: list[str
             con.execute(f"INSERT INTO h.runs ({', '.join(RUN_FIELDS)}) VALUES ({', '.join('?' for _ in RUN_FIELDS)})",
                         [row[k] for k in RUN_FIELDS])
             added += 1
-        elif existing[0] != RunStatus.complete.value and row["status"] != existing[0]:
+            continue
+        stored.add(run_id)
+        if existing[0] != RunStatus.complete.value and row["status"] != existing[0]:
             con.execute("UPDATE h.runs SET status = ?, ended_at = ?, notes = ? WHERE id = ?",
                         [row["status"], row["ended_at"], row["notes"], run_id])
-    return added
+    return added, stored
 
 
-def _merge_samples(con: duckdb.DuckDBPyConnection) -> int:
-    """Insert the staged samples whose (run id, seq) is not stored yet (the first copy of a duplicate wins)."""
+def _merge_samples(con: duckdb.DuckDBPyConnection, ids: list[str], stored: set[str]) -> int:
+    """Insert the staged samples whose (run id, seq) is not stored yet (the first copy of a duplicate wins).
+
+    Runs new to the history take a plain bulk insert; only runs stored before (a re-import, a later
+    export of the same run) and runs given twice are checked sample by sample.
+    """
     cols = ", ".join(SAMPLE_FIELDS)
-    return con.execute(
-        f"INSERT INTO h.samples (run_id, {cols}) SELECT r.id, {', '.join(f's.{c}' for c in SAMPLE_FIELDS)} "
-        "FROM import_samples s JOIN import_runs r USING (source, run) "
-        "WHERE NOT EXISTS (SELECT 1 FROM h.samples x WHERE x.run_id = r.id AND x.seq = s.seq) "
-        "QUALIFY row_number() OVER (PARTITION BY r.id, s.seq ORDER BY s.source) = 1").fetchone()[0]
+    picked = f"SELECT r.id, {', '.join(f's.{c}' for c in SAMPLE_FIELDS)} FROM import_samples s JOIN import_runs r "
+    twice = {i for i in ids if ids.count(i) > 1}
+    careful = sorted(stored | twice)
+    added = con.execute(f"INSERT INTO h.samples (run_id, {cols}) {picked} USING (source, run) "
+                        "WHERE NOT list_contains($careful, r.id)", {"careful": careful}).fetchone()[0]
+    if careful:
+        added += con.execute(
+            f"INSERT INTO h.samples (run_id, {cols}) {picked} USING (source, run) WHERE list_contains($careful, r.id) "
+            "AND NOT EXISTS (SELECT 1 FROM h.samples x WHERE x.run_id = r.id AND x.seq = s.seq) "
+            "QUALIFY row_number() OVER (PARTITION BY r.id, s.seq ORDER BY s.source) = 1",
+            {"careful": careful}).fetchone()[0]
+    return added
 
 
 def _merge_failures(con: duckdb.DuckDBPyConnection, staging: _Staging, ids: list[str]) -> int:
