@@ -210,21 +210,23 @@ def _text(value: Any) -> str | None:
 def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None,
               with_samples: bool = True) -> list[Run]:
     """Runs (with failures, and samples unless ``with_samples`` is False) matching a condition on ``runs``."""
-    runs = []
-    for row in _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id",
-                     params):
-        run = Run(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
+    rows = _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id", params)
+    runs = [Run(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
+            for row in rows]
+    ids = [run.id for run in runs]
+    failures: dict[str, list[Failure]] = {}
+    for r in _rows(con, f"SELECT run_id, {', '.join(FAILURE_FIELDS)} FROM failures WHERE list_contains(?, run_id)"
+                        " ORDER BY run_id, seq", [ids]):
+        failures.setdefault(r.pop("run_id"), []).append(Failure(**{**r, "failed_at": _text(r["failed_at"])}))
+    counts = dict(con.execute("SELECT run_id, count(*) FROM samples WHERE list_contains(?, run_id) GROUP BY run_id",
+                              [ids]).fetchall())
+    for run in runs:
+        run.failures = failures.get(run.id, [])
         if with_samples:
             run.samples = [Sample(**r) for r in _rows(
                 con, f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq", [run.id])]
         else:
-            run.stored_samples = con.execute("SELECT count(*) FROM samples WHERE run_id = ?", [run.id]).fetchone()[0]
-        run.failures = [
-            Failure(**{**r, "failed_at": _text(r["failed_at"])})
-            for r in _rows(con, f"SELECT {', '.join(FAILURE_FIELDS)} FROM failures WHERE run_id = ? ORDER BY seq",
-                           [run.id])
-        ]
-        runs.append(run)
+            run.stored_samples = counts.get(run.id, 0)
     return runs
 
 
@@ -269,23 +271,37 @@ _EMPTY = "''"
 
 
 def label_samples(history: Path, label: str) -> LabelSamples:
-    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample)."""
+    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample).
+
+    Samples carry a 64-bit hash of their key, mapped to the sorted keys in numpy (strings are never
+    fetched per sample); a hash collision falls back to a join on the key columns.
+    """
     cols = ", ".join(_KEY_COLUMNS)
     values = (
         f"SELECT r.side = 'head' AS head, {', '.join(f'coalesce(s.{c}, {_EMPTY}) AS {c}' for c in _KEY_COLUMNS)},"
         " s.value FROM samples s JOIN runs r ON r.id = s.run_id"
         " WHERE r.label = $label AND r.side IN ('base', 'head') AND isfinite(s.value)"
     )
+    params = {"label": label}
     con = open_read(history)
     try:
-        keys = [tuple(r) for r in con.execute(f"SELECT DISTINCT {cols} FROM ({values}) ORDER BY {cols}",
-                                              {"label": label}).fetchall()]
-        arrays = con.execute(f"SELECT dense_rank() OVER (ORDER BY {cols}) - 1 AS key, head, value FROM ({values})"
-                             f" ORDER BY {cols}, head, value", {"label": label}).fetchnumpy()
+        rows = con.execute(f"SELECT {cols}, hash({cols}) FROM ({values}) GROUP BY ALL ORDER BY {cols}",
+                           params).fetchall()
+        hashes = np.array([r[-1] for r in rows], dtype=np.uint64)
+        if np.unique(hashes).size == hashes.size:
+            arrays = con.execute(f"SELECT hash({cols}) AS h, head, value FROM ({values})", params).fetchnumpy()
+            by_hash = np.argsort(hashes)
+            key = by_hash[np.searchsorted(hashes[by_hash], arrays["h"])]
+        else:
+            arrays = con.execute(
+                f"WITH v AS ({values}), k AS (SELECT {cols}, row_number() OVER (ORDER BY {cols}) - 1 AS key "
+                f"FROM (SELECT DISTINCT {cols} FROM v)) SELECT k.key, v.head, v.value FROM v JOIN k USING ({cols})",
+                params).fetchnumpy()
+            key = arrays["key"]
     finally:
         con.close()
-    return LabelSamples(keys, np.asarray(arrays["key"], dtype=np.int64), np.asarray(arrays["head"], dtype=bool),
-                        np.asarray(arrays["value"], dtype=np.float64))
+    return LabelSamples([tuple(r[:-1]) for r in rows], np.asarray(key, dtype=np.int64),
+                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64))
 
 
 class HistoryRow(NamedTuple):

@@ -3,12 +3,9 @@ unwritable outputs. Each test reproduces the fault with real processes where it 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import duckdb
 

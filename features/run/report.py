@@ -116,7 +116,7 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
         ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
         host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
         status=SideStatus.complete if complete else SideStatus.incomplete,
-        samples=sum(len(r.samples) for r in runs),
+        samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
     )
 
