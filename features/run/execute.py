@@ -10,7 +10,7 @@ recorded with its stderr tail and that job is not retried on that side; the run 
 The history is shared with readers (``perfq history``/``compare`` while a run goes on): a save
 waits a little for them and, if the file stays busy, is retried after the next invocation (saves
 are idempotent); the last save waits longer. Whatever stops the run (Ctrl-C, an error), its runs
-are finalised (``incomplete``) and saved in a ``finally``: no run is ever left ``running``.
+are finalised (``incomplete``) and saved before the exception propagates: no run is left ``running``.
 """
 
 from __future__ import annotations
@@ -287,31 +287,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
     """
     caps = opbench.detect_caps(plan.bench_root)
     runs = runs or new_runs(plan)
-    try:
-        _persist(plan, runs)
-        _rounds(plan, runs, caps, progress)
-    except BaseException as exc:
-        _stopped(plan, runs, exc)
-        raise
-    _finalise(plan, runs, RunStatus.complete)
-    return runs
-
-
-def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
-    """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
-    if isinstance(exc, KeyboardInterrupt):
-        note, code = "interrupted (Ctrl-C)", 130
-    else:
-        note, code = f"stopped: {exc or type(exc).__name__}", getattr(exc, "exit_code", 2)
-    try:
-        _finalise(plan, runs, RunStatus.incomplete, note)
-    except PerfqError as failed:
-        raise PerfqError(f"{note}; the runs could not be saved either: {failed}", exit_code=code) from exc
-
-
-def _rounds(plan: Plan, runs: list[Run], caps: RunnerCaps, progress: Progress) -> None:
-    """The repeat rounds, then the adaptive ones."""
-    dead: set[tuple[str, str]] = set()  # (job key, side) that failed once
+    dead: set[tuple[str, str]] = set()  # (job title, side) that failed once
     started = time.monotonic()
 
     def one_round(jobs: list[Job], round_index: int) -> None:
@@ -342,21 +318,41 @@ def _rounds(plan: Plan, runs: list[Run], caps: RunnerCaps, progress: Progress) -
                 _persist(plan, runs)
                 progress("advance", job, 1)
 
-    for r in range(plan.repeat):
-        one_round(plan.jobs, r)
-    if plan.adaptive and len(runs) == 2:
-        ceiling = plan.max_repeat or 3 * plan.repeat
-        r = plan.repeat
-        while r < ceiling:
-            if plan.budget_seconds is not None and time.monotonic() - started > plan.budget_seconds:
-                plan.notes.append("adaptive budget (seconds) exhausted")
-                break
-            unknown = _unknown_jobs(plan, runs)
-            if not unknown:
-                break
-            progress("adaptive", None, len(unknown))
-            one_round(unknown, r)
-            r += 1
+    try:
+        _persist(plan, runs)
+        for r in range(plan.repeat):
+            one_round(plan.jobs, r)
+        if plan.adaptive and len(runs) == 2:
+            ceiling = plan.max_repeat or 3 * plan.repeat
+            r = plan.repeat
+            while r < ceiling:
+                if plan.budget_seconds is not None and time.monotonic() - started > plan.budget_seconds:
+                    plan.notes.append("adaptive budget (seconds) exhausted")
+                    break
+                unknown = _unknown_jobs(plan, runs)
+                if not unknown:
+                    break
+                progress("adaptive", None, len(unknown))
+                one_round(unknown, r)
+                r += 1
+    except BaseException as exc:
+        _stopped(plan, runs, exc)
+        raise
+    _finalise(plan, runs, RunStatus.complete)
+    return runs
+
+
+def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
+    """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
+    if isinstance(exc, KeyboardInterrupt):
+        note, code = "interrupted (Ctrl-C)", 130
+    else:
+        note, code = f"stopped: {exc or type(exc).__name__}", getattr(exc, "exit_code", None)
+    try:
+        _finalise(plan, runs, RunStatus.incomplete, note)
+    except PerfqError as failed:
+        raise PerfqError(f"{note}; the runs could not be saved either: {failed}",
+                         **({"exit_code": code} if code else {})) from exc
 
 
 def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:
