@@ -10,7 +10,8 @@ Pure statistics, no I/O. Per test (benchmark, test, mode, device, metric):
   then Benjamini-Hochberg across all tests of the comparison (``p_value`` is that q);
 * verdict: ``regression``/``improvement`` when q < alpha, the change is at least the
   minimum effect and the CI excludes 0; ``same`` when the whole CI lies within
-  ± the minimum effect; otherwise ``unknown`` (more repeats may resolve it).
+  ± the minimum effect; ``failed`` when one side has no sample because its benchmark failed
+  there or the side never ran; otherwise ``unknown`` (more repeats may resolve it).
 
 Thresholds per benchmark and an ignore list come from ``[tool.perfq.compare]``.
 All tests of a comparison are computed together on sample columns (:class:`SampleColumns`, as
@@ -48,6 +49,7 @@ class Verdict(str, Enum):
     improvement = "improvement"
     same = "same"
     unknown = "unknown"
+    failed = "failed"  # no sample on a side whose benchmark failed (or that never ran): the gate fails
 
 
 VERDICTS = tuple(v.value for v in Verdict)
@@ -108,6 +110,23 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     values["ignore"] = tuple(str(i) for i in ignore)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)
+
+
+@dataclass(frozen=True)
+class SideFailures:
+    """What failed on each side: the benchmarks with a failed invocation, and whether a side never ran."""
+
+    base: frozenset[str] = frozenset()
+    head: frozenset[str] = frozenset()
+    base_missing: bool = False
+    head_missing: bool = False
+
+    def explains(self, head: bool, benchmark: str) -> str:
+        """Why ``benchmark`` has no sample on a side ('' when nothing failed there)."""
+        side = "head" if head else "base"
+        if self.head_missing if head else self.base_missing:
+            return f"the {side} side has no run"
+        return f"{benchmark} failed on the {side} side" if benchmark in (self.head if head else self.base) else ""
 
 
 @dataclass(frozen=True)
@@ -309,9 +328,14 @@ def _p_values(sides: _Sides, tests: np.ndarray) -> np.ndarray:
     return np.where(sides.all_one_value()[tests], 1.0, p)
 
 
-def compare_columns(cols: SampleColumns, settings: Settings | None = None) -> Comparison:
-    """Compare both sides of every test in ``cols`` at once (the same numbers as test-by-test)."""
+def compare_columns(cols: SampleColumns, settings: Settings | None = None,
+                    failures: SideFailures | None = None) -> Comparison:
+    """Compare both sides of every test in ``cols`` at once (the same numbers as test-by-test).
+
+    A test with no sample on a side that ``failures`` explains gets the ``failed`` verdict.
+    """
     settings = settings or Settings()
+    failures = failures or SideFailures()
     result = Comparison()
     sides = _Sides.of(cols)
     nb, nh = sides.base.count, sides.head.count
@@ -347,12 +371,16 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None) -> Co
         t.p_value = q
     for t in result.tests:
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
+        why = failures.explains(True, t.key.benchmark) if not t.n_head else (
+            failures.explains(False, t.key.benchmark) if not t.n_base else "")
+        if why:
+            t.verdict, t.reason = Verdict.failed, why
     return result
 
 
-ORDER = {"regression": 0, "improvement": 1, "unknown": 2, "same": 3}
+ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unknown": 3, "same": 4}
 
 
 def sorted_for_report(tests: list[TestResult]) -> list[TestResult]:
-    """Regressions first (largest change first), then improvements, unknown, same."""
+    """Failed tests, then regressions (largest change first), improvements, unknown, same."""
     return sorted(tests, key=lambda t: (ORDER[t.verdict], -abs(t.change or 0.0), t.key.benchmark, t.key.test))

@@ -111,7 +111,8 @@ def export_runs(runs: list[Run], path: Path) -> None:
                 fh.write("\n")
         tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True) if tmp.parent.is_dir() else None
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
         raise PerfqError(f"cannot write the result file {path}: {exc.strerror or exc}") from None
 
 
