@@ -240,18 +240,20 @@ class _Staging:
 
     def _attached_runs(self, source: int, alias: str, path: Path) -> dict[str, int]:
         ordinal: dict[str, int] = {}
-        for row in self._records(f"SELECT {', '.join(RUN_FIELDS)} FROM {alias}.runs ORDER BY started_at, id"):
+        for row in self._records(f"SELECT {', '.join(RUN_FIELDS)} FROM {alias}.runs ORDER BY started_at, id",
+                                 nulls=False):
             record = {"type": "run", **row}
             self.check(path, "run", record)
             ordinal[row["id"]] = len(ordinal)
             self.runs.append((source, ordinal[row["id"]], record))
         return ordinal
 
-    def _records(self, sql: str) -> list[dict[str, Any]]:
+    def _records(self, sql: str, nulls: bool = True) -> list[dict[str, Any]]:
+        """Rows as records (timestamps as ISO text); ``nulls=False``: a NULL column is a key the record lacks."""
         cur = self.con.execute(sql)
         names = [d[0] for d in cur.description]
-        return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in zip(names, row, strict=True)}
-                for row in cur.fetchall()]
+        return [{k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in zip(names, row, strict=True)
+                 if nulls or v is not None} for row in cur.fetchall()]
 
     # ---- after staging ----
 

@@ -118,10 +118,13 @@ def export_runs(runs: list[Run], path: Path) -> None:
 
 # ---- reading ----
 
-def _first_line(path: Path) -> bytes:
+def _first_line(path: Path) -> tuple[bytes, bytes]:
+    """The first 16 bytes (a DuckDB file's magic) and the first line of ``path``."""
     try:
         with path.open("rb") as fh:
-            return fh.readline(_HEADER_MAX)
+            line = fh.readline(_HEADER_MAX)
+            fh.seek(0)
+            return fh.read(16), line
     except OSError as exc:
         raise PerfqError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -181,8 +184,8 @@ def _source(path: Path, tmp: Path) -> Source:
     """How to read ``path``: a history database, a version 2 file, or a version 1 file converted to lines."""
     if not path.is_file():
         raise PerfqError(f"no such result file: {path}")
-    line = _first_line(path)
-    if line[8:12] == _DUCKDB_MAGIC:
+    magic, line = _first_line(path)
+    if magic[8:12] == _DUCKDB_MAGIC:
         return Source(path, SourceKind.duckdb)
     header = _header(path, line)
     if header is not None and header.get("version") != 1:
