@@ -239,9 +239,13 @@ class _Staging:
             self.con.execute(f"DETACH {alias}")
 
     def _attached_runs(self, source: int, alias: str, path: Path) -> dict[str, int]:
+        """The runs of an attached history (the columns it has: an older one may lack later ones)."""
+        have = {r[0] for r in self.con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = $db AND table_name = 'runs'",
+            {"db": alias}).fetchall()}
+        columns = ", ".join(f for f in RUN_FIELDS if f in have)
         ordinal: dict[str, int] = {}
-        for row in self._records(f"SELECT {', '.join(RUN_FIELDS)} FROM {alias}.runs ORDER BY started_at, id",
-                                 nulls=False):
+        for row in self._records(f"SELECT {columns} FROM {alias}.runs ORDER BY started_at, id", nulls=False):
             record = {"type": "run", **row}
             self.check(path, "run", record)
             ordinal[row["id"]] = len(ordinal)
