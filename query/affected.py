@@ -610,7 +610,7 @@ def _canaries(
 
 def _covered_ops(store: IndexStore, walk: Reach, ops: list[str]) -> set[str]:
     """Reached operators some benchmark executes (a trace) or calls (the benchmark's code)."""
-    covered = {h.op for h in store.traced_hits(ops)}
+    covered = store.executed(ops)
     reaching = reaching_benchmarks(walk)
     covered |= {walk.key[n] for n in walk.nodes_of("op") if n in reaching}
     return covered

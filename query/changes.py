@@ -218,7 +218,7 @@ def _same_tokens(
     if base is None or head is None or not fc.old_path or not fc.new_path:
         return None
     old, new = base_text(fc.old_path), head_text(fc.new_path)
-    if old is None or new is None:
+    if old is None or new is None or (fc.hunks and not _maybe_layout_only(fc, kind)):
         return None
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
@@ -236,6 +236,23 @@ def _same_tokens(
         return all(old_tokens.within(*x) == new_tokens.within(*y) for x, y in zip(a, b, strict=True))
 
     return same
+
+
+_COMMENTS = {
+    "cpp": re.compile(r"//[^\n]*|/\*.*?(\*/|$)|^[^\n]*?\*/", re.DOTALL | re.MULTILINE),
+    "python": re.compile(r"#[^\n]*"),
+}
+
+
+def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
+    """A cheap first look: do the removed and added lines, without comments and whitespace,
+    read the same? Only then are both versions tokenized (most changes change code)."""
+
+    def words(sign: str) -> str:
+        text = "\n".join(line.text for h in fc.hunks for line in h.lines if line.kind == sign)
+        return "".join(_COMMENTS[kind].sub(" ", text).split())
+
+    return words("-") == words("+")
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:

@@ -282,6 +282,17 @@ class IndexStore:
                 out.append(TracedHit(*hit))
         return out
 
+    def executed(self, ops: list[str]) -> set[str]:
+        """Those of ``ops`` that some traced test executes (any overload, any layout)."""
+        if not ops:
+            return set()
+        rows = self.con.execute(
+            "SELECT DISTINCT o.name FROM ops o SEMI JOIN trace_ops t ON t.base = o.base AND t.namespace = o.namespace"
+            " WHERE o.name IN (SELECT unnest(?::TEXT[]))",
+            [ops],
+        ).fetchall()
+        return {r[0] for r in rows}
+
     def traced_ops_of(self, benches: list[str]) -> dict[str, set[tuple[str, str]]]:
         """bench -> (namespace, base) of every operator its traces execute."""
         if not benches:
