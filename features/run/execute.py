@@ -35,7 +35,7 @@ from perfq.run.script_bench import ScriptBench, parse_output
 from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
-SAVE_WAIT = 5.0  # seconds a save during the run waits for readers before it is deferred
+SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
 
