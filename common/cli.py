@@ -9,6 +9,9 @@ import typer
 
 from perfq.common.paths import default_history_path, default_index_path, repo_root
 
+# Exit statuses of every perfq command (documented in README.md, "Exit codes").
+EXIT_GATE = 3  # the answer fails a gate: regression, NO BENCHMARK, failed benchmarks, IR changed, no culprit
+
 RepoOption = typer.Option(None, "--repo", help="Repository root (default: the current git worktree).")
 DbOption = typer.Option(None, "--db", help="Index database (default: <git common dir>/perfq/index.duckdb).")
 HistoryOption = typer.Option(

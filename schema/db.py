@@ -9,6 +9,10 @@ import duckdb
 from perfq.errors import PerfqError
 
 
+class DatabaseLocked(PerfqError):
+    """Another process holds the database file (a writer, or readers while we want to write)."""
+
+
 def open_db(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open ``path``; a lock held by another process or a corrupt file is a PerfqError."""
     if read_only and not path.exists():
@@ -20,7 +24,7 @@ def open_db(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():
-            raise PerfqError(f"{path} is locked by another process; try again when it has finished") from None
+            raise DatabaseLocked(f"{path} is locked by another process; try again when it has finished") from None
         raise PerfqError(f"cannot open {path}: {text.splitlines()[0]}") from None
     except duckdb.Error as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -4,10 +4,14 @@ A run is one side (base or head) of a labelled comparison on one machine. Its id
 uuid that travels with the export, so merging the result files of many CI jobs into
 one DuckDB is idempotent: rows are keyed by (run id, sequence number) and inserted only
 when missing; a run that was incomplete locally becomes complete if the import has it so.
+
+Readers open the history read-only and wait (bounded) for a writer's short hold; a
+``perfq run`` writes after every invocation and waits likewise (see :mod:`perfq.schema.history`).
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -16,10 +20,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
+import numpy as np
 
 from perfq.errors import PerfqError
-from perfq.schema.db import open_db
-from perfq.schema.history import connect_history
+from perfq.schema.history import LOCK_WAIT, connect_history, tables
 
 RUN_FIELDS = (
     "id",
@@ -46,8 +50,17 @@ def now() -> str:
     return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
 
 
-@dataclass
+class Side(str, Enum):
+    """Which side of a labelled comparison a run measured."""
+
+    base = "base"
+    head = "head"
+
+
+@dataclass(frozen=True)
 class Sample:
+    """One measured value of one test in one invocation (``seq`` numbers a run's samples)."""
+
     seq: int
     repeat_index: int
     benchmark: str
@@ -59,8 +72,10 @@ class Sample:
     value: float
 
 
-@dataclass
+@dataclass(frozen=True)
 class Failure:
+    """A benchmark invocation that failed (non-zero exit, time-out, nothing parsable)."""
+
     seq: int
     benchmark: str
     command: str
@@ -82,7 +97,7 @@ class Run:
     """One side of a comparison with what it measured so far."""
 
     label: str
-    side: str
+    side: Side
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
     ref: str = ""
     commit_sha: str = ""
@@ -93,13 +108,22 @@ class Run:
     started_at: str = field(default_factory=now)
     ended_at: str | None = None
     command: str = ""
-    status: str = RunStatus.running  # a RunStatus; imported files may carry other words
+    status: RunStatus = RunStatus.running
     notes: str = ""
-    samples: list[Sample] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list, metadata={"internal": True})
+    failures: list[Failure] = field(default_factory=list, metadata={"internal": True})
+    stored_samples: int | None = field(default=None, metadata={"internal": True})  # count, when not loaded
+
+    @property
+    def sample_count(self) -> int:
+        """Samples of the run (counted in the history when they were not loaded)."""
+        return len(self.samples) if self.stored_samples is None else self.stored_samples
 
     def add_sample(self, repeat_index: int, benchmark: str, m: Any) -> None:
-        """Append a measurement (anything with test/mode/device/metric/unit/value)."""
+        """Append a measurement (anything with test/mode/device/metric/unit/value); a non-finite value
+        (``nan``, ``inf`` printed by a benchmark) is not a measurement and is dropped."""
+        if not math.isfinite(float(m.value)):
+            return
         self.samples.append(
             Sample(
                 len(self.samples),
@@ -152,9 +176,12 @@ def _insert_missing(con: duckdb.DuckDBPyConnection, table: str, fields: list[str
     return len(rows)
 
 
-def save_runs(history: Path, runs: list[Run]) -> tuple[int, int, int]:
-    """Write ``runs`` (and their new samples/failures) to the history in one transaction."""
-    con = connect_history(history)
+def save_runs(history: Path, runs: list[Run], wait: float = LOCK_WAIT) -> tuple[int, int, int]:
+    """Write ``runs`` (and their new samples/failures) to the history in one transaction.
+
+    Waits up to ``wait`` seconds for readers or another writer to let go of the file.
+    """
+    con = connect_history(history, wait=wait)
     try:
         con.execute("BEGIN TRANSACTION")
         try:
@@ -170,73 +197,111 @@ def save_runs(history: Path, runs: list[Run]) -> tuple[int, int, int]:
     return counts
 
 
-def run_from_dict(data: dict[str, Any]) -> Run:
-    run = Run(**{k: data.get(k) for k in RUN_FIELDS if k in data})
-    run.samples = [Sample(**{k: s.get(k) for k in SAMPLE_FIELDS}) for s in data.get("samples", [])]
-    run.failures = [Failure(**{k: f.get(k) for k in FAILURE_FIELDS}) for f in data.get("failures", [])]
-    for k in ("started_at", "ended_at"):
-        value = getattr(run, k)
-        if value is not None and not isinstance(value, str):
-            setattr(run, k, str(value))
-    return run
-
-
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
     cur = con.execute(sql, params or [])
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None) -> list[Run]:
-    """Runs (with samples and failures) matching an optional SQL condition on ``runs``."""
-    runs = []
-    for row in _rows(con, f"SELECT * FROM runs {where} ORDER BY started_at, side, id", params):
-        row = {k: (str(v) if k in ("started_at", "ended_at") and v is not None else v) for k, v in row.items()}
-        run = run_from_dict(row)
-        run.samples = [
-            Sample(**r)
-            for r in _rows(
-                con, f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq", [run.id]
-            )
-        ]
-        run.failures = [
-            Failure(**{**r, "failed_at": str(r["failed_at"]) if r["failed_at"] is not None else None})
-            for r in _rows(
-                con,
-                f"SELECT {', '.join(FAILURE_FIELDS)} FROM failures WHERE run_id = ? ORDER BY seq",
-                [run.id],
-            )
-        ]
-        runs.append(run)
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None,
+              with_samples: bool = True) -> list[Run]:
+    """Runs (with failures, and samples unless ``with_samples`` is False) matching a condition on ``runs``."""
+    rows = _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id", params)
+    runs = [Run(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
+            for row in rows]
+    ids = [run.id for run in runs]
+    failures: dict[str, list[Failure]] = {}
+    for r in _rows(con, f"SELECT run_id, {', '.join(FAILURE_FIELDS)} FROM failures WHERE list_contains(?, run_id)"
+                        " ORDER BY run_id, seq", [ids]):
+        failures.setdefault(r.pop("run_id"), []).append(Failure(**{**r, "failed_at": _text(r["failed_at"])}))
+    counts = dict(con.execute("SELECT run_id, count(*) FROM samples WHERE list_contains(?, run_id) GROUP BY run_id",
+                              [ids]).fetchall())
+    for run in runs:
+        run.failures = failures.get(run.id, [])
+        if with_samples:
+            run.samples = [Sample(**r) for r in _rows(
+                con, f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq", [run.id])]
+        else:
+            run.stored_samples = counts.get(run.id, 0)
     return runs
 
 
-def load_duckdb(path: Path) -> list[Run]:
-    """Runs from another machine's history DuckDB file."""
-    con = open_db(path, read_only=True)
-    try:
-        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        if not {"runs", "samples"} <= tables:
-            raise PerfqError(f"{path}: no perfq runs in this database")
-        return read_runs(con)
-    finally:
-        con.close()
+RESULT_TABLES = frozenset({"runs", "samples", "failures"})
 
 
-def open_read(history: Path) -> duckdb.DuckDBPyConnection:
-    """Open the history for reading (migrated, so queries never hit a missing table)."""
+def open_read(history: Path, wait: float = LOCK_WAIT) -> duckdb.DuckDBPyConnection:
+    """Open the history read-only (never migrated, never created), waiting for a writer's short hold."""
     if not history.exists():
         raise PerfqError(f"no results history at {history}; run `perfq run` or `perfq import` first")
-    return connect_history(history)
+    con = connect_history(history, read_only=True, wait=wait)
+    if not tables(con) >= RESULT_TABLES:
+        con.close()
+        raise PerfqError(f"no perfq runs stored in {history} yet; run `perfq run` or `perfq import` first")
+    return con
 
 
-def runs_for_label(history: Path, label: str) -> list[Run]:
+def runs_for_label(history: Path, label: str, with_samples: bool = True) -> list[Run]:
     """Every run stored under ``label``."""
     con = open_read(history)
     try:
-        return read_runs(con, "WHERE label = ?", [label])
+        return read_runs(con, "WHERE label = ?", [label], with_samples)
     finally:
         con.close()
+
+
+class LabelSamples(NamedTuple):
+    """A label's finite samples as columns, sorted by test key, side (base first) and value.
+
+    ``keys`` are the distinct (benchmark, test, mode, device, metric, unit) tuples in sorted order;
+    ``key[i]`` indexes them, ``head[i]`` is True for the head side.
+    """
+
+    keys: list[tuple[str, str, str, str, str, str]]
+    key: np.ndarray
+    head: np.ndarray
+    value: np.ndarray
+
+
+_KEY_COLUMNS = ("benchmark", "test", "mode", "device", "metric", "unit")
+_EMPTY = "''"
+
+
+def label_samples(history: Path, label: str) -> LabelSamples:
+    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample).
+
+    Samples carry a 64-bit hash of their key, mapped to the sorted keys in numpy (strings are never
+    fetched per sample); a hash collision falls back to a join on the key columns.
+    """
+    cols = ", ".join(_KEY_COLUMNS)
+    values = (
+        f"SELECT r.side = 'head' AS head, {', '.join(f'coalesce(s.{c}, {_EMPTY}) AS {c}' for c in _KEY_COLUMNS)},"
+        " s.value FROM samples s JOIN runs r ON r.id = s.run_id"
+        " WHERE r.label = $label AND r.side IN ('base', 'head') AND isfinite(s.value)"
+    )
+    params = {"label": label}
+    con = open_read(history)
+    try:
+        rows = con.execute(f"SELECT {cols}, hash({cols}) FROM ({values}) GROUP BY ALL ORDER BY {cols}",
+                           params).fetchall()
+        hashes = np.array([r[-1] for r in rows], dtype=np.uint64)
+        if np.unique(hashes).size == hashes.size:
+            arrays = con.execute(f"SELECT hash({cols}) AS h, head, value FROM ({values})", params).fetchnumpy()
+            by_hash = np.argsort(hashes)
+            key = by_hash[np.searchsorted(hashes[by_hash], arrays["h"])]
+        else:
+            arrays = con.execute(
+                f"WITH v AS ({values}), k AS (SELECT {cols}, row_number() OVER (ORDER BY {cols}) - 1 AS key "
+                f"FROM (SELECT DISTINCT {cols} FROM v)) SELECT k.key, v.head, v.value FROM v JOIN k USING ({cols})",
+                params).fetchnumpy()
+            key = arrays["key"]
+    finally:
+        con.close()
+    return LabelSamples([tuple(r[:-1]) for r in rows], np.asarray(key, dtype=np.int64),
+                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64))
 
 
 class HistoryRow(NamedTuple):

@@ -4,7 +4,8 @@
 perfq passes. Its behaviour is driven by environment variables so the two sides of an
 A/B run can differ: FAKE_SLOW (factor on every time), FAKE_NOISE (relative gaussian noise),
 FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL ("1": every file fails,
-or the name of the one module that fails).
+or the name of the one module that fails), FAKE_BAD_BYTES ("1": invalid UTF-8 bytes on stdout and stderr),
+FAKE_NAN ("1": every time printed as nan).
 A fake ``benchmark_core``/``benchmark_runner`` lets perfq run several files in one process (batch).
 """
 
@@ -28,7 +29,12 @@ TESTS = [  # (operator, test name, tag, backward, base time in us)
 def run(args):
     if os.environ.get("FAKE_FAIL") in ("1", MODULE):
         raise RuntimeError("fake kernel exploded")
-    slow = float(os.environ.get("FAKE_SLOW", "1"))
+    if os.environ.get("FAKE_BAD_BYTES") == "1":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(b"# warmup \xff\xfe\x80 done\n")
+        sys.stdout.buffer.flush()
+        sys.stderr.buffer.write(b"warning: \xff bad byte\n")
+    slow = float("nan") if os.environ.get("FAKE_NAN") == "1" else float(os.environ.get("FAKE_SLOW", "1"))
     noise = float(os.environ.get("FAKE_NOISE", "0"))
     noisy = set(filter(None, os.environ.get("FAKE_NOISY_TESTS", "").split(",")))
     rng = random.Random()

@@ -58,7 +58,7 @@ def test_verdicts_regression_improvement_same_unknown():
     assert by["fast"].verdict == "improvement" and by["fast"].change < -0.2
     assert by["flat"].verdict == "same" and by["flat"].ci == (0.0, 0.0)
     assert by["few"].verdict == "unknown"  # 2 samples per side are below min_samples
-    assert result.counts() == {"regression": 1, "improvement": 1, "same": 1, "unknown": 1}
+    assert result.counts() == {"regression": 1, "improvement": 1, "same": 1, "unknown": 1, "failed": 0}
 
 
 def test_small_effect_is_not_a_regression_and_throughput_direction():

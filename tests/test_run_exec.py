@@ -18,7 +18,7 @@ from perfq.run import execute as runner
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
-from perfq.run.results import export_runs, import_files, load_export
+from perfq.run.results import export_runs, import_files
 from perfq.schema.results_store import runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
@@ -68,7 +68,7 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     assert {t.verdict for t in doc.tests} == {Verdict.regression}
     assert all(t.change == pytest.approx(0.5) for t in doc.tests)
     assert doc.base.torch_version == doc.head.torch_version  # whatever this interpreter has
-    assert len(load_export(tmp_path / "r.json")) == 2
+    assert import_files(tmp_path / "copy.duckdb", [tmp_path / "r.json"]).runs_seen == 2
 
 
 def test_test_filter_runs_only_selected_tests(tmp_path):
@@ -164,14 +164,14 @@ def test_export_import_is_idempotent_and_merges_machines(tmp_path):
     runner.execute(plan_b)
     merged = tmp_path / "merged.duckdb"
     first = import_files(merged, [a / "base.json", b / "head.json"])
-    assert first["runs_added"] == 2 and first["samples_added"] == 4 * len(ALL_TESTS_SHORT)
+    assert first.runs_added == 2 and first.samples_added == 4 * len(ALL_TESTS_SHORT)
     again = import_files(merged, [a / "base.json", b / "head.json", b / "h.duckdb"])
-    assert again["runs_added"] == 0 and again["samples_added"] == 0
+    assert again.runs_added == 0 and again.samples_added == 0
     con = duckdb.connect(str(merged), read_only=True)
     assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 4 * len(ALL_TESTS_SHORT)
     con.close()
     # an incomplete run re-exported later with more samples gains only the missing ones
-    run = load_export(a / "base.json")[0]
+    (run,) = runs_for_label(a / "h.duckdb", "L")
     run.add_sample(
         9,
         "fake_test",
@@ -189,7 +189,7 @@ def test_export_import_is_idempotent_and_merges_machines(tmp_path):
         )(),
     )
     export_runs([run], tmp_path / "more.json")
-    assert import_files(merged, [tmp_path / "more.json"])["samples_added"] == 1
+    assert import_files(merged, [tmp_path / "more.json"]).samples_added == 1
 
 
 def test_cli_run_compare_history_import(tmp_path):
@@ -332,4 +332,4 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
         ["run", "--label", "c", "--side", "base", "--bench", "fake", "--mode", "compile", "--out", str(out), *common],
     )
     assert res.exit_code == 0 and "nothing to run" in res.output
-    assert import_files(tmp_path / "x.duckdb", [out])["runs_seen"] == 0
+    assert import_files(tmp_path / "x.duckdb", [out]).runs_seen == 0

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.cli import EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
 from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
@@ -57,10 +57,13 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
 
     con = wide_console()
     con.print(summary_line(doc).replace("**", ""))
+    for problem in doc.problems:
+        con.print(f"[red]{problem}[/red]")
     table = Table(show_lines=False)
     for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
         table.add_column(col, justify="right" if col in ("base", "head", "change", "q") else "left")
-    colors = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow"}
+    colors = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
+              Verdict.failed: "bold red"}
     for t in doc.tests:
         table.add_row(
             f"[{colors[t.verdict]}]{t.verdict.value}[/]", t.benchmark, t.test, t.mode, t.device,
@@ -68,6 +71,10 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
             fmt_p(t.p_value),
         )
     con.print(table)
+    for name, info in (("base", doc.base), ("head", doc.head)):
+        for f in info.failures:
+            tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
+            con.print(f"[red]failed on {name}[/red] {f.benchmark} (exit {f.returncode}): {tail}")
     for name, info in (("base", doc.base), ("head", doc.head)):
         con.print(
             f"{name}: ref {info.ref or '-'}  torch {info.torch_version or '-'}  "
@@ -234,6 +241,8 @@ def register(app: typer.Typer) -> None:
                 err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
         if ab:
             _render_comparison(comparison_for_label(plan.history, label, plan.settings), Format.table)
+        if any(r.failures for r in runs):  # crashed benchmarks fail the run (results and --out are written)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command()
     def compare(
@@ -244,7 +253,8 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
         ] = None,
         fail_on_regression: Annotated[
-            bool, typer.Option("--fail-on-regression", help="Exit 1 on a regression.")
+            bool, typer.Option("--fail-on-regression",
+                               help=f"Exit {EXIT_GATE} on a regression, a failed benchmark or a side without a run.")
         ] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
@@ -255,8 +265,8 @@ def register(app: typer.Typer) -> None:
         repo_path = resolve_repo(repo)
         doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
         _render_comparison(doc, fmt)
-        if fail_on_regression and doc.summary.regression:
-            raise typer.Exit(1)
+        if fail_on_regression and doc.gate_fails():
+            raise typer.Exit(EXIT_GATE)
 
     @app.command("history")
     def history_cmd(
@@ -308,9 +318,9 @@ def register(app: typer.Typer) -> None:
         target = resolve_history(resolve_repo(repo), history)
         counts = import_files(target, files)
         print(
-            f"imported {counts['files']} file(s): {counts['runs_added']} new run(s) of "
-            f"{counts['runs_seen']}, {counts['samples_added']} new sample(s), "
-            f"{counts['failures_added']} new failure(s) into {target}"
+            f"imported {counts.files} file(s): {counts.runs_added} new run(s) of "
+            f"{counts.runs_seen}, {counts.samples_added} new sample(s), "
+            f"{counts.failures_added} new failure(s) into {target}"
         )
 
 

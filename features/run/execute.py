@@ -6,10 +6,16 @@ one sample per test; ``repeat`` rounds run every job once per side, sides interl
 (A B A B ...) so slow drifts of the machine hit both sides alike. Samples are saved after
 every invocation; Ctrl-C keeps them and marks the runs incomplete. A failing invocation is
 recorded with its stderr tail and that job is not retried on that side; the run goes on.
+
+The history is shared with readers (``perfq history``/``compare`` while a run goes on): a save
+waits a little for them and, if the file stays busy, is retried after the next invocation (saves
+are idempotent); the last save waits longer. Whatever stops the run (Ctrl-C, an error), its runs
+are finalised (``incomplete``) and saved before the exception propagates: no run is left ``running``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import socket
@@ -20,12 +26,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfq.common import git, proc
+from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.compare import Settings, TestKey, compare_samples
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, parse_output
+from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
+
+SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
+FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,7 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> t
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
              error: str) -> InvocationResult:
+    found = [m for m in found if math.isfinite(m.value)]  # a printed nan/inf is not a measurement
     if not error and rc != 0:
         error = f"exit status {rc}"
     elif not error and not found:
@@ -224,11 +236,35 @@ def new_runs(plan: Plan) -> list[Run]:
     return runs
 
 
-def _persist(plan: Plan, runs: list[Run]) -> None:
+def _persist(plan: Plan, runs: list[Run], final: bool = False) -> None:
+    """Save the runs to the history and the result file (both tried; the first error raised).
+
+    During the run a history busy with readers is left for the next save (saves are idempotent).
+    """
+    errors: list[PerfqError] = []
     if plan.history is not None:
-        save_runs(plan.history, runs)
+        try:
+            save_runs(plan.history, runs, wait=FINAL_SAVE_WAIT if final else SAVE_WAIT)
+        except DatabaseLocked as exc:
+            if final:
+                errors.append(exc)
+        except PerfqError as exc:
+            errors.append(exc)
     if plan.out is not None:
-        export_runs(runs, plan.out)
+        try:
+            export_runs(runs, plan.out)
+        except PerfqError as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+def _finalise(plan: Plan, runs: list[Run], status: RunStatus, note: str = "") -> None:
+    """Mark the runs finished (``complete``) or stopped (``incomplete``) and save them."""
+    for run in runs:
+        run.status, run.ended_at = status, now()
+        run.notes = "; ".join([*plan.notes, *([note] if note else [])])
+    _persist(plan, runs, final=True)
 
 
 def samples_as_pairs(run: Run) -> list[tuple[TestKey, float]]:
@@ -244,10 +280,13 @@ def _quiet(event: str, job: Job | None, advance: int) -> None:
 
 
 def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
-    """Run the plan; returns the runs (also saved). Ctrl-C: runs saved as incomplete, then re-raised."""
+    """Run the plan; returns the runs (also saved).
+
+    Ctrl-C or any error: the runs are saved as ``incomplete`` (with what they measured), then the
+    exception propagates; no run is left ``running``.
+    """
     caps = opbench.detect_caps(plan.bench_root)
     runs = runs or new_runs(plan)
-    _persist(plan, runs)
     dead: set[tuple[str, str]] = set()  # (job title, side) that failed once
     started = time.monotonic()
 
@@ -280,6 +319,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 progress("advance", job, 1)
 
     try:
+        _persist(plan, runs)
         for r in range(plan.repeat):
             one_round(plan.jobs, r)
         if plan.adaptive and len(runs) == 2:
@@ -295,18 +335,24 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 progress("adaptive", None, len(unknown))
                 one_round(unknown, r)
                 r += 1
-    except KeyboardInterrupt:
-        for run in runs:
-            run.status, run.ended_at = RunStatus.incomplete, now()
-            run.notes = "; ".join([*plan.notes, "interrupted (Ctrl-C)"])
-        _persist(plan, runs)
+    except BaseException as exc:
+        _stopped(plan, runs, exc)
         raise
-    for run in runs:
-        run.status = RunStatus.complete
-        run.ended_at = now()
-        run.notes = "; ".join(plan.notes)
-    _persist(plan, runs)
+    _finalise(plan, runs, RunStatus.complete)
     return runs
+
+
+def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
+    """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
+    if isinstance(exc, KeyboardInterrupt):
+        note, code = "interrupted (Ctrl-C)", 130
+    else:
+        note, code = f"stopped: {exc or type(exc).__name__}", getattr(exc, "exit_code", None)
+    try:
+        _finalise(plan, runs, RunStatus.incomplete, note)
+    except PerfqError as failed:
+        raise PerfqError(f"{note}; the runs could not be saved either: {failed}",
+                         **({"exit_code": code} if code else {})) from exc
 
 
 def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:

@@ -195,8 +195,49 @@ def parse_text(output: str, default_device: str = "") -> list[Measurement]:
     return found
 
 
+def _number(value: Any) -> float | None:
+    """A JSON number (or numeric text) as a float; anything else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _dashboard_record(item: dict[str, Any], default_device: str) -> list[Measurement]:
+    """Measurements of one ``--output-json-for-dashboard`` record (none when it is malformed)."""
+    metric, bench, model = item.get("metric"), item.get("benchmark") or {}, item.get("model") or {}
+    if not isinstance(metric, dict) or metric.get("name") != "latency" or not isinstance(bench, dict):
+        return []
+    extra = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
+    run = "backward_time" if bench.get("mode") == "training" else "forward_time"
+    mode = "compile" if extra.get("use_compile") else "eager"
+    name = str(model.get("name")) if isinstance(model, dict) else str(model)
+    values = metric.get("benchmark_values")
+    numbers = [_number(v) for v in values] if isinstance(values, list) else []
+    return [Measurement(name, v, run, str(metric.get("unit", "us")), mode, str(extra.get("device") or default_device))
+            for v in numbers if v is not None]
+
+
+def _runner_record(item: dict[str, Any], default_device: str) -> Measurement | None:
+    """The measurement of one ``--output-json`` record (None when it is malformed)."""
+    value = _number(item["latency"])
+    if value is None or item["test_name"] is None:
+        return None
+    runtime = item.get("runtime")
+    return Measurement(
+        str(item["test_name"]),
+        value,
+        "backward_time" if item.get("run") == "Backward" else "forward_time",
+        str(item.get("latency unit", "us")),
+        _mode_name(runtime if isinstance(runtime, str) else None),
+        str(item.get("device") or default_device),
+    )
+
+
 def parse_json(data: Any, default_device: str = "") -> list[Measurement]:
-    """Measurements from a newer runner's ``--output-json`` list or dashboard records."""
+    """Measurements from a newer runner's ``--output-json`` list or dashboard records; malformed records skipped."""
     found: list[Measurement] = []
     if isinstance(data, dict):
         data = data.get("records") or data.get("results") or [data]
@@ -206,59 +247,38 @@ def parse_json(data: Any, default_device: str = "") -> list[Measurement]:
         if not isinstance(item, dict):
             continue
         if "metric" in item and "model" in item:  # --output-json-for-dashboard record
-            metric = item.get("metric") or {}
-            if metric.get("name") != "latency":
-                continue
-            bench = item.get("benchmark") or {}
-            extra = bench.get("extra_info") or {}
-            run = "backward_time" if bench.get("mode") == "training" else "forward_time"
-            mode = "compile" if extra.get("use_compile") else "eager"
-            for value in metric.get("benchmark_values") or []:
-                found.append(
-                    Measurement(
-                        str((item.get("model") or {}).get("name")),
-                        float(value),
-                        run,
-                        metric.get("unit", "us"),
-                        mode,
-                        str(extra.get("device") or default_device),
-                    )
-                )
+            found += _dashboard_record(item, default_device)
         elif "test_name" in item and "latency" in item:  # --output-json list
-            run = "backward_time" if item.get("run") == "Backward" else "forward_time"
-            found.append(
-                Measurement(
-                    str(item["test_name"]),
-                    float(item["latency"]),
-                    run,
-                    str(item.get("latency unit", "us")),
-                    _mode_name(item.get("runtime")),
-                    str(item.get("device") or default_device),
-                )
-            )
+            m = _runner_record(item, default_device)
+            if m is not None:
+                found.append(m)
     return found
 
 
 def parse_csv(text: str, default_device: str = "", mode: str = "eager") -> list[Measurement]:
-    """Measurements from a newer runner's ``--output-csv`` file."""
+    """Measurements from a newer runner's ``--output-csv`` file (rows after a malformed one are dropped)."""
     found: list[Measurement] = []
-    for row in csv.DictReader(io.StringIO(text)):
-        name = row.get("Case Name") or ""
-        raw = row.get("Execution Time")
-        if not name or raw is None:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
-            continue
-        backward = str(row.get("run_backward", "")).lower() == "true"
-        if backward and name.endswith("_BACKWARD"):
-            name = name[: -len("_BACKWARD")]
-        device = default_device
-        if m := re.search(r"_(cpu|cuda|mps|xpu)(?:_|$)", name):
-            device = m.group(1)
-        found.append(Measurement(name, value, "backward_time" if backward else "forward_time", "us", mode, device))
+    try:
+        for row in csv.DictReader(io.StringIO(text, newline="")):
+            m = _csv_row(row, default_device, mode)
+            if m is not None:
+                found.append(m)
+    except csv.Error:
+        pass
     return found
+
+
+def _csv_row(row: dict[str | None, Any], default_device: str, mode: str) -> Measurement | None:
+    name, value = row.get("Case Name") or "", _number(row.get("Execution Time"))
+    if not name or value is None:
+        return None
+    backward = str(row.get("run_backward", "")).lower() == "true"
+    if backward and name.endswith("_BACKWARD"):
+        name = name[: -len("_BACKWARD")]
+    device = default_device
+    if m := re.search(r"_(cpu|cuda|mps|xpu)(?:_|$)", name):
+        device = m.group(1)
+    return Measurement(name, value, "backward_time" if backward else "forward_time", "us", mode, device)
 
 
 def keep_selected(found: list[Measurement], spec: OpBenchSpec) -> list[Measurement]:

@@ -18,6 +18,7 @@ DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 class SideStatus(str, Enum):
     complete = "complete"
     incomplete = "incomplete"
+    missing = "missing"  # no run stored for the side
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class Summary:
     improvement: int
     same: int
     unknown: int
+    failed: int = 0  # tests without samples on a side whose benchmark failed (or that never ran)
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,14 @@ class ComparisonDocument:
     summary: Summary
     tests: tuple[TestRow, ...]
     ignored: tuple[str, ...]
+    problems: tuple[str, ...] = ()  # why the comparison is not clean: a missing side, failed benchmarks
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
+
+    def gate_fails(self) -> bool:
+        """A regression, a failed benchmark or a missing side: `--fail-on-regression` exits non-zero."""
+        return bool(self.summary.regression or self.problems)
 
 
 @dataclass(frozen=True)
@@ -112,11 +119,12 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
         return ", ".join(sorted({str(getattr(r, attr)) for r in runs if getattr(r, attr)}))
 
     complete = bool(runs) and all(r.status == RunStatus.complete for r in runs)
+    status = SideStatus.complete if complete else SideStatus.incomplete if runs else SideStatus.missing
     return SideInfo(
         ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
         host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
-        status=SideStatus.complete if complete else SideStatus.incomplete,
-        samples=sum(len(r.samples) for r in runs),
+        status=status,
+        samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
     )
 
@@ -126,16 +134,33 @@ def _test_row(t: TestResult) -> TestRow:
                    t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect)
 
 
+def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ...]:
+    """What makes a comparison fail its gate besides regressions, one sentence each."""
+    found = []
+    for name, side in (("base", base), ("head", head)):
+        if side.status == SideStatus.missing:
+            found.append(f"the {name} side has no run (perfq run --side {name})")
+        failed = sorted({f.benchmark for f in side.failures})
+        if failed:
+            found.append(f"{len(failed)} benchmark(s) failed on the {name} side: {', '.join(failed)}")
+    if failed_tests:
+        found.append(f"{failed_tests} test(s) have samples on one side only because the other side failed")
+    return tuple(found)
+
+
 def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison
                         ) -> ComparisonDocument:
     """The `perfq compare --format json` document."""
+    base, head = side_info(base_runs), side_info(head_runs)
+    summary = Summary(**result.counts())
     return ComparisonDocument(
         label=label,
-        base=side_info(base_runs),
-        head=side_info(head_runs),
-        summary=Summary(**result.counts()),
+        base=base,
+        head=head,
+        summary=summary,
         tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
         ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
+        problems=problems(base, head, summary.failed),
     )
 
 
@@ -159,12 +184,18 @@ def fmt_p(p: float | None) -> str:
 
 def summary_line(doc: ComparisonDocument) -> str:
     c = doc.summary
-    n = c.regression + c.improvement + c.same + c.unknown
-    icon = ":red_circle:" if c.regression else ":green_circle:" if not c.unknown else ":white_circle:"
+    n = c.regression + c.improvement + c.same + c.unknown + c.failed
+    icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown else ":white_circle:"
+    failed = f", {c.failed} failed" if c.failed else ""
     return (
         f"{icon} **perfq `{doc.label}`**: {c.regression} regression(s), "
-        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown across {n} test(s)"
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown{failed} across {n} test(s)"
     )
+
+
+def problem_lines(doc: ComparisonDocument) -> list[str]:
+    """The problems of a comparison as markdown lines (none when it is clean)."""
+    return [f"- **{p}**" for p in doc.problems]
 
 
 def _table(rows: list[TestRow]) -> list[str]:
@@ -188,6 +219,9 @@ def render_markdown(doc: ComparisonDocument) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
     by = {v: [t for t in doc.tests if t.verdict == v] for v in Verdict}
     lines = [summary_line(doc)]
+    if doc.problems:
+        lines += ["", *problem_lines(doc)]
+    lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
     lines += _section("Improvements", by[Verdict.improvement], fold=True)
     lines += _section("Unknown (more repeats may resolve these)", by[Verdict.unknown], fold=True)

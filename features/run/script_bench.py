@@ -14,6 +14,7 @@ pattern in stdout is one measurement (the test name defaults to the benchmark na
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -43,6 +44,12 @@ class ScriptBench:
         return (repo / self.cwd).resolve()
 
 
+def _table_name(name: str) -> str:
+    """``[tool.perfq.benchmarks.NAME]`` as TOML spells it (a quoted key when NAME is not bare): one line."""
+    key = name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+    return f"[tool.perfq.benchmarks.{key}]"
+
+
 def script_benchmarks(extra: dict[str, Any]) -> dict[str, ScriptBench]:
     """The script benchmarks declared in config (``Config.extra``); malformed entries raise PerfqError."""
     table = extra.get("benchmarks") or {}
@@ -51,21 +58,21 @@ def script_benchmarks(extra: dict[str, Any]) -> dict[str, ScriptBench]:
     found: dict[str, ScriptBench] = {}
     for name, entry in table.items():
         if not isinstance(entry, dict):
-            raise PerfqError(f"[tool.perfq.benchmarks.{name}] must be a table")
+            raise PerfqError(f"{_table_name(name)} must be a table")
         command = entry.get("command")
         if isinstance(command, str):
             command = shlex.split(command)
         if not command or not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-            raise PerfqError(f"[tool.perfq.benchmarks.{name}] needs a 'command' (string or list of strings)")
+            raise PerfqError(f"{_table_name(name)} needs a 'command' (string or list of strings)")
         raw = entry.get("pattern") or entry.get("metric_regex")
         if not isinstance(raw, str):
-            raise PerfqError(f"[tool.perfq.benchmarks.{name}] needs a 'pattern' regex with a 'value' group")
+            raise PerfqError(f"{_table_name(name)} needs a 'pattern' regex with a 'value' group")
         try:
             pattern = re.compile(raw, re.MULTILINE)
         except re.error as exc:
-            raise PerfqError(f"[tool.perfq.benchmarks.{name}] bad pattern: {exc}") from None
+            raise PerfqError(f"{_table_name(name)} bad pattern: {exc}") from None
         if "value" not in pattern.groupindex:
-            raise PerfqError(f"[tool.perfq.benchmarks.{name}] pattern needs a (?P<value>...) group")
+            raise PerfqError(f"{_table_name(name)} pattern needs a (?P<value>...) group")
         found[name] = ScriptBench(
             name,
             tuple(command),
