@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.cli import DbOption, Format, HistoryOption, RepoOption, resolve_repo
+from perfq.common.cli import EXIT_GATE, DbOption, Format, HistoryOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
 
@@ -130,7 +130,7 @@ def register(app: typer.Typer) -> None:
         else:
             print(render_text(doc))
         if not doc.found:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command("bisect-step", cls=_DashDashCommand)
     def bisect_step_cmd(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
 from perfq.common.render import console, print_json, print_unified_diff
 from perfq.errors import PerfqError
 
@@ -67,7 +67,7 @@ def _report_collect(label: str, result, stored: int, fmt: Format, collection_id:
             f"(triton {result.triton_version}, {len(result.errors)} errors)"
         )
     if stored == 0:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_ERROR)
 
 
 def _store(history: Path, label: str, source: str, records, repo: Path, commit: str | None, details: dict):
@@ -259,7 +259,7 @@ def diff(
     target: list[str] | None = TargetFilter,
     stage: list[str] | None = StageOption,
     context: int = typer.Option(3, "--context", "-U", help="Lines of context in diffs."),
-    fail_on_change: bool = typer.Option(False, "--fail-on-change", help="Exit 1 when any IR changed."),
+    fail_on_change: bool = typer.Option(False, "--fail-on-change", help=f"Exit {EXIT_GATE} when any IR changed."),
     repo: Path | None = RepoOption,
     history: Path | None = HistoryOption,
 ) -> None:
@@ -296,7 +296,7 @@ def diff(
     else:
         _render_terminal(diffs, raw, no_diff)
     if fail_on_change and changed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_GATE)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.cli import (
+    EXIT_GATE,
+    EXIT_INTERRUPTED,
+    Format,
+    HistoryOption,
+    RepoOption,
+    resolve_history,
+    resolve_repo,
+)
 from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
@@ -244,7 +252,7 @@ def register(app: typer.Typer) -> None:
             float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
         ] = None,
         fail_on_regression: Annotated[
-            bool, typer.Option("--fail-on-regression", help="Exit 1 on a regression.")
+            bool, typer.Option("--fail-on-regression", help=f"Exit {EXIT_GATE} on a regression.")
         ] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
@@ -256,7 +264,7 @@ def register(app: typer.Typer) -> None:
         doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
         _render_comparison(doc, fmt)
         if fail_on_regression and doc.summary.regression:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command("history")
     def history_cmd(
@@ -355,7 +363,7 @@ def _execute(plan, jobs, sides, repeat):
     except KeyboardInterrupt:
         raise PerfqError(
             f"interrupted: finished samples kept in {plan.history}, runs of label {plan.label!r} marked incomplete",
-            exit_code=130,
+            exit_code=EXIT_INTERRUPTED,
         ) from None
     finally:
         if bar is not None:

@@ -13,6 +13,7 @@ import typer
 
 from perfq.bisect import cli as bisect_cli
 from perfq.cli import affected_cmd, index_cmd
+from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED
 from perfq.coverage import cli as coverage_cli
 from perfq.errors import PerfqError
 from perfq.ir import cli as ir_cli
@@ -54,10 +55,10 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="perfq", standalone_mode=False)
     except PerfqError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        sys.exit(EXIT_ERROR if exc.exit_code is None else exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
         print(_INTERRUPTED, file=sys.stderr)
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except Exception as exc:
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             show()
             sys.exit(exc.exit_code)
         raise
-    if code == 130:  # Typer (not standalone) turns Ctrl-C into a silent 130
+    if code == EXIT_INTERRUPTED:  # Typer (not standalone) turns Ctrl-C into a silent 130
         print(_INTERRUPTED, file=sys.stderr)
     if isinstance(code, int) and code:
         sys.exit(code)

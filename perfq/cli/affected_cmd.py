@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from perfq.common.cli import DbOption, RepoOption, resolve_repo
+from perfq.common.cli import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
 
 
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         ),
         history: Path = typer.Option(None, "--history", help="Results history database (for --ir)."),
         fail_on_no_benchmark: bool = typer.Option(
-            False, "--fail-on-no-benchmark", help="Exit 3 when an affected op has no benchmark."
+            False, "--fail-on-no-benchmark", help=f"Exit {EXIT_GATE} when an affected op has no benchmark."
         ),
     ) -> None:
         """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK."""
@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         else:
             render.table(doc, explain)
         if fail_on_no_benchmark and doc.no_benchmark_ops:
-            raise typer.Exit(3)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command()
     def backtest(
