@@ -12,6 +12,7 @@ import sys
 import typer
 
 from perfq.bisect import cli as bisect_cli
+from perfq.ci import cli as ci_cli
 from perfq.cli import affected_cmd, index_cmd
 from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED
 from perfq.coverage import cli as coverage_cli
@@ -27,7 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for _module in (index_cmd, affected_cmd, run_cli, ir_cli, bisect_cli, coverage_cli):
+for _module in (index_cmd, affected_cmd, run_cli, ir_cli, bisect_cli, coverage_cli, ci_cli):
     _module.register(app)
 
 
