@@ -36,6 +36,7 @@ RUN_FIELDS = (
     "command",
     "status",
     "notes",
+    "env",
 )
 SAMPLE_FIELDS = ("seq", "repeat_index", "benchmark", "test", "mode", "device", "metric", "unit", "value")
 FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "failed_at")
@@ -95,6 +96,7 @@ class Run:
     command: str = ""
     status: str = RunStatus.running  # a RunStatus; imported files may carry other words
     notes: str = ""
+    env: str = ""  # JSON: machine, interpreter, torch build, commit, environment overrides (perfq.run.machine)
     samples: list[Sample] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
 

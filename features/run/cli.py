@@ -14,6 +14,7 @@ import typer
 from perfq.common.cli import (
     EXIT_GATE,
     EXIT_INTERRUPTED,
+    FORMAT_HELP,
     Format,
     HistoryOption,
     RepoOption,
@@ -37,6 +38,16 @@ class Mode(str, Enum):
     eager = "eager"
     compile = "compile"
     both = "both"
+
+
+# Defaults measured by bench/run_defaults.py (an A/A of 5 operator_benchmark files on 2 cores): they finish
+# in about a minute with no false regression; the runner's own time-based iteration count did not finish
+# in 800 s.
+DEFAULT_ITERATIONS = 20
+DEFAULT_NUM_RUNS = 10
+DEFAULT_OMP_THREADS = 1
+
+_SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
 
 
 def _interactive() -> bool:
@@ -88,98 +99,96 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(
-        label: Annotated[str, typer.Option("--label", "-l",
-            rich_help_panel="Output", help="Comparison label shared by base and head.")],
-        side: Annotated[SideName | None, typer.Option("--side",
-            rich_help_panel="Sides", help="Which side this checkout is.")] = None,
-        ab: Annotated[bool, typer.Option("--ab",
-            rich_help_panel="Sides", help="Run both sides interleaved (A B A B ...).")] = False,
-        base_python: Annotated[str | None, typer.Option("--base-python",
-            rich_help_panel="Sides", help="Interpreter of the base side.")] = None,
-        head_python: Annotated[str | None, typer.Option("--head-python",
-            rich_help_panel="Sides", help="Interpreter of the head side.")] = None,
-        affected: Annotated[
-            str | None, typer.Option("--affected",
-                rich_help_panel="What to run", help="Run what `perfq affected REF` selects.")
-        ] = None,
-        bench: Annotated[
-            list[str] | None, typer.Option("--bench",
-                rich_help_panel="What to run", help="Benchmark to run (file stem or script name).")
-        ] = None,
-        test: Annotated[list[str] | None, typer.Option("--test",
-            rich_help_panel="What to run", help="Only these test names (with --bench).")] = None,
-        operators: Annotated[
-            str | None, typer.Option("--operators",
-                rich_help_panel="What to run", help="Comma list for the runner's --operators.")
-        ] = None,
-        python: Annotated[str | None, typer.Option("--python",
-            rich_help_panel="Sides", help="Interpreter (default: this one).")] = None,
-        mode: Annotated[Mode | None, typer.Option("--mode",
-            rich_help_panel="What to run", help="eager, compile or both (default eager).")] = None,
-        device: Annotated[str, typer.Option("--device", rich_help_panel="What to run",
-            help="Runner --device (cpu, cuda).")] = "cpu",
-        repeat: Annotated[int, typer.Option("--repeat",
-            rich_help_panel="Repeats", min=1, help="Samples per test and side.")] = 5,
-        tag_filter: Annotated[str, typer.Option("--tag-filter", rich_help_panel="What to run",
-            help="Runner --tag-filter (short, long, all).")] = "short",
-        iterations: Annotated[
-            int | None, typer.Option("--iterations",
-                rich_help_panel="Runner settings", help="Runner --iterations (fixed count).")
-        ] = None,
-        num_runs: Annotated[int | None, typer.Option("--num-runs", rich_help_panel="Runner settings",
-            help="Runner --num-runs per invocation.")] = None,
-        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel="Runner settings",
-            help="Runner --warmup-iterations.")] = None,
-        omp: Annotated[int | None, typer.Option("--omp-num-threads", rich_help_panel="Runner settings",
-            help="OMP threads, both sides.")] = None,
-        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel="Runner settings",
-            help="MKL threads, both sides.")] = None,
-        base_omp: Annotated[
-            int | None, typer.Option("--base-omp-num-threads",
-                rich_help_panel="Sides", help="OMP threads, base side only.")
-        ] = None,
-        head_omp: Annotated[
-            int | None, typer.Option("--head-omp-num-threads",
-                rich_help_panel="Sides", help="OMP threads, head side only.")
-        ] = None,
-        base_env: Annotated[
-            list[str] | None, typer.Option("--base-env",
-                rich_help_panel="Sides", help="KEY=VALUE set for the base side only.")
-        ] = None,
-        head_env: Annotated[
-            list[str] | None, typer.Option("--head-env",
-                rich_help_panel="Sides", help="KEY=VALUE set for the head side only.")
-        ] = None,
-        adaptive: Annotated[
-            bool, typer.Option("--adaptive",
-                rich_help_panel="Repeats", help="Add repeats to unknown tests (needs --ab).")
-        ] = False,
-        max_repeat: Annotated[int, typer.Option("--max-repeat",
-            rich_help_panel="Repeats", help="Adaptive ceiling (default 3 x --repeat).")] = 0,
-        budget: Annotated[float | None, typer.Option("--budget",
-            rich_help_panel="Repeats", help="Adaptive time budget in seconds.")] = None,
-        batch: Annotated[
-            bool, typer.Option("--batch",
-                rich_help_panel="Runner settings", help="Run benchmark files with equal flags in one process each.")
-        ] = False,
-        bench_root: Annotated[Path | None, typer.Option("--bench-root",
-            rich_help_panel="What to run", help="operator_benchmark root.")] = None,
-        ref: Annotated[str | None, typer.Option("--ref",
-            rich_help_panel="Sides", help="Ref recorded for this side.")] = None,
-        base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel="Sides",
+        label: Annotated[str, typer.Option("--label", "-l", rich_help_panel=_OUT,
+            help="Comparison label shared by base and head (runs accumulate under it).")],
+        side: Annotated[SideName | None, typer.Option("--side", rich_help_panel=_SIDES,
+            help="Which side this checkout is (one side per run; the other runs elsewhere).")] = None,
+        ab: Annotated[bool, typer.Option("--ab", rich_help_panel=_SIDES,
+            help="Run both sides interleaved (A B A B ...) on this machine.")] = False,
+        python: Annotated[str | None, typer.Option("--python", rich_help_panel=_SIDES,
+            help="Interpreter of both sides (default: this one).")] = None,
+        base_python: Annotated[str | None, typer.Option("--base-python", rich_help_panel=_SIDES,
+            help="Interpreter of the base side.")] = None,
+        head_python: Annotated[str | None, typer.Option("--head-python", rich_help_panel=_SIDES,
+            help="Interpreter of the head side.")] = None,
+        ref: Annotated[str | None, typer.Option("--ref", rich_help_panel=_SIDES,
+            help="Ref recorded for this side (default: the checkout's commit).")] = None,
+        base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel=_SIDES,
             help="Ref recorded for the base side (--ab).")] = None,
-        head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel="Sides",
+        head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel=_SIDES,
             help="Ref recorded for the head side (--ab).")] = None,
-        out: Annotated[
-            Path | None, typer.Option("--out",
-                rich_help_panel="Output", help="Also write a portable result file (perfq import).")
-        ] = None,
-        timeout: Annotated[float, typer.Option("--timeout",
-            rich_help_panel="Runner settings", help="Seconds per benchmark invocation.")] = 900.0,
+        base_env: Annotated[list[str] | None, typer.Option("--base-env", rich_help_panel=_SIDES,
+            help="KEY=VALUE set for the base side only (repeatable).")] = None,
+        head_env: Annotated[list[str] | None, typer.Option("--head-env", rich_help_panel=_SIDES,
+            help="KEY=VALUE set for the head side only (repeatable).")] = None,
+        base_omp: Annotated[int | None, typer.Option("--base-omp-num-threads", rich_help_panel=_SIDES,
+            help="OMP threads, base side only.")] = None,
+        head_omp: Annotated[int | None, typer.Option("--head-omp-num-threads", rich_help_panel=_SIDES,
+            help="OMP threads, head side only.")] = None,
+        affected: Annotated[str | None, typer.Option("--affected", rich_help_panel=_WHAT,
+            help="Run what `perfq affected REF` selects (its benchmarks and canary sets).")] = None,
+        bench: Annotated[list[str] | None, typer.Option("--bench", rich_help_panel=_WHAT,
+            help="Benchmark to run: file stem or script name (repeatable).")] = None,
+        test: Annotated[list[str] | None, typer.Option("--test", rich_help_panel=_WHAT,
+            help="Only these test names (with --bench; repeatable).")] = None,
+        operators: Annotated[str | None, typer.Option("--operators", rich_help_panel=_WHAT,
+            help="Comma list passed to the runner's --operators.")] = None,
+        mode: Annotated[Mode | None, typer.Option("--mode", rich_help_panel=_WHAT,
+            help="eager, compile or both (default eager).")] = None,
+        device: Annotated[str, typer.Option("--device", rich_help_panel=_WHAT,
+            help="Runner --device (cpu, cuda).")] = "cpu",
+        tag_filter: Annotated[str, typer.Option("--tag-filter", rich_help_panel=_WHAT,
+            help="Runner --tag-filter (short, long, all).")] = "short",
+        bench_root: Annotated[Path | None, typer.Option("--bench-root", rich_help_panel=_WHAT,
+            help="operator_benchmark root (default: benchmarks/operator_benchmark of the repo).")] = None,
+        repeat: Annotated[int, typer.Option("--repeat", rich_help_panel=_REPEATS, min=1,
+            help="Samples per test and side (5: fewer can never be significant with rank tests).")] = 5,
+        adaptive: Annotated[bool, typer.Option("--adaptive", rich_help_panel=_REPEATS,
+            help="With --ab: more rounds for the tests whose verdict is still unknown.")] = False,
+        max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
+            help="Adaptive ceiling in samples per side (default 3 x --repeat).")] = 0,
+        budget: Annotated[float | None, typer.Option("--budget", rich_help_panel=_REPEATS,
+            help="Adaptive time budget in seconds.")] = None,
+        iterations: Annotated[int, typer.Option("--iterations", rich_help_panel=_RUNNER, min=0,
+            help="Runner --iterations per measurement (0: the runner's own, slow, time-based count).")
+            ] = DEFAULT_ITERATIONS,
+        num_runs: Annotated[int, typer.Option("--num-runs", rich_help_panel=_RUNNER, min=0,
+            help="Runner --num-runs per invocation; the fastest becomes the sample (0: the runner's).")
+            ] = DEFAULT_NUM_RUNS,
+        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel=_RUNNER,
+            help="Runner --warmup-iterations (default: the runner's).")] = None,
+        omp: Annotated[int, typer.Option("--omp-num-threads", rich_help_panel=_RUNNER, min=0,
+            help="OMP threads, both sides (0: leave unset; more than 1 is noisy on a shared machine).")
+            ] = DEFAULT_OMP_THREADS,
+        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel=_RUNNER,
+            help="MKL threads, both sides.")] = None,
+        batch: Annotated[bool, typer.Option("--batch/--no-batch", rich_help_panel=_RUNNER,
+            help="Run benchmark files with equal flags in one process per side and round.")] = True,
+        timeout: Annotated[float, typer.Option("--timeout", rich_help_panel=_RUNNER,
+            help="Seconds per benchmark invocation.")] = 900.0,
+        out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
+            help="Also write a portable result file (for perfq import).")] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT,
+            help="How to print the result: " + FORMAT_HELP)] = Format.table,
+        fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
+            help=f"With --ab: exit {EXIT_GATE} when the comparison finds a regression.")] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
+        """Run the selected benchmarks as one side (or both, --ab) of a labelled comparison.
+
+        The defaults finish: an A/A of 5 operator_benchmark files takes about a minute on 2 cores
+        (bench/run_defaults.py). Progress: one bar on a terminal, one line per finished
+        invocation in CI logs.
+
+        Examples:
+
+            perfq run -l pr1 --ab --base-python base/bin/python --head-python head/bin/python --affected main
+
+            perfq run --label pr1 --side head --bench softmax --test Softmax_N1_C3_H256_W256_cpu
+
+            perfq run --label nightly-$(date +%F) --side head --bench softmax --bench sum --out nightly.json
+        """
         from perfq.run import execute as runner
         from perfq.run import jobs as select
         from perfq.run.comparisons import comparison_for_label
@@ -192,11 +201,14 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("give --affected REF or at least one --bench NAME")
         if adaptive and not ab:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
+        if fail_on_regression and not ab:
+            raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
         repo_path = resolve_repo(repo)
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
-        base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations,
-                                num_runs=num_runs, warmup_iterations=warmup, omp_num_threads=omp, mkl_num_threads=mkl)
+        base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
+                                num_runs=num_runs or None, warmup_iterations=warmup, omp_num_threads=omp or None,
+                                mkl_num_threads=mkl)
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
         jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
@@ -209,6 +221,7 @@ def register(app: typer.Typer) -> None:
             err.print("nothing to run: no benchmark selected")
             if out is not None:
                 export_runs([], out)
+            _render_run(label, [], None, fmt)
             return
         sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
             python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
@@ -231,17 +244,20 @@ def register(app: typer.Typer) -> None:
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )
-        runs = _execute(plan, jobs, sides, repeat)
-        for r in runs:
-            err.print(
-                f"{r.side}: {len(r.samples)} samples, {len(r.failures)} failed invocation(s), "
-                f"torch {r.torch_version or '?'}, run {r.id}"
-            )
-            for f in r.failures:
-                tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
-                err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
-        if ab:
-            _render_comparison(comparison_for_label(plan.history, label, plan.settings), Format.table)
+        runs = _execute(plan)
+        if fmt == Format.table:
+            for r in runs:
+                err.print(
+                    f"{r.side}: {len(r.samples)} samples, {len(r.failures)} failed invocation(s), "
+                    f"torch {r.torch_version or '?'}, run {r.id}"
+                )
+                for f in r.failures:
+                    tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
+                    err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
+        doc = comparison_for_label(plan.history, label, plan.settings) if ab else None
+        _render_run(label, runs, doc, fmt)
+        if fail_on_regression and doc is not None and doc.summary.regression:
+            raise typer.Exit(EXIT_GATE)
 
     @app.command()
     def compare(
@@ -307,64 +323,57 @@ def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_cmd(
         files: Annotated[list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")],
+        fmt: Annotated[Format, typer.Option("--format", "-f", help="How to print the counts: " + FORMAT_HELP)
+                       ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Merge result files from other machines into the history (idempotent)."""
+        """Merge result files from other machines into the history (idempotent).
+
+        Examples:
+
+            perfq import results/*.json
+
+            perfq import other-machine/history.duckdb --history merged.duckdb --format json
+        """
         from perfq.run.results import import_files
+        from perfq.run.summaries import ImportDocument
 
         target = resolve_history(resolve_repo(repo), history)
-        counts = import_files(target, files)
-        print(
-            f"imported {counts['files']} file(s): {counts['runs_added']} new run(s) of "
-            f"{counts['runs_seen']}, {counts['samples_added']} new sample(s), "
-            f"{counts['failures_added']} new failure(s) into {target}"
-        )
+        doc = ImportDocument.from_counts(import_files(target, files), target)
+        if fmt == Format.json:
+            print_json(doc.to_json())
+        elif fmt == Format.markdown:
+            print(doc.markdown())
+        else:
+            print(doc.line())
 
 
-def _execute(plan, jobs, sides, repeat):
-    """Run the plan with a rich progress bar on a terminal; Ctrl-C -> one-line error, runs kept."""
+def _execute(plan):
+    """Run the plan with feedback (a bar on a terminal, plain lines in CI); Ctrl-C -> one-line error, runs kept."""
     from perfq.run import execute as runner
+    from perfq.run.progress import RunFeedback
 
-    progress_cb = runner._quiet
-    bar = None
-    if _interactive():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console(stderr=True),
-            transient=False,
-        )
-        tasks: dict[str, object] = {}
-        phase = {"adaptive": False}
-
-        def progress_cb(event, job, advance):
-            if event == "adaptive":
-                phase["adaptive"] = True
-                return
-            if job is None:
-                return
-            name = job.benchmark + (" (adaptive)" if phase["adaptive"] else "")
-            if name not in tasks:  # one bar per job (benchmark file or batch), created on first use
-                total = None if phase["adaptive"] else repeat * len(sides)
-                tasks[name] = bar.add_task(job.title + (" (adaptive)" if phase["adaptive"] else ""), total=total)
-            if event == "advance":
-                bar.advance(tasks[name], advance)
-            elif event == "failed":
-                bar.update(tasks[name], description=f"[red]{job.title} (a file failed)[/red]")
-
-        bar.start()
     try:
-        return runner.execute(plan, progress_cb)
+        with RunFeedback(runner.planned_invocations(plan), plan.repeat, _interactive()) as feedback:
+            return runner.execute(plan, feedback)
     except KeyboardInterrupt:
         raise PerfqError(
             f"interrupted: finished samples kept in {plan.history}, runs of label {plan.label!r} marked incomplete",
             exit_code=EXIT_INTERRUPTED,
         ) from None
-    finally:
-        if bar is not None:
-            bar.stop()
+
+
+def _render_run(label: str, runs, doc, fmt: Format) -> None:
+    """What `perfq run` prints: the comparison (--ab) as asked, or the runs' summary (one side)."""
+    from perfq.run.summaries import RunDocument
+
+    if fmt == Format.table:
+        if doc is not None:
+            _render_comparison(doc, fmt)
+        return
+    summary = RunDocument.from_runs(label, runs, doc)
+    if fmt == Format.json:
+        print_json(summary.to_json())
+    else:
+        sys.stdout.write(summary.markdown())
