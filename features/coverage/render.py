@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from perfq.common.render import md_escape
+from perfq.common.render import folded_table, md_escape
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -62,25 +62,19 @@ def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
 
 
 def to_rich_table(report: CoverageReport) -> Table:
-    """The ranked rows as a rich table (uncovered rows say NO BENCHMARK in red)."""
-    table = Table(title=headline(report), title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("operator", overflow="fold", ratio=3)
-    table.add_column("churn", justify="right")
-    table.add_column("kernel lines", justify="right")
-    table.add_column("dispatch keys", ratio=2)
-    table.add_column("ovl", justify="right")
-    table.add_column("benchmarks", ratio=3)
+    """The ranked rows, coverage first (NO BENCHMARK in red), names folded: legible at 80 columns."""
+    table = folded_table(("benchmarks", "f"), ("#", "r"), ("operator", "f"), ("churn", "r"), ("lines", "r"),
+                         ("dispatch keys", "f"), ("ovl", "r"), title=headline(report))
     for i, row in enumerate(report.rows, 1):
         benches = bench_labels(row) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
         table.add_row(
+            benches,
             str(i),
             row.op,
             _churn(row),
             str(row.kernel_lines),
             _short_keys(row.dispatch_keys),
             str(len(row.overloads)),
-            benches,
         )
     return table
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
 import sys
@@ -48,6 +49,7 @@ DEFAULT_NUM_RUNS = 10
 DEFAULT_OMP_THREADS = 1
 
 _SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
+_WHAT_CMP, _STATS = "What to compare", "Statistics"
 
 
 def _interactive() -> bool:
@@ -64,7 +66,7 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
 
 
 def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
-    from perfq.run.report import Verdict, fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
+    from perfq.run.report import render_markdown
 
     if fmt == Format.json:
         print_json(doc.to_json())
@@ -72,26 +74,49 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
     if fmt == Format.markdown:
         sys.stdout.write(render_markdown(doc))
         return
-    from rich.table import Table
+    from perfq.run.render import print_comparison
 
+    print_comparison(wide_console(), doc)
+
+
+def _render_history(doc, fmt: Format, runs: bool, what: str) -> None:
+    from perfq.common.render import md_table
+    from perfq.run.trend import sparkline
+
+    if fmt == Format.json:
+        print_json(doc.to_json())
+        return
+    if fmt == Format.markdown:
+        if runs:
+            print("\n".join(md_table(
+                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
+                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
+                  f"{r.median:.4g} {r.unit}", r.n) for r in doc.rows))))
+            return
+        print("\n".join(md_table(("test", "mode", "device", "runs", "trend", "last", "steps"), "lllrlrl", (
+            (f"`{t.test}`", t.mode, t.device, len(t.points), sparkline([p.median for p in t.points]),
+             f"{t.points[-1].median:.4g} {t.unit}",
+             "; ".join(f"{s.change:+.1%} at `{s.label}`" for s in t.steps) or "-") for t in doc.trends))))
+        return
     con = wide_console()
-    con.print(summary_line(doc).replace("**", ""))
-    table = Table(show_lines=False)
-    for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
-        table.add_column(col, justify="right" if col in ("base", "head", "change", "q") else "left")
-    colors = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow"}
-    for t in doc.tests:
-        table.add_row(
-            f"[{colors[t.verdict]}]{t.verdict.value}[/]", t.benchmark, t.test, t.mode, t.device,
-            fmt_value(t.base_median, t.unit), fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci),
-            fmt_p(t.p_value),
-        )
-    con.print(table)
-    for name, info in (("base", doc.base), ("head", doc.head)):
-        con.print(
-            f"{name}: ref {info.ref or '-'}  torch {info.torch_version or '-'}  "
-            f"{info.host or '-'}  {info.status.value}  {info.samples} samples"
-        )
+    if not runs:
+        from perfq.run.render import print_trends
+
+        print_trends(con, doc.benchmark, doc.trends, what)
+        return
+    from perfq.run.render import constant_columns, table
+
+    names = ("test", "mode", "device", "label", "side", "ref", "torch_version", "host", "started_at", "status")
+    shared = constant_columns(doc.rows, (*names, "unit")) if len(doc.rows) > 1 else {}
+    cols = [(c, "f" if c in ("test", "label") else "l") for c in names if c not in shared]
+    t = table(*cols, ("median" + (f" ({shared['unit']})" if "unit" in shared else ""), "r"), ("n", "r"))
+    for r in doc.rows:
+        median = f"{r.median:.4g}" if "unit" in shared else f"{r.median:.4g} {r.unit}"
+        t.add_row(*[str(getattr(r, c) or "") for c, _ in cols], median, str(r.n))
+    facts = ", ".join(f"{k} {v}" for k, v in shared.items() if v and k != "unit")
+    con.print(f"perfq history {doc.benchmark}: {len(doc.rows)} run row(s)" + (f"; all: {facts}" if facts else ""),
+              markup=False)
+    con.print(t)
 
 
 def register(app: typer.Typer) -> None:
@@ -262,22 +287,39 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def compare(
         label: Annotated[str, typer.Argument(help="Label given to perfq run.")],
-        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
-        alpha: Annotated[float | None, typer.Option("--alpha", help="False discovery rate (default 0.05).")] = None,
-        min_effect: Annotated[
-            float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
-        ] = None,
-        fail_on_regression: Annotated[
-            bool, typer.Option("--fail-on-regression", help=f"Exit {EXIT_GATE} on a regression.")
-        ] = False,
+        baseline: Annotated[str | None, typer.Option("--baseline", "-b", rich_help_panel=_WHAT_CMP, help=(
+            "Compare LABEL's head (or only) side with another stored run: OTHER or OTHER:base|head "
+            "(default side: head, or OTHER's only side)."))] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+                       ] = Format.table,
+        alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS,
+            help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
+        min_effect: Annotated[float | None, typer.Option("--min-effect", rich_help_panel=_STATS,
+            help="Minimum relative change for a verdict (default 0.05).")] = None,
+        fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
+            help=f"Exit {EXIT_GATE} on a regression.")] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Compare the head side of LABEL against its base side."""
-        from perfq.run.comparisons import comparison_for_label
+        """Compare the head side of LABEL against its base side, or against a stored baseline run.
+
+        Examples:
+
+            perfq compare pr123
+
+            perfq compare pr123 --format markdown > comment.md
+
+            perfq compare pr123 --baseline nightly-2024-06-01        # against last night's main run
+
+            perfq compare pr123 --fail-on-regression --min-effect 0.1
+        """
+        from perfq.run.comparisons import comparison_against, comparison_for_label
 
         repo_path = resolve_repo(repo)
-        doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
+        settings = _settings(repo_path, alpha, min_effect)
+        path = resolve_history(repo_path, history)
+        doc = (comparison_against(path, label, baseline, settings) if baseline
+               else comparison_for_label(path, label, settings))
         _render_comparison(doc, fmt)
         if fail_on_regression and doc.summary.regression:
             raise typer.Exit(EXIT_GATE)
@@ -285,40 +327,47 @@ def register(app: typer.Typer) -> None:
     @app.command("history")
     def history_cmd(
         bench: Annotated[str, typer.Argument(help="Benchmark (file stem) to show.")],
-        test: Annotated[str | None, typer.Option("--test", help="Only this test.")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+        test: Annotated[str | None, typer.Option("--test", rich_help_panel=_WHAT_CMP, help="Only this test.")] = None,
+        label: Annotated[str | None, typer.Option("--label", rich_help_panel=_WHAT_CMP,
+            help="Only runs whose label matches this glob (e.g. 'nightly-*').")] = None,
+        side: Annotated[SideName | None, typer.Option("--side", rich_help_panel=_WHAT_CMP,
+            help="Only base or only head runs (default: both).")] = None,
+        runs: Annotated[bool, typer.Option("--runs", rich_help_panel=_OUT,
+            help="One row per run and test instead of one trend per test.")] = False,
+        min_effect: Annotated[float, typer.Option("--min-effect", rich_help_panel=_STATS, min=0.0,
+            help="Smallest level shift reported as a step (relative).")] = 0.05,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+                       ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Show a benchmark's results across stored runs."""
-        from perfq.common.render import md_table
+        """Show a benchmark's results across stored runs: a trend per test, with the steps in it.
+
+        Every run gives one point per test (the median of its samples), oldest first; steps are
+        level shifts found by binary segmentation with a robust score (docs/run.md, "History").
+
+        Examples:
+
+            perfq history softmax --label 'nightly-*' --side head
+
+            perfq history softmax --test Softmax_N1_C3_H256_W256_cpu --runs
+
+            perfq history softmax --format json | jq '.trends[] | select(.steps != [])'
+        """
         from perfq.run.opbench import normalize_name
         from perfq.run.report import HistoryDocument
+        from perfq.run.trend import trends_from_rows
         from perfq.schema.results_store import history_rows
 
         bench = normalize_name(bench)
-        rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)
+        rows = [r for r in history_rows(resolve_history(resolve_repo(repo), history), bench, test)
+                if (label is None or fnmatch.fnmatchcase(r.label, label)) and (side is None or r.side == side.value)]
         if not rows:
-            raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else ""))
-        if fmt == Format.json:
-            print_json(HistoryDocument(bench, tuple(rows)).to_json())
-            return
-        if fmt == Format.markdown:
-            print("\n".join(md_table(
-                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
-                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
-                  f"{r.median:.4g} {r.unit}", r.n) for r in rows),
-            )))
-            return
-        from rich.table import Table
-
-        table = Table()
-        for col in ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n", "status"):
-            table.add_column(col, justify="right" if col in ("median", "n") else "left")
-        for r in rows:
-            table.add_row(r.test, r.mode, r.label, r.side, r.ref or "", r.torch_version or "", r.started_at or "",
-                          f"{r.median:.4g} {r.unit}", str(r.n), r.status)
-        wide_console().print(table)
+            raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else "")
+                             + (" matching the filters" if label or side else ""))
+        doc = HistoryDocument(bench, tuple(rows), tuple(trends_from_rows(rows, min_effect)))
+        what = "".join(f" ({x})" for x in (label, side.value if side else None) if x)
+        _render_history(doc, fmt, runs, what)
 
     @app.command("import")
     def import_cmd(

@@ -12,6 +12,7 @@ from typing import Any
 from perfq.common.documents import to_json
 from perfq.common.render import details, fence, md_escape, md_table
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
+from perfq.run.trend import Trend
 from perfq.schema.results_store import HistoryRow, RunStatus
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
@@ -98,10 +99,11 @@ class ComparisonDocument:
 
 @dataclass(frozen=True)
 class HistoryDocument:
-    """The `perfq history --format json` document: a benchmark's per-run summaries."""
+    """The `perfq history --format json` document: a benchmark's per-run summaries and each test's trend."""
 
     benchmark: str
     rows: tuple[HistoryRow, ...]
+    trends: tuple[Trend, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
