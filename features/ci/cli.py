@@ -21,6 +21,7 @@ ci_app = typer.Typer(
 
 _WHERE = "Workflow"
 _RUN = "Benchmark jobs"
+_PR, _REPORT = "Pull request", "Output"
 
 
 def _installed_spec() -> str:
@@ -179,12 +180,12 @@ def sides(
 @ci_app.command("report")
 def report(
     inputs: Annotated[Path, typer.Argument(help="Directory with affected.md, matrix.json and results-*.json.")],
-    label: Annotated[str, typer.Option("--label", help="The label `perfq run` used.")],
-    pr: Annotated[int, typer.Option("--pr", min=1, help="Pull request number.")],
-    head_sha: Annotated[str, typer.Option("--head-sha", help="The PR's head commit.")],
-    out: Annotated[Path, typer.Option("--out", help="Output directory (comment.md, pr.json, ...).")
-                   ] = Path("perfq-comment"),
-    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help=(
+    label: Annotated[str, typer.Option("--label", rich_help_panel=_PR, help="The label `perfq run` used.")],
+    pr: Annotated[int, typer.Option("--pr", min=1, rich_help_panel=_PR, help="Pull request number.")],
+    head_sha: Annotated[str, typer.Option("--head-sha", rich_help_panel=_PR, help="The PR's head commit.")],
+    out: Annotated[Path, typer.Option("--out", rich_help_panel=_REPORT,
+                                      help="Output directory (comment.md, pr.json, ...).")] = Path("perfq-comment"),
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_REPORT, help=(
         f"Exit {EXIT_GATE} on a regression or a failed benchmark, after writing everything."))] = False,
     repo: Path | None = RepoOption,
 ) -> None:

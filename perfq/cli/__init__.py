@@ -8,13 +8,14 @@ Errors reach the user as one line (``error: ...``) and a non-zero exit.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
 from perfq.bisect import cli as bisect_cli
 from perfq.ci import cli as ci_cli
 from perfq.cli import affected_cmd, index_cmd
-from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED
+from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from perfq.coverage import cli as coverage_cli
 from perfq.errors import PerfqError
 from perfq.ir import cli as ir_cli
@@ -24,25 +25,46 @@ app = typer.Typer(
     name="perfq",
     help="Give every kernel change a performance signal: index, affected, run/compare, ir, bisect, coverage.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    epilog="Exit codes: 0 ok, 2 usage error, 3 a gate failed (regression, NO BENCHMARK, failed benchmarks, "
+    "IR changed, no culprit), 4 perfq error, 130 interrupted; 1 is a crash (a bug: please report it).",
 )
 
 for _module in (index_cmd, affected_cmd, run_cli, ir_cli, bisect_cli, coverage_cli, ci_cli):
     _module.register(app)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from perfq import __version__
+
+        print(f"perfq {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
+                                          help="Print perfq's version and exit.")] = False,
+) -> None:
     """perfq: from a kernel diff to the benchmarks that can see it."""
 
 
 @app.command()
 def version() -> None:
-    """Print perfq's version."""
+    """Print perfq's version.
+
+    Examples:
+
+        perfq version
+
+        perfq --version
+    """
     from perfq import __version__
 
-    print(__version__)
+    print(f"perfq {__version__}")
 
 
 _INTERRUPTED = "error: interrupted; nothing was half-written (indexes and results are replaced atomically)"
