@@ -20,7 +20,7 @@ import yaml
 
 from perfq.ci.comment import MARKER, PullRequestRef, find_sticky, fit, parse_pr, sticky_body
 from perfq.ci.workflows import PINS, WorkflowOptions, render
-from perfq.common.cli import EXIT_ERROR
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from tests.ci_fixture import BUILD, SLOW_PATCH, make_ci_repo, open_pr
 from tests.conftest import git, run_perfq
 from tests.fake_github import FakeGitHub
@@ -208,3 +208,68 @@ def test_workflows_run_end_to_end(tmp_path):
         assert not [r for r in fake.requests[len(before):] if r[0] in ("POST", "PATCH")]
     finally:
         server.shutdown()
+
+
+def test_comment_refuses_forged_or_unauthenticated_artifacts(tmp_path, cli, monkeypatch):
+    fake = FakeGitHub()
+    server, url = fake.serve()
+    fake.heads[5] = "a" * 40
+    prepared = tmp_path / "perfq-comment"
+    prepared.mkdir()
+    (prepared / "comment.md").write_text("body\n")
+    (prepared / "pr.json").write_text(json.dumps({"number": 5, "head_sha": "b" * 40}))
+    args = ("ci", "comment", str(prepared), "--repository", "org/repo", "--api-url", url)
+    try:
+        monkeypatch.delenv("GH_TOKEN", raising=False)
+        monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+        res = cli(tmp_path, *args, "--head-sha", "a" * 40)
+        assert res.returncode == EXIT_ERROR and "no GitHub token" in res.stderr
+        monkeypatch.setenv("GH_TOKEN", "fake-token")
+        # the artifact says another commit than the event: refused, nothing posted
+        res = cli(tmp_path, *args, "--head-sha", "a" * 40)
+        assert res.returncode == EXIT_ERROR and "refused" in res.stderr
+        (prepared / "pr.json").write_text(json.dumps({"number": "5 && curl evil", "head_sha": "a" * 40}))
+        res = cli(tmp_path, *args, "--head-sha", "a" * 40)
+        assert res.returncode == EXIT_ERROR and "positive integer" in res.stderr
+        monkeypatch.setenv("GH_TOKEN", "wrong")
+        (prepared / "pr.json").write_text(json.dumps({"number": 5, "head_sha": "a" * 40}))
+        res = cli(tmp_path, *args, "--head-sha", "a" * 40)
+        assert res.returncode == EXIT_ERROR and "HTTP 401" in res.stderr
+        assert not [r for r in fake.requests if r[0] != "GET"]
+    finally:
+        server.shutdown()
+
+
+def test_report_gate_and_nothing_selected(tmp_path, cli):
+    inputs = tmp_path / "perfq-in"
+    inputs.mkdir()
+    (inputs / "affected.md").write_text("**perfq**: 0 benchmark(s) selected\n")
+    (inputs / "matrix.json").write_text('{"include": []}')
+    res = cli(tmp_path, "ci", "report", str(inputs), "--label", "pr-3", "--pr", "3", "--head-sha", "c" * 40,
+              "--out", str(tmp_path / "out"), "--fail-on-regression")
+    assert res.returncode == 0, res.stderr
+    body = (tmp_path / "out/comment.md").read_text()
+    assert "0 benchmark(s) selected" in body and "Nothing to run" in body
+    assert json.loads((tmp_path / "out/pr.json").read_text()) == {"number": 3, "head_sha": "c" * 40}
+    bad = cli(tmp_path, "ci", "report", str(inputs), "--label", "x", "--pr", "3", "--head-sha", "HEAD",
+              "--out", str(tmp_path / "o2"))
+    assert bad.returncode == EXIT_ERROR and "hex commit" in bad.stderr
+
+
+def test_report_gate_fails_on_a_regression_after_writing_the_comment(tmp_path, cli):
+    from tests.run_fakebench import make_bench_root
+
+    root = make_bench_root(tmp_path)
+    inputs = tmp_path / "perfq-in"
+    inputs.mkdir()
+    res = cli(tmp_path, "run", "-l", "pr-4", "--ab", "--base-python", sys.executable, "--head-python",
+              sys.executable, "--bench", "fake", "--head-env", "FAKE_SLOW=2", "--bench-root", str(root),
+              "--history", str(tmp_path / "h.duckdb"), "--repo", str(tmp_path), "--out",
+              str(inputs / "results-fake_test-eager-cpu.json"))
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "out"
+    gate = cli(tmp_path, "ci", "report", str(inputs), "--label", "pr-4", "--pr", "4", "--head-sha", "d" * 40,
+               "--out", str(out), "--fail-on-regression")
+    assert gate.returncode == EXIT_GATE
+    assert "4 regression(s)" in (out / "comment.md").read_text()
+    assert json.loads((out / "comparison.json").read_text())["summary"]["regression"] == 4
