@@ -174,7 +174,9 @@ table{border-collapse:collapse;font-size:13px;width:100%}
 th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;text-align:left;vertical-align:top}
 th{cursor:pointer;user-select:none;white-space:nowrap;background:#f0f2f5;position:sticky;top:0}
 th[data-dir=asc]::after{content:" \25B2"}th[data-dir=desc]::after{content:" \25BC"}
-td.n{text-align:right}td.cov{white-space:nowrap}td.wrap{overflow-wrap:anywhere;max-width:28em}
+td.n{text-align:right}td.cov{min-width:9em;max-width:16em}td.op{max-width:20em}
+td.wrap{overflow-wrap:break-word;max-width:13em}td.ovl{max-width:16em}
+.nob{white-space:nowrap}details{display:inline}summary{cursor:pointer;color:#616e7c}
 .nob{color:#c62828;font-weight:700}.more{color:#616e7c;font-size:12px}a{color:#1a4fa0}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
 svg text{font-size:12px;fill:#1f2933}code{font-size:12px}
@@ -300,9 +302,17 @@ def _operator_cell(row: OpRow, link_base: str) -> str:
     if not row.kernel_sources:
         return name
     first = row.kernel_sources[0]
-    kernels = ", ".join(_a(link_base, k.path, k.line, html.escape(f"{k.path.rsplit('/', 1)[-1]}:{k.line}"))
-                        for k in row.kernel_sources)
-    return _a(link_base, first.path, first.line, name) + f'<div class="more">{kernels}</div>'
+    kernels = [_a(link_base, k.path, k.line, html.escape(f"{k.path.rsplit('/', 1)[-1]}:{k.line}"))
+               for k in row.kernel_sources]
+    return _a(link_base, first.path, first.line, name) + f'<div class="more">{_folded(kernels, 3)}</div>'
+
+
+def _folded(items: Sequence[str], shown: int = 6) -> str:
+    """The first ``shown`` items, the rest behind a "+N more" toggle (rows stay short)."""
+    if len(items) <= shown:
+        return ", ".join(items)
+    rest = ", ".join(items[shown:])
+    return ", ".join(items[:shown]) + f", <details><summary>+{len(items) - shown} more</summary>{rest}</details>"
 
 
 def _ops_table(report: CoverageReport, link_base: str) -> list[str]:
@@ -324,9 +334,9 @@ def _ops_table(report: CoverageReport, link_base: str) -> list[str]:
         out.append(
             f'<tr data-covered="{int(row.covered)}" data-text="{esc(text, quote=True)}">'
             f'<td class="cov" data-v="{esc(key, quote=True)}">{cov}</td><td class="n">{i}</td>'
-            f"<td>{_operator_cell(row, link_base)}</td><td class=\"n\" data-v=\"{churn}\">{_churn(row)}</td>"
+            f'<td class="op">{_operator_cell(row, link_base)}</td><td class="n" data-v="{churn}">{_churn(row)}</td>'
             f'<td class="n">{row.kernel_lines}</td><td class="wrap">{esc(", ".join(row.dispatch_keys))}</td>'
-            f'<td class="wrap">{esc(", ".join(row.overloads))}</td></tr>'
+            f'<td class="wrap ovl">{_folded([esc(o) for o in row.overloads])}</td></tr>'
         )
     out.append("</tbody></table>")
     return out
@@ -365,16 +375,18 @@ def to_html(report: CoverageReport, chart_rows: int = 25, link_base: str = "") -
         f'<div class="card"><div class="v">{esc(v)}</div><div class="l">{esc(label)}</div></div>' for v, label in cards
     ]
     body.append("</div>")
+    body.append('<div class="sub">jump to: <a href="#charts">charts</a> · <a href="#stale">stale benchmark files</a>'
+                "</div>")
     body.append('<h2>Operators (click a column to sort)</h2><div class="panel">')
     body += _ops_table(report, link_base)
     body.append("</div>")
-    body.append(f"<h2>Top uncovered operators by {esc(metric)}</h2>")
+    body.append(f'<h2 id="charts">Top uncovered operators by {esc(metric)}</h2>')
     body.append(f'<div class="panel">{_bar_chart(top, ACCENT, metric)}</div>')
     body.append("<h2>Coverage by area (folder of the kernel files)</h2>")
     body.append(f'<div class="panel">{_legend()}{_stacked_chart(areas)}</div>')
     body.append("<h2>Coverage by dispatch key</h2>")
     body.append(f'<div class="panel">{_legend()}{_stacked_chart(keys)}</div>')
-    body.append('<h2>Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
+    body.append('<h2 id="stale">Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
     body += [
         f"<li><code>{esc(b.bench)}</code> ({esc(b.file)}): {esc(', '.join(b.ops))}</li>" for b in s.stale_benchmarks
     ] or ["<li>none</li>"]
