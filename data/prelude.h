@@ -14,8 +14,10 @@
 #define TORCH_PRECOMPUTE_STRUCT(name) structured_##name
 #define TORCH_PRECOMPUTE_STRUCT2(name, overload) structured_##name##_##overload
 
-// DispatchStub declarations and registrations: harmless declarations.
-#define DECLARE_DISPATCH(fn, name) extern int name
+// DispatchStub declarations and registrations: harmless declarations. Headers write
+// DECLARE_DISPATCH(...) without ';' (the real macro ends in one): without it here the
+// declaration would swallow the definition after it.
+#define DECLARE_DISPATCH(fn, name) extern int name;
 #define DEFINE_DISPATCH(name) int name
 #define REGISTER_DISPATCH(name, fn) static int __perfq_reg_##name
 #define REGISTER_ARCH_DISPATCH(name, arch, fn) static int __perfq_reg_##name##_##arch
@@ -75,6 +77,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__
 #define __shared__
 #define __constant__
 #define __restrict__
@@ -88,5 +91,23 @@
 #define C10_DEFINE_REGISTRY(...)
 #define C10_DECLARE_REGISTRY(...)
 #define C10_REGISTER_CLASS(...)
+#define C10_ALWAYS_INLINE_UNLESS_MOBILE inline
+#define C10_HIP_HOST_DEVICE
+#define C10_ERASE inline
+#define C10_WARP_SIZE 32
+// CUTLASS (the CUDA attention and mixed-dtype GEMM headers)
+#define CUTLASS_HOST_DEVICE
+#define CUTLASS_DEVICE
+#define CUTLASS_HOST
+#define CUTLASS_GLOBAL
+#define CUTLASS_PRAGMA_UNROLL
+#define CUTLASS_PRAGMA_NO_UNROLL
+// UBSan exemptions (c10/macros/Macros.h)
+#define __ubsan_ignore_float_divide_by_zero__
+#define __ubsan_ignore_undefined__
+#define __ubsan_ignore_signed_int_overflow__
+#define __ubsan_ignore_pointer_overflow__
+#define __ubsan_ignore_function__
+#define __ubsan_ignore_float_cast_overflow__
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #define TORCH_ASSERT_NO_OPERATORS

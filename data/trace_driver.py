@@ -455,6 +455,79 @@ def _meta_gaps():
     return Gaps()
 
 
+_SMALL = 4  # the largest dimension of a tensor the small real run creates
+_FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "randperm", "empty_strided"}
+
+
+def _small_tensors():
+    """A TorchFunctionMode that creates tensors with every dimension cut to ``_SMALL``: the
+    script's operators run for real on the CPU, cheaply, so what their kernels call shows."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def cut(value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return min(value, _SMALL)
+        if isinstance(value, tuple | list | torch.Size) and value and all(isinstance(v, int) for v in value):
+            return type(value)(min(v, _SMALL) for v in value) if not isinstance(value, torch.Size) else [
+                min(v, _SMALL) for v in value
+            ]
+        return value
+
+    class Small(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            if name in _FACTORIES:
+                if name == "randint":  # (high, size) or (low, high, size): only the size
+                    args = (*args[:-1], cut(args[-1])) if args and not isinstance(args[-1], int) else args
+                elif name == "full":
+                    args = (cut(args[0]), *args[1:]) if args else args
+                else:
+                    args = tuple(cut(a) for a in args)
+                if "size" in kwargs:
+                    kwargs["size"] = cut(kwargs["size"])
+            return func(*args, **kwargs)
+
+    return Small()
+
+
+def _add_small_real(found: dict, attempt, regions, budgets: dict) -> None:
+    """Run the script once more for real on the CPU with small tensors and record what ran
+    inside other operators there (an index with a boolean mask runs nonzero; a loss's mean):
+    ``nested`` pairs (parent, child), as far as the run got. perfq keeps a pair for a test on
+    another device only where the parent's kernel for that device is not the backend's own."""
+    prof, _failure = attempt("small", budgets.get("small", 20))
+    events = prof.profiler.kineto_results.events()
+    top = set(found["ops"])
+    found["nested"] = sorted(
+        [p, c] for p, c in _nested_pairs(events, regions(events)) if c not in top and p != c
+    )
+
+
+def _nested_pairs(events, markers: list[tuple[int, int, str]]) -> set[tuple[str, str]]:
+    """(parent op, child op) for every operator called inside another within ``markers``."""
+    starts = [m[0] for m in markers]
+    out: set[tuple[str, str]] = set()
+    by_thread: dict[int, list] = {}
+    for e in events:
+        by_thread.setdefault(e.start_thread_id(), []).append(e)
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e.start_ns(), -e.end_ns()))
+        stack: list[tuple[int, str | None]] = []
+        for e in evs:
+            while stack and stack[-1][0] <= e.start_ns():
+                stack.pop()
+            name = _op_name(e)
+            k = bisect.bisect_right(starts, e.start_ns()) - 1
+            inside = k >= 0 and e.start_ns() < markers[k][1]
+            parent = next((n for _, n in reversed(stack) if n), None)
+            if name and parent and inside:
+                out.add((parent, name + _layout(e)))
+            stack.append((e.end_ns(), name))
+    return out
+
+
 class _Table(list):
     def table(self, *args, **kwargs) -> str:
         return ""
@@ -503,6 +576,9 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
     budget = 30
 
     def contexts(mode: str):
+        if mode == "small":
+            remapping.target = "cpu"
+            return [remapping.mode, _small_tensors()]
         if mode in ("meta", "meta-gaps"):
             remapping.target = "meta"
             gaps = [_meta_gaps()] if mode == "meta-gaps" else []
@@ -514,13 +590,12 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
 
     code = _script_code(script)
 
-    def attempt(mode: str):
+    def attempt(mode: str, seconds: int | None = None):
         """The profile of one run, and the exception that ended it early (or None)."""
-        nonlocal budget
         timed.clear()
         real = torch.profiler.profile
         signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(budget)
+        signal.alarm(seconds or budget)
         failure = None
         try:
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof, record_function(
@@ -543,10 +618,13 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
             signal.alarm(0)
             torch.profiler.profile = real
 
+    def timed_regions(events) -> list[tuple[int, int, str]]:
+        markers = _markers(events)
+        return [m for m in markers if m[2] != "whole"] or [m for m in markers if m[2] == "whole"]
+
     def entry(prof, mode: str) -> dict:
         events = prof.profiler.kineto_results.events()
-        markers = _markers(events)
-        regions = [m for m in markers if m[2] != "whole"] or [m for m in markers if m[2] == "whole"]
+        regions = timed_regions(events)
         ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions})
         stem = os.path.splitext(os.path.basename(script))[0]
         device = ",".join(sorted(remapping.seen)) or "cpu"
@@ -573,6 +651,8 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         slow = isinstance(failure, _Deadline)
         found = entry(prof, mode)
         if failure is None:
+            if mode != "real" and request.get("small_real", True):
+                _add_small_real(found, attempt, timed_regions, budgets)
             return {"tests": [found], "errors": []}
         text = str(failure).splitlines()[0][:160] if str(failure) else ""
         errors.append(f"{mode}: {type(failure).__name__}: {text}")

@@ -58,6 +58,14 @@ _EXTRACTOR_SOURCES = [
 ] + [("perfq.data", "prelude.h")]
 
 
+def _linker_version() -> str:
+    """A digest of the linking code: an index linked by another version is re-linked, not patched."""
+    digest = hashlib.sha256(__version__.encode())
+    for name in ("link.py", "link_cpp.py", "incremental.py", "native_yaml.py", "trace.py"):
+        digest.update(resources.files("perfq.indexer").joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _extractor_version() -> str:
     """A digest of the extractor sources and the prelude: cached facts from another
     version of them are not reused."""
@@ -176,7 +184,11 @@ def build_index(
     upstream = resolve_upstream(cfg.upstream, repo)
     yaml_paths = _yaml_paths(repo, cfg, upstream)
     canaries = load_canaries(repo, cfg)
-    inputs = {"config": repr(cfg), "canaries": json.dumps(canaries, sort_keys=True)}
+    inputs = {
+        "config": repr(cfg),
+        "canaries": json.dumps(canaries, sort_keys=True),
+        "config:linker": _linker_version() + _extractor_version(),
+    }
     if upstream is not None:
         inputs["upstream"] = upstream.key()
     if trace is not False and (version := torch_available()):

@@ -1,10 +1,13 @@
 """C++/CUDA/ObjC++ extractor: one source text in, its functions and call sites out.
 
 libclang parses each file on its own (single-file mode: includes are not followed, so
-no build and no generated headers are needed) with ``data/prelude.h`` defining ATen's
-macros. Function definitions and their extents come from the AST; call sites come
-from the tokens of each function body, because without headers clang's recovery loses
-most callees (unknown types, undeclared functions).
+no build and no generated headers are needed) with ``data/prelude.h``'s macros in front of
+its text (single-file mode skips ``-include`` files). Without headers clang drops
+many definitions (unknown types, members of class templates); the text scanner of
+``cpp_fallback`` recovers them and corrects clang's extents, both reading the ``#if``
+branches a build could see. Call sites come from the tokens of each function body,
+because without headers clang's recovery loses most callees (unknown types, undeclared
+functions).
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ import re
 from functools import cache
 from importlib import resources
 
-from perfq.indexer.cpp_fallback import text_functions
+from perfq.indexer.cpp_fallback import merge_functions, text_functions
 from perfq.indexer.facts import Call, FileFacts, Function
 from perfq.indexer.registrations import extract_registrations
-from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
+from perfq.indexer.source_text import LineIndex, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
@@ -93,6 +96,12 @@ _ADDRESS = re.compile(
 _USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+([\w:]+)\s*;")
 # a DispatchStub (or kernel) passed as an argument: allany_impl<1>(self, result, dim, keepdim, and_stub)
 _STUB_VALUE = re.compile(r"(?<=[(,])\s*([A-Za-z_]\w*(?:_stub|_kernel|Kernel))\s*(?=[,)])")
+# a function template passed by name with its arguments: cpu_kernel_vec(it, scalar_gelu<scalar_t>,
+# vectorized_gelu<scalar_t>); a template-id argument names a function (or a variable template,
+# which no function row matches), so it links like a call
+_TEMPLATE_VALUE = re.compile(
+    r"(?<=[(,])\s*(?P<qual>(?:[A-Za-z_]\w*\s*::\s*)*)(?P<name>[A-Za-z_]\w*)\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>\s*(?=[,)])"
+)
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 _FUNCTION_KINDS = {
@@ -112,6 +121,7 @@ _SCOPE_KINDS = {
     "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION",
     "UNEXPOSED_DECL",
     "UNION_DECL",
+    "FRIEND_DECL",  # a friend function defined in its class
 }
 _CLASS_KINDS = {"CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION", "UNION_DECL"}
 
@@ -124,9 +134,19 @@ def language_of(path: str) -> str:
     return "cpp"
 
 
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+(?:\([^)]*\))?)[ \t]*(.*?)[ \t]*$", re.M)
+
+
 @cache
-def _prelude_path() -> str:
-    return str(resources.files("perfq.data").joinpath("prelude.h"))
+def _prelude() -> tuple[str, int]:
+    """``data/prelude.h``'s macros, one ``#define`` a line, and their number of lines.
+    Single-file parsing skips every include, ``-include`` files too: the prelude goes in
+    front of the file's own text (cheaper than as ``-D`` arguments), and clang's lines
+    are shifted back by its length."""
+    text = resources.files("perfq.data").joinpath("prelude.h").read_text()
+    text = re.sub(r"\\\n", " ", strip_c_comments(text))
+    defines = [f"#define {name} {body}\n" for name, body in _DEFINE.findall(text)]
+    return "".join(defines), len(defines)
 
 
 @cache
@@ -144,7 +164,7 @@ def _clang_args(path: str) -> list[str]:
         lang_args = ["-x", "objective-c++", "-std=c++17"]
     else:
         lang_args = ["-x", "c++", "-std=c++17"]
-    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0", "-include", _prelude_path()]
+    return [*lang_args, "-fsyntax-only", "-Wno-everything", "-ferror-limit=0"]
 
 
 def _template_suffix(cursor) -> str:
@@ -173,9 +193,10 @@ def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
     return "function"
 
 
-def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -> list[Function]:
+def _definitions(tu, path: str, lines: list[str], cursors: list | None = None, shift: int = 0) -> list[Function]:
     """Function definitions of the main file, with qualified names and extents (their
-    cursors appended to ``cursors`` when given)."""
+    cursors appended to ``cursors`` when given); clang's lines less ``shift`` (the
+    prelude's lines in front of the text)."""
     out: list[Function] = []
 
     def visit(cursor, scope: list[str], in_class: bool, anonymous: bool) -> None:
@@ -194,26 +215,31 @@ def _definitions(tu, path: str, lines: list[str], cursors: list | None = None) -
                 else:
                     visit(child, scope, in_class, anonymous)
             elif kind in _FUNCTION_KINDS and child.is_definition():
-                start, end = child.extent.start.line, child.extent.end.line
+                start, end = child.extent.start.line - shift, child.extent.end.line - shift
                 if start <= 0 or end < start:
                     continue
                 name = child.spelling
-                head = "".join(lines[start - 1 : min(end, start + 2)])
+                if kind in ("CONSTRUCTOR", "DESTRUCTOR"):
+                    name = name.split("<")[0]  # a class template's: Vec<T> -> Vec, as calls name it
+                head = "".join(lines[start - 1 : max(start, min(end, loc.line - shift))])  # up to the name
                 semantic = child.semantic_parent
+                member = semantic is not None and semantic.kind.name in _CLASS_KINDS
                 qual = list(scope)
                 # out-of-line member definitions (void Foo::bar()) name their class
-                if (
-                    semantic is not None
-                    and semantic.kind.name in _CLASS_KINDS
-                    and (not qual or qual[-1] != semantic.spelling)
-                ):
+                if member and (not qual or qual[-1] != semantic.spelling):
                     qual.append(semantic.spelling)
                 suffix = _template_suffix(child) if kind == "FUNCTION_TEMPLATE" else ""
                 qualname = "::".join([*qual, name]) + suffix
                 internal = anonymous or child.linkage.name == "INTERNAL"
                 out.append(
                     Function(
-                        qualname, name, _kind_of(kind, head, name, in_class), start, end, internal, child.get_usr()
+                        qualname,
+                        name,
+                        _kind_of(kind, head, name, in_class or member),
+                        start,
+                        end,
+                        internal,
+                        child.get_usr(),
                     )
                 )
                 if cursors is not None:
@@ -303,8 +329,8 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
         if idx < 0:
             continue
         f = functions[idx]
-        if line == f.start_line and name == f.name:
-            continue  # the definition's own declarator
+        if name == f.name and start < code.find("{", lines.offset_of(f.start_line)):
+            continue  # the definition's own declarator (below its template<...> line)
         qual, kind = _qualifier(code, start)
         calls.append(Call(idx, name, qual, kind, line))
     for m in _ADDRESS.finditer(code):
@@ -318,6 +344,12 @@ def _call_sites(code: str, functions: list[Function]) -> list[Call]:
         idx = owner[line] if line < n_owner else -1
         if idx >= 0:
             calls.append(Call(idx, m.group(1), "", "value", line))
+    for m in _TEMPLATE_VALUE.finditer(code):
+        line = lines.line_of(m.start("name"))
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and m.group("name") not in _KEYWORDS:
+            qual = re.sub(r"\s+", "", m.group("qual")).rstrip(":")
+            calls.append(Call(idx, m.group("name"), qual, "direct", line))
     return calls
 
 
@@ -361,29 +393,34 @@ def extract_cpp(
 
     lines = text.splitlines(keepends=True)
     tu_name = abs_path if compile_args is not None and abs_path else path
+    stripped = strip_c_comments(text)
+    code = blank_strings(stripped)
+    directives, unseen = preprocessor_spans(code)
     try:
         if compile_args is not None:
             tu = _index().parse(
                 tu_name, args=compile_args, unsaved_files=[(tu_name, text)], options=_KEEP_GOING | _INCOMPLETE
             )
         else:
+            # single-file parsing reads every branch of an #if on an unknown macro: the
+            # branches that would unbalance the braces are blanked first (same lines)
+            prelude, shift = _prelude()
             tu = _index().parse(
                 path,
                 args=_clang_args(path),
-                unsaved_files=[(path, text)],
+                unsaved_files=[(path, prelude + blank_spans(text, unseen))],
                 options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE,
             )
     except cindex.TranslationUnitLoadError as exc:
         facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
         tu = None
-    stripped = strip_c_comments(text)
-    code = blank_strings(stripped)
     cursors: list = []
     if tu is not None:
-        facts.functions = _definitions(tu, tu_name, lines, cursors if compile_args is not None else None)
-    recovered = text_functions(code, [(f.start_line, f.end_line) for f in facts.functions])
-    if recovered:
-        facts.functions = sorted(facts.functions + recovered, key=lambda f: (f.start_line, f.end_line))
+        if compile_args is not None:
+            facts.functions = _definitions(tu, tu_name, lines, cursors)
+        else:
+            facts.functions = _definitions(tu, tu_name, lines, shift=shift)
+    facts.functions = merge_functions(facts.functions, text_functions(blank_spans(code, directives + unseen)))
     if functions_only:
         return facts
     facts.calls = _call_sites(code, facts.functions)

@@ -18,6 +18,7 @@ import duckdb
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
+from perfq.indexer.graph import pack_graph
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import insert_rows, replacing
@@ -73,6 +74,7 @@ def patch_index(
     t1 = time.perf_counter()
     with replacing(db_path, copy_existing=True) as con:
         _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))})
+        _repack_graph(con)
     timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
     return len(changed), timings
@@ -254,3 +256,11 @@ def _edges_into(
             (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
         ]
     return reach
+
+
+def _repack_graph(con: duckdb.DuckDBPyConnection) -> None:
+    """The packed graph of the patched nodes and edges (queries read it, not the edge table)."""
+    nodes = con.execute("SELECT id, kind, key, label FROM nodes").fetchall()
+    edges = con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()
+    con.execute("DELETE FROM graph")
+    insert_rows(con, "graph", pack_graph(nodes, edges))

@@ -13,7 +13,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.devices import device_of_key
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
+from perfq.indexer.graph import pack_graph
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
@@ -265,11 +267,16 @@ def link(
     # PyTorch the backend is built against): linked to operators by name
     called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
     declared = {s.stub for f in files for s in f.stubs}
-    for stub in sorted({s.stub for f in files for s in f.stub_impls} - declared):
+    registered_in: dict[str, list[str]] = defaultdict(list)
+    for f in files:
+        for s in f.stub_impls:
+            registered_in[s.stub].append(f.path)
+    for stub in sorted(set(registered_in) - declared):
         node = g.node("stub", stub)
         if node not in called:
+            layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
             for op in ops_named_like(stub, ops_by_base):
-                g.edge(node, op_node(op), "stub_name", "name rule: no caller of the stub indexed")
+                g.edge(node, op_node(op), "stub_name", layout)
 
     # ---- backward formulas: an op's backward ops (followed like composite callers)
     for name, backward_ops in derivatives or []:
@@ -387,6 +394,12 @@ def link(
                 g.edge(base_cls, sub, "subclass", "")
 
     # ---- benchmarks
+    origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
+    own_kernels = {
+        (op.split(".")[0], device_of_key(key))
+        for op, key, _, fid in t.rows["kernels"]
+        if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key)
+    }
     for b in benches:
         t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
         bnode = g.node("benchmark", b.name)
@@ -410,10 +423,11 @@ def link(
                 g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
         trace = (traces or {}).get(b.file)
         if trace is not None:
-            _link_trace(t, b.name, trace, ops_by_base, library_ops)
+            _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels)
 
     _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
+    t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
     for c in canaries:
         t.rows["canary_sets"].append(
             (
@@ -478,19 +492,33 @@ def _link_trace(
     trace: FileTrace,
     ops_by_base: dict[str, list[str]],
     library_ops: dict[str, tuple[str, str]],
+    own_kernels: set[tuple[str, str]],
 ) -> None:
     """Rows for one benchmark file's trace: the file's status, its tests, the operators each
-    test executes (by namespace and base name: any overload), and per-operator bench_ops links."""
+    test executes (by namespace and base name: any overload), and per-operator bench_ops links.
+    ``own_kernels``: (op base, device family) whose kernel the indexed repo defines itself."""
     t.rows["traces"].append(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
     per_test = group_ops(trace.tests)
+    for test in trace.tests:  # ops seen inside others in a small CPU run, where the device's kernel is upstream's
+        family = device_of_key(test.device) or "cpu"
+        per_test[test.name] |= {c for p, c in test.nested if (p.partition("::")[2], family) not in own_kernels}
     inside = kernels_seen(trace.tests)
     linked: set[str] = set()
     for test in trace.tests:
         t.rows["bench_tests"].append(
-            (bench, test.name, test.module, test.cls, test.tag, test.backward, test.device, test.mode.value,
-             inside[test.name])
+            (
+                bench,
+                test.name,
+                test.module,
+                test.cls,
+                test.tag,
+                test.backward,
+                test.device,
+                test.mode.value,
+                inside[test.name],
+            )
         )
     for name, traced in sorted(per_test.items()):
         for entry in sorted(traced):
@@ -505,6 +533,14 @@ def _link_trace(
 
 
 _STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")
+_LAYOUT_WORDS = (("sparse", "Sparse"), ("nested", "Nested"), ("quantized", "Quantized"))
+
+
+def _layout_hint(stub: str, paths: list[str]) -> str:
+    """A dispatch-key-like word for the tensors a stub's kernels serve (its name, or the
+    folders of the files that register it): Sparse, Nested, Quantized, else Dense."""
+    text = stub.lower() + " " + " ".join(paths).lower()
+    return next((key for word, key in _LAYOUT_WORDS if word in text), "Dense")
 
 
 def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:

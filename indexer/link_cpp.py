@@ -29,6 +29,9 @@ _ATEN_API_NAMESPACES = {
 }
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-namespace ones
+# x.get(), x.size(): a method name many classes share says little without types (the
+# overrides of one virtual are fewer); both bounds count distinct qualified names
+_AMBIGUOUS_METHOD = 6
 
 
 def namespace_of(qualname: str) -> str:
@@ -250,10 +253,13 @@ class CppCallLinker:
                 if cand_ns not in caller_scopes:
                     continue  # unqualified lookup only sees enclosing and used namespaces
             targets.append(fid)
-        if len(targets) > _AMBIGUOUS:
-            # a very common name: keep the same file and the caller's namespace
+        if len({self.rows[f][1] for f in targets}) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
+            # a very common name: keep the same file and the caller's namespace; for a method
+            # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
             scope = self.rows[caller][1].rsplit("::", 1)[0]
             targets = [
-                fid for fid in targets if self.rows[fid][0] == file_id or self.rows[fid][1].startswith(scope + "::")
+                fid
+                for fid in targets
+                if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
         return targets

@@ -6,12 +6,14 @@ from __future__ import annotations
 import bisect
 import re
 
-# A C/C++ comment, string or char literal (raw strings are rare in ATen kernels and
-# treated as plain strings).
+# A C/C++ comment, string or char literal.
 _C_NOISE = re.compile(
     r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
     re.S,
 )
+# The same, or a raw string literal (R"delim(...)delim", blanked whole: it holds code of
+# other languages, shaders and kernels compiled at run time). Slower: only for texts with R".
+_C_NOISE_RAW = re.compile(r"""(?<![\w"])(?:u8|[uUL])?R"([^()\\\s"]{0,16})\(.*?\)\1"|""" + _C_NOISE.pattern, re.S)
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -19,17 +21,85 @@ def _blank(match: re.Match[str]) -> str:
     if text[0] == '"':
         # keep the quotes and the text of string literals: registrations name ops in strings
         return text
+    if "\\\n" in text:  # a line splice inside a comment (a #define goes on): kept
+        return re.sub(r"[^\n\\]|\\(?!\n)", " ", text)
     return re.sub(r"[^\n]", " ", text)
 
 
 def strip_c_comments(text: str) -> str:
     """``text`` with C/C++ comments and char literals blanked (same length, same lines)."""
-    return _C_NOISE.sub(_blank, text)
+    return (_C_NOISE_RAW if 'R"' in text else _C_NOISE).sub(_blank, text)
 
 
 def blank_strings(text: str) -> str:
     """``text`` (comments already blanked) with string literal contents blanked too."""
     return re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: '"' + " " * (len(m.group(0)) - 2) + '"', text)
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w*)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+Span = tuple[int, int]
+
+
+def preprocessor_spans(code: str) -> tuple[list[Span], list[Span]]:
+    """(directive lines, branches a build would not see) of ``code`` (comments blanked), as
+    (start, end) offsets. Not seen: ``#if 0`` branches and, of a conditional group whose
+    branches do not all leave braces and parentheses balanced, every branch but the first
+    (``#if A`` / ``struct S : B {`` / ``#else`` / ``struct S {`` / ``#endif``), so that the
+    blocks of the code still match."""
+    groups: list[list[tuple[int, int, bool]]] = []  # open groups: (directive start, end, is '#if 0')
+    directives: list[Span] = []
+    dropped: list[Span] = []
+    for m in _DIRECTIVE.finditer(code):
+        word = m.group(1)
+        directives.append((m.start(), m.end()))
+        zero = m.group(2).strip() in ("0", "false")
+        if word in ("if", "ifdef", "ifndef"):
+            groups.append([(m.start(), m.end(), word == "if" and zero)])
+        elif word in ("elif", "else", "elifdef", "elifndef") and groups:
+            groups[-1].append((m.start(), m.end(), word == "elif" and zero))
+        elif word == "endif" and groups:
+            dropped += _dropped_branches(code, groups.pop(), m.start(), directives + dropped)
+    return directives, dropped
+
+
+def _dropped_branches(code: str, branches: list[tuple[int, int, bool]], endif: int, cut: list[Span]) -> list[Span]:
+    """The branches of one conditional group to drop."""
+    bodies = [(b[1], branches[k + 1][0] if k + 1 < len(branches) else endif, b[2]) for k, b in enumerate(branches)]
+    drop = [(s, e) for s, e, zero in bodies if zero]
+    live = [(s, e) for s, e, zero in bodies if not zero]
+    if len(live) > 1 and any(_balance(_without(code, s, e, cut)) for s, e in live):
+        drop += live[1:]
+    return drop
+
+
+def _balance(text: str) -> int:
+    return text.count("{") - text.count("}") + 7919 * (text.count("(") - text.count(")"))
+
+
+def _without(code: str, start: int, end: int, cut: list[Span]) -> str:
+    """code[start:end] without the ``cut`` spans inside it."""
+    parts, pos = [], start
+    for s, e in sorted(r for r in cut if start <= r[0] < end):
+        if s >= pos:
+            parts.append(code[pos:s])
+        pos = max(pos, e)
+    parts.append(code[pos:end])
+    return "".join(parts)
+
+
+def blank_spans(text: str, spans: list[Span]) -> str:
+    """``text`` with the characters of ``spans`` but newlines replaced by spaces."""
+    if not spans:
+        return text
+    parts, pos = [], 0
+    for start, end in sorted(spans):
+        if end <= pos:
+            continue
+        start = max(start, pos)
+        parts += [text[pos:start], re.sub(r"[^\n]", " ", text[start:end])]
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 class LineIndex:

@@ -55,9 +55,11 @@ class TracedTest:
     device: str
     mode: TraceMode
     ops: tuple[str, ...]  # 'aten::add', 'quantized::relu6'
+    nested: tuple[tuple[str, str], ...] = ()  # (parent, child) seen inside operators in a small CPU run
 
     def to_json(self) -> dict:
-        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops)}
+        nested = [list(n) for n in self.nested]
+        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -70,6 +72,7 @@ class TracedTest:
             device=str(d.get("device", "")),
             mode=TraceMode(d.get("mode", "real")),
             ops=tuple(d.get("ops", ())),
+            nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
         )
 
 

@@ -24,8 +24,9 @@ from enum import Enum
 from pathlib import Path
 
 from perfq.config import Config
+from perfq.indexer.devices import device_of_key, device_of_path
 from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.query.reach import Reach, device_of_key, device_of_path, op_backends, reaching_benchmarks, walk_up
+from perfq.query.reach import Reach, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
@@ -379,7 +380,11 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
             own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
-    layouts = {own.key[n]: own.layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    own_layouts = own.layouts()
+    layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    layouts.update(
+        _layouts_from_paths(own, store.function_paths(sorted(n for n, k in own.kind.items() if k == "function")))
+    )
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
     unbounded = len(own_ops) > cfg.reach_bound
@@ -389,13 +394,14 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     if shared:
         walk, reached_ops = own, len(own_ops)
     else:
-        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends)
+        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
     hits = store.traced_hits(own_ops, layouts)
     if inner is not None:
         # tests traced without seeing inside kernels (meta/fake only): the operators whose
         # kernels call one the change implements count too (one step, no hubs)
         callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
-        caller_layouts = {inner.key[n]: inner.layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
+        inner_layouts = inner.layouts()
+        caller_layouts = {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
         hits += [h for h in store.traced_hits(callers, caller_layouts) if not h.kernels_seen]
         op_chains = inner
     else:
@@ -439,7 +445,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 
 
 def _composite_walk(
-    store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]]
+    store: IndexStore, start_devices: dict[int, str], cfg: Config, backends: dict[str, set[str]], own: Reach
 ) -> tuple[Reach, int, Reach | None]:
     """The walk on through composite callers, except out of hub operators (called from more
     than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
@@ -450,8 +456,12 @@ def _composite_walk(
     one_step = None
     count = 0
     for hops in (0, 1, 2, 3, None):
-        walk = walk_up(
-            store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+        walk = (
+            own
+            if hops == 0
+            else walk_up(
+                store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
+            )
         )
         count = len(walk.nodes_of("op"))
         if count > cfg.reach_bound and best is not None:
@@ -461,6 +471,27 @@ def _composite_walk(
             one_step = walk
     assert best is not None
     return best, count, one_step
+
+
+_LAYOUT_DIRS = (("/quantized/", "quantized"), ("/sparse/", "sparse"), ("/nested/", "nested"))
+
+
+def _layout_dir(path: str) -> str:
+    return next((layout for part, layout in _LAYOUT_DIRS if part in path), "")
+
+
+def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]]:
+    """A change in quantized (sparse, nested) code that reaches a general operator through a
+    general kernel (copy_ through copy_impl's quantized branch) only changes that operator on
+    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts."""
+    out: dict[str, set[str]] = {}
+    for node in own.nodes_of("op"):
+        chain = own.chain(node)
+        hint = _layout_dir(paths.get(chain[0][0], ""))
+        kernels = [n for n, _, _ in chain if own.kind.get(n) == "function"]
+        if hint and kernels and not _layout_dir(paths.get(kernels[-1], "")):
+            out[own.key[node]] = {hint}
+    return out
 
 
 def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:

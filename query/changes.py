@@ -77,6 +77,8 @@ def source_kind(path: str, cfg: Config) -> str:
         path.startswith(r.strip("/") + "/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
     ):
         return "benchmark"
+    if any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch("/" + path, p) for p in cfg.exclude):
+        return "other"  # tests, third_party: not indexed, nothing a benchmark runs
     if path.endswith(CPP_SUFFIXES):
         return "cpp"
     if path.endswith(".py"):

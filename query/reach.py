@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from perfq.indexer.devices import device_of_key, layout_of_key
 from perfq.schema.index_store import IndexStore
 
 
@@ -21,7 +22,29 @@ class Reach:
     truncated: bool = False
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
     into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
-    layouts: dict[int, set[str]] = field(default_factory=dict)  # op -> tensor layouts of the kernels reached
+    into_op: list[tuple[int, int, str, str]] = field(default_factory=list)  # explored edges into ops
+
+    def layouts(self) -> dict[int, set[str]]:
+        """op -> the tensor layouts of the kernels the walk reached it through (dense,
+        quantized, sparse, nested; 'any' for composites), over every explored path."""
+        out: dict[int, set[str]] = {}
+        follow: list[tuple[int, int]] = []
+        for dst, src, ekind, detail in self.into_op:
+            if ekind in ("kernel", "library_impl", "stub_name"):
+                out.setdefault(src, set()).add(layout_of_key(detail))
+            elif ekind in ("structured_delegate", "autogen"):
+                follow.append((dst, src))
+            else:
+                out.setdefault(src, set()).add("any")
+        changed = True
+        while changed:  # an op delegating to another has the layouts that op was reached with
+            changed = False
+            for dst, src in follow:
+                new = out.get(dst, {"any"}) - out.get(src, set())
+                if new:
+                    out.setdefault(src, set()).update(new)
+                    changed = True
+        return out
 
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
@@ -37,43 +60,6 @@ class Reach:
             node = parent
         out.append((node, "start", ""))
         return list(reversed(out))
-
-
-def device_of_key(key: str) -> str:
-    """The device family of a dispatch key or stub arch ('' for device-neutral keys)."""
-    k = key.upper()
-    if "CUDA" in k or "HIP" in k:
-        return "cuda"
-    if "MPS" in k:
-        return "mps"
-    if "XPU" in k:
-        return "xpu"
-    if k.endswith("CPU") or k in ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256", "ALL_CPU"):
-        return "cpu"
-    return ""
-
-
-def layout_of_key(key: str) -> str:
-    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse..."""
-    if not key or key.startswith("Composite") or key == "CatchAll":
-        return "any"
-    for word, layout in (("Quantized", "quantized"), ("Sparse", "sparse"), ("Nested", "nested"), ("Mkldnn", "mkldnn")):
-        if word in key:
-            return layout
-    return "dense"
-
-
-def device_of_path(path: str) -> str:
-    """The device family a source file belongs to ('' when it serves every device)."""
-    if path.endswith((".cu", ".cuh")) or any(p in path for p in ("/cuda/", "/cudnn/", "/hip/", "/miopen/")):
-        return "cuda"
-    if path.endswith(".mm") or "/mps/" in path:
-        return "mps"
-    if "/xpu/" in path:
-        return "xpu"
-    if any(p in path for p in ("/cpu/", "/mkldnn/", "/mkl/")):
-        return "cpu"
-    return ""
 
 
 def walk_up(
@@ -109,19 +95,22 @@ def walk_up(
             break
         depth += 1
         rows = store.edges_into(frontier)
-        fanout: dict[int, int] = {}  # op -> C++ functions calling it
+        fanout: dict[int, int] = {}  # op, or an op's kernel function -> C++ functions calling it
         callers: dict[int, int] = {}  # function -> C++ functions calling it
+        kernel_fns = {dst for dst, _, ekind, *_ in rows if ekind == "kernel"}  # kernels of an operator
         for dst, _, ekind, _, nkind, _, _ in rows:
-            if ekind == "op_call" and nkind == "function":
+            if (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns):
                 fanout[dst] = fanout.get(dst, 0) + 1
-            elif ekind == "call":
+            if ekind == "call":
                 callers[dst] = callers.get(dst, 0) + 1
         nxt = []
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
             if ekind == "call" and hops and hub_fanout is not None and callers[dst] > hub_fanout:
                 continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
-            if (ekind == "op_call" and nkind == "function") or ekind == "backward":
+            # calling an operator, through its API or its kernel function directly, is a composite step
+            composite = (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns)
+            if composite or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
                     continue
@@ -137,12 +126,7 @@ def walk_up(
                 dev = dev or edge_dev
             r.edges.append((dst, src))
             if nkind == "op":
-                if ekind in ("kernel", "library_impl"):
-                    r.layouts.setdefault(src, set()).add(layout_of_key(detail))
-                elif ekind in ("structured_delegate", "autogen"):
-                    r.layouts.setdefault(src, set()).update(r.layouts.get(dst, {"any"}))
-                else:
-                    r.layouts.setdefault(src, set()).add("any")
+                r.into_op.append((dst, src, ekind, detail))
             if nkind == "benchmark":
                 r.into_benchmark.setdefault(src, set()).add(detail)
             if src in r.depth:
@@ -160,6 +144,7 @@ def walk_up(
             if nkind != "benchmark":
                 nxt.append(src)
         frontier = sorted(set(nxt))
+    r.label.update(store.labels([n for n, k in r.kind.items() if k in ("function", "pyfunction")]))
     return r
 
 

@@ -157,4 +157,7 @@ CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, f
 CREATE TABLE nodes (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, label TEXT NOT NULL);
 CREATE TABLE reach_edges (dst INTEGER NOT NULL, src INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 
+-- The same graph packed for queries (indexer/graph.py): edges by dst as arrays, one row per part.
+CREATE TABLE graph (part TEXT PRIMARY KEY, data BLOB NOT NULL);
+
 CREATE TABLE warnings (file TEXT, phase TEXT NOT NULL, message TEXT NOT NULL);

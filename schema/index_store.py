@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import duckdb
+import numpy as np
 
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
@@ -121,12 +122,29 @@ class ReachGraph(NamedTuple):
     function_nodes: dict[int, int]  # function id -> node id
 
 
+class PackedGraph:
+    """The ``graph`` table's parts as arrays (see indexer/graph.py for the layout)."""
+
+    def __init__(self, parts: dict[str, bytes]) -> None:
+        names = json.loads(parts["names"])
+        self.offsets = np.frombuffer(parts["offsets"], dtype=np.int64)
+        self.src = np.frombuffer(parts["src"], dtype=np.int32)
+        self.kind = np.frombuffer(parts["kind"], dtype=np.uint8)
+        self.detail = np.frombuffer(parts["detail"], dtype=np.int32)
+        self.node_kind = np.frombuffer(parts["node_kind"], dtype=np.uint8)
+        self.node_kinds: list[str] = names["node_kinds"]
+        self.edge_kinds: list[str] = names["edge_kinds"]
+        self.details: list[str] = names["details"]
+        self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
+
+
 class IndexStore:
     """Read queries of ``perfq affected`` and friends over one open index connection."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
-        self._edges: dict[int, list[EdgeRow]] = {}  # graph edges read so far (walks share them)
+        self._graph: PackedGraph | None = None
+        self._labels: dict[int, str] = {}
 
     # ---- files and functions
     def functions_in(self, paths: list[str]) -> list[FunctionRow]:
@@ -198,20 +216,34 @@ class IndexStore:
         return self.con.execute("SELECT op, dispatch_key FROM kernels").fetchall()
 
     # ---- the reachability graph
+    def graph(self) -> PackedGraph:
+        """The packed reachability graph (indexer/graph.py), read once per store."""
+        if self._graph is None:
+            parts = dict(self.con.execute("SELECT part, data FROM graph").fetchall())
+            self._graph = PackedGraph(parts)
+        return self._graph
+
     def edges_into(self, nodes: list[int]) -> list[EdgeRow]:
-        """Edges into ``nodes`` (by dst, then src); each node's edges are read once per store."""
-        missing = [n for n in nodes if n not in self._edges]
-        if missing:
-            for n in missing:
-                self._edges[n] = []
-            for r in self.con.execute(
-                "SELECT e.dst, e.src, e.kind, e.detail, n.kind, n.key, n.label FROM reach_edges e"
-                " JOIN nodes n ON n.id = e.src WHERE e.dst IN (SELECT unnest(?::INTEGER[]))"
-                " ORDER BY e.dst, e.src",
-                [missing],
-            ).fetchall():
-                self._edges[r[0]].append(EdgeRow(*r))
-        return [e for n in sorted(set(nodes)) for e in self._edges[n]]
+        """Edges into ``nodes`` (by dst, then src), with the kind and key of their source
+        (labels only for operators, stubs and benchmarks: ``describe`` has the others)."""
+        g = self.graph()
+        out = []
+        for dst in sorted(set(nodes)):
+            lo, hi = g.offsets[dst], g.offsets[dst + 1]
+            rows = zip(g.src[lo:hi].tolist(), g.kind[lo:hi].tolist(), g.detail[lo:hi].tolist(), strict=True)
+            for src, kind, detail in rows:
+                key = g.keys.get(src, str(src))
+                out.append(
+                    EdgeRow(dst, src, g.edge_kinds[kind], g.details[detail], g.node_kinds[g.node_kind[src]], key, key)
+                )
+        return out
+
+    def labels(self, nodes: list[int]) -> dict[int, str]:
+        """node -> label (qualified names of functions), read once per node per store."""
+        missing = [n for n in nodes if n not in self._labels]
+        for node, _, _, label in self.describe(missing):
+            self._labels[node] = label
+        return {n: self._labels.get(n, str(n)) for n in nodes}
 
     def describe(self, nodes: list[int]) -> list[NodeRow]:
         if not nodes:

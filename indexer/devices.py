@@ -1,0 +1,41 @@
+"""Device families and tensor layouts of dispatch keys and source paths (shared by the
+indexer and the queries)."""
+
+from __future__ import annotations
+
+
+def device_of_key(key: str) -> str:
+    """The device family of a dispatch key or stub arch ('' for device-neutral keys)."""
+    k = key.upper()
+    if "CUDA" in k or "HIP" in k:
+        return "cuda"
+    if "MPS" in k:
+        return "mps"
+    if "XPU" in k:
+        return "xpu"
+    if k.endswith("CPU") or k in ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256", "ALL_CPU"):
+        return "cpu"
+    return ""
+
+
+def layout_of_key(key: str) -> str:
+    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse..."""
+    if not key or key.startswith("Composite") or key == "CatchAll":
+        return "any"
+    for word, layout in (("Quantized", "quantized"), ("Sparse", "sparse"), ("Nested", "nested"), ("Mkldnn", "mkldnn")):
+        if word in key:
+            return layout
+    return "dense"
+
+
+def device_of_path(path: str) -> str:
+    """The device family a source file belongs to ('' when it serves every device)."""
+    if path.endswith((".cu", ".cuh")) or any(p in path for p in ("/cuda/", "/cudnn/", "/hip/", "/miopen/")):
+        return "cuda"
+    if path.endswith(".mm") or "/mps/" in path:
+        return "mps"
+    if "/xpu/" in path:
+        return "xpu"
+    if any(p in path for p in ("/cpu/", "/mkldnn/", "/mkl/")):
+        return "cpu"
+    return ""
