@@ -273,3 +273,26 @@ def test_report_gate_fails_on_a_regression_after_writing_the_comment(tmp_path, c
     assert gate.returncode == EXIT_GATE
     assert "4 regression(s)" in (out / "comment.md").read_text()
     assert json.loads((out / "comparison.json").read_text())["summary"]["regression"] == 4
+
+
+def test_init_defaults_to_the_git_commit_perfq_was_installed_from(tmp_path, cli, monkeypatch):
+    import importlib.metadata
+
+    class Dist:
+        def __init__(self, info):
+            self.info = info
+
+        def read_text(self, name):
+            return json.dumps(self.info)
+
+    sha = "89abcdef0123456789abcdef0123456789abcdef"
+    git(tmp_path, "init", "-q")
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Dist(
+        {"url": "https://github.com/example/perfq", "vcs_info": {"vcs": "git", "commit_id": sha}}))
+    assert cli(tmp_path, "ci", "init").returncode == 0
+    text = (tmp_path / ".github/workflows/perfq-benchmarks.yml").read_text()
+    assert f'PERFQ_SPEC: "git+https://github.com/example/perfq@{sha}"' in text
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Dist({"url": "file:///src/perfq",
+                                                                              "dir_info": {"editable": True}}))
+    res = cli(tmp_path, "ci", "init", "--force")
+    assert res.returncode == EXIT_ERROR and "give --perfq-spec" in res.stderr
