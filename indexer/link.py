@@ -547,7 +547,7 @@ def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:
     """Operators a DispatchStub's name points at, for stubs whose callers are upstream:
     ``add_stub`` -> add, ``LayerNormKernel`` -> layer_norm and native_layer_norm,
     ``random_from_to_stub`` -> random, ``cdist_backward_stub`` -> _cdist_backward. Trailing
-    words are dropped until a base name (or its ``_``/``native_`` form) is an operator."""
+    words are dropped until a base name (or its in-place, ``_`` or ``native_`` form) is an operator."""
     name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", stub).lower()
     for suffix in _STUB_SUFFIXES:
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -556,7 +556,7 @@ def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:
     words = name.split("_")
     while words:
         base = "_".join(words)
-        found = [op for b in (base, f"_{base}", f"native_{base}") for op in ops_by_base.get(b, [])]
+        found = [op for b in (base, f"{base}_", f"_{base}", f"native_{base}") for op in ops_by_base.get(b, [])]
         if found:
             return found
         words = words[:-1]

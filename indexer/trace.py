@@ -236,7 +236,8 @@ def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:
     its module and direction have a real test to borrow them from)?"""
     tests = list(tests)
     real = {(t.module, t.backward) for t in tests if t.mode == TraceMode.real}
-    return {t.name: t.mode == TraceMode.real or (t.module, t.backward) in real for t in tests}
+    seen = (TraceMode.real, TraceMode.inferred)  # inferred tests carry the ops of real ones
+    return {t.name: t.mode in seen or (t.module, t.backward) in real for t in tests}
 
 
 def group_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.devices import device_of_key, device_of_path
 from perfq.query.changes import ChangedFunction, ChangeSet
@@ -53,7 +54,7 @@ class Reason:
     chain: tuple[str, ...]
 
     def to_json(self) -> dict:
-        return {"function": self.function, "chain": list(self.chain)}
+        return to_json(self)
 
 
 @dataclass(frozen=True)
@@ -68,24 +69,10 @@ class SelectedBenchmark:
     confidence: Confidence
     source: Source
     reasons: tuple[Reason, ...]
-    ir_changed: tuple[str, ...] | None = None
+    ir_changed: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def to_json(self) -> dict:
-        out = {
-            "name": self.name,
-            "file": self.file,
-            "tests": list(self.tests),
-            "modules": list(self.modules),
-            "ops": list(self.ops),
-            "modes": list(self.modes),
-            "devices": list(self.devices),
-            "confidence": self.confidence.value,
-            "source": self.source.value,
-            "reasons": [r.to_json() for r in self.reasons],
-        }
-        if self.ir_changed is not None:
-            out["ir_changed"] = list(self.ir_changed)
-        return out
+        return to_json(self)
 
 
 @dataclass(frozen=True)
@@ -94,7 +81,7 @@ class CanaryBenchmark:
     file: str
 
     def to_json(self) -> dict:
-        return {"name": self.name, "file": self.file}
+        return to_json(self)
 
 
 @dataclass(frozen=True)
@@ -105,12 +92,7 @@ class CanaryHit:
     benchmarks: tuple[CanaryBenchmark, ...]
 
     def to_json(self) -> dict:
-        return {
-            "set": self.set,
-            "trigger": self.trigger,
-            "description": self.description,
-            "benchmarks": [b.to_json() for b in self.benchmarks],
-        }
+        return to_json(self)
 
 
 @dataclass(frozen=True)
@@ -121,7 +103,7 @@ class Unmapped:
     reason: str
 
     def to_json(self) -> dict:
-        return {"file": self.file, "function": self.function, "lines": list(self.lines), "reason": self.reason}
+        return to_json(self)
 
 
 @dataclass(frozen=True)
@@ -142,28 +124,10 @@ class AffectedDoc:
     unmapped_changes: tuple[Unmapped, ...]
     ignored_files: tuple[str, ...]
     warnings: tuple[str, ...]
-    ir_changed_kernels: tuple[str, ...] | None = None
+    ir_changed_kernels: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def to_json(self) -> dict:
-        out = {
-            "base": self.base,
-            "head": self.head,
-            "compile_mode": self.compile_mode,
-            "shared_infrastructure": self.shared_infrastructure,
-            "reach": dict(self.reach),
-            "changed_functions": [c.to_json() for c in self.changed_functions],
-            "no_op_changes": [c.to_json() for c in self.no_op_changes],
-            "benchmarks": [b.to_json() for b in self.benchmarks],
-            "canary": [c.to_json() for c in self.canary],
-            "ops": list(self.ops),
-            "no_benchmark_ops": list(self.no_benchmark_ops),
-            "unmapped_changes": [u.to_json() for u in self.unmapped_changes],
-            "ignored_files": list(self.ignored_files),
-            "warnings": list(self.warnings),
-        }
-        if self.ir_changed_kernels is not None:
-            out["ir_changed_kernels"] = list(self.ir_changed_kernels)
-        return out
+        return to_json(self)
 
     def all_benchmarks(self) -> list[SelectedBenchmark]:
         """Selected benchmarks plus those of triggered canary sets (each once)."""
@@ -610,7 +574,7 @@ def _canaries(
 
 def _covered_ops(store: IndexStore, walk: Reach, ops: list[str]) -> set[str]:
     """Reached operators some benchmark executes (a trace) or calls (the benchmark's code)."""
-    covered = {h.op for h in store.traced_hits(ops)}
+    covered = store.executed(ops)
     reaching = reaching_benchmarks(walk)
     covered |= {walk.key[n] for n in walk.nodes_of("op") if n in reaching}
     return covered

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from perfq.common.diff import FileChange
+from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
 from perfq.indexer.extract import file_facts
@@ -29,18 +30,20 @@ def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
 
 @dataclass
 class ChangedFunction:
-    path: str
-    qualname: str
-    name: str
+    """A function whose lines a change touches (``lines``: changed lines, either side)."""
+
+    path: str = field(metadata={"json": "file"})
+    qualname: str = field(metadata={"json": "function"})
+    name: str = field(metadata={"internal": True})
     lines: list[int]
-    side: str  # base | head | both
+    side: str = field(metadata={"internal": True})  # base | head | both
     status: str  # modified | added | deleted
 
     def as_dict(self) -> dict:
-        return {"file": self.path, "function": self.qualname, "lines": self.lines[:20], "status": self.status}
+        return to_json(self)
 
     def to_json(self) -> dict:
-        return self.as_dict()
+        return to_json(self)
 
 
 @dataclass
@@ -218,7 +221,7 @@ def _same_tokens(
     if base is None or head is None or not fc.old_path or not fc.new_path:
         return None
     old, new = base_text(fc.old_path), head_text(fc.new_path)
-    if old is None or new is None:
+    if old is None or new is None or (fc.hunks and not _maybe_layout_only(fc, kind)):
         return None
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
@@ -236,6 +239,23 @@ def _same_tokens(
         return all(old_tokens.within(*x) == new_tokens.within(*y) for x, y in zip(a, b, strict=True))
 
     return same
+
+
+_COMMENTS = {
+    "cpp": re.compile(r"//[^\n]*|/\*.*?(\*/|$)|^[^\n]*?\*/", re.DOTALL | re.MULTILINE),
+    "python": re.compile(r"#[^\n]*"),
+}
+
+
+def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
+    """A cheap first look: do the removed and added lines, without comments and whitespace,
+    read the same? Only then are both versions tokenized (most changes change code)."""
+
+    def words(sign: str) -> str:
+        text = "\n".join(line.text for h in fc.hunks for line in h.lines if line.kind == sign)
+        return "".join(_COMMENTS[kind].sub(" ", text).split())
+
+    return words("-") == words("+")
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:

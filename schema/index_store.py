@@ -4,13 +4,13 @@ read it with SQL. One :class:`IndexStore` per open connection (``schema.reader.o
 from __future__ import annotations
 
 import json
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import duckdb
-import numpy as np
 
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
@@ -122,16 +122,22 @@ class ReachGraph(NamedTuple):
     function_nodes: dict[int, int]  # function id -> node id
 
 
+def _array(code: str, data: bytes) -> array:
+    out = array(code)
+    out.frombytes(data)
+    return out
+
+
 class PackedGraph:
     """The ``graph`` table's parts as arrays (see indexer/graph.py for the layout)."""
 
     def __init__(self, parts: dict[str, bytes]) -> None:
         names = json.loads(parts["names"])
-        self.offsets = np.frombuffer(parts["offsets"], dtype=np.int64)
-        self.src = np.frombuffer(parts["src"], dtype=np.int32)
-        self.kind = np.frombuffer(parts["kind"], dtype=np.uint8)
-        self.detail = np.frombuffer(parts["detail"], dtype=np.int32)
-        self.node_kind = np.frombuffer(parts["node_kind"], dtype=np.uint8)
+        self.offsets = _array("q", parts["offsets"])  # the stdlib array: numpy's import costs a query 0.1 s
+        self.src = _array("i", parts["src"])
+        self.kind = _array("B", parts["kind"])
+        self.detail = _array("i", parts["detail"])
+        self.node_kind = _array("B", parts["node_kind"])
         self.node_kinds: list[str] = names["node_kinds"]
         self.edge_kinds: list[str] = names["edge_kinds"]
         self.details: list[str] = names["details"]
@@ -230,7 +236,7 @@ class IndexStore:
         out = []
         for dst in sorted(set(nodes)):
             lo, hi = g.offsets[dst], g.offsets[dst + 1]
-            rows = zip(g.src[lo:hi].tolist(), g.kind[lo:hi].tolist(), g.detail[lo:hi].tolist(), strict=True)
+            rows = zip(g.src[lo:hi], g.kind[lo:hi], g.detail[lo:hi], strict=True)
             for src, kind, detail in rows:
                 key = g.keys.get(src, str(src))
                 out.append(
@@ -282,6 +288,17 @@ class IndexStore:
             if "any" in wanted or layout in wanted:
                 out.append(TracedHit(*hit))
         return out
+
+    def executed(self, ops: list[str]) -> set[str]:
+        """Those of ``ops`` that some traced test executes (any overload, any layout)."""
+        if not ops:
+            return set()
+        rows = self.con.execute(
+            "SELECT DISTINCT o.name FROM ops o SEMI JOIN trace_ops t ON t.base = o.base AND t.namespace = o.namespace"
+            " WHERE o.name IN (SELECT unnest(?::TEXT[]))",
+            [ops],
+        ).fetchall()
+        return {r[0] for r in rows}
 
     def traced_ops_of(self, benches: list[str]) -> dict[str, set[tuple[str, str]]]:
         """bench -> (namespace, base) of every operator its traces execute."""

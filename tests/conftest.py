@@ -62,3 +62,14 @@ def corpus() -> Path:
     if not (CORPUS / "aten").is_dir():
         pytest.skip("PyTorch 2.6.0 corpus not fetched (scripts/fetch-pytorch-source.sh)")
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def corpus_scratch(tmp_path_factory: pytest.TempPathFactory):
+    """A shared clone of the corpus (the corpus is never written) with its perfq index built
+    once per session, traces included: every corpus test that needs the full index uses it."""
+    from tests.affected_cases import make_scratch
+
+    if not (CORPUS / "aten").is_dir():
+        pytest.skip("PyTorch 2.6.0 corpus not fetched (scripts/fetch-pytorch-source.sh)")
+    return make_scratch(CORPUS, tmp_path_factory.mktemp("corpus-scratch") / "pytorch-2.6.0")

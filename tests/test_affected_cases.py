@@ -23,19 +23,12 @@ from tests.affected_cases import (
     edited_lines,
     failures,
     load_cases,
-    make_scratch,
     run_affected,
     score,
 )
 
 CASES = load_cases()
 needs_corpus = pytest.mark.skipif(not (CORPUS / ".git").exists(), reason="PyTorch 2.6.0 corpus not fetched")
-
-
-@pytest.fixture(scope="session")
-def corpus_scratch(tmp_path_factory: pytest.TempPathFactory) -> Scratch:
-    """A clone of the corpus with its index built once per session (can move to conftest.py)."""
-    return make_scratch(CORPUS, tmp_path_factory.mktemp("affected-cases") / "pytorch-2.6.0")
 
 
 def test_cases_cover_the_classes():

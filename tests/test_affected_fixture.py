@@ -7,9 +7,12 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from perfq.common.cli import EXIT_ERROR, EXIT_GATE
+from perfq.common.documents import json_schema
+from perfq.query.affected import AffectedDoc
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
@@ -53,6 +56,7 @@ def bench(doc: dict, name: str) -> dict:
 
 def test_helper_below_stub_kernel_reaches_ops_and_benchmarks(change):
     doc = change((KERNEL, "out[i] * 2", "out[i] * 3"))
+    jsonschema.validate(doc, json_schema(AffectedDoc))  # the JSON is the typed document's
     assert [c["function"] for c in doc["changed_functions"]] == [
         "at::native::(anonymous namespace)::inner_loop<scalar_t>"
     ]

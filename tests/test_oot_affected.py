@@ -97,7 +97,7 @@ def test_backend_only_op_has_no_benchmark(oot: OotRepo, perfq_module):
 
 
 def test_warm_index_reuses_the_upstream(oot: OotRepo, perfq_module):
-    assert perfq_module(oot.path, "index", "-q").returncode == 0  # the commits of the tests above
+    assert perfq_module(oot.path, "index", "--full", "-q").returncode == 0  # the commits of the tests above
     proc = perfq_module(oot.path, "index", "--full", "--format", "json", "-q")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

@@ -12,8 +12,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from perfq.config import load_config
-from perfq.indexer.build import build_index
 from perfq.query.index_stats import index_stats
 from perfq.runner.affected_flow import affected_for_ref
 from tests.conftest import CORPUS  # noqa: E402
@@ -25,10 +23,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("corpus-index") / "index.duckdb"
-    build_index(CORPUS, load_config(CORPUS), path, quiet=True)
-    return path
+def db(corpus_scratch) -> Path:
+    return corpus_scratch.root / ".git/perfq/index.duckdb"
 
 
 def _patch_function_line(rel: str, function_marker: str, nth_body_line: int = 3) -> str:

@@ -261,6 +261,27 @@ def test_jobs_from_affected_selection_to_commands(tmp_path):
     assert "--test-name" not in argv and argv[argv.index("--operators") + 1] == "add"
 
 
+def test_traced_selection_runs_its_tests_by_module(tmp_path):
+    root = make_bench_root(tmp_path, names=("fake_test",))
+    doc = {
+        "benchmarks": [
+            {
+                "name": "fake_test",
+                "file": "x",
+                "tests": ["add_M1_N1_cpu", "add_M8_N8_cpu"],
+                "modules": ["add"],
+                "ops": ["add.Tensor", "add.out"],
+                "modes": ["eager"],
+            }
+        ]
+    }
+    (job,) = jobs_from_affected(doc, root, OpBenchSpec("", device="cpu"), {}, mode=None)[0]
+    assert job.spec.tests == ("add_M1_N1_cpu", "add_M8_N8_cpu") and job.spec.ops == ("add",)
+    argv, notes = opbench.build_command("py", job.spec, RunnerCaps())
+    assert argv[argv.index("--operators") + 1] == "add" and "--test-name" not in argv
+    assert "kept by parsing" in notes[0]
+
+
 def test_default_root_from_config():
     assert opbench.default_root(("benchmarks/operator_benchmark/pt",)) == "benchmarks/operator_benchmark"
     assert opbench.default_root(("bench/operator_benchmark",)) == "bench/operator_benchmark"

@@ -92,10 +92,10 @@ def jobs_from_affected(
         name = opbench.normalize_name(str(entry.get("name") or entry.get("file") or ""))
         if not name:
             continue
-        # the document's "tests" are benchmark classes, not the runner's generated test
-        # names, so they cannot be passed to --test-name: narrow by operators instead
-        tests: tuple[str, ...] = ()
-        ops = tuple(entry.get("ops") or ())
+        # traced selections name the runner's own tests and their --operators modules; a
+        # static one names operators only, matched against the file's registered names
+        tests = tuple(entry.get("tests") or ()) if entry.get("modules") else ()
+        ops = tuple(entry.get("modules") or entry.get("ops") or ())
         modes = tuple(m for m in entry.get("modes") or () if m in ("eager", "compile"))
         if name not in merged:
             merged[name] = {"tests": tests, "ops": ops, "modes": modes}
@@ -113,7 +113,9 @@ def jobs_from_affected(
             notes.append(f"{name}: not found under {root / 'pt'}; skipped")
             continue
         ops: tuple[str, ...] = ()
-        if sel["ops"] and not sel["tests"] and ops_resolver is not None:
+        if sel["tests"]:
+            ops = sel["ops"]  # the modules of the traced tests: exact --operators names
+        elif sel["ops"] and ops_resolver is not None:
             ops = tuple(match_ops(list(sel["ops"]), ops_resolver(name)))
         for m in modes_for(mode, sel["modes"] or ("eager",)):
             jobs.append(opbench_job(root, name, m, base, sel["tests"], ops))
