@@ -10,13 +10,23 @@ import typer
 from perfq.common.paths import default_history_path, default_index_path, repo_root
 
 # Exit statuses of every perfq command (documented in README.md, "Exit codes").
+EXIT_OK = 0
+EXIT_CRASH = 1  # an unexpected exception (a bug): Python's own status, with its traceback
+EXIT_USAGE = 2  # bad command line (click/Typer usage errors)
 EXIT_GATE = 3  # the answer fails a gate: regression, NO BENCHMARK, failed benchmarks, IR changed, no culprit
+EXIT_ERROR = 4  # a perfq error (PerfqError): unknown ref, missing/locked/corrupt index, unreadable file...
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); finished work is kept
 
-RepoOption = typer.Option(None, "--repo", help="Repository root (default: the current git worktree).")
-DbOption = typer.Option(None, "--db", help="Index database (default: <git common dir>/perfq/index.duckdb).")
+REPO_PANEL = "Repository"
+RepoOption = typer.Option(None, "--repo", rich_help_panel=REPO_PANEL,
+                          help="Repository root (default: the current git worktree).")
+DbOption = typer.Option(None, "--db", rich_help_panel=REPO_PANEL,
+                        help="Index database (default: <git common dir>/perfq/index.duckdb).")
 HistoryOption = typer.Option(
-    None, "--history", help="Results history database (default: <git common dir>/perfq/history.duckdb)."
+    None, "--history", rich_help_panel=REPO_PANEL,
+    help="Results history database (default: <git common dir>/perfq/history.duckdb).",
 )
+FORMAT_HELP = "table on a terminal, json for machines, markdown for PR comments."
 
 
 class Format(str, Enum):

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from perfq.errors import PerfqError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 GITHUB_COMMENT_BUDGET = 60000  # characters; GitHub rejects comments over 65536
 
@@ -21,11 +25,26 @@ def console(stderr: bool = False) -> Console:
 
 
 def wide_console() -> Console:
-    """The stdout console, but wide enough for full names when output goes to a log or pipe."""
+    """The stdout console; into a log or pipe wide enough for full names, unless $COLUMNS says otherwise."""
     con = console()
-    if not con.is_terminal:
+    if not con.is_terminal and not os.environ.get("COLUMNS"):
         con.width = 220
     return con
+
+
+def folded_table(*columns: tuple[str, str], title: str | None = None) -> Table:
+    """A borderless table for 80 columns; columns ``(name, kind)``: ``f`` folds (identifiers, lists),
+    ``l``/``r`` are left/right aligned and never wrap (numbers, short words)."""
+    from rich.table import Table
+
+    t = Table(box=None, title=title, title_justify="left", pad_edge=False, padding=(0, 0, 0, 1), expand=False,
+              header_style="bold")
+    for name, kind in columns:
+        if kind == "f":
+            t.add_column(name, overflow="fold", ratio=1, min_width=8)
+        else:
+            t.add_column(name, justify="right" if kind == "r" else "left", no_wrap=True)
+    return t
 
 
 def print_json(data: Any) -> None:

@@ -5,9 +5,9 @@ class PerfqError(Exception):
     """A user-facing failure: bad input, missing index, unknown ref, locked database...
 
     The message is printed as ``error: <message>`` on one line; ``exit_code`` is the
-    process exit status (2 by default).
+    process exit status (None: ``perfq.common.cli.EXIT_ERROR``).
     """
 
-    def __init__(self, message: str, exit_code: int = 2) -> None:
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code

@@ -96,6 +96,7 @@ class KernelSizeRow(NamedTuple):
     function_id: int
     lines: int
     path: str
+    start_line: int = 0
 
 
 class BenchmarkFile(NamedTuple):
@@ -349,8 +350,8 @@ class IndexStore:
 
     def kernel_sizes(self) -> list[KernelSizeRow]:
         """Lines and file of every function that is some operator's kernel."""
-        return [KernelSizeRow(int(fid), int(lines), path) for fid, lines, path in self.con.execute(
-            """SELECT f.id, f.end_line - f.start_line + 1, fi.path
+        return [KernelSizeRow(int(fid), int(lines), path, int(start)) for fid, lines, path, start in self.con.execute(
+            """SELECT f.id, f.end_line - f.start_line + 1, fi.path, f.start_line
                FROM functions f JOIN files fi ON fi.id = f.file_id
                WHERE f.id IN (SELECT function_id FROM kernels WHERE function_id IS NOT NULL)""").fetchall()]
 

@@ -40,6 +40,7 @@ RUN_FIELDS = (
     "command",
     "status",
     "notes",
+    "env",
 )
 SAMPLE_FIELDS = ("seq", "repeat_index", "benchmark", "test", "mode", "device", "metric", "unit", "value")
 FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "failed_at")
@@ -110,6 +111,7 @@ class Run:
     command: str = ""
     status: RunStatus = RunStatus.running
     notes: str = ""
+    env: str = ""  # JSON: machine, interpreter, torch build, commit, environment overrides (perfq.run.machine)
     samples: list[Sample] = field(default_factory=list, metadata={"internal": True})
     failures: list[Failure] = field(default_factory=list, metadata={"internal": True})
     stored_samples: int | None = field(default=None, metadata={"internal": True})  # count, when not loaded
@@ -271,18 +273,26 @@ _EMPTY = "''"
 
 
 def label_samples(history: Path, label: str) -> LabelSamples:
-    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample).
+    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample)."""
+    return side_samples(history, (label, "base"), (label, "head"))
+
+
+def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) -> LabelSamples:
+    """Every finite sample of two stored sides, each a (label, side), in columns: ``head[i]`` is
+    True for the second.
 
     Samples carry a 64-bit hash of their key, mapped to the sorted keys in numpy (strings are never
     fetched per sample); a hash collision falls back to a join on the key columns.
     """
     cols = ", ".join(_KEY_COLUMNS)
     values = (
-        f"SELECT r.side = 'head' AS head, {', '.join(f'coalesce(s.{c}, {_EMPTY}) AS {c}' for c in _KEY_COLUMNS)},"
+        "SELECT (r.label = $head_label AND r.side = $head_side) AS head,"
+        f" {', '.join(f'coalesce(s.{c}, {_EMPTY}) AS {c}' for c in _KEY_COLUMNS)},"
         " s.value FROM samples s JOIN runs r ON r.id = s.run_id"
-        " WHERE r.label = $label AND r.side IN ('base', 'head') AND isfinite(s.value)"
+        " WHERE ((r.label = $base_label AND r.side = $base_side) OR (r.label = $head_label AND r.side = $head_side))"
+        " AND isfinite(s.value)"
     )
-    params = {"label": label}
+    params = {"base_label": base[0], "base_side": base[1], "head_label": head[0], "head_side": head[1]}
     con = open_read(history)
     try:
         rows = con.execute(f"SELECT {cols}, hash({cols}) FROM ({values}) GROUP BY ALL ORDER BY {cols}",

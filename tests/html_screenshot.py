@@ -58,3 +58,15 @@ def count_color(pixels: Image.Image, hex_color: str, tolerance: int = 8) -> int:
     return sum(
         1 for px in pixels.getdata() if all(abs(c - want) <= tolerance for c, want in zip(px, rgb, strict=True))
     )
+
+
+def dump_dom(url: str, timeout: float = 90) -> str:
+    """The DOM of ``url`` after its scripts ran, as headless chromium serializes it."""
+    browser = find_browser()
+    if browser is None:
+        raise PerfqError("no chromium on PATH (apt-get install chromium)")
+    res = proc.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                    "--dump-dom", url], timeout=timeout)
+    if not res.stdout.strip():
+        raise PerfqError(f"chromium dumped no DOM (exit {res.returncode}): {res.last_line() or 'no output'}")
+    return res.stdout

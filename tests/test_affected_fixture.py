@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.common.documents import json_schema
 from perfq.query.affected import AffectedDoc
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
@@ -76,7 +77,7 @@ def test_static_helper_with_no_benchmark(change, repo):
     assert names(doc) == []
     assert doc["no_benchmark_ops"] == ["lonely"]
     proc = perfq(repo, "affected", "main", "--fail-on-no-benchmark", "--format", "names")
-    assert proc.returncode == 3
+    assert proc.returncode == EXIT_GATE
 
 
 def test_cuda_kernel_change_selects_cuda_runs(change):
@@ -178,18 +179,18 @@ def test_errors_are_one_line(repo, tmp_path):
         (("affected", "no-such-ref"), repo, "unknown ref 'no-such-ref'"),
     ]:
         proc = perfq(where, *args)
-        assert proc.returncode == 2
+        assert proc.returncode == EXIT_ERROR
         assert proc.stderr.strip().count("\n") == 0 and message in proc.stderr
     other = make_repo(tmp_path / "other")
     proc = perfq(other, "affected", "main")
-    assert proc.returncode == 2 and "no perfq index" in proc.stderr and "perfq index" in proc.stderr
+    assert proc.returncode == EXIT_ERROR and "no perfq index" in proc.stderr and "perfq index" in proc.stderr
 
 
 def test_corrupt_index_is_reported_not_crashed(repo, tmp_path):
     bad = tmp_path / "corrupt.duckdb"
     bad.write_bytes(b"this is not a duckdb file" * 100)
     proc = perfq(repo, "affected", "main", "--db", str(bad))
-    assert proc.returncode == 2
+    assert proc.returncode == EXIT_ERROR
     assert proc.stderr.startswith("error: ") and proc.stderr.strip().count("\n") == 0
 
 

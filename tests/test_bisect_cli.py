@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.errors import PerfqError
 from tests.bisect_fixture import git, make_repo
 from tests.conftest import run_perfq as perfq
@@ -61,7 +62,7 @@ def test_dirty_tree_without_consent_is_refused_untouched(tmp_path):
     r = make_repo(tmp_path, n=4, culprit=2)
     (r.path / "n.txt").write_text("edit\n")
     res = perfq(r.path, "bisect", r.commits[0], "--history", str(tmp_path / "h.duckdb"), "--", PY, "bench.py")
-    assert res.returncode == 2
+    assert res.returncode == EXIT_ERROR
     assert res.stderr.strip().splitlines()[-1].startswith("error: ") and "--yes" in res.stderr
     assert (r.path / "n.txt").read_text() == "edit\n" and r.head_branch() == "main"
 
@@ -119,7 +120,7 @@ def test_interrupt_restores_then_resume_continues(tmp_path):
     assert r.head_branch() == "main" and (r.path / "n.txt").read_text() == "dirty\n"
     assert git(r.path, "stash", "list") == ""
     hint = perfq(r.path, "bisect", "HEAD", "HEAD", "--", PY, "bench.py")
-    assert "an interrupted session exists" in hint.stderr and hint.returncode == 2
+    assert "an interrupted session exists" in hint.stderr and hint.returncode == EXIT_ERROR
     res = perfq(r.path, "bisect", "--resume", "--yes", "--format", "json", env=env)
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
@@ -128,7 +129,7 @@ def test_interrupt_restores_then_resume_continues(tmp_path):
     assert r.head_branch() == "main" and (r.path / "n.txt").read_text() == "dirty\n"
     # The session is finished: nothing left to resume.
     res = perfq(r.path, "bisect", "--resume")
-    assert res.returncode == 2 and "no interrupted bisect session" in res.stderr
+    assert res.returncode == EXIT_ERROR and "no interrupted bisect session" in res.stderr
 
 
 def test_text_and_markdown_reports(tmp_path):
@@ -149,7 +150,7 @@ def test_noise_sized_difference_stops(tmp_path):
     r = make_repo(tmp_path, n=6, culprit=3, slow=10.1)
     res = perfq(r.path, "bisect", r.commits[0], "--format", "json", "--history", str(tmp_path / "h.duckdb"),
                 "--", PY, "bench.py")
-    assert res.returncode == 1
+    assert res.returncode == EXIT_GATE
     doc = json.loads(res.stdout)
     assert doc["status"] == "noise" and "possibly noise" in doc["message"] and doc["first_bad"] is None
 
@@ -170,7 +171,7 @@ def test_errors_are_one_line(tmp_path, case):
     elif case == "no-command":
         args = [r.commits[0]]
     res = perfq(where, "bisect", *args, "--history", str(tmp_path / "h.duckdb"))
-    assert res.returncode == 2
+    assert res.returncode == EXIT_ERROR
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stderr
     expected = {"not-git": "not inside a git repository", "unknown": "unknown commit 'no-such-ref'",

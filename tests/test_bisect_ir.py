@@ -13,6 +13,7 @@ pytestmark = pytest.mark.triton
 pytest.importorskip("triton")
 
 from perfq.cli import app  # noqa: E402
+from perfq.common.cli import EXIT_GATE  # noqa: E402
 from tests.bisect_fixture import git  # noqa: E402
 
 KMOD = '''\
@@ -89,6 +90,6 @@ def test_ir_unchanged_between_good_and_bad_stops(tmp_path):
     repo, commits = make_ir_repo(tmp_path, culprit=None)
     res = run(repo, "bisect", commits[0], "--ir", "add_kernel", "--format", "json", "--history",
               str(tmp_path / "h.duckdb"))
-    assert res.exit_code == 1
+    assert res.exit_code == EXIT_GATE
     doc = json.loads(res.stdout)
     assert doc["status"] == "noise" and "IR of add_kernel is the same" in doc["message"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from tests.aten_fixture import make_repo, perfq
@@ -54,4 +55,4 @@ def test_stats_reports_counts_and_resolution(tmp_path: Path):
     assert stats["resolution"]["stub impls resolved"] == "1/1 (100.0%)"
     assert stats["resolution"]["CPU/CUDA kernels resolved"] == "4/4 (100.0%)"
     proc = perfq(repo, "stats", "--db", str(tmp_path / "missing.duckdb"))
-    assert proc.returncode == 2 and "no perfq index" in proc.stderr
+    assert proc.returncode == EXIT_ERROR and "no perfq index" in proc.stderr

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
+from perfq.common.cli import EXIT_ERROR
 from tests.coverage_fixture_db import build_index, build_repo
 
 
@@ -97,7 +98,7 @@ def test_table_and_html_out(setup, tmp_path):
 
 def test_missing_index_is_one_line_error(tmp_path, cli):
     proc = cli(tmp_path, "coverage", "--repo", str(tmp_path), "--db", str(tmp_path / "no.duckdb"))
-    assert proc.returncode == 2
+    assert proc.returncode == EXIT_ERROR
     assert proc.stderr.strip().splitlines() == [
         f"error: no perfq index at {tmp_path / 'no.duckdb'}; build one with `perfq index` at the repository root"
     ]

@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer import build as build_module
@@ -154,12 +155,12 @@ def test_cli_errors_for_bad_trees(tmp_path: Path):
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = perfq(empty, "index", "-q")
-    assert proc.returncode == 2 and "native_functions.yaml not found" in proc.stderr
+    assert proc.returncode == EXIT_ERROR and "native_functions.yaml not found" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
     repo = make_repo(tmp_path / "bad")
     (repo / "aten/src/ATen/native/native_functions.yaml").write_text("- func: [unclosed\n")
     proc = perfq(repo, "index", "-q")
-    assert proc.returncode == 2 and "malformed YAML" in proc.stderr
+    assert proc.returncode == EXIT_ERROR and "malformed YAML" in proc.stderr
     assert not (repo / ".git/perfq/index.duckdb").exists()
 
 

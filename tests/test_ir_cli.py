@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.common.documents import json_schema
 from perfq.ir.harvest import harvest
 from perfq.ir.report import IRCollectDocument
@@ -60,7 +61,7 @@ def test_diff_json_shape_and_exit_codes(history, tmp_path, cli):
     for k in doc["kernels"]:
         assert k["target"] == "cuda:90" and k["stage"] == "ttir" and k["specialization"] == "n=i32;num_warps=4"
     gate = cli(tmp_path, "ir", "diff", "base", "head", "--history", str(history), "--fail-on-change")
-    assert gate.returncode == 1
+    assert gate.returncode == EXIT_GATE
     calm = cli(tmp_path, "ir", "diff", "base", "base", "--history", str(history), "--fail-on-change")
     assert calm.returncode == 0 and "2 identical" in calm.stdout
 
@@ -79,9 +80,9 @@ def test_diff_table_markdown_and_raw(history, tmp_path, cli):
 
 def test_unknown_label_and_missing_history_are_one_line_errors(history, tmp_path, cli):
     out = cli(tmp_path, "ir", "diff", "base", "nope", "--history", str(history))
-    assert out.returncode == 2 and out.stderr.strip() == "error: no IR collection labelled 'nope'; known: base, head"
+    assert out.returncode == EXIT_ERROR and out.stderr.strip() == "error: no IR collection labelled 'nope'; known: base, head"
     out = cli(tmp_path, "ir", "diff", "a", "b", "--history", str(tmp_path / "none.duckdb"))
-    assert out.returncode == 2 and out.stderr.startswith("error: no history database") and "Traceback" not in out.stderr
+    assert out.returncode == EXIT_ERROR and out.stderr.startswith("error: no history database") and "Traceback" not in out.stderr
     listing = cli(tmp_path, "ir", "list", "--history", str(history), "--format", "json")
     assert [row["label"] for row in json.loads(listing.stdout)] == ["base", "head"]
 
@@ -120,4 +121,4 @@ def test_harvest_keys_match_across_cache_dirs(tmp_path, cli):
         ("structural", {"tt.load": 1})
     ]
     empty = cli(tmp_path, "ir", "harvest", str(tmp_path), "--label", "x", "--stage", "ptx", "--history", str(db))
-    assert empty.returncode == 1 and "no Triton IR files" in empty.stderr
+    assert empty.returncode == EXIT_ERROR and "no Triton IR files" in empty.stderr

@@ -16,6 +16,7 @@ import pytest
 pytestmark = pytest.mark.triton
 triton = pytest.importorskip("triton")
 
+from perfq.common.cli import EXIT_ERROR  # noqa: E402
 from perfq.ir.collect import collect  # noqa: E402
 from perfq.ir.diff import IRText, changed_kernels, diff_collections  # noqa: E402
 from perfq.ir.harvest import harvest  # noqa: E402
@@ -188,7 +189,7 @@ def test_cli_collect_and_changed_kernels(two_installs, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "perfq", "ir", "collect", "--label", "x", "--target", "tpu:1",
                           "--repo", str(tmp_path), "--history", str(db)], cwd=tmp_path, capture_output=True,
                          text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: bad target 'tpu:1'")
+    assert bad.returncode == EXIT_ERROR and bad.stderr.startswith("error: bad target 'tpu:1'")
     con = connect_history(db)
     try:
         row = con.execute("SELECT kernel, stage, triton_version, function, source_hash, spec_json"

@@ -104,7 +104,7 @@ def test_batch_runs_files_in_one_process_and_isolates_a_failing_file(tmp_path):
         tests=("add_M8_cpu", "mul_M8_cpu"),
     )
     seen = []
-    base, head = runner.execute(plan, lambda event, job, n: seen.append((event, job.title if job else "")))
+    base, head = runner.execute(plan, lambda tick: seen.append((tick.kind, tick.job.title if tick.job else "")))
     assert {(s.benchmark, s.test) for s in base.samples} == {
         (b, t) for b in ("fake_test", "other_test", "third_test") for t in ("add_M8_cpu", "mul_M8_cpu")
     }
@@ -114,7 +114,7 @@ def test_batch_runs_files_in_one_process_and_isolates_a_failing_file(tmp_path):
     assert [f.benchmark for f in head.failures] == ["other_test"]  # recorded once, then left out
     assert "fake kernel exploded" in head.failures[0].stderr_tail
     assert head.failures[0].command.split()[1] == "-c"  # it ran inside the batch process
-    jobs = {title for event, title in seen if event == "job"}
+    jobs = {title for kind, title in seen if kind == runner.TickKind.start}
     assert len(jobs) == 1 and "3 files" in jobs.pop()
 
 
@@ -123,8 +123,8 @@ def test_ctrl_c_keeps_finished_samples_and_marks_incomplete(tmp_path):
     plan = plan_for(tmp_path, root, repeat=5)
     calls = {"n": 0}
 
-    def progress(event, job, advance):
-        if event == "advance":
+    def progress(tick):
+        if tick.kind == runner.TickKind.done:
             calls["n"] += 1
             if calls["n"] == 3:  # after base, head, base of round 0/1
                 raise KeyboardInterrupt

@@ -8,13 +8,15 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.cli import DbOption, Format, HistoryOption, RepoOption, resolve_repo
+from perfq.common.cli import EXIT_GATE, DbOption, Format, HistoryOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
 
 _CMD_KEY = "perfq_bisect_command"
-_FORMAT = typer.Option(Format.table, "--format", help="table (text), markdown or json.")
-_IR_TARGET = typer.Option(None, "--ir-target", help="With --ir: compile target(s), e.g. cuda:90.")
+_BENCH, _METRIC, _SEARCH, _SESSION, _OUT = "What to measure", "Metric", "Search", "Session", "Output"
+_FORMAT = typer.Option(Format.table, "--format", rich_help_panel=_OUT, help="table (text), markdown or json.")
+_IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
+                          help="With --ir: compile target(s), e.g. cuda:90.")
 
 
 class _DashDashCommand(TyperCommand):
@@ -58,40 +60,65 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         good: str = typer.Argument(None, help="A commit where the benchmark is fast (good)."),
         bad: str = typer.Argument(None, help="A commit where it is slow (bad); default HEAD."),
-        build: str = typer.Option(None, "--build", help="Command run before benchmarking each commit (no shell)."),
-        metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
-        metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
-        aggregate: str = typer.Option("first", "--aggregate",
+        build: str = typer.Option(None, "--build", rich_help_panel=_BENCH,
+                                  help="Command run before benchmarking each commit (an argv, no shell)."),
+        metric: str = typer.Option(None, "--metric", rich_help_panel=_METRIC,
+                                   help="Regex; its first group is the value."),
+        metric_json: str = typer.Option(None, "--metric-json", rich_help_panel=_METRIC,
+                                        help="Dotted path into JSON output."),
+        aggregate: str = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
                                       help="Several --metric matches: first|last|sum|mean|min|max."),
-        lower: bool = typer.Option(False, "--lower-is-better", help="Smaller values are better."),
-        higher: bool = typer.Option(False, "--higher-is-better", help="Larger values are better."),
-        runs: int = typer.Option(3, "--runs", min=1, help="Runs per tested commit (median)."),
-        baseline_runs: int = typer.Option(3, "--baseline-runs", min=1, help="Runs of GOOD and BAD."),
-        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99,
+        lower: bool = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC,
+                                   help="Smaller values are better."),
+        higher: bool = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC,
+                                    help="Larger values are better."),
+        runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs per tested commit (median)."),
+        baseline_runs: int = typer.Option(3, "--baseline-runs", min=1, rich_help_panel=_SEARCH,
+                                          help="Runs of GOOD and BAD."),
+        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
                                         help="Bad when past this fraction of the way from good to bad."),
-        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5,
+        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
                                      help="Near the threshold (fraction of good-to-bad): run more."),
-        extra_runs: int = typer.Option(5, "--extra-runs", min=0, help="Runs added when near the threshold."),
-        min_change: float = typer.Option(0.05, "--min-change", help="Smaller GOOD/BAD change: noise."),
-        max_failures: int = typer.Option(3, "--max-failures", min=1, help="Stop after this many in a row."),
-        force: bool = typer.Option(False, "--force", help="Bisect even if the baselines look like noise."),
-        all_parents: bool = typer.Option(False, "--all-parents",
+        extra_runs: int = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
+                                       help="Runs added when near the threshold."),
+        min_change: float = typer.Option(0.05, "--min-change", rich_help_panel=_SEARCH,
+                                         help="Smaller GOOD/BAD change: noise."),
+        max_failures: int = typer.Option(3, "--max-failures", min=1, rich_help_panel=_SEARCH,
+                                         help="Stop after this many in a row."),
+        force: bool = typer.Option(False, "--force", rich_help_panel=_SEARCH,
+                                   help="Bisect even if the baselines look like noise."),
+        all_parents: bool = typer.Option(False, "--all-parents", rich_help_panel=_SEARCH,
                                          help="When the first bad commit is a merge, descend into it."),
-        timeout: float = typer.Option(600.0, "--timeout", help="Seconds per build or benchmark run."),
-        yes: bool = typer.Option(False, "--yes", "-y", help="Stash a dirty tree without asking."),
-        prune: bool = typer.Option(False, "--prune", help="Skip commits the perfq index says cannot matter."),
-        benchmark: str = typer.Option(None, "--benchmark",
+        timeout: float = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH,
+                                      help="Seconds per build or benchmark run."),
+        yes: bool = typer.Option(False, "--yes", "-y", rich_help_panel=_SESSION,
+                                 help="Stash a dirty tree without asking."),
+        prune: bool = typer.Option(False, "--prune", rich_help_panel=_SEARCH,
+                                   help="Skip commits the perfq index says cannot matter."),
+        benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
                                       help="Operator benchmark (pt/NAME.py): builds command and metric."),
-        test_name: str = typer.Option(None, "--test-name", help="With --benchmark: one test, not the sum."),
-        ir: str = typer.Option(None, "--ir", help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
+        test_name: str = typer.Option(None, "--test-name", rich_help_panel=_BENCH,
+                                      help="With --benchmark: one test, not the sum."),
+        ir: str = typer.Option(None, "--ir", rich_help_panel=_BENCH,
+                               help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
         ir_target: list[str] = _IR_TARGET,
-        resume: bool = typer.Option(False, "--resume", help="Continue the last interrupted session."),
+        resume: bool = typer.Option(False, "--resume", rich_help_panel=_SESSION,
+                                    help="Continue the last interrupted session."),
         fmt: Format = _FORMAT,
         repo: Path = RepoOption,
         db: Path = DbOption,
         history: Path = HistoryOption,
     ) -> None:
-        """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD..."""
+        """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD...
+
+        Examples:
+
+            perfq bisect v2.5.0 -- python bench.py --size 4096
+
+            perfq bisect HEAD~40 --benchmark softmax --test-name Softmax_N1_C3_H256_W256_cpu --prune
+
+            perfq bisect --resume
+        """
         from perfq.bisect.driver import run_bisect
         from perfq.bisect.report import render_markdown, render_text
         from perfq.bisect.request import BisectRequest, build_argv, opbench_command
@@ -130,30 +157,51 @@ def register(app: typer.Typer) -> None:
         else:
             print(render_text(doc))
         if not doc.found:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command("bisect-step", cls=_DashDashCommand)
     def bisect_step_cmd(
         ctx: typer.Context,
-        good_value: float = typer.Option(None, "--good-value", help="The metric at the good commit."),
-        bad_value: float = typer.Option(None, "--bad-value", help="The metric at the bad commit."),
-        threshold_value: float = typer.Option(None, "--threshold-value",
+        good_value: float = typer.Option(None, "--good-value", rich_help_panel=_SEARCH,
+                                         help="The metric at the good commit."),
+        bad_value: float = typer.Option(None, "--bad-value", rich_help_panel=_SEARCH,
+                                        help="The metric at the bad commit."),
+        threshold_value: float = typer.Option(None, "--threshold-value", rich_help_panel=_SEARCH,
                                               help="Or: an absolute threshold (needs a polarity)."),
-        build: str = typer.Option(None, "--build", help="Command run before benchmarking (no shell)."),
-        metric: str = typer.Option(None, "--metric", help="Regex; its first group is the value."),
-        metric_json: str = typer.Option(None, "--metric-json", help="Dotted path into JSON output."),
-        aggregate: str = typer.Option("first", "--aggregate", help="first|last|sum|mean|min|max."),
-        lower: bool = typer.Option(False, "--lower-is-better"),
-        higher: bool = typer.Option(False, "--higher-is-better"),
-        runs: int = typer.Option(3, "--runs", min=1),
-        extra_runs: int = typer.Option(5, "--extra-runs", min=0),
-        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99),
-        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5),
-        timeout: float = typer.Option(600.0, "--timeout"),
-        benchmark: str = typer.Option(None, "--benchmark", help="Operator benchmark name (pt/NAME.py)."),
-        test_name: str = typer.Option(None, "--test-name"),
+        build: str = typer.Option(None, "--build", rich_help_panel=_BENCH,
+                                  help="Shell command run before benchmarking."),
+        metric: str = typer.Option(None, "--metric", rich_help_panel=_METRIC,
+                                   help="Regex; its first group is the value."),
+        metric_json: str = typer.Option(None, "--metric-json", rich_help_panel=_METRIC,
+                                        help="Dotted path into JSON output."),
+        aggregate: str = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
+                                      help="Several --metric matches: first|last|sum|mean|min|max."),
+        lower: bool = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC,
+                                   help="Smaller values are better."),
+        higher: bool = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC,
+                                    help="Larger values are better."),
+        runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs of this commit (median)."),
+        extra_runs: int = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
+                                       help="Runs added when near the threshold."),
+        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
+                                        help="Bad when past this fraction of the way from good to bad."),
+        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
+                                     help="Near the threshold (fraction of good-to-bad): run more."),
+        timeout: float = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH,
+                                      help="Seconds per build or benchmark run."),
+        benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
+                                      help="Operator benchmark name (pt/NAME.py)."),
+        test_name: str = typer.Option(None, "--test-name", rich_help_panel=_BENCH,
+                                      help="With --benchmark: one test, not the sum."),
     ) -> None:
-        """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error)."""
+        """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error).
+
+        Examples:
+
+            git bisect run perfq bisect-step --good-value 1.2 --bad-value 1.9 -- python bench.py
+
+            git bisect run perfq bisect-step --good-value 180 --bad-value 240 --benchmark softmax
+        """
         from perfq.bisect.request import build_argv, opbench_command
         from perfq.bisect.step import StepRequest, run_step
 

@@ -28,6 +28,7 @@ def parse_dispatch(value: str | None) -> list[str]:
     return [k.strip() for k in (value or "").split(",") if k.strip()]
 
 
+_RANK, _OUT, _SCAFFOLD = "What to rank", "Output", "Scaffold"
 DEFAULT_INFRA_OPS = 200  # a changed function reaching more operators than this is shared infrastructure
 
 
@@ -104,35 +105,42 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def coverage(
-        since: Annotated[str, typer.Option("--since", help="History period (git approxidate).")] = "180.days",
-        dispatch: Annotated[
-            str | None,
-            typer.Option("--dispatch", help="Only operators with any of these dispatch keys (CPU,CUDA)."),
-        ] = None,
-        top: Annotated[int | None, typer.Option("--top", min=0, help="Show the first N operators.")] = None,
-        uncovered: Annotated[bool, typer.Option("--uncovered", help="Only operators without a benchmark.")] = False,
-        fmt: Annotated[CoverageFormat, typer.Option("--format", help="Output format.")] = (CoverageFormat.table),
-        out: Annotated[
-            Path | None, typer.Option("--out", help="Write the report (or the scaffold) to this file.")
-        ] = None,
-        scaffold: Annotated[
-            str | None,
-            typer.Option("--scaffold", metavar="OP", help="Write an operator_benchmark file for OP instead."),
-        ] = None,
-        force: Annotated[bool, typer.Option("--force", help="With --scaffold: overwrite the file.")] = False,
-        infra_ops: Annotated[
-            int | None,
-            typer.Option(
-                "--infra-ops",
-                min=1,
-                help="Churn: a changed function reaching more operators than "
-                "this is shared infrastructure and counts for none (default 200).",
-            ),
-        ] = None,
+        since: Annotated[str, typer.Option("--since", rich_help_panel=_RANK,
+            help="History period for churn (git approxidate).")] = "180.days",
+        dispatch: Annotated[str | None, typer.Option("--dispatch", rich_help_panel=_RANK,
+            help="Only operators with any of these dispatch keys (CPU,CUDA).")] = None,
+        top: Annotated[int | None, typer.Option("--top", min=0, rich_help_panel=_RANK,
+            help="Show the first N operators.")] = None,
+        uncovered: Annotated[bool, typer.Option("--uncovered", rich_help_panel=_RANK,
+            help="Only operators without a benchmark.")] = False,
+        infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
+            help="Churn: a changed function reaching more operators than this is shared infrastructure "
+                 "and counts for none (default 200).")] = None,
+        fmt: Annotated[CoverageFormat, typer.Option("--format", rich_help_panel=_OUT,
+            help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
+            ] = CoverageFormat.table,
+        out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
+            help="Write the report (or the scaffold) to this file.")] = None,
+        link_base: Annotated[str | None, typer.Option("--link-base", rich_help_panel=_OUT,
+            help="HTML: where kernel and benchmark links point, e.g. "
+                 "https://github.com/pytorch/pytorch/blob/v2.6.0 (default: file:// of the checkout).")] = None,
+        scaffold: Annotated[str | None, typer.Option("--scaffold", metavar="OP", rich_help_panel=_SCAFFOLD,
+            help="Write an operator_benchmark file for OP instead of a report.")] = None,
+        force: Annotated[bool, typer.Option("--force", rich_help_panel=_SCAFFOLD,
+            help="With --scaffold: overwrite the file.")] = False,
         repo: Path | None = RepoOption,
         db: Path | None = DbOption,
     ) -> None:
-        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one."""
+        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one.
+
+        Examples:
+
+            perfq coverage --uncovered --top 20
+
+            perfq coverage --format html --out coverage.html --link-base https://github.com/pytorch/pytorch/blob/v2.6.0
+
+            perfq coverage --scaffold lerp
+        """
         root = resolve_repo(repo)
         index = resolve_db(root, db)
         if scaffold is not None:
@@ -150,7 +158,7 @@ def register(app: typer.Typer) -> None:
         elif fmt is CoverageFormat.markdown:
             write_output(render.to_markdown(report), out)
         elif fmt is CoverageFormat.html:
-            write_output(render.to_html(report), out)
+            write_output(render.to_html(report, link_base=link_base or root.resolve().as_uri()), out)
         elif out is not None:
             write_output(render.to_text(report), out)
         else:

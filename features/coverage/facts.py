@@ -36,6 +36,7 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
     for size in store.kernel_sizes():
         facts.function_lines[size.function_id] = size.lines
         facts.function_paths[size.function_id] = size.path
+        facts.function_starts[size.function_id] = size.start_line
     for bench in store.benchmark_files():
         facts.bench_files[bench.name] = bench.file
         facts.bench_ops.setdefault(bench.name, set())

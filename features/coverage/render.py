@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from perfq.common.render import md_escape
+from perfq.common.render import folded_table, md_escape
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -62,25 +62,19 @@ def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
 
 
 def to_rich_table(report: CoverageReport) -> Table:
-    """The ranked rows as a rich table (uncovered rows say NO BENCHMARK in red)."""
-    table = Table(title=headline(report), title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("operator", overflow="fold", ratio=3)
-    table.add_column("churn", justify="right")
-    table.add_column("kernel lines", justify="right")
-    table.add_column("dispatch keys", ratio=2)
-    table.add_column("ovl", justify="right")
-    table.add_column("benchmarks", ratio=3)
+    """The ranked rows, coverage first (NO BENCHMARK in red), names folded: legible at 80 columns."""
+    table = folded_table(("benchmarks", "f"), ("#", "r"), ("operator", "f"), ("churn", "r"), ("lines", "r"),
+                         ("dispatch keys", "f"), ("ovl", "r"), title=headline(report))
     for i, row in enumerate(report.rows, 1):
         benches = bench_labels(row) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
         table.add_row(
+            benches,
             str(i),
             row.op,
             _churn(row),
             str(row.kernel_lines),
             _short_keys(row.dispatch_keys),
             str(len(row.overloads)),
-            benches,
         )
     return table
 
@@ -174,27 +168,66 @@ h1{margin:0 0 4px}h2{margin:28px 0 8px;font-size:18px}.sub{color:#52606d;margin-
 box-shadow:0 1px 3px rgba(0,0,0,.12);min-width:150px}.card .v{font-size:26px;font-weight:700}
 .card .l{color:#616e7c;font-size:13px}.panel{background:#fff;border-radius:8px;padding:12px;
 box-shadow:0 1px 3px rgba(0,0,0,.12);margin-top:8px;overflow-x:auto}
+.tools{display:flex;gap:16px;align-items:center;margin-bottom:8px;font-size:14px}
+.tools input[type=search]{width:28em;padding:4px 8px}#shown{color:#52606d}
 table{border-collapse:collapse;font-size:13px;width:100%}
-th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;
-text-align:left;vertical-align:top}td.n{text-align:right}.nob{color:#c62828;font-weight:700}
+th,td{padding:4px 8px;border-bottom:1px solid #e4e7eb;text-align:left;vertical-align:top}
+th{cursor:pointer;user-select:none;white-space:nowrap;background:#f0f2f5;position:sticky;top:0}
+th[data-dir=asc]::after{content:" \25B2"}th[data-dir=desc]::after{content:" \25BC"}
+td.n{text-align:right}td.cov{min-width:9em;max-width:16em}td.op{max-width:20em}
+td.wrap{overflow-wrap:break-word;max-width:13em}td.ovl{max-width:16em}
+.nob{white-space:nowrap}details{display:inline}summary{cursor:pointer;color:#616e7c}
+.nob{color:#c62828;font-weight:700}.more{color:#616e7c;font-size:12px}a{color:#1a4fa0}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}
 svg text{font-size:12px;fill:#1f2933}code{font-size:12px}
 """
+
+# Sort by a click on a column header (numbers by data-v), filter by text and to NO BENCHMARK rows; the
+# view lives in the address's #fragment (q=TEXT&nob=1&sort=COLUMN:asc|desc) so it can be shared.
+_JS = """
+(function(){
+const t=document.getElementById('ops');if(!t)return;
+const q=document.getElementById('q'),nob=document.getElementById('nob'),shown=document.getElementById('shown');
+const body=t.tBodies[0],rows=Array.from(body.rows),heads=t.tHead.rows[0].cells;let sort='';
+function save(){const p=new URLSearchParams();if(q.value)p.set('q',q.value);if(nob.checked)p.set('nob','1');
+if(sort)p.set('sort',sort);history.replaceState(null,'','#'+p.toString());}
+function apply(){const s=q.value.trim().toLowerCase();let n=0;
+for(const r of rows){const ok=(!nob.checked||r.dataset.covered==='0')&&(!s||r.dataset.text.includes(s));
+r.hidden=!ok;if(ok)n++;}shown.textContent=n+' of '+rows.length+' operators shown';}
+function sortBy(i,dir){const th=heads[i];if(!th)return;const num=th.dataset.type==='num';
+for(const h of heads)delete h.dataset.dir;th.dataset.dir=dir;sort=i+':'+dir;
+const key=function(r){const c=r.cells[i],v=c.dataset.v!==undefined?c.dataset.v:c.textContent;
+return num?parseFloat(v):v.toLowerCase();};
+rows.sort(function(a,b){const x=key(a),y=key(b);return (x<y?-1:x>y?1:0)*(dir==='asc'?1:-1);});
+for(const r of rows)body.appendChild(r);}
+q.addEventListener('input',function(){apply();save();});nob.addEventListener('change',function(){apply();save();});
+t.tHead.addEventListener('click',function(e){const th=e.target.closest('th');if(!th)return;
+sortBy(th.cellIndex,th.dataset.dir==='asc'?'desc':'asc');save();});
+const p=new URLSearchParams(location.hash.slice(1));
+if(p.has('q'))q.value=p.get('q');if(p.get('nob')==='1')nob.checked=true;
+if(p.has('sort')){const s=p.get('sort').split(':');sortBy(parseInt(s[0],10),s[1]==='desc'?'desc':'asc');}
+apply();})();
+"""
 COVERED, UNCOVERED, ACCENT = "#2e7d32", "#e57373", "#3f51b5"
+_CHAR_W = 7  # px per character of a 12px label (generous: labels are never cut)
+
+
+def _label_width(labels: Sequence[str]) -> int:
+    return 12 + _CHAR_W * max((len(label) for label in labels), default=10)
 
 
 def _bar_chart(items: Sequence[tuple[str, float]], color: str, unit: str) -> str:
-    """Horizontal bars, one per (label, value)."""
+    """Horizontal bars, one per (label, value); labels in full."""
     if not items:
         return "<p>nothing to show</p>"
-    label_w, bar_w, row_h = 230, 520, 20
+    label_w, bar_w, row_h = _label_width([label for label, _ in items]), 520, 20
     peak = max(v for _, v in items) or 1
     height = row_h * len(items) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 90}" height="{height}" role="img">']
     for i, (label, value) in enumerate(items):
         y = 5 + i * row_h
         w = max(1.0, bar_w * value / peak) if value else 0
-        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[:34])}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label)}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{color}" rx="2">'
             f"<title>{html.escape(label)}: {value:g} {unit}</title></rect>"
@@ -208,7 +241,7 @@ def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
     """Stacked bars of covered (green) and uncovered (red) counts, one per (label, total, covered)."""
     if not items:
         return "<p>nothing to show</p>"
-    label_w, bar_w, row_h = 300, 480, 20
+    label_w, bar_w, row_h = _label_width([label for label, _, _ in items]), 480, 20
     peak = max(t for _, t, _ in items) or 1
     height = row_h * len(items) + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 120}" height="{height}" role="img">']
@@ -217,7 +250,7 @@ def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
         wc = bar_w * covered / peak
         wu = bar_w * (total - covered) / peak
         pct = 100 * covered / total if total else 0
-        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label[-44:])}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label)}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{wc:.1f}" height="{row_h - 5}" fill="{COVERED}">'
             f"<title>{html.escape(label)}: {covered} covered</title></rect>"
@@ -238,8 +271,83 @@ def _legend() -> str:
     )
 
 
-def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
-    """A self-contained HTML page (inline CSS and SVG charts, no script, no network)."""
+def source_href(link_base: str, path: str, line: int = 0) -> str:
+    """The address of ``path`` (line ``line``) under ``link_base`` (a file:// root or a blob URL)."""
+    anchor = f"#L{line}" if line else ""
+    return html.escape(f"{link_base.rstrip('/')}/{path}{anchor}", quote=True)
+
+
+def _a(link_base: str, path: str, line: int, text: str) -> str:
+    """``text`` linked to ``path`` under ``link_base`` (plain ``text`` without a base)."""
+    return f'<a href="{source_href(link_base, path, line)}">{text}</a>' if link_base and path else text
+
+
+def _coverage_cell(row: OpRow, link_base: str) -> tuple[str, str]:
+    """(sort key, cell HTML): NO BENCHMARK, or the benchmarks linked to their files."""
+    if not row.covered:
+        return "0", f'<span class="nob">{NO_BENCHMARK}</span>'
+    sources: dict[str, set[LinkSource]] = {}
+    for link in row.links:
+        sources.setdefault(link.bench, set()).add(link.source)
+    files = dict(zip(row.benchmarks, row.benchmark_files, strict=False))
+    parts = [_a(link_base, files.get(b, ""), 0,
+                html.escape(b) + (" (traced)" if sources.get(b) == {LinkSource.traced} else ""))
+             for b in row.benchmarks]
+    return f"1:{','.join(row.benchmarks)}", ", ".join(parts)
+
+
+def _operator_cell(row: OpRow, link_base: str) -> str:
+    """The operator linked to its first kernel's source; every kernel file:line below it."""
+    name = f"<code>{html.escape(row.op)}</code>"
+    if not row.kernel_sources:
+        return name
+    first = row.kernel_sources[0]
+    kernels = [_a(link_base, k.path, k.line, html.escape(f"{k.path.rsplit('/', 1)[-1]}:{k.line}"))
+               for k in row.kernel_sources]
+    return _a(link_base, first.path, first.line, name) + f'<div class="more">{_folded(kernels, 3)}</div>'
+
+
+def _folded(items: Sequence[str], shown: int = 6) -> str:
+    """The first ``shown`` items, the rest behind a "+N more" toggle (rows stay short)."""
+    if len(items) <= shown:
+        return ", ".join(items)
+    rest = ", ".join(items[shown:])
+    return ", ".join(items[:shown]) + f", <details><summary>+{len(items) - shown} more</summary>{rest}</details>"
+
+
+def _ops_table(report: CoverageReport, link_base: str) -> list[str]:
+    esc = html.escape
+    head = [("benchmarks", "text"), ("#", "num"), ("operator", "text"), ("churn", "num"), ("kernel lines", "num"),
+            ("dispatch keys", "text"), ("overloads", "text")]
+    out = [
+        '<div class="tools"><input id="q" type="search" placeholder="filter: operator, overload, benchmark, '
+        'dispatch key" aria-label="filter"><label><input id="nob" type="checkbox"> only NO BENCHMARK</label>'
+        '<span id="shown"></span></div>',
+        '<table id="ops"><thead><tr>' + "".join(f'<th data-type="{t}">{esc(h)}</th>' for h, t in head)
+        + "</tr></thead><tbody>",
+    ]
+    for i, row in enumerate(report.rows, 1):
+        key, cov = _coverage_cell(row, link_base)
+        text = " ".join([row.op, *row.overloads, *row.benchmarks, *row.dispatch_keys,
+                         "" if row.covered else NO_BENCHMARK]).lower()
+        churn = -1 if row.churn is None else row.churn
+        out.append(
+            f'<tr data-covered="{int(row.covered)}" data-text="{esc(text, quote=True)}">'
+            f'<td class="cov" data-v="{esc(key, quote=True)}">{cov}</td><td class="n">{i}</td>'
+            f'<td class="op">{_operator_cell(row, link_base)}</td><td class="n" data-v="{churn}">{_churn(row)}</td>'
+            f'<td class="n">{row.kernel_lines}</td><td class="wrap">{esc(", ".join(row.dispatch_keys))}</td>'
+            f'<td class="wrap ovl">{_folded([esc(o) for o in row.overloads])}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    return out
+
+
+def to_html(report: CoverageReport, chart_rows: int = 25, link_base: str = "") -> str:
+    """A self-contained HTML page: inline CSS, SVG charts and a little script (sort, filter); no network.
+
+    ``link_base`` is where operator kernels and benchmark files link to: a ``file://`` root of the
+    checkout or a blob URL (``https://github.com/pytorch/pytorch/blob/<commit>``); '' links nowhere.
+    """
     s = report.summary
     hist = s.history
     pool = list(report.ranked or report.rows)
@@ -267,25 +375,18 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
         f'<div class="card"><div class="v">{esc(v)}</div><div class="l">{esc(label)}</div></div>' for v, label in cards
     ]
     body.append("</div>")
-    body.append(f"<h2>Top uncovered operators by {esc(metric)}</h2>")
+    body.append('<div class="sub">jump to: <a href="#charts">charts</a> · <a href="#stale">stale benchmark files</a>'
+                "</div>")
+    body.append('<h2>Operators (click a column to sort)</h2><div class="panel">')
+    body += _ops_table(report, link_base)
+    body.append("</div>")
+    body.append(f'<h2 id="charts">Top uncovered operators by {esc(metric)}</h2>')
     body.append(f'<div class="panel">{_bar_chart(top, ACCENT, metric)}</div>')
     body.append("<h2>Coverage by area (folder of the kernel files)</h2>")
     body.append(f'<div class="panel">{_legend()}{_stacked_chart(areas)}</div>')
     body.append("<h2>Coverage by dispatch key</h2>")
     body.append(f'<div class="panel">{_legend()}{_stacked_chart(keys)}</div>')
-    body.append(
-        '<h2>Operators</h2><div class="panel"><table><tr><th>#</th><th>operator</th><th>churn</th>'
-        "<th>kernel lines</th><th>dispatch keys</th><th>overloads</th><th>benchmarks</th></tr>"
-    )
-    for i, row in enumerate(report.rows, 1):
-        benches = esc(bench_labels(row)) if row.covered else f'<span class="nob">{NO_BENCHMARK}</span>'
-        body.append(
-            f'<tr><td class="n">{i}</td><td><code>{esc(row.op)}</code></td><td class="n">{_churn(row)}</td>'
-            f'<td class="n">{row.kernel_lines}</td><td>{esc(", ".join(row.dispatch_keys))}</td>'
-            f"<td>{esc(', '.join(row.overloads))}</td><td>{benches}</td></tr>"
-        )
-    body.append("</table></div>")
-    body.append('<h2>Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
+    body.append('<h2 id="stale">Benchmark files covering nothing that exists any more</h2><div class="panel"><ul>')
     body += [
         f"<li><code>{esc(b.bench)}</code> ({esc(b.file)}): {esc(', '.join(b.ops))}</li>" for b in s.stale_benchmarks
     ] or ["<li>none</li>"]
@@ -296,5 +397,6 @@ def to_html(report: CoverageReport, chart_rows: int = 25) -> str:
     body.append("</ul></div>")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        "<title>perfq coverage</title><style>" + _CSS + "</style></head><body>" + "\n".join(body) + "</body></html>\n"
+        "<title>perfq coverage</title><style>" + _CSS + "</style></head><body>" + "\n".join(body)
+        + "<script>" + _JS + "</script></body></html>\n"
     )

@@ -42,6 +42,7 @@ class CoverageFacts:
     ops: dict[str, Overload] = field(default_factory=dict)
     function_lines: dict[int, int] = field(default_factory=dict)  # kernel function id -> lines
     function_paths: dict[int, str] = field(default_factory=dict)  # kernel function id -> file path
+    function_starts: dict[int, int] = field(default_factory=dict)  # kernel function id -> first line
     bench_ops: dict[str, set[str]] = field(default_factory=dict)  # bench -> ops it links to
     bench_files: dict[str, str] = field(default_factory=dict)  # bench -> file
     link_sources: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (bench, op) -> static/traced
@@ -62,6 +63,14 @@ class Link:
 
 
 @dataclass(frozen=True)
+class SourceRef:
+    """A kernel function's file and first line."""
+
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
 class OpRow:
     """One operator group of the report."""
 
@@ -74,6 +83,8 @@ class OpRow:
     dispatch_keys: tuple[str, ...]
     areas: tuple[str, ...]
     links: tuple[Link, ...] = ()
+    kernel_sources: tuple[SourceRef, ...] = ()  # where the kernels are defined (for links to the code)
+    benchmark_files: tuple[str, ...] = ()  # the files of ``benchmarks``, same order
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
@@ -330,6 +341,10 @@ def build_report(
                 dispatch_keys=tuple(sorted(keys)),
                 areas=tuple(areas or [NO_KERNEL_AREA]),
                 links=links,
+                kernel_sources=tuple(sorted({SourceRef(facts.function_paths[f], facts.function_starts.get(f, 0))
+                                             for f in kfuncs if f in facts.function_paths},
+                                            key=lambda r: (r.path, r.line))),
+                benchmark_files=tuple(facts.bench_files.get(b, "") for b in sorted(benches)),
             )
         )
     rows.sort(key=lambda r: (-(r.churn or 0), -r.kernel_lines, -len(r.dispatch_keys), r.op))

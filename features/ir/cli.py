@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from perfq.common.cli import Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.cli import EXIT_ERROR, EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
 from perfq.common.render import console, print_json, print_unified_diff
 from perfq.errors import PerfqError
 
@@ -19,21 +19,28 @@ ir_app = typer.Typer(
     no_args_is_help=True,
 )
 
-LabelOption = typer.Option(..., "--label", "-l", help="Name of this collection (e.g. a ref or commit).")
+_STORE, _COMPILE, _FILTER, _OUT = "What to store", "What to compile", "Which IRs", "Output"
+LabelOption = typer.Option(..., "--label", "-l", rich_help_panel=_STORE,
+                           help="Name of this collection (e.g. a ref or commit).")
 TargetOption = typer.Option(
-    None, "--target", "-t", help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942)."
+    None, "--target", "-t", rich_help_panel=_COMPILE,
+    help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942).",
 )
 StageOption = typer.Option(
-    None, "--stage", "-s", help="IR stages, comma-separated (default ttir,ttgir,llir)."
+    None, "--stage", "-s", rich_help_panel=_FILTER, help="IR stages, comma-separated (default ttir,ttgir,llir)."
 )
-ManifestOption = typer.Option(None, "--manifest", "-m", help="Manifest file (default perfq-ir.yaml).")
-KernelFilter = typer.Option(None, "--kernel", "-k", help="Only kernels whose name contains this.")
-TargetFilter = typer.Option(None, "--target", "-t", help="Only these targets.")
+ManifestOption = typer.Option(None, "--manifest", "-m", rich_help_panel=_COMPILE,
+                              help="Manifest file (default perfq-ir.yaml).")
+KernelFilter = typer.Option(None, "--kernel", "-k", rich_help_panel=_FILTER,
+                            help="Only kernels whose name contains this.")
+TargetFilter = typer.Option(None, "--target", "-t", rich_help_panel=_FILTER, help="Only these targets.")
 CacheOption = typer.Option(
-    False, "--triton-cache", help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR."
+    False, "--triton-cache", rich_help_panel=_COMPILE,
+    help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR.",
 )
-CommitOption = typer.Option(None, "--commit", help="Commit to record (default: HEAD of --repo).")
-FormatOption = typer.Option(Format.table, "--format", "-f", help="table, json or markdown.")
+CommitOption = typer.Option(None, "--commit", rich_help_panel=_STORE,
+                            help="Commit to record (default: HEAD of --repo).")
+FormatOption = typer.Option(Format.table, "--format", "-f", rich_help_panel=_OUT, help="table, json or markdown.")
 
 
 def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -67,7 +74,7 @@ def _report_collect(label: str, result, stored: int, fmt: Format, collection_id:
             f"(triton {result.triton_version}, {len(result.errors)} errors)"
         )
     if stored == 0:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_ERROR)
 
 
 def _store(history: Path, label: str, source: str, records, repo: Path, commit: str | None, details: dict):
@@ -92,7 +99,14 @@ def collect(
     repo: Path | None = RepoOption,
     history: Path | None = HistoryOption,
 ) -> None:
-    """Compile the manifest's kernels for each target and store every IR under LABEL."""
+    """Compile the manifest's kernels for each target and store every IR under LABEL.
+
+    Examples:
+
+        perfq ir collect --label base --target cuda:90 --target hip:gfx942
+
+        perfq ir collect -l head -m perfq-ir.yaml -k softmax --stage ttir,ttgir
+    """
     from dataclasses import replace
 
     from perfq.ir.collect import collect as run_collect
@@ -129,7 +143,14 @@ def capture(
     history: Path | None = HistoryOption,
 ) -> None:
     """Run `-- COMMAND...` (a benchmark), record every Triton specialization it compiles or
-    launches (TRITON_INTERPRET=1 works on CPU), then compile them for each target."""
+    launches (TRITON_INTERPRET=1 works on CPU), then compile them for each target.
+
+    Examples:
+
+        perfq ir capture --label head --target cuda:90 -- python bench.py --size 4096
+
+        TRITON_INTERPRET=1 perfq ir capture -l base -t hip:gfx942 -- python -m pt.softmax_test
+    """
     from perfq.ir.capture import capture as run_capture
     from perfq.ir.collect import require_triton
     from perfq.ir.compile import DEFAULT_STAGES
@@ -165,7 +186,14 @@ def harvest(
     repo: Path | None = RepoOption,
     history: Path | None = HistoryOption,
 ) -> None:
-    """Import the IR files a run left in a Triton cache or dump directory."""
+    """Import the IR files a run left in a Triton cache or dump directory.
+
+    Examples:
+
+        perfq ir harvest ~/.triton/cache --label base
+
+        TRITON_DUMP_DIR=dump python bench.py && perfq ir harvest dump --label head
+    """
     import time
 
     from perfq.ir.collect import CollectResult
@@ -194,7 +222,14 @@ def list_labels(
     repo: Path | None = RepoOption,
     history: Path | None = HistoryOption,
 ) -> None:
-    """List the stored IR collections (label, number of IRs, Triton versions)."""
+    """List the stored IR collections (label, number of IRs, Triton versions).
+
+    Examples:
+
+        perfq ir list
+
+        perfq ir list --format json
+    """
     from perfq.ir.store import labels, open_for_reading
 
     con = open_for_reading(resolve_history(resolve_repo(repo), history))
@@ -253,18 +288,29 @@ def diff(
     a: Annotated[str, typer.Argument(help="Label of the base collection.")],
     b: Annotated[str, typer.Argument(help="Label of the new collection.")],
     fmt: Format = FormatOption,
-    raw: bool = typer.Option(False, "--raw", help="Show the diff of the raw (unnormalized) IR too."),
-    no_diff: bool = typer.Option(False, "--no-diff", help="Table only (no unified diffs)."),
+    raw: bool = typer.Option(False, "--raw", rich_help_panel=_OUT,
+                             help="Show the diff of the raw (unnormalized) IR too."),
+    no_diff: bool = typer.Option(False, "--no-diff", rich_help_panel=_OUT, help="Table only (no unified diffs)."),
     kernel: list[str] | None = KernelFilter,
     target: list[str] | None = TargetFilter,
     stage: list[str] | None = StageOption,
-    context: int = typer.Option(3, "--context", "-U", help="Lines of context in diffs."),
-    fail_on_change: bool = typer.Option(False, "--fail-on-change", help="Exit 1 when any IR changed."),
+    context: int = typer.Option(3, "--context", "-U", rich_help_panel=_OUT, help="Lines of context in diffs."),
+    fail_on_change: bool = typer.Option(False, "--fail-on-change", rich_help_panel=_OUT,
+                                        help=f"Exit {EXIT_GATE} when any IR changed."),
     repo: Path | None = RepoOption,
     history: Path | None = HistoryOption,
 ) -> None:
     """Per kernel/target/stage: identical, attributes-only or structural, with op-count deltas
-    and diffs of the normalized IR. Exits 0 whatever changed (unless --fail-on-change)."""
+    and diffs of the normalized IR. Exits 0 whatever changed (unless --fail-on-change).
+
+    Examples:
+
+        perfq ir diff base head
+
+        perfq ir diff base head -k softmax --stage ttgir --format markdown > ir.md
+
+        perfq ir diff base head --no-diff --fail-on-change
+    """
     from perfq.ir.diff import IDENTICAL, diff_collections, load_collection
     from perfq.ir.report import to_json, to_markdown
     from perfq.ir.store import labels, open_for_reading
@@ -296,7 +342,7 @@ def diff(
     else:
         _render_terminal(diffs, raw, no_diff)
     if fail_on_change and changed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_GATE)
 
 
 def register(app: typer.Typer) -> None:

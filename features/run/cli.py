@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shlex
 import sys
@@ -11,7 +12,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfq.common.cli import EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.common.cli import (
+    EXIT_GATE,
+    EXIT_INTERRUPTED,
+    FORMAT_HELP,
+    Format,
+    HistoryOption,
+    RepoOption,
+    resolve_history,
+    resolve_repo,
+)
 from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
@@ -31,6 +41,17 @@ class Mode(str, Enum):
     both = "both"
 
 
+# Defaults measured by bench/run_defaults.py (an A/A of 5 operator_benchmark files on 2 cores): they finish
+# in about a minute with no false regression; the runner's own time-based iteration count did not finish
+# in 800 s.
+DEFAULT_ITERATIONS = 20
+DEFAULT_NUM_RUNS = 10
+DEFAULT_OMP_THREADS = 1
+
+_SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
+_WHAT_CMP, _STATS = "What to compare", "Statistics"
+
+
 def _interactive() -> bool:
     return sys.stderr.isatty() and os.environ.get("CI", "").lower() not in ("true", "1")
 
@@ -45,7 +66,7 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
 
 
 def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
-    from perfq.run.report import Verdict, fmt_change, fmt_ci, fmt_p, fmt_value, render_markdown, summary_line
+    from perfq.run.report import render_markdown
 
     if fmt == Format.json:
         print_json(doc.to_json())
@@ -53,33 +74,49 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
     if fmt == Format.markdown:
         sys.stdout.write(render_markdown(doc))
         return
-    from rich.table import Table
+    from perfq.run.render import print_comparison
 
+    print_comparison(wide_console(), doc)
+
+
+def _render_history(doc, fmt: Format, runs: bool, what: str) -> None:
+    from perfq.common.render import md_table
+    from perfq.run.trend import sparkline
+
+    if fmt == Format.json:
+        print_json(doc.to_json())
+        return
+    if fmt == Format.markdown:
+        if runs:
+            print("\n".join(md_table(
+                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
+                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
+                  f"{r.median:.4g} {r.unit}", r.n) for r in doc.rows))))
+            return
+        print("\n".join(md_table(("test", "mode", "device", "runs", "trend", "last", "steps"), "lllrlrl", (
+            (f"`{t.test}`", t.mode, t.device, len(t.points), sparkline([p.median for p in t.points]),
+             f"{t.points[-1].median:.4g} {t.unit}",
+             "; ".join(f"{s.change:+.1%} at `{s.label}`" for s in t.steps) or "-") for t in doc.trends))))
+        return
     con = wide_console()
-    con.print(summary_line(doc).replace("**", ""))
-    for problem in doc.problems:
-        con.print(f"[red]{problem}[/red]")
-    table = Table(show_lines=False)
-    for col in ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"):
-        table.add_column(col, justify="right" if col in ("base", "head", "change", "q") else "left")
-    colors = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
-              Verdict.failed: "bold red"}
-    for t in doc.tests:
-        table.add_row(
-            f"[{colors[t.verdict]}]{t.verdict.value}[/]", t.benchmark, t.test, t.mode, t.device,
-            fmt_value(t.base_median, t.unit), fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci),
-            fmt_p(t.p_value),
-        )
-    con.print(table)
-    for name, info in (("base", doc.base), ("head", doc.head)):
-        for f in info.failures:
-            tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
-            con.print(f"[red]failed on {name}[/red] {f.benchmark} (exit {f.returncode}): {tail}")
-    for name, info in (("base", doc.base), ("head", doc.head)):
-        con.print(
-            f"{name}: ref {info.ref or '-'}  torch {info.torch_version or '-'}  "
-            f"{info.host or '-'}  {info.status.value}  {info.samples} samples"
-        )
+    if not runs:
+        from perfq.run.render import print_trends
+
+        print_trends(con, doc.benchmark, doc.trends, what)
+        return
+    from perfq.run.render import constant_columns, table
+
+    names = ("test", "mode", "device", "label", "side", "ref", "torch_version", "host", "started_at", "status")
+    shared = constant_columns(doc.rows, (*names, "unit")) if len(doc.rows) > 1 else {}
+    cols = [(c, "f" if c in ("test", "label") else "l") for c in names if c not in shared]
+    t = table(*cols, ("median" + (f" ({shared['unit']})" if "unit" in shared else ""), "r"), ("n", "r"))
+    for r in doc.rows:
+        median = f"{r.median:.4g}" if "unit" in shared else f"{r.median:.4g} {r.unit}"
+        t.add_row(*[str(getattr(r, c) or "") for c, _ in cols], median, str(r.n))
+    facts = ", ".join(f"{k} {v}" for k, v in shared.items() if v and k != "unit")
+    con.print(f"perfq history {doc.benchmark}: {len(doc.rows)} run row(s)" + (f"; all: {facts}" if facts else ""),
+              markup=False)
+    con.print(t)
 
 
 def register(app: typer.Typer) -> None:
@@ -87,98 +124,96 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def run(
-        label: Annotated[str, typer.Option("--label", "-l",
-            rich_help_panel="Output", help="Comparison label shared by base and head.")],
-        side: Annotated[SideName | None, typer.Option("--side",
-            rich_help_panel="Sides", help="Which side this checkout is.")] = None,
-        ab: Annotated[bool, typer.Option("--ab",
-            rich_help_panel="Sides", help="Run both sides interleaved (A B A B ...).")] = False,
-        base_python: Annotated[str | None, typer.Option("--base-python",
-            rich_help_panel="Sides", help="Interpreter of the base side.")] = None,
-        head_python: Annotated[str | None, typer.Option("--head-python",
-            rich_help_panel="Sides", help="Interpreter of the head side.")] = None,
-        affected: Annotated[
-            str | None, typer.Option("--affected",
-                rich_help_panel="What to run", help="Run what `perfq affected REF` selects.")
-        ] = None,
-        bench: Annotated[
-            list[str] | None, typer.Option("--bench",
-                rich_help_panel="What to run", help="Benchmark to run (file stem or script name).")
-        ] = None,
-        test: Annotated[list[str] | None, typer.Option("--test",
-            rich_help_panel="What to run", help="Only these test names (with --bench).")] = None,
-        operators: Annotated[
-            str | None, typer.Option("--operators",
-                rich_help_panel="What to run", help="Comma list for the runner's --operators.")
-        ] = None,
-        python: Annotated[str | None, typer.Option("--python",
-            rich_help_panel="Sides", help="Interpreter (default: this one).")] = None,
-        mode: Annotated[Mode | None, typer.Option("--mode",
-            rich_help_panel="What to run", help="eager, compile or both (default eager).")] = None,
-        device: Annotated[str, typer.Option("--device", rich_help_panel="What to run",
-            help="Runner --device (cpu, cuda).")] = "cpu",
-        repeat: Annotated[int, typer.Option("--repeat",
-            rich_help_panel="Repeats", min=1, help="Samples per test and side.")] = 5,
-        tag_filter: Annotated[str, typer.Option("--tag-filter", rich_help_panel="What to run",
-            help="Runner --tag-filter (short, long, all).")] = "short",
-        iterations: Annotated[
-            int | None, typer.Option("--iterations",
-                rich_help_panel="Runner settings", help="Runner --iterations (fixed count).")
-        ] = None,
-        num_runs: Annotated[int | None, typer.Option("--num-runs", rich_help_panel="Runner settings",
-            help="Runner --num-runs per invocation.")] = None,
-        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel="Runner settings",
-            help="Runner --warmup-iterations.")] = None,
-        omp: Annotated[int | None, typer.Option("--omp-num-threads", rich_help_panel="Runner settings",
-            help="OMP threads, both sides.")] = None,
-        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel="Runner settings",
-            help="MKL threads, both sides.")] = None,
-        base_omp: Annotated[
-            int | None, typer.Option("--base-omp-num-threads",
-                rich_help_panel="Sides", help="OMP threads, base side only.")
-        ] = None,
-        head_omp: Annotated[
-            int | None, typer.Option("--head-omp-num-threads",
-                rich_help_panel="Sides", help="OMP threads, head side only.")
-        ] = None,
-        base_env: Annotated[
-            list[str] | None, typer.Option("--base-env",
-                rich_help_panel="Sides", help="KEY=VALUE set for the base side only.")
-        ] = None,
-        head_env: Annotated[
-            list[str] | None, typer.Option("--head-env",
-                rich_help_panel="Sides", help="KEY=VALUE set for the head side only.")
-        ] = None,
-        adaptive: Annotated[
-            bool, typer.Option("--adaptive",
-                rich_help_panel="Repeats", help="Add repeats to unknown tests (needs --ab).")
-        ] = False,
-        max_repeat: Annotated[int, typer.Option("--max-repeat",
-            rich_help_panel="Repeats", help="Adaptive ceiling (default 3 x --repeat).")] = 0,
-        budget: Annotated[float | None, typer.Option("--budget",
-            rich_help_panel="Repeats", help="Adaptive time budget in seconds.")] = None,
-        batch: Annotated[
-            bool, typer.Option("--batch",
-                rich_help_panel="Runner settings", help="Run benchmark files with equal flags in one process each.")
-        ] = False,
-        bench_root: Annotated[Path | None, typer.Option("--bench-root",
-            rich_help_panel="What to run", help="operator_benchmark root.")] = None,
-        ref: Annotated[str | None, typer.Option("--ref",
-            rich_help_panel="Sides", help="Ref recorded for this side.")] = None,
-        base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel="Sides",
+        label: Annotated[str, typer.Option("--label", "-l", rich_help_panel=_OUT,
+            help="Comparison label shared by base and head (runs accumulate under it).")],
+        side: Annotated[SideName | None, typer.Option("--side", rich_help_panel=_SIDES,
+            help="Which side this checkout is (one side per run; the other runs elsewhere).")] = None,
+        ab: Annotated[bool, typer.Option("--ab", rich_help_panel=_SIDES,
+            help="Run both sides interleaved (A B A B ...) on this machine.")] = False,
+        python: Annotated[str | None, typer.Option("--python", rich_help_panel=_SIDES,
+            help="Interpreter of both sides (default: this one).")] = None,
+        base_python: Annotated[str | None, typer.Option("--base-python", rich_help_panel=_SIDES,
+            help="Interpreter of the base side.")] = None,
+        head_python: Annotated[str | None, typer.Option("--head-python", rich_help_panel=_SIDES,
+            help="Interpreter of the head side.")] = None,
+        ref: Annotated[str | None, typer.Option("--ref", rich_help_panel=_SIDES,
+            help="Ref recorded for this side (default: the checkout's commit).")] = None,
+        base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel=_SIDES,
             help="Ref recorded for the base side (--ab).")] = None,
-        head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel="Sides",
+        head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel=_SIDES,
             help="Ref recorded for the head side (--ab).")] = None,
-        out: Annotated[
-            Path | None, typer.Option("--out",
-                rich_help_panel="Output", help="Also write a portable result file (perfq import).")
-        ] = None,
-        timeout: Annotated[float, typer.Option("--timeout",
-            rich_help_panel="Runner settings", help="Seconds per benchmark invocation.")] = 900.0,
+        base_env: Annotated[list[str] | None, typer.Option("--base-env", rich_help_panel=_SIDES,
+            help="KEY=VALUE set for the base side only (repeatable).")] = None,
+        head_env: Annotated[list[str] | None, typer.Option("--head-env", rich_help_panel=_SIDES,
+            help="KEY=VALUE set for the head side only (repeatable).")] = None,
+        base_omp: Annotated[int | None, typer.Option("--base-omp-num-threads", rich_help_panel=_SIDES,
+            help="OMP threads, base side only.")] = None,
+        head_omp: Annotated[int | None, typer.Option("--head-omp-num-threads", rich_help_panel=_SIDES,
+            help="OMP threads, head side only.")] = None,
+        affected: Annotated[str | None, typer.Option("--affected", rich_help_panel=_WHAT,
+            help="Run what `perfq affected REF` selects (its benchmarks and canary sets).")] = None,
+        bench: Annotated[list[str] | None, typer.Option("--bench", rich_help_panel=_WHAT,
+            help="Benchmark to run: file stem or script name (repeatable).")] = None,
+        test: Annotated[list[str] | None, typer.Option("--test", rich_help_panel=_WHAT,
+            help="Only these test names (with --bench; repeatable).")] = None,
+        operators: Annotated[str | None, typer.Option("--operators", rich_help_panel=_WHAT,
+            help="Comma list passed to the runner's --operators.")] = None,
+        mode: Annotated[Mode | None, typer.Option("--mode", rich_help_panel=_WHAT,
+            help="eager, compile or both (default eager).")] = None,
+        device: Annotated[str, typer.Option("--device", rich_help_panel=_WHAT,
+            help="Runner --device (cpu, cuda).")] = "cpu",
+        tag_filter: Annotated[str, typer.Option("--tag-filter", rich_help_panel=_WHAT,
+            help="Runner --tag-filter (short, long, all).")] = "short",
+        bench_root: Annotated[Path | None, typer.Option("--bench-root", rich_help_panel=_WHAT,
+            help="operator_benchmark root (default: benchmarks/operator_benchmark of the repo).")] = None,
+        repeat: Annotated[int, typer.Option("--repeat", rich_help_panel=_REPEATS, min=1,
+            help="Samples per test and side (5: fewer can never be significant with rank tests).")] = 5,
+        adaptive: Annotated[bool, typer.Option("--adaptive", rich_help_panel=_REPEATS,
+            help="With --ab: more rounds for the tests whose verdict is still unknown.")] = False,
+        max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
+            help="Adaptive ceiling in samples per side (default 3 x --repeat).")] = 0,
+        budget: Annotated[float | None, typer.Option("--budget", rich_help_panel=_REPEATS,
+            help="Adaptive time budget in seconds.")] = None,
+        iterations: Annotated[int, typer.Option("--iterations", rich_help_panel=_RUNNER, min=0,
+            help="Runner --iterations per measurement (0: the runner's own, slow, time-based count).")
+            ] = DEFAULT_ITERATIONS,
+        num_runs: Annotated[int, typer.Option("--num-runs", rich_help_panel=_RUNNER, min=0,
+            help="Runner --num-runs per invocation; the fastest becomes the sample (0: the runner's).")
+            ] = DEFAULT_NUM_RUNS,
+        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel=_RUNNER,
+            help="Runner --warmup-iterations (default: the runner's).")] = None,
+        omp: Annotated[int, typer.Option("--omp-num-threads", rich_help_panel=_RUNNER, min=0,
+            help="OMP threads, both sides (0: leave unset; more than 1 is noisy on a shared machine).")
+            ] = DEFAULT_OMP_THREADS,
+        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel=_RUNNER,
+            help="MKL threads, both sides.")] = None,
+        batch: Annotated[bool, typer.Option("--batch/--no-batch", rich_help_panel=_RUNNER,
+            help="Run benchmark files with equal flags in one process per side and round.")] = True,
+        timeout: Annotated[float, typer.Option("--timeout", rich_help_panel=_RUNNER,
+            help="Seconds per benchmark invocation.")] = 900.0,
+        out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
+            help="Also write a portable result file (for perfq import).")] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT,
+            help="How to print the result: " + FORMAT_HELP)] = Format.table,
+        fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
+            help=f"With --ab: exit {EXIT_GATE} when the comparison finds a regression.")] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Run the selected benchmarks as one side (or both, --ab) of a comparison."""
+        """Run the selected benchmarks as one side (or both, --ab) of a labelled comparison.
+
+        The defaults finish: an A/A of 5 operator_benchmark files takes about a minute on 2 cores
+        (bench/run_defaults.py). Progress: one bar on a terminal, one line per finished
+        invocation in CI logs.
+
+        Examples:
+
+            perfq run -l pr1 --ab --base-python base/bin/python --head-python head/bin/python --affected main
+
+            perfq run --label pr1 --side head --bench softmax --test Softmax_N1_C3_H256_W256_cpu
+
+            perfq run --label nightly-$(date +%F) --side head --bench softmax --bench sum --out nightly.json
+        """
         from perfq.run import execute as runner
         from perfq.run import jobs as select
         from perfq.run.comparisons import comparison_for_label
@@ -191,11 +226,14 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("give --affected REF or at least one --bench NAME")
         if adaptive and not ab:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
+        if fail_on_regression and not ab:
+            raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
         repo_path = resolve_repo(repo)
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
-        base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations,
-                                num_runs=num_runs, warmup_iterations=warmup, omp_num_threads=omp, mkl_num_threads=mkl)
+        base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
+                                num_runs=num_runs or None, warmup_iterations=warmup, omp_num_threads=omp or None,
+                                mkl_num_threads=mkl)
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
         jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
@@ -208,6 +246,7 @@ def register(app: typer.Typer) -> None:
             err.print("nothing to run: no benchmark selected")
             if out is not None:
                 export_runs([], out)
+            _render_run(label, [], None, fmt)
             return
         sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
             python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
@@ -230,40 +269,59 @@ def register(app: typer.Typer) -> None:
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )
-        runs = _execute(plan, jobs, sides, repeat)
-        for r in runs:
-            err.print(
-                f"{r.side}: {len(r.samples)} samples, {len(r.failures)} failed invocation(s), "
-                f"torch {r.torch_version or '?'}, run {r.id}"
-            )
-            for f in r.failures:
-                tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
-                err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
-        if ab:
-            _render_comparison(comparison_for_label(plan.history, label, plan.settings), Format.table)
+        runs = _execute(plan)
+        if fmt == Format.table:
+            for r in runs:
+                err.print(
+                    f"{r.side}: {len(r.samples)} samples, {len(r.failures)} failed invocation(s), "
+                    f"torch {r.torch_version or '?'}, run {r.id}"
+                )
+                for f in r.failures:
+                    tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
+                    err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
+        doc = comparison_for_label(plan.history, label, plan.settings) if ab else None
+        _render_run(label, runs, doc, fmt)
         if any(r.failures for r in runs):  # crashed benchmarks fail the run (results and --out are written)
+            raise typer.Exit(EXIT_GATE)
+        if fail_on_regression and doc is not None and doc.gate_fails():
             raise typer.Exit(EXIT_GATE)
 
     @app.command()
     def compare(
         label: Annotated[str, typer.Argument(help="Label given to perfq run.")],
-        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
-        alpha: Annotated[float | None, typer.Option("--alpha", help="False discovery rate (default 0.05).")] = None,
-        min_effect: Annotated[
-            float | None, typer.Option("--min-effect", help="Minimum relative change (0.05).")
-        ] = None,
-        fail_on_regression: Annotated[
-            bool, typer.Option("--fail-on-regression",
-                               help=f"Exit {EXIT_GATE} on a regression, a failed benchmark or a side without a run.")
-        ] = False,
+        baseline: Annotated[str | None, typer.Option("--baseline", "-b", rich_help_panel=_WHAT_CMP, help=(
+            "Compare LABEL's head (or only) side with another stored run: OTHER or OTHER:base|head "
+            "(default side: head, or OTHER's only side)."))] = None,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+                       ] = Format.table,
+        alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS,
+            help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
+        min_effect: Annotated[float | None, typer.Option("--min-effect", rich_help_panel=_STATS,
+            help="Minimum relative change for a verdict (default 0.05).")] = None,
+        fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
+            help=f"Exit {EXIT_GATE} on a regression, a failed benchmark or a side without a run.")] = False,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Compare the head side of LABEL against its base side."""
-        from perfq.run.comparisons import comparison_for_label
+        """Compare the head side of LABEL against its base side, or against a stored baseline run.
+
+        Examples:
+
+            perfq compare pr123
+
+            perfq compare pr123 --format markdown > comment.md
+
+            perfq compare pr123 --baseline nightly-2024-06-01        # against last night's main run
+
+            perfq compare pr123 --fail-on-regression --min-effect 0.1
+        """
+        from perfq.run.comparisons import comparison_against, comparison_for_label
 
         repo_path = resolve_repo(repo)
-        doc = comparison_for_label(resolve_history(repo_path, history), label, _settings(repo_path, alpha, min_effect))
+        settings = _settings(repo_path, alpha, min_effect)
+        path = resolve_history(repo_path, history)
+        doc = (comparison_against(path, label, baseline, settings) if baseline
+               else comparison_for_label(path, label, settings))
         _render_comparison(doc, fmt)
         if fail_on_regression and doc.gate_fails():
             raise typer.Exit(EXIT_GATE)
@@ -271,102 +329,102 @@ def register(app: typer.Typer) -> None:
     @app.command("history")
     def history_cmd(
         bench: Annotated[str, typer.Argument(help="Benchmark (file stem) to show.")],
-        test: Annotated[str | None, typer.Option("--test", help="Only this test.")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f")] = Format.table,
+        test: Annotated[str | None, typer.Option("--test", rich_help_panel=_WHAT_CMP, help="Only this test.")] = None,
+        label: Annotated[str | None, typer.Option("--label", rich_help_panel=_WHAT_CMP,
+            help="Only runs whose label matches this glob (e.g. 'nightly-*').")] = None,
+        side: Annotated[SideName | None, typer.Option("--side", rich_help_panel=_WHAT_CMP,
+            help="Only base or only head runs (default: both).")] = None,
+        runs: Annotated[bool, typer.Option("--runs", rich_help_panel=_OUT,
+            help="One row per run and test instead of one trend per test.")] = False,
+        min_effect: Annotated[float, typer.Option("--min-effect", rich_help_panel=_STATS, min=0.0,
+            help="Smallest level shift reported as a step (relative).")] = 0.05,
+        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+                       ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Show a benchmark's results across stored runs."""
-        from perfq.common.render import md_table
+        """Show a benchmark's results across stored runs: a trend per test, with the steps in it.
+
+        Every run gives one point per test (the median of its samples), oldest first; steps are
+        level shifts found by binary segmentation with a robust score (docs/run.md, "History").
+
+        Examples:
+
+            perfq history softmax --label 'nightly-*' --side head
+
+            perfq history softmax --test Softmax_N1_C3_H256_W256_cpu --runs
+
+            perfq history softmax --format json | jq '.trends[] | select(.steps != [])'
+        """
         from perfq.run.opbench import normalize_name
         from perfq.run.report import HistoryDocument
+        from perfq.run.trend import trends_from_rows
         from perfq.schema.results_store import history_rows
 
         bench = normalize_name(bench)
-        rows = history_rows(resolve_history(resolve_repo(repo), history), bench, test)
+        rows = [r for r in history_rows(resolve_history(resolve_repo(repo), history), bench, test)
+                if (label is None or fnmatch.fnmatchcase(r.label, label)) and (side is None or r.side == side.value)]
         if not rows:
-            raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else ""))
-        if fmt == Format.json:
-            print_json(HistoryDocument(bench, tuple(rows)).to_json())
-            return
-        if fmt == Format.markdown:
-            print("\n".join(md_table(
-                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
-                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
-                  f"{r.median:.4g} {r.unit}", r.n) for r in rows),
-            )))
-            return
-        from rich.table import Table
-
-        table = Table()
-        for col in ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n", "status"):
-            table.add_column(col, justify="right" if col in ("median", "n") else "left")
-        for r in rows:
-            table.add_row(r.test, r.mode, r.label, r.side, r.ref or "", r.torch_version or "", r.started_at or "",
-                          f"{r.median:.4g} {r.unit}", str(r.n), r.status)
-        wide_console().print(table)
+            raise PerfqError(f"no stored results for {bench}" + (f" test {test}" if test else "")
+                             + (" matching the filters" if label or side else ""))
+        doc = HistoryDocument(bench, tuple(rows), tuple(trends_from_rows(rows, min_effect)))
+        what = "".join(f" ({x})" for x in (label, side.value if side else None) if x)
+        _render_history(doc, fmt, runs, what)
 
     @app.command("import")
     def import_cmd(
         files: Annotated[list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")],
+        fmt: Annotated[Format, typer.Option("--format", "-f", help="How to print the counts: " + FORMAT_HELP)
+                       ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
     ) -> None:
-        """Merge result files from other machines into the history (idempotent)."""
+        """Merge result files from other machines into the history (idempotent).
+
+        Examples:
+
+            perfq import results/*.json
+
+            perfq import other-machine/history.duckdb --history merged.duckdb --format json
+        """
         from perfq.run.results import import_files
+        from perfq.run.summaries import ImportDocument
 
         target = resolve_history(resolve_repo(repo), history)
-        counts = import_files(target, files)
-        print(
-            f"imported {counts.files} file(s): {counts.runs_added} new run(s) of "
-            f"{counts.runs_seen}, {counts.samples_added} new sample(s), "
-            f"{counts.failures_added} new failure(s) into {target}"
-        )
+        doc = ImportDocument.from_counts(import_files(target, files), target)
+        if fmt == Format.json:
+            print_json(doc.to_json())
+        elif fmt == Format.markdown:
+            print(doc.markdown())
+        else:
+            print(doc.line())
 
 
-def _execute(plan, jobs, sides, repeat):
-    """Run the plan with a rich progress bar on a terminal; Ctrl-C -> one-line error, runs kept."""
+def _execute(plan):
+    """Run the plan with feedback (a bar on a terminal, plain lines in CI); Ctrl-C -> one-line error, runs kept."""
     from perfq.run import execute as runner
+    from perfq.run.progress import RunFeedback
 
-    progress_cb = runner._quiet
-    bar = None
-    if _interactive():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console(stderr=True),
-            transient=False,
-        )
-        tasks: dict[str, object] = {}
-        phase = {"adaptive": False}
-
-        def progress_cb(event, job, advance):
-            if event == "adaptive":
-                phase["adaptive"] = True
-                return
-            if job is None:
-                return
-            name = job.benchmark + (" (adaptive)" if phase["adaptive"] else "")
-            if name not in tasks:  # one bar per job (benchmark file or batch), created on first use
-                total = None if phase["adaptive"] else repeat * len(sides)
-                tasks[name] = bar.add_task(job.title + (" (adaptive)" if phase["adaptive"] else ""), total=total)
-            if event == "advance":
-                bar.advance(tasks[name], advance)
-            elif event == "failed":
-                bar.update(tasks[name], description=f"[red]{job.title} (a file failed)[/red]")
-
-        bar.start()
     try:
-        return runner.execute(plan, progress_cb)
+        with RunFeedback(runner.planned_invocations(plan), plan.repeat, _interactive()) as feedback:
+            return runner.execute(plan, feedback)
     except KeyboardInterrupt:
         raise PerfqError(
             f"interrupted: finished samples kept in {plan.history}, runs of label {plan.label!r} marked incomplete",
-            exit_code=130,
+            exit_code=EXIT_INTERRUPTED,
         ) from None
-    finally:
-        if bar is not None:
-            bar.stop()
+
+
+def _render_run(label: str, runs, doc, fmt: Format) -> None:
+    """What `perfq run` prints: the comparison (--ab) as asked, or the runs' summary (one side)."""
+    from perfq.run.summaries import RunDocument
+
+    if fmt == Format.table:
+        if doc is not None:
+            _render_comparison(doc, fmt)
+        return
+    summary = RunDocument.from_runs(label, runs, doc)
+    if fmt == Format.json:
+        print_json(summary.to_json())
+    else:
+        sys.stdout.write(summary.markdown())

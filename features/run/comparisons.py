@@ -1,4 +1,5 @@
-"""A label's stored runs compared: the comparison document of `perfq compare` (and of `perfq run --ab`)."""
+"""Stored runs compared: the comparison document of `perfq compare` (and of `perfq run --ab`),
+a label's two sides or a label against a stored baseline."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ from pathlib import Path
 from perfq.errors import PerfqError
 from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns
 from perfq.run.report import ComparisonDocument, comparison_document
-from perfq.schema.results_store import Run, label_samples, runs_for_label
+from perfq.schema.results_store import LabelSamples, Run, Side, runs_for_label, side_samples
 
 
 def side_failures(base: list[Run], head: list[Run]) -> SideFailures:
     """The benchmarks that failed on each side, and the sides without a run."""
     return SideFailures(frozenset(f.benchmark for r in base for f in r.failures),
                         frozenset(f.benchmark for r in head for f in r.failures), not base, not head)
+
+
+def _columns(stored: LabelSamples) -> SampleColumns:
+    return SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
 
 
 def comparison_for_label(history: Path, label: str, settings: Settings) -> ComparisonDocument:
@@ -26,6 +31,42 @@ def comparison_for_label(history: Path, label: str, settings: Settings) -> Compa
         raise PerfqError(f"no runs labelled {label!r} in {history}")
     base = [r for r in runs if r.side == "base"]
     head = [r for r in runs if r.side == "head"]
-    stored = label_samples(history, label)
-    columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
-    return comparison_document(label, base, head, compare_columns(columns, settings, side_failures(base, head)))
+    stored = side_samples(history, (label, "base"), (label, "head"))
+    result = compare_columns(_columns(stored), settings, side_failures(base, head))
+    return comparison_document(label, base, head, result)
+
+
+def _pick_side(runs: list[Run], wanted: str, label: str) -> list[Run]:
+    """The runs of ``wanted`` side ('' : head when the label has one, else its only side)."""
+    sides = {r.side for r in runs}
+    side = wanted or ("head" if "head" in sides else next(iter(sorted(sides)), ""))
+    if side not in ("base", "head"):
+        raise PerfqError(f"side {side!r}: expected base or head")
+    picked = [r for r in runs if r.side == side]
+    if not picked:
+        raise PerfqError(f"label {label!r} has no {side} run (it has: {', '.join(sorted(sides)) or 'none'})")
+    return picked
+
+
+def comparison_against(history: Path, label: str, baseline: str, settings: Settings) -> ComparisonDocument:
+    """LABEL's head (or only) side compared with a stored run: ``baseline`` is ``OTHER`` or ``OTHER:side``.
+
+    The baseline's side defaults to its head (its only side when it has one), e.g. last night's
+    ``perfq run --label nightly-2024-06-01 --side head`` of main.
+    """
+    other, _, other_side = baseline.partition(":")
+    if not other:
+        raise PerfqError("--baseline takes a label: OTHER or OTHER:base|head")
+    runs = runs_for_label(history, label, with_samples=False)
+    if not runs:
+        raise PerfqError(f"no runs labelled {label!r} in {history}")
+    old = runs_for_label(history, other, with_samples=False)
+    if not old:
+        raise PerfqError(f"no runs labelled {other!r} (the baseline) in {history}")
+    head, base = _pick_side(runs, "", label), _pick_side(old, other_side, other)
+    head_side, base_side = Side(head[0].side).value, Side(base[0].side).value
+    if (other, base_side) == (label, head_side):
+        raise PerfqError(f"--baseline {baseline} is the side being compared; name another label or side")
+    stored = side_samples(history, (other, base_side), (label, head_side))
+    result = compare_columns(_columns(stored), settings, side_failures(base, head))
+    return comparison_document(f"{label}:{head_side} vs {other}:{base_side}", base, head, result)

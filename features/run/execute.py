@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import math
 import os
-import platform
-import socket
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 from perfq.common import git, proc
 from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.compare import Settings, TestKey, compare_samples
+from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, parse_output
@@ -196,41 +196,34 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
     return result
 
 
-def python_info(python: str) -> dict[str, str]:
-    """torch version of an interpreter (empty when torch is missing), without importing torch."""
-    res = proc.run([python, "-c", "from importlib.metadata import version; print(version('torch'))"], timeout=120)
-    return {"torch_version": res.stdout.strip() if res.ok else ""}
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
-    except OSError:
-        pass
-    return f"{platform.processor() or platform.machine()} x{os.cpu_count()}"
+def _thread_overrides(plan: Plan, side: Side) -> dict[str, str]:
+    """The environment a side's benchmark processes get on top of perfq's: its own and the thread counts."""
+    spec = next((j.spec for j in plan.jobs if j.spec is not None), None)
+    out = dict(side.env)
+    if spec is not None:
+        out.update(opbench.thread_env(side_spec(spec, side)))
+    return out
 
 
 def new_runs(plan: Plan) -> list[Run]:
-    """One Run record per side, with the environment filled in."""
+    """One Run record per side, with the machine, interpreter, torch build and commit recorded."""
     commit = git.head(plan.repo)
-    host, cpu = socket.gethostname(), cpu_name()
+    machine, repo = machine_info(), repo_info(plan.repo)
     runs = []
-    for side in plan.sides:
-        info = python_info(side.python)
+    for side, interpreter in zip(plan.sides, interpreters_info([s.python for s in plan.sides]), strict=True):
         runs.append(
             Run(
                 label=plan.label,
                 side=side.name,
                 ref=side.ref or commit[:12],
-                commit_sha=commit,
-                torch_version=info["torch_version"],
+                commit_sha=(git.rev(plan.repo, side.ref) if side.ref else None) or commit,
+                torch_version=interpreter.get("torch_version", ""),
                 python=side.python,
-                host=host,
-                cpu=cpu,
+                host=machine["host"],
+                cpu=f"{machine['cpu_model']} x{machine['logical_cpus']}",
                 command=plan.command,
                 notes="; ".join(plan.notes),
+                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side)),
             )
         )
     return runs
@@ -272,11 +265,39 @@ def samples_as_pairs(run: Run) -> list[tuple[TestKey, float]]:
     return [(TestKey(s.benchmark, s.test, s.mode, s.device, s.metric, s.unit), s.value) for s in run.samples]
 
 
-Progress = Callable[[str, Job | None, int], None]
+class TickKind(str, Enum):
+    """What a progress tick reports."""
+
+    start = "start"  # an invocation of a job on a side begins
+    done = "done"  # it ended (``error`` set when it failed; ``skipped`` when a failed job is left out)
+    adaptive = "adaptive"  # an adaptive round begins: ``units`` more invocations planned
 
 
-def _quiet(event: str, job: Job | None, advance: int) -> None:
+@dataclass(frozen=True)
+class Tick:
+    """One progress event of `perfq run`: where the run is (job, side, round) and what just happened."""
+
+    kind: TickKind
+    job: Job | None
+    side: str = ""
+    round: int = 0  # 0-based
+    units: int = 0
+    seconds: float = 0.0
+    samples: int = 0
+    error: str = ""
+    skipped: bool = False
+
+
+Progress = Callable[[Tick], None]
+
+
+def _quiet(tick: Tick) -> None:
     return None
+
+
+def planned_invocations(plan: Plan) -> int:
+    """Invocations the plan's repeats make (one per job, side and round; adaptive rounds add more)."""
+    return len(batch_jobs(plan.jobs) if plan.batch else plan.jobs) * len(plan.sides) * plan.repeat
 
 
 def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
@@ -292,7 +313,6 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
 
     def one_round(jobs: list[Job], round_index: int) -> None:
         for job in batch_jobs(jobs) if plan.batch else jobs:
-            progress("job", job, 0)
             for side, run in zip(plan.sides, runs, strict=True):
                 todo = job
                 if job.members:
@@ -301,8 +321,10 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 elif (job.key, side.name) in dead:
                     todo = None
                 if todo is None:
-                    progress("advance", job, 1)
+                    progress(Tick(TickKind.done, job, side.name, round_index, units=1, skipped=True))
                     continue
+                progress(Tick(TickKind.start, job, side.name, round_index))
+                began, errors, samples = time.monotonic(), [], 0
                 for member, outcome in invoke(todo, side, plan, caps):
                     if outcome.error:
                         dead.add((member.key, side.name))
@@ -312,11 +334,14 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                             outcome.returncode,
                             f"{outcome.error}\n{outcome.stderr_tail}".strip(),
                         )
-                        progress("failed", job, 0)
+                        errors.append(outcome.error if outcome.error.startswith(member.benchmark)
+                                      else f"{member.benchmark}: {outcome.error}")
                     for m in outcome.measurements:
                         run.add_sample(round_index, member.benchmark, m)
+                    samples += len(outcome.measurements)
                 _persist(plan, runs)
-                progress("advance", job, 1)
+                progress(Tick(TickKind.done, job, side.name, round_index, units=1,
+                              seconds=time.monotonic() - began, samples=samples, error="; ".join(errors)))
 
     try:
         _persist(plan, runs)
@@ -332,7 +357,8 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 unknown = _unknown_jobs(plan, runs)
                 if not unknown:
                     break
-                progress("adaptive", None, len(unknown))
+                n_jobs = len(batch_jobs(unknown) if plan.batch else unknown)
+                progress(Tick(TickKind.adaptive, None, round=r, units=n_jobs * len(plan.sides)))
                 one_round(unknown, r)
                 r += 1
     except BaseException as exc:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from perfq.common.documents import to_json
-from perfq.common.render import details, md_table
+from perfq.common.render import details, fence, md_escape, md_table
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
+from perfq.run.trend import Trend
 from perfq.schema.results_store import HistoryRow, RunStatus
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
@@ -44,6 +47,7 @@ class SideInfo:
     status: SideStatus
     samples: int
     failures: tuple[FailureInfo, ...]
+    env: dict[str, str] = field(default_factory=dict)  # machine, interpreter, torch build (perfq.run.machine)
 
 
 @dataclass(frozen=True)
@@ -102,10 +106,11 @@ class ComparisonDocument:
 
 @dataclass(frozen=True)
 class HistoryDocument:
-    """The `perfq history --format json` document: a benchmark's per-run summaries."""
+    """The `perfq history --format json` document: a benchmark's per-run summaries and each test's trend."""
 
     benchmark: str
     rows: tuple[HistoryRow, ...]
+    trends: tuple[Trend, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
@@ -126,7 +131,33 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
         status=status,
         samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
+        env=merged_env(getattr(r, "env", "") for r in runs),
     )
+
+
+def merged_env(texts: Iterable[str]) -> dict[str, str]:
+    """The stored environments (JSON texts) of a side's runs as one dict; differing values joined by ' | '."""
+    values: dict[str, list[str]] = {}
+    for text in texts:
+        try:
+            env = json.loads(text) if text else {}
+        except ValueError:
+            env = {}
+        for key, value in (env.items() if isinstance(env, dict) else ()):
+            seen = values.setdefault(str(key), [])
+            if str(value) not in seen:
+                seen.append(str(value))
+    return {k: " | ".join(v) for k, v in sorted(values.items())}
+
+
+VOLATILE_ENV = ("load_average", "memory_available")  # change from minute to minute: shown, never alarming
+
+
+def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
+    """(key, base value, head value) of every environment key whose values differ between the sides."""
+    base, head = doc.base.env, doc.head.env
+    return [(k, base.get(k, "-"), head.get(k, "-")) for k in sorted(set(base) | set(head))
+            if base.get(k, "-") != head.get(k, "-")]
 
 
 def _test_row(t: TestResult) -> TestRow:
@@ -215,6 +246,26 @@ def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
     return ["", f"**{title}** ({len(rows)})", "", *_table(rows)]
 
 
+def _environment(doc: ComparisonDocument) -> list[str]:
+    """The sides' refs and what differs in their environments; the full environments folded."""
+    rows = [(key, str(getattr(doc.base, key)), str(getattr(doc.head, key)))
+            for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples")]
+    differ = env_differences(doc)
+    rows += [(k, "(see below)", "(see below)") if k == "torch_config" else (k, b, h) for k, b, h in differ]
+    lines = ["**Environment**" + (" (what differs between the sides)" if differ else ""), ""]
+    lines += md_table(("", "base", "head"), "lll", ((k, md_escape(b or "-"), md_escape(h or "-")) for k, b, h in rows))
+    if any(k == "torch_config" for k, _, _ in differ):
+        diff = difflib.unified_diff(doc.base.env.get("torch_config", "").splitlines(),
+                                    doc.head.env.get("torch_config", "").splitlines(), "base", "head", lineterm="")
+        lines += ["", *details("torch build config differs", [fence("\n".join(diff), "diff", limit=80)])]
+    keys = sorted(set(doc.base.env) | set(doc.head.env))
+    if keys:
+        same = [(k, md_escape(doc.base.env.get(k, "-")).replace("\n", "<br>"),
+                 md_escape(doc.head.env.get(k, "-")).replace("\n", "<br>")) for k in keys if k != "torch_config"]
+        lines += ["", *details("Full environment", md_table(("", "base", "head"), "lll", same))]
+    return lines
+
+
 def render_markdown(doc: ComparisonDocument) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
     by = {v: [t for t in doc.tests if t.verdict == v] for v in Verdict}
@@ -233,10 +284,7 @@ def render_markdown(doc: ComparisonDocument) -> str:
         lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
     if doc.ignored:
         lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]
-    lines += ["", "**Environment**", "", "| | base | head |", "|---|---|---|"]
-    sides = (to_json(doc.base), to_json(doc.head))
-    for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples"):
-        lines.append(f"| {key} | {sides[0][key] or '-'} | {sides[1][key] or '-'} |")
+    lines += ["", *_environment(doc)]
     lines += [
         "",
         "<sub>Verdicts: Mann-Whitney U and Kolmogorov-Smirnov p (min, x2), Benjamini-Hochberg q across all "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from perfq.common.cli import DbOption, RepoOption, resolve_repo
+from perfq.common.cli import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
 
 
@@ -28,20 +28,41 @@ def register(app: typer.Typer) -> None:
         ref: str = typer.Argument(None, help="Base ref (HEAD is compared with merge-base(ref, HEAD)) or A..B."),
         repo: Path = RepoOption,
         db: Path = DbOption,
-        diff: str = typer.Option(None, "--diff", help="Read the patch from FILE ('-': stdin) instead of git."),
-        worktree: bool = typer.Option(False, "--worktree", help="Include uncommitted changes."),
-        reindex: bool = typer.Option(False, "--reindex", help="Refresh the index first."),
-        explain: bool = typer.Option(False, "--explain", help="Print the full chain for each benchmark."),
-        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format"),
+        diff: str = typer.Option(None, "--diff",
+            rich_help_panel="What changed", help="Read the patch from FILE ('-': stdin) instead of git."),
+        worktree: bool = typer.Option(False, "--worktree",
+            rich_help_panel="What changed", help="Include uncommitted changes."),
+        reindex: bool = typer.Option(False, "--reindex",
+            rich_help_panel="What changed", help="Refresh the index first."),
+        explain: bool = typer.Option(False, "--explain",
+            rich_help_panel="Output", help="Print the full chain for each benchmark."),
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format",
+            rich_help_panel="Output",
+            help="table, json, markdown (PR comment), gha-matrix (one entry per benchmark x mode x device), names."),
         ir: str = typer.Option(
-            None, "--ir", help="A..B: flag benchmarks whose Triton IR changed between two `perfq ir collect` labels."
+            None, "--ir",
+            rich_help_panel="Triton IR",
+            help="A..B: flag benchmarks whose Triton IR changed between two `perfq ir collect` labels."
         ),
-        history: Path = typer.Option(None, "--history", help="Results history database (for --ir)."),
+        history: Path = typer.Option(None, "--history", rich_help_panel="Triton IR",
+                                     help="Results history database (for --ir)."),
         fail_on_no_benchmark: bool = typer.Option(
-            False, "--fail-on-no-benchmark", help="Exit 3 when an affected op has no benchmark."
+            False, "--fail-on-no-benchmark",
+            rich_help_panel="Output", help=f"Exit {EXIT_GATE} when an affected op has no benchmark."
         ),
     ) -> None:
-        """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK."""
+        """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK.
+
+        Examples:
+
+            perfq affected origin/main --explain
+
+            git diff origin/main | perfq affected --diff -
+
+            perfq affected origin/main --format gha-matrix
+
+            perfq affected origin/main --fail-on-no-benchmark      # exit 3 on an op without benchmark
+        """
         from perfq.cli import render_affected as render
         from perfq.errors import PerfqError
         from perfq.query.affected import names
@@ -91,16 +112,23 @@ def register(app: typer.Typer) -> None:
         else:
             render.table(doc, explain)
         if fail_on_no_benchmark and doc.no_benchmark_ops:
-            raise typer.Exit(3)
+            raise typer.Exit(EXIT_GATE)
 
     @app.command()
     def backtest(
         rev_range: str = typer.Argument(..., help="A..B: replay `perfq affected` on every commit (first-parent)."),
         repo: Path = RepoOption,
         db: Path = DbOption,
-        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format"),
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format", help="table or json."),
     ) -> None:
-        """Replay affected over a commit range: selections, canary escalations, unmapped changes, time."""
+        """Replay affected over a commit range: selections, canary escalations, unmapped changes, time.
+
+        Examples:
+
+            perfq backtest v2.5.0..v2.6.0
+
+            perfq backtest HEAD~50..HEAD --format json
+        """
         from perfq.cli import render_affected as render
         from perfq.runner.backtest import backtest as run_backtest
 

@@ -44,32 +44,56 @@ def register(app: typer.Typer) -> None:
     def index(
         repo: Path = RepoOption,
         db: Path = DbOption,
-        jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes (default: all cores)."),
-        source_root: list[str] = typer.Option(None, "--source-root", help="C++ source roots (repeatable)."),
-        native_functions: list[str] = typer.Option(None, "--native-functions", help="native_functions.yaml path(s)."),
-        python_root: list[str] = typer.Option(None, "--python-root", help="Python roots (repeatable)."),
-        benchmark_root: list[str] = typer.Option(None, "--benchmark-root", help="Benchmark roots (repeatable)."),
+        jobs: int = typer.Option(0, "--jobs", "-j",
+            rich_help_panel="How", help="Worker processes (default: all cores)."),
+        source_root: list[str] = typer.Option(None, "--source-root",
+            rich_help_panel="What to index", help="C++ source roots (repeatable)."),
+        native_functions: list[str] = typer.Option(None, "--native-functions",
+            rich_help_panel="What to index", help="native_functions.yaml path(s)."),
+        python_root: list[str] = typer.Option(None, "--python-root",
+            rich_help_panel="What to index", help="Python roots (repeatable)."),
+        benchmark_root: list[str] = typer.Option(None, "--benchmark-root",
+            rich_help_panel="What to index", help="Benchmark roots (repeatable)."),
         script_benchmark_root: list[str] = typer.Option(
-            None, "--script-benchmark-root", help="Plain benchmark script dirs (repeatable)."
+            None, "--script-benchmark-root",
+            rich_help_panel="What to index", help="Plain benchmark script dirs (repeatable)."
         ),
         upstream: str = typer.Option(
-            None, "--upstream", help="An out-of-tree backend's PyTorch: 'torch' (installed) or a source tree."
+            None, "--upstream",
+            rich_help_panel="What to index",
+            help="An out-of-tree backend's PyTorch: 'torch' (installed) or a source tree."
         ),
-        canaries: str = typer.Option(None, "--canaries", help="Canary sets YAML (repo-relative)."),
+        canaries: str = typer.Option(None, "--canaries",
+            rich_help_panel="What to index", help="Canary sets YAML (repo-relative)."),
         compile_commands: str = typer.Option(
-            None, "--compile-commands", help="compile_commands.json: parse with real flags, resolve calls exactly."
+            None, "--compile-commands",
+            rich_help_panel="What to index",
+            help="compile_commands.json: parse with real flags, resolve calls exactly."
         ),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-        full: bool = typer.Option(False, "--full", help="Re-link everything (no in-place patch)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", rich_help_panel="Output", help="No progress bar."),
+        full: bool = typer.Option(False, "--full",
+            rich_help_panel="How", help="Re-link everything (no in-place patch)."),
         trace: bool = typer.Option(
             None,
             "--trace/--no-trace",
+            rich_help_panel="How",
             help="Trace what each benchmark test executes (default: when torch is importable; cached).",
         ),
-        trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True, help="Same as --trace."),
-        fmt: Format = typer.Option(Format.table, "--format"),
+        trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True,
+            rich_help_panel="How", help="Same as --trace."),
+        fmt: Format = typer.Option(Format.table, "--format",
+            rich_help_panel="Output", help="table for people, json for machines."),
     ) -> None:
-        """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic)."""
+        """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic).
+
+        Examples:
+
+            perfq index                      # at the root of a PyTorch checkout
+
+            perfq index --full --trace       # re-link everything, trace what each benchmark runs
+
+            perfq index --repo ../xpu-ops --upstream ~/pytorch    # an out-of-tree backend
+        """
         from perfq.config import load_config
         from perfq.indexer.build import build_index
 
@@ -135,9 +159,17 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def stats(
-        repo: Path = RepoOption, db: Path = DbOption, fmt: Format = typer.Option(Format.table, "--format")
+        repo: Path = RepoOption, db: Path = DbOption,
+        fmt: Format = typer.Option(Format.table, "--format", help="table for people, json for machines."),
     ) -> None:
-        """Counts per table, unresolved items and per-phase timings of the index."""
+        """Counts per table, unresolved items and per-phase timings of the index.
+
+        Examples:
+
+            perfq stats
+
+            perfq stats --format json | jq .resolution
+        """
         from perfq.query.index_stats import index_stats
         from perfq.schema.reader import open_index
 

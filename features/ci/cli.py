@@ -1,0 +1,276 @@
+"""CLI for `perfq ci`: write the GitHub Actions workflows, and the commands their steps run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from perfq.common.cli import EXIT_GATE, RepoOption, resolve_repo
+from perfq.common.render import console
+from perfq.errors import PerfqError
+
+ci_app = typer.Typer(
+    help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",
+    no_args_is_help=True,
+)
+
+_WHERE = "Workflow"
+_RUN = "Benchmark jobs"
+_PR, _REPORT = "Pull request", "Output"
+
+
+def _installed_spec() -> str:
+    """A pip requirement for the perfq running now, when it was installed from a git URL ('' otherwise)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        raw = distribution("perfq").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return ""
+    try:
+        info = json.loads(raw or "{}")
+    except ValueError:
+        return ""
+    vcs = info.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and vcs.get("commit_id") and str(info.get("url", "")).startswith("https://"):
+        return f"git+{info['url']}@{vcs['commit_id']}"
+    return ""
+
+
+@ci_app.command("init")
+def init(
+    perfq_spec: Annotated[str | None, typer.Option("--perfq-spec", rich_help_panel=_WHERE, help=(
+        "pip requirement the workflows install perfq from: a git URL pinned to a commit "
+        "(git+https://github.com/ORG/perfq@SHA) or a wheel URL; never PyPI's 'perfq'. "
+        "Default: where this perfq was installed from, if that was a git URL."))] = None,
+    python: Annotated[str, typer.Option("--python", rich_help_panel=_WHERE,
+                                        help="Python version for actions/setup-python.")] = "3.11",
+    base_branch: Annotated[str, typer.Option("--base-branch", rich_help_panel=_WHERE,
+                                             help="Branch whose pushes warm the index cache.")] = "main",
+    runner: Annotated[list[str] | None, typer.Option("--runner", rich_help_panel=_RUN, help=(
+        "runs-on label of the benchmark jobs (repeat for several labels, e.g. --runner self-hosted "
+        "--runner perf). Default ubuntu-latest: noisy, see docs/ci.md."))] = None,
+    build: Annotated[str, typer.Option("--build", rich_help_panel=_RUN, help=(
+        "Command that builds one side in its checkout; {python} is the side's venv interpreter "
+        "(PyTorch: install your CI's wheel instead of building)."))] = "{python} -m pip install .",
+    bench_timeout: Annotated[int, typer.Option("--bench-timeout", rich_help_panel=_RUN, min=1,
+                                               help="timeout-minutes of each benchmark job.")] = 90,
+    run_flags: Annotated[str, typer.Option("--run-flags", rich_help_panel=_RUN,
+                                           help="Extra `perfq run` flags, one string.")] = "--adaptive --budget 1800",
+    gate: Annotated[bool, typer.Option("--gate", rich_help_panel=_RUN, help=(
+        "Fail the check on a regression or a failed benchmark (the comment still goes out)."))] = False,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=_WHERE,
+                                        help="Overwrite existing workflow files.")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", rich_help_panel=_WHERE,
+                                         help="Print the workflows instead of writing them.")] = False,
+    repo: Path | None = RepoOption,
+) -> None:
+    """Write .github/workflows/perfq-benchmarks.yml and perfq-comment.yml into the repository.
+
+    Examples:
+
+        perfq ci init --perfq-spec git+https://github.com/ORG/perfq@3f2c...  # pinned perfq
+
+        perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate
+    """
+    from perfq import __version__
+    from perfq.ci.workflows import WORKFLOW_DIR, WorkflowOptions, render
+
+    spec = perfq_spec or _installed_spec()
+    if not spec:
+        raise PerfqError("give --perfq-spec (git+https://.../perfq@<commit>): this perfq was not installed from git")
+    try:
+        flags = tuple(shlex.split(run_flags))
+        files = render(WorkflowOptions(spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), build,
+                                       bench_timeout, flags, gate), __version__)
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    if stdout:
+        for name, text in files.items():
+            print(f"# ---- {WORKFLOW_DIR}/{name}\n{text}", end="")
+        return
+    target = resolve_repo(repo) / WORKFLOW_DIR
+    existing = [name for name in files if (target / name).exists()]
+    if existing and not force:
+        raise PerfqError(f"{target / existing[0]} exists (--force overwrites)")
+    target.mkdir(parents=True, exist_ok=True)
+    err = console(stderr=True)
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+        err.print(f"wrote {target / name}")
+    err.print("next: commit both files; the comment workflow runs from the default branch once merged there")
+
+
+@ci_app.command("cache-key")
+def cache_key(
+    rev: Annotated[str, typer.Argument(help="The base commit (HEAD^1 of a PR merge commit; HEAD on a push).")],
+    repo: Path | None = RepoOption,
+) -> None:
+    """Print key= and restore-keys= for caching .git/perfq/ (append to $GITHUB_OUTPUT).
+
+    The key is the perfq version, the index schema version and the base commit; a PR with a new
+    base restores the newest index of the same perfq and refreshes it incrementally.
+
+    Example:
+
+        perfq ci cache-key HEAD^1 >> "$GITHUB_OUTPUT"
+    """
+    from perfq import __version__
+    from perfq.common import git
+    from perfq.schema.version import SCHEMA_VERSION
+
+    commit = git.resolve_ref(resolve_repo(repo), rev)
+    prefix = f"perfq-index-{__version__}-s{SCHEMA_VERSION}-"
+    print(f"key={prefix}{commit}")
+    print(f"restore-keys={prefix}")
+
+
+@ci_app.command("matrix")
+def matrix(
+    file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
+) -> None:
+    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file.
+
+    Example:
+
+        perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
+    """
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
+    include = data.get("include") if isinstance(data, dict) else None
+    if not isinstance(include, list):
+        raise PerfqError(f"{file}: not a gha-matrix document (no 'include' list)")
+    print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
+    print(f"count={len(include)}")
+
+
+@ci_app.command("sides")
+def sides(
+    base: Annotated[str, typer.Argument(help="Base revision (HEAD^1 of a PR merge commit).")],
+    head: Annotated[str, typer.Argument(help="Head revision (HEAD).")],
+    build: Annotated[str, typer.Option("--build", help="Build command, {python}: the side's interpreter.")
+                     ] = "{python} -m pip install .",
+    out_dir: Annotated[Path, typer.Option("--dir", help="Where the sides go: DIR/{base,head}/{src,venv}.")
+                       ] = Path("perfq-sides"),
+    repo: Path | None = RepoOption,
+) -> None:
+    """Check base and head out side by side (git worktrees), each with a venv, and build them.
+
+    `perfq run --ab --base-python DIR/base/venv/bin/python --head-python DIR/head/venv/bin/python`
+    then runs them interleaved.
+
+    Example:
+
+        perfq ci sides HEAD^1 HEAD --build "{python} -m pip install ." --dir "$RUNNER_TEMP/perfq-sides"
+    """
+    from perfq.ci.sides import build_sides
+
+    err = console(stderr=True)
+    built = build_sides(resolve_repo(repo), base, head, build, out_dir.resolve(), log=lambda m: err.print(m))
+    (out_dir / "sides.json").write_text(json.dumps([s.to_json() for s in built], indent=1) + "\n", encoding="utf-8")
+
+
+@ci_app.command("report")
+def report(
+    inputs: Annotated[Path, typer.Argument(help="Directory with affected.md, matrix.json and results-*.json.")],
+    label: Annotated[str, typer.Option("--label", rich_help_panel=_PR, help="The label `perfq run` used.")],
+    pr: Annotated[int, typer.Option("--pr", min=1, rich_help_panel=_PR, help="Pull request number.")],
+    head_sha: Annotated[str, typer.Option("--head-sha", rich_help_panel=_PR, help="The PR's head commit.")],
+    out: Annotated[Path, typer.Option("--out", rich_help_panel=_REPORT,
+                                      help="Output directory (comment.md, pr.json, ...).")] = Path("perfq-comment"),
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_REPORT, help=(
+        f"Exit {EXIT_GATE} on a regression or a failed benchmark, after writing everything."))] = False,
+    repo: Path | None = RepoOption,
+) -> None:
+    """Prepare the PR comment: the affected summary, then the base-vs-head verdicts.
+
+    Also writes it to the job summary ($GITHUB_STEP_SUMMARY) when there is one.
+
+    Example:
+
+        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --out perfq-comment
+    """
+    from perfq.ci.comment import PullRequestRef, parse_pr
+    from perfq.ci.report import build_report
+    from perfq.run.api import Settings
+
+    try:
+        ref = parse_pr(json.dumps(PullRequestRef(pr, head_sha).to_json()))
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    settings = _compare_settings(resolve_repo(repo)) if repo is not None or _in_git() else Settings()
+    outcome = build_report(inputs, label, ref, out, settings)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(outcome.comment.read_text(encoding="utf-8"))
+    err = console(stderr=True)
+    err.print(f"wrote {outcome.comment}: {outcome.result_files} result file(s), "
+              f"{outcome.regressions} regression(s), {outcome.failures} failed benchmark invocation(s)")
+    if fail_on_regression and (outcome.regressions or outcome.failures):
+        raise typer.Exit(EXIT_GATE)
+
+
+def _in_git() -> bool:
+    from perfq.common.paths import git_common_dir
+
+    return git_common_dir(Path.cwd()) is not None
+
+
+def _compare_settings(repo: Path):
+    from perfq.config import load_config
+    from perfq.run.api import settings_from_config
+
+    try:
+        return settings_from_config(load_config(repo).extra)
+    except (ValueError, TypeError) as exc:
+        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
+
+
+@ci_app.command("comment")
+def comment(
+    prepared: Annotated[Path, typer.Argument(help="The perfq-comment artifact (comment.md, pr.json).")],
+    repository: Annotated[str, typer.Option("--repository", help="OWNER/NAME (${{ github.repository }}).")],
+    head_sha: Annotated[str, typer.Option("--head-sha", help=(
+        "The commit the benchmarks ran on, from the event (${{ github.event.workflow_run.head_sha }}).")
+    )],
+    api_url: Annotated[str | None, typer.Option("--api-url", help=(
+        "GitHub REST API root (default $GITHUB_API_URL or https://api.github.com)."))] = None,
+) -> None:
+    """Create or update the PR's one sticky comment (found by a hidden marker); token from $GH_TOKEN.
+
+    The PR number in the artifact is checked against the PR's current head commit: a stale or
+    forged artifact comments nowhere.
+
+    Example:
+
+        GH_TOKEN=... perfq ci comment perfq-comment --repository ORG/REPO --head-sha "$HEAD_SHA"
+    """
+    from perfq.ci.comment import COMMENT_FILE, PR_FILE, parse_pr
+    from perfq.ci.github import GitHub, post_sticky
+
+    try:
+        pr = parse_pr((prepared / PR_FILE).read_text(encoding="utf-8"))
+        body = (prepared / COMMENT_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    posted = post_sticky(GitHub.from_env(repository, api_url), pr, head_sha, body)
+    err = console(stderr=True)
+    if posted.action == "skipped":
+        err.print(f"not commenting: {posted.reason}")
+    else:
+        err.print(f"{posted.action} the perfq comment on #{pr.number}: {posted.url}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `ci` command group to ``app``."""
+    app.add_typer(ci_app, name="ci")

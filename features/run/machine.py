@@ -1,0 +1,140 @@
+"""What a run ran on: the machine (CPU, cores, governor, SMT, load, memory), the interpreter and
+torch build of each side, and the repository's commit. Stored with every run (``runs.env``, JSON)
+so `perfq compare` can show what differs between two sides.
+
+Reads ``/proc`` and ``/sys`` (Linux; other systems give what :mod:`platform` knows) and asks
+each side's interpreter about itself in a child process (torch is imported there, never here).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from perfq.common import git, proc
+
+ISA_FLAGS = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "avx2", "fma", "neon", "sve")
+
+_PROBE = r"""
+import json, sys
+info = {"python_version": sys.version.split()[0], "python_executable": sys.executable}
+try:
+    from importlib.metadata import version
+    info["torch_version"] = version("torch")
+except Exception:
+    info["torch_version"] = ""
+if info["torch_version"]:
+    try:
+        import torch
+        info["torch_config"] = torch.__config__.show().strip()
+        info["torch_threads"] = str(torch.get_num_threads())
+        info["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+    except Exception as exc:
+        info["torch_config"] = f"torch does not import: {type(exc).__name__}: {exc}"
+print("PERFQ-ENV " + json.dumps(info))
+"""
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def cpu_info() -> dict[str, str]:
+    """CPU model, family/model/stepping, logical CPUs, physical cores, ISA flags, hypervisor."""
+    fields: dict[str, str] = {}
+    cores: set[tuple[str, str]] = set()
+    physical = core = ""
+    for line in _read("/proc/cpuinfo").splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "physical id":
+            physical = value
+        elif key == "core id":
+            core = value
+            cores.add((physical, core))
+        elif key in ("model name", "cpu family", "model", "stepping", "flags", "vendor_id", "Features") \
+                and key not in fields:
+            fields[key] = value
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    parts = ("cpu family", "model", "stepping")
+    family = " ".join(f"{k.replace('cpu ', '')} {fields[k]}" for k in parts if k in fields)
+    return {
+        "cpu_model": fields.get("model name") or platform.processor() or platform.machine(),
+        "cpu_vendor": fields.get("vendor_id", ""),
+        "cpu_family": family,
+        "cpu_isa": " ".join(f for f in ISA_FLAGS if f in flags),
+        "logical_cpus": str(os.cpu_count() or ""),
+        "physical_cores": str(len(cores)) if cores else "",
+        "hypervisor": "yes" if "hypervisor" in flags else ("no" if flags else ""),
+    }
+
+
+def machine_info() -> dict[str, str]:
+    """The machine as it is now: CPU, SMT, frequency governor, load average, memory, kernel, host."""
+    info = {"host": socket.gethostname(), **cpu_info()}
+    smt = _read("/sys/devices/system/cpu/smt/active")
+    info["smt"] = {"1": "on", "0": "off"}.get(smt, "n/a")
+    info["governor"] = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "n/a"
+    info["turbo"] = {"0": "on", "1": "off"}.get(_read("/sys/devices/system/cpu/intel_pstate/no_turbo"), "n/a")
+    try:
+        info["load_average"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        info["load_average"] = "n/a"
+    mem = dict(line.split(":", 1) for line in _read("/proc/meminfo").splitlines() if ":" in line)
+    for key, name in (("MemTotal", "memory_total"), ("MemAvailable", "memory_available")):
+        kib = mem.get(key, "").split()
+        info[name] = f"{int(kib[0]) / 2**20:.1f} GiB" if kib and kib[0].isdigit() else "n/a"
+    info["kernel"] = f"{platform.system()} {platform.release()}"
+    return info
+
+
+@functools.lru_cache(maxsize=16)
+def _probe(python: str, stamp: float) -> tuple[tuple[str, str], ...]:
+    res = proc.run([python, "-c", _PROBE], timeout=300)
+    for line in res.stdout.splitlines():
+        if line.startswith("PERFQ-ENV "):
+            try:
+                return tuple((k, str(v)) for k, v in json.loads(line[len("PERFQ-ENV "):]).items())
+            except ValueError:
+                break
+    return (("python_executable", python), ("torch_version", ""), ("probe_error", res.error or res.last_line()))
+
+
+def interpreter_info(python: str) -> dict[str, str]:
+    """The interpreter's Python and torch versions, torch's build config (``torch.__config__.show()``).
+
+    Asked once per interpreter and process (again when the interpreter file changes).
+    """
+    try:
+        stamp = Path(python).stat().st_mtime
+    except OSError:
+        stamp = 0.0
+    return dict(_probe(python, stamp))
+
+
+def interpreters_info(pythons: list[str]) -> list[dict[str, str]]:
+    """:func:`interpreter_info` of several interpreters, asked in parallel (each imports torch)."""
+    with ThreadPoolExecutor(max_workers=max(len(pythons), 1)) as pool:
+        return list(pool.map(interpreter_info, pythons))
+
+
+def repo_info(repo: Path) -> dict[str, str]:
+    """The repository's commit (``-dirty`` when the tree has changes), or nothing outside git."""
+    if git.common_dir(repo) is None:
+        return {}
+    return {"git_commit": git.head_with_state(repo)}
+
+
+def side_env(machine: dict[str, str], interpreter: dict[str, str], repo: dict[str, str],
+             overrides: dict[str, str]) -> str:
+    """One side's environment as stored (JSON text)."""
+    env = {**machine, **repo, **interpreter}
+    env.update({f"env {k}": v for k, v in sorted(overrides.items())})
+    return json.dumps(env, sort_keys=True)
