@@ -47,8 +47,8 @@ FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "f
 
 
 def now() -> str:
-    """The current UTC time as an ISO string (what runs store)."""
-    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+    """The current UTC time as an ISO string, to the millisecond (runs started in one second keep their order)."""
+    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
 
 
 class Side(str, Enum):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from tests.aten_fixture import commit_all, make_repo, replace_in
@@ -22,7 +23,7 @@ GOOD_PATCH = (
 
 
 def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == EXIT_ERROR, (proc.returncode, proc.stdout, proc.stderr)
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     for needle in needles:
         assert needle in proc.stderr, (needle, proc.stderr)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from perfq.common.cli import EXIT_ERROR
 from tests.bisect_fixture import BENCH, git, make_repo
 from tests.conftest import run_perfq as perfq
 
@@ -71,9 +72,9 @@ def test_a_refused_bisect_leaves_no_session(tmp_path: Path):
     (r.path / "n.txt").write_text("edit\n")
     history = str(tmp_path / "h.duckdb")
     refused = perfq(r.path, "bisect", r.commits[0], "--history", history, "--", PY, "bench.py")
-    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert refused.returncode == EXIT_ERROR and "--yes" in refused.stderr
     resume = perfq(r.path, "bisect", "--resume", "--history", history)
-    assert resume.returncode == 2 and "no interrupted bisect session" in resume.stderr
+    assert resume.returncode == EXIT_ERROR and "no interrupted bisect session" in resume.stderr
     git(r.path, "checkout", "-q", "n.txt")
     fresh = perfq(r.path, "bisect", r.commits[0], "--history", history, "--", PY, "bench.py")
     assert fresh.returncode == 0, fresh.stderr
@@ -102,7 +103,7 @@ def test_shell_operators_in_build_are_a_one_line_error(tmp_path: Path, cli):
     for build in ("make && make install", "echo built >> n.txt", "test $(git rev-parse HEAD) != x", "a | b"):
         res = cli(r.path, "bisect", r.commits[0], "--build", build, "--history", str(tmp_path / "h.duckdb"),
                   "--", PY, "bench.py")
-        assert res.returncode == 2, (build, res.stderr)
+        assert res.returncode == EXIT_ERROR, (build, res.stderr)
         assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "sh -c" in res.stderr
     unbalanced = cli(r.path, "bisect", r.commits[0], "--build", "echo 'open", "--", PY, "bench.py")
-    assert unbalanced.returncode == 2 and unbalanced.stderr.count("\n") == 1
+    assert unbalanced.returncode == EXIT_ERROR and unbalanced.stderr.count("\n") == 1

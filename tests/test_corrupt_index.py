@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from perfq.common.cli import EXIT_ERROR
 from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
 
 HEADER = 3 * 4096  # DuckDB's file headers; blocks of BLOCK bytes follow
@@ -83,7 +84,7 @@ def indexed(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _one_line_error(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.returncode == EXIT_ERROR, (proc.returncode, proc.stderr)
     assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
     assert "is damaged" in proc.stderr and "rebuild it with `perfq index --full`" in proc.stderr
 
@@ -106,7 +107,7 @@ def test_a_truncated_index_is_a_one_line_error(indexed, cli, args, keep: float):
     shutil.copyfile(good, db)
     os.truncate(db, int(db.stat().st_size * keep))
     proc = cli(repo, *args)
-    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == EXIT_ERROR and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_the_reported_dd_damage_never_gives_a_traceback(indexed, perfq):
@@ -119,7 +120,7 @@ def test_the_reported_dd_damage_never_gives_a_traceback(indexed, perfq):
     for args in READERS:
         proc = perfq(repo, *args)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
-        assert proc.returncode == 0 or (proc.returncode == 2 and proc.stderr.count("\n") == 1), (args, proc.stderr)
+        assert proc.returncode == 0 or (proc.returncode == EXIT_ERROR and proc.stderr.count("\n") == 1), (args, proc.stderr)
 
 
 def test_a_full_build_replaces_a_damaged_index(indexed, cli):

@@ -10,6 +10,7 @@ import time
 
 import jsonschema
 
+from perfq.common.cli import EXIT_GATE
 from perfq.common.documents import json_schema
 from perfq.run import progress
 from perfq.run.execute import Job, Tick, TickKind
@@ -30,7 +31,7 @@ def test_ci_log_gets_one_line_per_finished_invocation(tmp_path, perfq):
     res = perfq(tmp_path, "run", "-l", "ci", "--ab", "--base-python", PY, "--head-python", PY, "--bench", "fake",
                 "--bench", "other", "--no-batch", "--repeat", "3", "--head-env", "FAKE_FAIL=1",
                 *_common(tmp_path, root), env={"CI": "true"})
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == EXIT_GATE, res.stderr  # the head side's crashes fail the run's gate
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("perfq run: [")]
     # 2 files x 2 sides x 3 rounds planned; head fails in round 1 and its files are left out after that
     assert len(lines) == 2 * 3 + 2

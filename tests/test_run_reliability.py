@@ -157,9 +157,9 @@ def test_an_error_mid_run_finalises_the_runs(tmp_path):
                        repo=tmp_path, history=tmp_path / "h.duckdb")
     calls = []
 
-    def progress(event, job, advance):
-        calls.append(event)
-        if calls.count("advance") == 3:
+    def progress(tick):
+        calls.append(tick.kind)
+        if calls.count(runner.TickKind.done) == 3:
             raise RuntimeError("a bug in a progress bar")
 
     try:

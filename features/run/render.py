@@ -76,7 +76,7 @@ def print_comparison(con: Console, doc: ComparisonDocument) -> None:
     failures = [("base", f) for f in doc.base.failures] + [("head", f) for f in doc.head.failures]
     for side, f in failures:
         tail = f.stderr_tail.strip().splitlines()[-1] if f.stderr_tail.strip() else f"exit {f.returncode}"
-        con.print(f"[red]failed[/red] {side} {escape(f.benchmark)}: {escape(tail)}", soft_wrap=False)
+        con.print(f"[red]failed on {side}[/red] {escape(f.benchmark)}: {escape(tail)}", soft_wrap=False)
     for name, info in (("base", doc.base), ("head", doc.head)):
         con.print(escape(f"{name}: ref {info.ref or '-'}, torch {info.torch_version or '-'}, {info.host or '-'}, "
                          f"{info.status.value}, {info.samples} samples"))
