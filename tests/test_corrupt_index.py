@@ -107,7 +107,8 @@ def test_a_truncated_index_is_a_one_line_error(indexed, cli, args, keep: float):
     shutil.copyfile(good, db)
     os.truncate(db, int(db.stat().st_size * keep))
     proc = cli(repo, *args)
-    assert proc.returncode == EXIT_ERROR and proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_the_reported_dd_damage_never_gives_a_traceback(indexed, perfq):
@@ -120,7 +121,8 @@ def test_the_reported_dd_damage_never_gives_a_traceback(indexed, perfq):
     for args in READERS:
         proc = perfq(repo, *args)
         assert "Traceback" not in proc.stderr, (args, proc.stderr)
-        assert proc.returncode == 0 or (proc.returncode == EXIT_ERROR and proc.stderr.count("\n") == 1), (args, proc.stderr)
+        one_line = proc.returncode == EXIT_ERROR and proc.stderr.count("\n") == 1
+        assert proc.returncode == 0 or one_line, (args, proc.stderr)
 
 
 def test_a_full_build_replaces_a_damaged_index(indexed, cli):
