@@ -103,8 +103,13 @@ def _column_check(name: str, prop: dict[str, Any], required: bool, col: str) -> 
         bad.append(f"NOT isfinite(CAST({col} AS DOUBLE))")
     if "enum" in prop:
         bad.append(f"{col}->>'$' NOT IN ({_sql_list(prop['enum'])})")
+    for key, op in (("minimum", "<"), ("maximum", ">")):
+        if key in prop:
+            bad.append(f"coalesce(TRY_CAST({col} AS DOUBLE) {op} {prop[key]}, false)")
     expect = "one of " + "|".join(map(str, prop["enum"])) if "enum" in prop else (
         "a finite number" if kind == "number" else f"a JSON {kind}")
+    if "minimum" in prop and "maximum" in prop:
+        expect += f" in [{prop['minimum']}, {prop['maximum']}]"
     missing = f"{jt} IS NULL OR {jt} = 'NULL'"
     message = (f"error(printf('%s: %s line: {name} must be {expect}, not %s', $shown, $kind, "
                f"coalesce(CAST({col} AS VARCHAR), 'missing')))")

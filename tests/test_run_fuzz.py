@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import jsonschema
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from perfq.errors import PerfqError
@@ -217,6 +217,8 @@ SAMPLE_VALUES = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.fl
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(["run", "seq", "repeat_index", "benchmark", "test", "mode", "device",
                                         "metric", "unit", "value", "extra"]), SAMPLE_VALUES, max_size=11))
+@example(fields={"seq": 2147483648.0})  # past the history's 32-bit INTEGER column
+@example(fields={"returncode": -(2**31) - 1, "repeat_index": 2**31 - 1})
 def test_sample_lines_checked_in_sql_exactly_as_the_json_schema_says(fields):
     """The SQL generated from the sample line schema accepts exactly what jsonschema accepts."""
     base = {"type": "sample", "run": 0, **{k: VALID_LINES[2][k] for k in VALID_LINES[2] if k not in ("type", "run")}}

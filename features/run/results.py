@@ -32,6 +32,7 @@ EXPORT_FORMAT = "perfq-results"
 EXPORT_VERSION = 2
 LINE_KINDS = ("run", "sample", "failure")
 _DUCKDB_MAGIC = b"DUCK"
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _HEADER_MAX = 4096  # bytes of the first line looked at to tell the format
 
 
@@ -41,6 +42,10 @@ def _line_schema(tp: type, kind: str) -> dict[str, Any]:
     root = schema["$defs"][tp.__name__]
     root["properties"] = {"type": {"const": kind}, **root["properties"]}
     root["required"] = ["type", *root["required"]]
+    for prop in root["properties"].values():  # the history stores integers as 32-bit INTEGER columns
+        for option in prop.get("anyOf", [prop]):
+            if option.get("type") == "integer":
+                option.update(minimum=INT32_MIN, maximum=INT32_MAX)
     if kind != "run":
         root["properties"][RUN_REF] = {"type": "integer", "minimum": 0}
         root["required"].append(RUN_REF)
