@@ -90,15 +90,34 @@ def stream(repo: Path, *args: str) -> Iterator[Iterator[str]]:
             proc.wait()
 
 
+_LOCATED: dict[str, tuple[Path, Path]] = {}  # a worktree's paths -> (top, common dir), found once per process
+
+
+def _locate(path: Path) -> tuple[Path, Path] | None:
+    """(top of the worktree, git common dir) of ``path`` in one git call, or None (outside a worktree)."""
+    key = str(path.resolve())
+    if key not in _LOCATED:
+        found = line(path, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-common-dir")
+        parts = found.splitlines() if found else []
+        if len(parts) != 2:
+            return None
+        top, common = Path(parts[0]), Path(parts[1])
+        _LOCATED[key] = _LOCATED[str(top.resolve())] = (top, common)
+    return _LOCATED[key]
+
+
 def toplevel(path: Path) -> Path | None:
     """The top of the worktree containing ``path``, or None outside git."""
-    found = line(path, "rev-parse", "--show-toplevel")
-    return Path(found) if found else None
+    located = _locate(path)
+    return located[0] if located else None
 
 
 def common_dir(repo: Path) -> Path | None:
     """The git common dir of ``repo`` (shared by all its worktrees), or None outside git."""
-    found = line(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    located = _locate(repo)
+    if located:
+        return located[1]
+    found = line(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")  # a bare repository
     return Path(found) if found else None
 
 

@@ -281,7 +281,26 @@ def _temporary_type(text: _Text, brace: int) -> tuple[int, int] | None:
             k -= 1
     if k >= 0 and (code[k] in "(,=?" or code.endswith("return", 0, k + 1)):
         return span
+    if (k < 0 or code[k] in ";{})") and _called_after(code, brace):  # ``sum_functor<T>{}(iter);``
+        return span
     return None
+
+
+def _called_after(code: str, brace: int) -> bool:
+    """Whether the braces opening at ``brace`` are directly followed by an argument list."""
+    depth = 0
+    for j in range(brace, min(len(code), brace + 2000)):
+        ch = code[j]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                rest = code[j + 1 : j + 80].lstrip()
+                return rest.startswith("(")
+        elif ch == ";" and depth == 1:
+            return False  # a block of statements, not an initializer
+    return False
 
 
 def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:

@@ -95,6 +95,10 @@ def test_brace_temporaries_are_constructor_calls_and_blocks_are_not():
           auto body = [&] { run(iter); };
           return ResultFunctor{iter};
         }
+        void sum_kernel(TensorIterator& iter) {
+          sum_functor<scalar_t>{}(iter);
+          if (iter.numel()) { iter.run(); }
+        }
         }  // namespace at::native::xpu
         """,
         path="src/ATen/native/xpu/sycl/Fixture.cpp",
@@ -103,4 +107,5 @@ def test_brace_temporaries_are_constructor_calls_and_blocks_are_not():
     assert ("AbsDiffFunctor", "", "direct", 4) in found
     assert ("ScaleFunctor", "ns", "direct", 5) in found
     assert ("ResultFunctor", "", "direct", 8) in found
+    assert ("sum_functor", "", "direct", 11) in found  # a temporary called at once
     assert not names & {"total", "int", "else", "flag", "xpu", "Acc"}
