@@ -23,3 +23,43 @@ def test_help_imports_nothing_heavy():
                           timeout=120)
     assert proc.returncode == 0 and "Usage" in proc.stdout
     assert proc.stderr.strip() == ""  # none of the heavy modules
+
+
+def test_each_command_is_built_from_the_module_that_registers_it():
+    """`perfq X` builds X's module only, so the registry must name every command's module."""
+    import importlib
+
+    import typer
+
+    from perfq.cli import COMMAND_MODULES, build_app
+
+    for module in set(COMMAND_MODULES.values()):
+        app = typer.Typer()
+        importlib.import_module(module).register(app)
+        names = {c.name or c.callback.__name__ for c in app.registered_commands}
+        names |= {g.name for g in app.registered_groups}
+        assert {n for n, m in COMMAND_MODULES.items() if m == module} == names, module
+    whole = build_app()
+    listed = {c.name or c.callback.__name__ for c in whole.registered_commands} | {
+        g.name for g in whole.registered_groups}
+    assert listed == {*COMMAND_MODULES, "version"}
+    one = build_app("affected")
+    assert {c.name or c.callback.__name__ for c in one.registered_commands} == {"affected", "backtest", "version"}
+
+
+PROBE_ONE = """
+import sys
+from perfq.cli import main
+try:
+    main(["version"])
+except SystemExit:
+    pass
+print(" ".join(m for m in ("perfq.run.cli", "perfq.bisect.cli", "perfq.ir.cli", "perfq.ci.cli") if m in sys.modules),
+      file=sys.stderr)
+"""
+
+
+def test_one_command_imports_no_other_feature_cli():
+    proc = subprocess.run([sys.executable, "-c", PROBE_ONE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "perfq 0.1.0"
+    assert proc.stderr.strip() == ""

@@ -1,50 +1,85 @@
 """The ``perfq`` command: the root Typer app over every feature's ``cli`` module.
 
 Each command group lives in its own module with a ``register(app)`` function: ``index_cmd``
-and ``affected_cmd`` here, ``perfq.<feature>.cli`` for run, ir, bisect and coverage.
-Errors reach the user as one line (``error: ...``) and a non-zero exit.
+and ``affected_cmd`` here, ``perfq.<feature>.cli`` for run, ir, bisect, coverage and ci.
+``perfq COMMAND ...`` builds an app with COMMAND's module only: Typer inspects the signature
+of every registered command when it builds the app, and importing every feature's CLI costs
+as much again (~0.1 s of a 0.3 s ``perfq affected``). ``perfq``, ``perfq --help`` and shell
+completion build the whole app. Errors reach the user as one line (``error: ...``) and a
+non-zero exit.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from perfq.bisect import cli as bisect_cli
-from perfq.ci import cli as ci_cli
-from perfq.cli import affected_cmd, index_cmd
+from perfq import __version__
 from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
-from perfq.coverage import cli as coverage_cli
 from perfq.errors import PerfqError
-from perfq.ir import cli as ir_cli
-from perfq.run import cli as run_cli
 
-app = typer.Typer(
-    name="perfq",
-    help="Give every kernel change a performance signal: index, affected, run/compare, ir, bisect, coverage.",
-    no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-    epilog="Exit codes: 0 ok, 2 usage error, 3 a gate failed (regression, NO BENCHMARK, failed benchmarks, "
-    "IR changed, no culprit), 4 perfq error, 130 interrupted; 1 is a crash (a bug: please report it).",
-)
+# every command (or command group) and the module whose register(app) adds it
+COMMAND_MODULES = {
+    "index": "perfq.cli.index_cmd",
+    "stats": "perfq.cli.index_cmd",
+    "affected": "perfq.cli.affected_cmd",
+    "backtest": "perfq.cli.affected_cmd",
+    "run": "perfq.run.cli",
+    "compare": "perfq.run.cli",
+    "history": "perfq.run.cli",
+    "import": "perfq.run.cli",
+    "ir": "perfq.ir.cli",
+    "bisect": "perfq.bisect.cli",
+    "bisect-step": "perfq.bisect.cli",
+    "coverage": "perfq.coverage.cli",
+    "ci": "perfq.ci.cli",
+}
 
-for _module in (index_cmd, affected_cmd, run_cli, ir_cli, bisect_cli, coverage_cli, ci_cli):
-    _module.register(app)
+
+def build_app(command: str | None = None) -> typer.Typer:
+    """The root app with ``command``'s module registered (none for ``version``), or every module
+    (None or an unknown command, so that the help lists them all)."""
+    app = _root_app()
+    module = COMMAND_MODULES.get(command or "")
+    modules = [module] if module else [] if command == "version" else dict.fromkeys(COMMAND_MODULES.values())
+    for name in modules:
+        importlib.import_module(name).register(app)
+    app.command()(version)
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """``perfq.cli.app``: the whole app (for tests and tools that import it)."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
+
+
+def _root_app() -> typer.Typer:
+    """The app without commands: its help, root options and ``version``."""
+    app = typer.Typer(
+        name="perfq",
+        help="Give every kernel change a performance signal: index, affected, run/compare, ir, bisect, coverage.",
+        no_args_is_help=True,
+        add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        epilog="Exit codes: 0 ok, 2 usage error, 3 a gate failed (regression, NO BENCHMARK, failed benchmarks, "
+        "IR changed, no culprit), 4 perfq error, 130 interrupted; 1 is a crash (a bug: please report it).",
+    )
+    app.callback()(_root)
+    return app
 
 
 def _print_version(value: bool) -> None:
     if value:
-        from perfq import __version__
-
         print(f"perfq {__version__}")
         raise typer.Exit(EXIT_OK)
 
 
-@app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", "-V", is_eager=True, callback=_print_version,
                                           help="Print perfq's version and exit.")] = False,
@@ -52,7 +87,6 @@ def _root(
     """perfq: from a kernel diff to the benchmarks that can see it."""
 
 
-@app.command()
 def version() -> None:
     """Print perfq's version.
 
@@ -62,8 +96,6 @@ def version() -> None:
 
         perfq --version
     """
-    from perfq import __version__
-
     print(f"perfq {__version__}")
 
 
@@ -74,8 +106,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point (``argv``: the arguments, default ``sys.argv[1:]``): PerfqError becomes
     ``error: ...`` and its exit code, Ctrl-C one line and 130, usage errors Typer's usual
     message; never a traceback for those."""
+    args = sys.argv[1:] if argv is None else argv
+    app = build_app(args[0] if args else None)
     try:
-        code = app(args=argv, prog_name="perfq", standalone_mode=False)
+        code = app(args=args, prog_name="perfq", standalone_mode=False)
     except PerfqError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR if exc.exit_code is None else exc.exit_code)
