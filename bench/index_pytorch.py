@@ -28,12 +28,14 @@ TARGETS = {"full_s": 15.0, "rss_mib": 1024.0, "incremental_s": 0.5, "resolution_
 
 
 def _parse_walk(path: str) -> int:
-    """One file parsed header-less by libclang (as perfq's extractor would) and its cursors walked."""
+    """One file parsed header-less by libclang (single-file parse: no #include is read, as
+    perfq's own libclang pass does) and its cursors walked."""
     from clang import cindex
 
-    from perfq.indexer.cpp import _clang_args
+    from perfq.indexer.cpp import _INCOMPLETE, _KEEP_GOING, _SINGLE_FILE_PARSE, _clang_args
 
-    tu = cindex.Index.create().parse(path, args=_clang_args(path), options=0)
+    tu = cindex.Index.create().parse(path, args=_clang_args(path),
+                                     options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE)
     return sum(1 for _ in tu.cursor.walk_preorder())
 
 
