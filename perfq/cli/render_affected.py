@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -60,6 +61,29 @@ def _shown(items: tuple[str, ...], limit: int = _LIST_SHOWN) -> str:
     return ", ".join(items[:limit]) + (f" … (+{len(items) - limit})" if len(items) > limit else "")
 
 
+def _tree_label(step: str) -> str:
+    """A chain step for the tree: a function's file as its base name (the JSON keeps the path)."""
+    head, sep, rest = step.partition(":")
+    if sep and "/" in head and not step.startswith(("op ", "stub ", "benchmark ")):
+        return f"{head.rsplit('/', 1)[-1]}:{rest}"
+    return step
+
+
+def explain_tree(b: SelectedBenchmark) -> Tree:
+    """The benchmark's reasons as one tree: chains that start alike share their first steps."""
+    tree = Tree(f"[bold]{escape(b.name)}[/bold] ({b.source.value}, {b.confidence.value})")
+    children: dict[int, dict[str, Tree]] = {}
+    for r in b.reasons:
+        node = tree
+        for step in r.chain:
+            label = _tree_label(step)
+            known = children.setdefault(id(node), {})
+            if label not in known:
+                known[label] = node.add(escape(label))
+            node = known[label]
+    return tree
+
+
 def table(doc: AffectedDoc, explain: bool = False) -> None:
     """The terminal view: folds long names instead of cutting them, legible at 80 columns."""
     c = console()
@@ -101,12 +125,7 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
         c.print("No benchmark to run.")
     if explain:
         for b in doc.benchmarks:
-            tree = Tree(f"[bold]{b.name}[/bold] ({b.source.value}, {b.confidence.value})")
-            for r in b.reasons:
-                node = tree
-                for step in r.chain:
-                    node = node.add(step)
-            c.print(tree)
+            c.print(explain_tree(b))
     if doc.no_benchmark_ops:
         c.print(f"[bold red]NO BENCHMARK[/bold red] ({len(doc.no_benchmark_ops)}): {_shown(doc.no_benchmark_ops)}")
     for hit in doc.canary:
