@@ -10,16 +10,15 @@ Line 1 is a header (``{"format": ..., "version": <extractor version>}``); every 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.extract import gc_paused
 from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
 from perfq.indexer.native_yaml import OpFacts
 
@@ -98,17 +97,6 @@ def _facts(kind: str, payload: Any) -> Any:
     raise ValueError(f"unknown cache entry kind {kind!r}")
 
 
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic GC paused while millions of small acyclic records are made (it would scan them
-    again and again: most of a naive load's time)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def load_cache(path: Path, version: str) -> dict[str, Entry]:
@@ -116,7 +104,7 @@ def load_cache(path: Path, version: str) -> dict[str, Entry]:
     old pickle) or of another extractor ``version``; a line that does not decode is left out."""
     entries: dict[str, Entry] = {}
     try:
-        with path.open(encoding="utf-8") as fh, _no_gc():
+        with path.open(encoding="utf-8") as fh, gc_paused():
             header = json.loads(fh.readline())
             if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != version:
                 return {}

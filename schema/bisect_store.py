@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import duckdb
 
 from perfq.errors import PerfqError
+from perfq.schema.db import transaction
 from perfq.schema.history import connect_history
 
 RESUMABLE = ("running", "interrupted")
@@ -108,13 +109,8 @@ class BisectStore:
                     raise
                 time.sleep(0.2)
         try:
-            con.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(con):
                 con.execute(sql, params)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
         except duckdb.Error as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise PerfqError(f"cannot write the bisect session to {self.path}: {first}") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -29,3 +31,16 @@ def open_db(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise PerfqError(f"{path} is not a usable perfq database ({first})") from None
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One transaction on ``con``: committed when the block ends, rolled back on any exception
+    (Ctrl-C too), which propagates."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from perfq.errors import PerfqError
-from perfq.schema.db import DatabaseLocked, open_db
+from perfq.schema.db import DatabaseLocked, open_db, transaction
 
 LOCK_WAIT = 30.0  # seconds an open waits for another process's hold on the history
 _HISTORY_TABLES = {"schema_migrations", "runs", "ir_records", "bisect_sessions"}  # any of these: a history
@@ -54,14 +54,9 @@ def migrate(con: duckdb.DuckDBPyConnection) -> None:
     for version, name, sql in shipped:
         if version in done:
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             con.execute(sql)
             con.execute("INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [version, name])
-            con.execute("COMMIT")
-        except duckdb.Error:
-            con.execute("ROLLBACK")
-            raise
 
 
 def open_waiting(path: Path, read_only: bool, wait: float,

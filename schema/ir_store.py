@@ -7,6 +7,8 @@ from typing import NamedTuple
 
 import duckdb
 
+from perfq.schema.db import transaction
+
 IR_RECORD_COLUMNS = (
     "label", "kernel", "specialization", "target", "stage", "collection_id", "source_file", "function",
     "source_hash", "triton_version", "commit_sha", "spec_json", "raw_text", "normalized_text",
@@ -63,8 +65,7 @@ class IrStore:
     def add_collection(self, collection_id: str, label: str, source: str, triton_version: str, commit: str,
                        details_json: str, rows: list[IrRecordRow]) -> None:
         """One collection and its records (replacing records of the same key), in one transaction."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(self.con):
             self.con.execute(
                 "INSERT INTO ir_collections (id, label, source, triton_version, commit_sha, details)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
@@ -76,10 +77,6 @@ class IrStore:
                     f" VALUES ({', '.join('?' for _ in IR_RECORD_COLUMNS)})",
                     [list(r) for r in rows],
                 )
-            self.con.execute("COMMIT")
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
 
     def labels(self) -> list[LabelSummary]:
         """Every stored label with its number of IRs and Triton versions."""

@@ -31,7 +31,7 @@ from typing import Any
 import duckdb
 
 from perfq.errors import PerfqError
-from perfq.schema.db import DatabaseLocked
+from perfq.schema.db import DatabaseLocked, transaction
 from perfq.schema.history import LOCK_WAIT, connect_history, open_waiting, tables
 from perfq.schema.results_store import FAILURE_FIELDS, RESULT_TABLES, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
 
@@ -346,14 +346,9 @@ def _merge(staging: _Staging, history: Path, ids: list[str], wait: float) -> tup
     try:
         if not tables(con, "h") >= RESULT_TABLES:
             raise PerfqError(f"{history}: the results tables are missing")
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             runs_added, stored = _merge_runs(con, staging, ids)
             counts = (runs_added, _merge_samples(con, ids, stored), _merge_failures(con, staging, ids))
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     except duckdb.Error as exc:
         raise PerfqError(f"cannot write results to {history}: {str(exc).splitlines()[0]}") from None
     finally:

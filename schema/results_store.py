@@ -23,6 +23,7 @@ import duckdb
 import numpy as np
 
 from perfq.errors import PerfqError
+from perfq.schema.db import transaction
 from perfq.schema.history import LOCK_WAIT, connect_history, tables
 
 RUN_FIELDS = (
@@ -185,13 +186,8 @@ def save_runs(history: Path, runs: list[Run], wait: float = LOCK_WAIT) -> tuple[
     """
     con = connect_history(history, wait=wait)
     try:
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             counts = _write(con, runs)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     except duckdb.Error as exc:
         raise PerfqError(f"cannot write results to {history}: {str(exc).splitlines()[0]}") from None
     finally:
