@@ -31,6 +31,7 @@ from perfq.indexer.facts_cache import load_cache, save_cache
 from perfq.indexer.incremental import patch_index
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
+from perfq.indexer.stat_cache import file_digests
 from perfq.indexer.trace import (
     FileTrace,
     TraceJob,
@@ -130,13 +131,6 @@ def _save_cache(path: Path, entries: dict) -> None:
     save_cache(path, _extractor_version(), entries)
 
 
-def _hash(repo: Path, path: str) -> str | None:
-    try:
-        return hashlib.sha256((repo / path).read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 def _progress(total: int, quiet: bool):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -190,7 +184,9 @@ def build_index(
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        digests = {path: _hash(repo, path) for paths in files.values() for path in paths}
+        every = [path for paths in files.values() for path in paths]
+        stat_cache = db_path.with_name(db_path.name + ".stat") if db_path.parent.is_dir() else None
+        digests = file_digests(repo, every, stat_cache)
         report.timings["hash"] = time.perf_counter() - t1
         patched = None
         if db_path.exists() and not full and not trace and not cfg.compile_commands:

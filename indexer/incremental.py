@@ -73,22 +73,35 @@ def patch_index(
     timings["extract"] = time.perf_counter() - t0
     t1 = time.perf_counter()
     with replacing(db_path, copy_existing=True) as con:
-        _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))})
-        _repack_graph(con)
+        if _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))}):
+            _repack_graph(con)
     timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
     return len(changed), timings
 
 
-def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]) -> None:
+def _reach_from(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:
+    """The reachability edges out of ``ids``, in a fixed order."""
+    return con.execute(
+        "SELECT dst, src, kind, detail FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) ORDER BY ALL", [ids]
+    ).fetchall()
+
+
+def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]) -> bool:
     """Replace what the changed files contribute. A body-only edit keeps its function ids;
     a file whose functions changed gets fresh ids, and the edges into them from other files,
-    kernels, stubs and library registrations are resolved again."""
+    kernels, stubs and library registrations are resolved again. Returns whether the
+    reachability graph changed (a body edit that calls the same things leaves it as it was)."""
     bases: dict[int, int] = {}
     new_ids: dict[int, list[int]] = {}
+    kept_ids: list[int] = []
+    before = _reach_from(con, [i for f in changed for (i,) in con.execute(
+        "SELECT id FROM functions WHERE file_id = ?", [f]).fetchall()])
     for file_id, (facts, structural) in changed.items():
         rows = con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id]).fetchall()
         ids = [r[0] for r in rows]
+        if not structural:
+            kept_ids += ids
         if structural:
             _drop_functions(con, ids)
             start = con.execute(
@@ -124,11 +137,19 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
             )
             bases[file_id] = ids[0] if ids else 0
 
-    functions = con.execute(
+    sql = (
         "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
         " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
         " FROM functions f JOIN files fi ON fi.id = f.file_id"
-    ).fetchall()
+    )
+    if new_ids:  # fresh functions: calls from anywhere may reach them, the linker needs every name
+        functions = con.execute(sql).fetchall()
+    else:  # body edits: only the names their calls use resolve anything (functors: by operator())
+        names = sorted({c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"})
+        functions = con.execute(
+            sql + " WHERE f.name IN (SELECT unnest(?::TEXT[])) OR f.file_id IN (SELECT unnest(?::INTEGER[]))",
+            [names, list(changed)],
+        ).fetchall()
     ops = con.execute("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'").fetchall()
     stub_names = {r[0] for r in con.execute("SELECT stub FROM stubs UNION SELECT stub FROM stub_impls").fetchall()}
     nodes = {
@@ -173,6 +194,7 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
     for key, value in meta.items():
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('patched', ?)", [json.dumps(sorted(changed))])
+    return bool(new_ids or new_nodes) or _reach_from(con, kept_ids) != before
 
 
 def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> None:

@@ -93,8 +93,9 @@ def build_lock(target: Path) -> Iterator[None]:
 
 def scratch_files(target: Path) -> list[Path]:
     """Scratch files a build of ``target`` writes before renaming them into place (the new
-    index, its WAL, the facts cache's temporary file)."""
-    patterns = (f".{target.name}.*.tmp", f".{target.name}.*.tmp.wal", f"{target.name}.facts.*.tmp")
+    index, its WAL, the facts and stat caches' temporary files)."""
+    patterns = (f".{target.name}.*.tmp", f".{target.name}.*.tmp.wal", f"{target.name}.facts.*.tmp",
+                f"{target.name}.stat.*.tmp")
     return sorted({p for pattern in patterns for p in target.parent.glob(pattern)})
 
 

@@ -12,6 +12,7 @@ from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer import build as build_module
+from perfq.indexer import incremental
 from perfq.indexer.build import build_index
 from perfq.schema.writer import build_lock
 from tests.aten_fixture import make_repo, perfq, replace_in
@@ -23,6 +24,7 @@ EDGE_TABLES = {
     "reach_edges": "SELECT dst, src, kind FROM reach_edges",
     "functions": "SELECT id, qualname, start_line, end_line FROM functions",
     "files": "SELECT path, sha256 FROM files",
+    "graph": "SELECT part, md5(data) FROM graph",  # the packed graph the queries read
 }
 
 
@@ -50,6 +52,20 @@ def test_body_only_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path: 
     shutil.copyfile(db.with_name(db.name + ".facts"), full_db.with_name(full_db.name + ".facts"))
     build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
     assert _snapshot(db) == _snapshot(full_db)
+
+
+def test_body_edit_calling_the_same_functions_keeps_the_graph(repo: Path, tmp_path: Path, monkeypatch):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    before = _snapshot(db)["graph"]
+    repacked = []
+    monkeypatch.setattr(incremental, "_repack_graph", lambda con: repacked.append(con))
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+    patched = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert (patched.mode, patched.reparsed) == ("patched", 1) and repacked == []  # same calls: graph kept
+    full_db = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
+    assert _snapshot(db) == _snapshot(full_db) and _snapshot(db)["graph"] == before
 
 
 def _keyed(db: Path) -> dict[str, set]:
