@@ -9,18 +9,20 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from perfq.errors import PerfqError
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 GITHUB_COMMENT_BUDGET = 60000  # characters; GitHub rejects comments over 65536
 
 
 def console(stderr: bool = False) -> Console:
-    """A console that never highlights or soft-wraps on its own."""
+    """A console that never highlights or soft-wraps on its own (rich is loaded here, not by
+    commands that print JSON only)."""
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 

@@ -63,7 +63,6 @@ def register(app: typer.Typer) -> None:
 
             perfq affected origin/main --fail-on-no-benchmark      # exit 3 on an op without benchmark
         """
-        from perfq.cli import render_affected as render
         from perfq.errors import PerfqError
         from perfq.query.affected import names
         from perfq.runner.affected_flow import affected_for_ref
@@ -103,7 +102,12 @@ def register(app: typer.Typer) -> None:
             doc = flag_ir_changes(doc, kernels, kernel_map)
         if fmt == AffectedFormat.json:
             print_json(doc.to_json())
-        elif fmt == AffectedFormat.markdown:
+            if fail_on_no_benchmark and doc.no_benchmark_ops:
+                raise typer.Exit(EXIT_GATE)
+            return
+        from perfq.cli import render_affected as render  # rich: terminal and markdown views only
+
+        if fmt == AffectedFormat.markdown:
             print(render.markdown(doc))
         elif fmt == AffectedFormat.gha_matrix:
             print_json(render.gha_matrix(doc))
