@@ -227,6 +227,7 @@ def build_index(
         if upstream is not None:
             work += _upstream_work(upstream, cache, kept)
         report.reused, report.reparsed = len(kept), len(work)
+        events.phase("extract", f"{len(work)} files to parse, {len(kept)} from the facts cache")
         t2 = time.perf_counter()
         with gc_paused():
             layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
@@ -241,10 +242,12 @@ def build_index(
         traces = _traces(repo, benches, cache, kept, trace, jobs, events)
         report.timings["trace"] = time.perf_counter() - t_trace
         report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
+        events.phase("link", f"{len(file_facts)} source files, {len(benches)} benchmark files")
         t3 = time.perf_counter()
         derivatives = _derivatives(repo, cfg, upstream)
         tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
         report.timings["link"] = time.perf_counter() - t3
+        events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
         t4 = time.perf_counter()
         rows = dict(tables.rows)
         rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]

@@ -204,3 +204,12 @@ def test_ctrl_c_is_one_line_and_exit_130(repo: Path, monkeypatch, capsys):
     assert exit_info.value.code == 130
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: interrupted") and "\n" not in err
+
+
+def test_a_build_in_a_ci_log_says_each_phase_as_it_starts(repo: Path):
+    """Outside a terminal (a CI log) the build names each phase when it begins, so link and
+    write are never a silent stretch after the last extracted file."""
+    proc = perfq(repo, "index", "--no-trace", env={"CI": "true"})
+    assert proc.returncode == 0, proc.stderr
+    phases = [line.split(":")[0] for line in proc.stderr.splitlines() if line.startswith("[perfq] ")]
+    assert phases == ["[perfq] extract", "[perfq] link", "[perfq] write"], proc.stderr

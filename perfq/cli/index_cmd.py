@@ -17,14 +17,16 @@ class BuildLines:
         self.out = out
 
     def phase(self, name: str, detail: str = "") -> None:
-        self.out.print(f"[perfq] {name}: {detail}" if detail else f"[perfq] {name}")
+        self.out.print(f"[perfq] {name}: {detail}" if detail else f"[perfq] {name}", markup=False, soft_wrap=True)
 
     def traced(self, result, done: int, total: int) -> None:
         reason = result.reason or (result.errors[0] if result.errors else "")
         why = f" ({reason})" if result.status.value != "ok" and reason else ""
         self.out.print(
             f"[perfq] traced {done}/{total} {result.path}: {result.status.value}, {len(result.tests)} tests,"
-            f" {result.seconds:.1f} s{why}"
+            f" {result.seconds:.1f} s{why}",
+            markup=False,
+            soft_wrap=True,
         )
 
 
