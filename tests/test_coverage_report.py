@@ -190,3 +190,12 @@ def test_ops_reached_infrastructure_shortcut_is_exact(seed):
                 expected_ops |= r
         assert got.ops[key] == expected_ops
         assert got.infrastructure.get(key, set()) == expected_infra
+
+
+def test_the_churn_period_reads_as_words():
+    from perfq.coverage.render import period
+
+    assert period("180.days") == "in the last 180 days"
+    assert period("1.week") == "in the last week"
+    assert period("3.years.ago") == "in the last 3 years"
+    assert period("2024-01-01") == "since 2024-01-01"

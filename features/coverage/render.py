@@ -11,6 +11,7 @@ import csv
 import html
 import io
 import json
+import re
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -32,6 +33,15 @@ CSV_FIELDS = [
     "areas",
 ]
 
+
+
+def period(since: str) -> str:
+    """A git approxidate as words: ``180.days`` -> 'in the last 180 days', else 'since <it>'."""
+    m = re.fullmatch(r"(\d+)[. _](day|week|month|year)s?(?:[. _]ago)?", since.strip())
+    if m is None:
+        return f"since {since}"
+    n, unit = int(m.group(1)), m.group(2)
+    return f"in the last {unit}" if n == 1 else f"in the last {n} {unit}s"
 
 def _churn(row: OpRow) -> str:
     return "-" if row.churn is None else str(row.churn)
@@ -363,7 +373,7 @@ def to_html(report: CoverageReport, chart_rows: int = 25, link_base: str = "") -
         (f"{s.ops_covered}/{s.ops_total}", "operators covered"),
         (f"{100 * s.ops_ratio:.1f}%", "coverage"),
         (f"{s.overloads_covered}/{s.overloads_total}", "overloads covered"),
-        (str(hist.commits) if hist else "-", f"commits since {hist.since if hist else '?'}"),
+        (str(hist.commits) if hist else "-", f"commits {period(hist.since) if hist else 'in the history'}"),
         (str(len(s.stale_benchmarks)), "stale benchmark files"),
     ]
     body = [
