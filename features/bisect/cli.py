@@ -17,6 +17,23 @@ _BENCH, _METRIC, _SEARCH, _SESSION, _OUT = "What to measure", "Metric", "Search"
 _FORMAT = typer.Option(Format.table, "--format", rich_help_panel=_OUT, help="table (text), markdown or json.")
 _IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
                           help="With --ir: compile target(s), e.g. cuda:90.")
+# options of both bisect and bisect-step
+_BUILD = typer.Option(None, "--build", rich_help_panel=_BENCH,
+                      help="Command run before benchmarking each commit (an argv, no shell).")
+_METRIC_REGEX = typer.Option(None, "--metric", rich_help_panel=_METRIC, help="Regex; its first group is the value.")
+_METRIC_JSON = typer.Option(None, "--metric-json", rich_help_panel=_METRIC, help="Dotted path into JSON output.")
+_AGGREGATE = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
+                          help="Several --metric matches: first|last|sum|mean|min|max.")
+_LOWER = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC, help="Smaller values are better.")
+_HIGHER = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC, help="Larger values are better.")
+_THRESHOLD = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
+                          help="Bad when past this fraction of the way from good to bad.")
+_MARGIN = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
+                       help="Near the threshold (fraction of good-to-bad): run more.")
+_EXTRA_RUNS = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
+                           help="Runs added when near the threshold.")
+_TIMEOUT = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH, help="Seconds per build or benchmark run.")
+_TEST_NAME = typer.Option(None, "--test-name", rich_help_panel=_BENCH, help="With --benchmark: one test, not the sum.")
 
 
 class _DashDashCommand(TyperCommand):
@@ -60,27 +77,18 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         good: str = typer.Argument(None, help="A commit where the benchmark is fast (good)."),
         bad: str = typer.Argument(None, help="A commit where it is slow (bad); default HEAD."),
-        build: str = typer.Option(None, "--build", rich_help_panel=_BENCH,
-                                  help="Command run before benchmarking each commit (an argv, no shell)."),
-        metric: str = typer.Option(None, "--metric", rich_help_panel=_METRIC,
-                                   help="Regex; its first group is the value."),
-        metric_json: str = typer.Option(None, "--metric-json", rich_help_panel=_METRIC,
-                                        help="Dotted path into JSON output."),
-        aggregate: str = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
-                                      help="Several --metric matches: first|last|sum|mean|min|max."),
-        lower: bool = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC,
-                                   help="Smaller values are better."),
-        higher: bool = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC,
-                                    help="Larger values are better."),
+        build: str = _BUILD,
+        metric: str = _METRIC_REGEX,
+        metric_json: str = _METRIC_JSON,
+        aggregate: str = _AGGREGATE,
+        lower: bool = _LOWER,
+        higher: bool = _HIGHER,
         runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs per tested commit (median)."),
         baseline_runs: int = typer.Option(3, "--baseline-runs", min=1, rich_help_panel=_SEARCH,
                                           help="Runs of GOOD and BAD."),
-        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
-                                        help="Bad when past this fraction of the way from good to bad."),
-        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
-                                     help="Near the threshold (fraction of good-to-bad): run more."),
-        extra_runs: int = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
-                                       help="Runs added when near the threshold."),
+        threshold: float = _THRESHOLD,
+        margin: float = _MARGIN,
+        extra_runs: int = _EXTRA_RUNS,
         min_change: float = typer.Option(0.05, "--min-change", rich_help_panel=_SEARCH,
                                          help="Smaller GOOD/BAD change: noise."),
         max_failures: int = typer.Option(3, "--max-failures", min=1, rich_help_panel=_SEARCH,
@@ -89,16 +97,14 @@ def register(app: typer.Typer) -> None:
                                    help="Bisect even if the baselines look like noise."),
         all_parents: bool = typer.Option(False, "--all-parents", rich_help_panel=_SEARCH,
                                          help="When the first bad commit is a merge, descend into it."),
-        timeout: float = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH,
-                                      help="Seconds per build or benchmark run."),
+        timeout: float = _TIMEOUT,
         yes: bool = typer.Option(False, "--yes", "-y", rich_help_panel=_SESSION,
                                  help="Stash a dirty tree without asking."),
         prune: bool = typer.Option(False, "--prune", rich_help_panel=_SEARCH,
                                    help="Skip commits the perfq index says cannot matter."),
         benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
                                       help="Operator benchmark (pt/NAME.py): builds command and metric."),
-        test_name: str = typer.Option(None, "--test-name", rich_help_panel=_BENCH,
-                                      help="With --benchmark: one test, not the sum."),
+        test_name: str = _TEST_NAME,
         ir: str = typer.Option(None, "--ir", rich_help_panel=_BENCH,
                                help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
         ir_target: list[str] = _IR_TARGET,
@@ -168,31 +174,20 @@ def register(app: typer.Typer) -> None:
                                         help="The metric at the bad commit."),
         threshold_value: float = typer.Option(None, "--threshold-value", rich_help_panel=_SEARCH,
                                               help="Or: an absolute threshold (needs a polarity)."),
-        build: str = typer.Option(None, "--build", rich_help_panel=_BENCH,
-                                  help="Shell command run before benchmarking."),
-        metric: str = typer.Option(None, "--metric", rich_help_panel=_METRIC,
-                                   help="Regex; its first group is the value."),
-        metric_json: str = typer.Option(None, "--metric-json", rich_help_panel=_METRIC,
-                                        help="Dotted path into JSON output."),
-        aggregate: str = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
-                                      help="Several --metric matches: first|last|sum|mean|min|max."),
-        lower: bool = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC,
-                                   help="Smaller values are better."),
-        higher: bool = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC,
-                                    help="Larger values are better."),
+        build: str = _BUILD,
+        metric: str = _METRIC_REGEX,
+        metric_json: str = _METRIC_JSON,
+        aggregate: str = _AGGREGATE,
+        lower: bool = _LOWER,
+        higher: bool = _HIGHER,
         runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs of this commit (median)."),
-        extra_runs: int = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
-                                       help="Runs added when near the threshold."),
-        threshold: float = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
-                                        help="Bad when past this fraction of the way from good to bad."),
-        margin: float = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
-                                     help="Near the threshold (fraction of good-to-bad): run more."),
-        timeout: float = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH,
-                                      help="Seconds per build or benchmark run."),
+        extra_runs: int = _EXTRA_RUNS,
+        threshold: float = _THRESHOLD,
+        margin: float = _MARGIN,
+        timeout: float = _TIMEOUT,
         benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
                                       help="Operator benchmark name (pt/NAME.py)."),
-        test_name: str = typer.Option(None, "--test-name", rich_help_panel=_BENCH,
-                                      help="With --benchmark: one test, not the sum."),
+        test_name: str = _TEST_NAME,
     ) -> None:
         """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error).
 
