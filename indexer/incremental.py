@@ -94,14 +94,15 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
     reachability graph changed (a body edit that calls the same things leaves it as it was)."""
     bases: dict[int, int] = {}
     new_ids: dict[int, list[int]] = {}
-    kept_ids: list[int] = []
-    before = _reach_from(con, [i for f in changed for (i,) in con.execute(
-        "SELECT id FROM functions WHERE file_id = ?", [f]).fetchall()])
+    old_ids = {
+        file_id: [i for (i,) in con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id])
+                  .fetchall()]
+        for file_id in changed
+    }
+    body_only = not any(structural for _, structural in changed.values())
+    before = _reach_from(con, [i for ids in old_ids.values() for i in ids]) if body_only else []
     for file_id, (facts, structural) in changed.items():
-        rows = con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id]).fetchall()
-        ids = [r[0] for r in rows]
-        if not structural:
-            kept_ids += ids
+        ids = old_ids[file_id]
         if structural:
             _drop_functions(con, ids)
             start = con.execute(
@@ -142,7 +143,7 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
         " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
         " FROM functions f JOIN files fi ON fi.id = f.file_id"
     )
-    if new_ids:  # fresh functions: calls from anywhere may reach them, the linker needs every name
+    if not body_only:  # fresh functions: calls from anywhere may reach them, the linker needs every name
         functions = con.execute(sql).fetchall()
     else:  # body edits: only the names their calls use resolve anything (functors: by operator())
         names = sorted({c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"})
@@ -194,7 +195,7 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
     for key, value in meta.items():
         con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('patched', ?)", [json.dumps(sorted(changed))])
-    return bool(new_ids or new_nodes) or _reach_from(con, kept_ids) != before
+    return not body_only or bool(new_nodes) or _reach_from(con, [i for ids in old_ids.values() for i in ids]) != before
 
 
 def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> None:
