@@ -14,67 +14,12 @@ import re
 from collections.abc import Iterator
 
 from perfq.indexer.facts import Call, Function
-from perfq.indexer.source_text import LineIndex
+from perfq.indexer.source_text import NOT_CALLED, LineIndex
 
-KEYWORDS = frozenset(
-    [
-        "if",
-        "for",
-        "while",
-        "switch",
-        "return",
-        "sizeof",
-        "decltype",
-        "alignof",
-        "alignas",
-        "static_cast",
-        "reinterpret_cast",
-        "const_cast",
-        "dynamic_cast",
-        "catch",
-        "defined",
-        "noexcept",
-        "static_assert",
-        "typeid",
-        "new",
-        "delete",
-        "throw",
-        "case",
-        "do",
-        "else",
-        "void",
-        "int",
-        "char",
-        "bool",
-        "float",
-        "double",
-        "long",
-        "short",
-        "unsigned",
-        "signed",
-        "auto",
-        "const",
-        "volatile",
-        "template",
-        "typename",
-        "operator",
-        "using",
-        "namespace",
-        "struct",
-        "class",
-        "union",
-        "enum",
-        "public",
-        "private",
-        "protected",
-        "__attribute__",
-        "__declspec",
-        "asm",
-        "__asm__",
-        "explicit",
-        "constexpr",
-    ]
-)
+KEYWORDS = NOT_CALLED | {
+    "class", "const", "constexpr", "defined", "enum", "explicit", "namespace", "operator", "private", "protected",
+    "public", "struct", "template", "typename", "union", "using", "volatile",
+}  # fmt: skip
 _SPACE = " \t\r\n\f\v"
 # read in the reversed text, from just before a '(': an identifier, or the '>' closing
 # template arguments

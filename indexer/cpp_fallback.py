@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from perfq.indexer.facts import Function
-from perfq.indexer.source_text import LineIndex
+from perfq.indexer.source_text import NOT_CALLED, LineIndex
 
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
@@ -34,51 +34,7 @@ _TOKEN = re.compile(r'"[^"\n]*"|[A-Za-z_]\w*|\d[\w.]*|::|->|>=|<=|<<=?|&&|\|\||=
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _MACRO_CASE = re.compile(r"[A-Z][A-Z0-9_]*")
 # words that may stand before '(' in a header without naming a function
-_NOT_NAMES = frozenset(
-    {
-        "if",
-        "for",
-        "while",
-        "switch",
-        "catch",
-        "return",
-        "sizeof",
-        "decltype",
-        "do",
-        "else",
-        "static_assert",
-        "alignas",
-        "alignof",
-        "noexcept",
-        "throw",
-        "requires",
-        "typeid",
-        "new",
-        "delete",
-        "case",
-        "static_cast",
-        "reinterpret_cast",
-        "const_cast",
-        "dynamic_cast",
-        "__attribute__",
-        "__declspec",
-        "__asm__",
-        "asm",
-        "_Pragma",
-        "__pragma",
-        "void",
-        "int",
-        "char",
-        "bool",
-        "float",
-        "double",
-        "long",
-        "short",
-        "unsigned",
-        "signed",
-        "auto",
-    }
-)
+_NOT_NAMES = NOT_CALLED | {"_Pragma", "__pragma", "requires"}
 _SPECIFIER_SKIP = frozenset({"__attribute__", "__declspec", "alignas"})
 _CLASS_KEYS = frozenset({"class", "struct", "union"})
 _ACCESS = frozenset({"public", "private", "protected"})

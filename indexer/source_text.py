@@ -7,6 +7,17 @@ import bisect
 import re
 from collections.abc import Iterator
 
+# C++ words that stand before '(' without naming a function: statements, operators, casts,
+# attributes and the built-in types (each extractor adds its own)
+NOT_CALLED = frozenset(
+    {
+        "__asm__", "__attribute__", "__declspec", "alignas", "alignof", "asm", "auto", "bool", "case", "catch",
+        "char", "const_cast", "decltype", "delete", "do", "double", "dynamic_cast", "else", "float", "for", "if",
+        "int", "long", "new", "noexcept", "reinterpret_cast", "return", "short", "signed", "sizeof",
+        "static_assert", "static_cast", "switch", "throw", "typeid", "unsigned", "void", "while",
+    }
+)  # fmt: skip
+
 # A C/C++ comment, string or char literal.
 _C_NOISE = re.compile(
     r"""//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'""",
