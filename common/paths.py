@@ -7,6 +7,8 @@ them in ``.perfq/``. Both can be overridden with ``--db`` / ``--history``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from perfq.common import git
@@ -37,3 +39,15 @@ def default_index_path(repo: Path) -> Path:
 
 def default_history_path(repo: Path) -> Path:
     return state_dir(repo) / HISTORY_FILE
+
+
+def write_atomically(path: Path, chunks: Iterable[str]) -> None:
+    """Write ``chunks`` to ``path`` through a scratch file (``<name>.<pid>.tmp``) renamed over it:
+    readers see the old file or the new one, never half of one. OSError propagates."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.writelines(chunks)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -10,13 +10,14 @@ Line 1 is a header (``{"format": ..., "version": <extractor version>}``); every 
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from perfq.common.paths import write_atomically
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.extract import gc_paused
 from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
@@ -122,12 +123,7 @@ def load_cache(path: Path, version: str) -> dict[str, Entry]:
 
 def save_cache(path: Path, version: str, entries: dict[str, Entry]) -> None:
     """Write ``entries`` to ``path`` atomically (a scratch file renamed over it)."""
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"format": FORMAT, "version": version}) + "\n")
-            for key, (kind, digest, facts) in entries.items():
-                fh.write(json.dumps([key, kind, digest, _payload(kind, facts)], separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    header = json.dumps({"format": FORMAT, "version": version}) + "\n"
+    lines = (json.dumps([key, kind, digest, _payload(kind, facts)], separators=(",", ":")) + "\n"
+             for key, (kind, digest, facts) in entries.items())
+    write_atomically(path, itertools.chain([header], lines))

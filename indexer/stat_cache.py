@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
+
+from perfq.common.paths import write_atomically
 
 FORMAT = "perfq-stat-cache-1"
 RACY_NS = 3_000_000_000  # files modified this close to the last save are hashed again
@@ -66,12 +67,6 @@ def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, 
 
 
 def _save(path: Path, entries: dict[str, list]) -> None:
-    """Write the cache through a scratch file renamed into place; a failure only loses the cache."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps({"format": FORMAT, "saved_ns": time.time_ns(), "files": entries}),
-                       encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    """Write the cache atomically; a failure only loses the cache."""
+    with contextlib.suppress(OSError):
+        write_atomically(path, [json.dumps({"format": FORMAT, "saved_ns": time.time_ns(), "files": entries})])
