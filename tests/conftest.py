@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 # PERFQ_CORPUS is the parent directory holding pytorch-2.6.0 (as scripts/fetch-pytorch-source.sh uses it)
@@ -21,6 +22,15 @@ def run_perfq(cwd: Path, *args: str, stdin: str | None = None, env: dict[str, st
     """Run the real perfq CLI in a subprocess (real exit codes, stderr, signals)."""
     return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=cwd, capture_output=True, text=True,
                           input=stdin, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def db_rows(db: Path, sql: str) -> list[tuple]:
+    """The rows of ``sql`` on the DuckDB file ``db``, opened read-only and closed again."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
 
 
 def git(repo: Path, *args: str, date: str | None = None) -> str:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.indexer.trace import TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, db_rows
 
 BENCH = "benchmarks/operator_benchmark"
 
@@ -43,14 +42,6 @@ def opbench_repo(tmp_path: Path, corpus: Path) -> Path:
     return repo
 
 
-def _rows(db: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 @pytest.mark.corpus
 def test_each_test_traced_with_nested_ops_and_remapped_devices(opbench_repo: Path, tmp_path: Path):
     pytest.importorskip("torch")
@@ -58,23 +49,23 @@ def test_each_test_traced_with_nested_ops_and_remapped_devices(opbench_repo: Pat
     cfg = Config(source_roots=(), python_roots=())
     report = build_index(opbench_repo, cfg, db, jobs=2, quiet=True)  # traces by default: torch is importable
     assert report.trace_failures == {}
-    tests = {name: (device, mode) for name, device, mode in _rows(db, "SELECT test, device, mode FROM bench_tests")}
+    tests = {name: (device, mode) for name, device, mode in db_rows(db, "SELECT test, device, mode FROM bench_tests")}
     # short CPU configs ran for real, CUDA configs were traced on the meta device (shapes only)
     assert tests["Softmax_N1_C3_H256_W256_cpu"] == ("cpu", "real")
     assert tests["Softmax_N1_C3_H256_W256_cuda"] == ("cuda", "meta")
     assert any(mode == "meta" and device == "cpu" for device, mode in tests.values())  # long configs
-    ops = {(b, t, base) for b, t, _, base in _rows(db, "SELECT bench, test, namespace, base FROM trace_ops")}
+    ops = {(b, t, base) for b, t, _, base in db_rows(db, "SELECT bench, test, namespace, base FROM trace_ops")}
     # operators called inside kernels: stack executes cat; softmax executes _softmax
     assert ("stack_test", "stack_sizes(1,1,1)_N2_cpu_dim0", "cat") in ops
     assert ("softmax_test", "Softmax_N1_C3_H256_W256_cuda", "_softmax") in ops
     # quantized tensors cannot run fake: long configs take the ops of their module's real tests
-    assert any(m == "inferred" for (m,) in _rows(db, "SELECT mode FROM bench_tests WHERE bench = 'qactivation_test'"))
+    assert any(m == "inferred" for (m,) in db_rows(db, "SELECT mode FROM bench_tests WHERE bench = 'qactivation_test'"))
     assert ("qactivation_test", "relu6_dims(3,4,5)_contigFalse_inplaceFalse_dtypetorch.quint8", "relu6") in ops
-    before = _rows(db, "SELECT count(*) FROM trace_ops")[0][0]
+    before = db_rows(db, "SELECT count(*) FROM trace_ops")[0][0]
     # a later build without torch tracing keeps the cached traces of unchanged files
     (opbench_repo / BENCH / "pt/softmax_test.py").touch()
     build_index(opbench_repo, cfg, db, jobs=1, quiet=True, full=True, trace=False)
-    assert _rows(db, "SELECT count(*) FROM trace_ops")[0][0] == before
+    assert db_rows(db, "SELECT count(*) FROM trace_ops")[0][0] == before
 
 
 SCRIPT = """\

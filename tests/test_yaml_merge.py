@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.indexer.native_yaml import OpFacts, merge_ops
 from tests.aten_fixture import NATIVE_FUNCTIONS, make_repo, perfq
+from tests.conftest import db_rows
 
 YAML = "aten/src/ATen/native/native_functions.yaml"
 OVERLAY = """\
@@ -32,14 +32,6 @@ OVERLAY = """\
 """
 
 
-def _rows(db: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo")
@@ -54,26 +46,26 @@ def test_one_yaml_by_several_spellings_is_read_once(repo: Path, tmp_path: Path):
     single = tmp_path / "single.duckdb"
     build_index(repo, Config(), single, jobs=1, quiet=True)
     query = "SELECT name, schema FROM ops ORDER BY name"
-    assert _rows(db, query) == _rows(single, query)
+    assert db_rows(db, query) == db_rows(single, query)
     kernels = "SELECT op, dispatch_key, kernel_name FROM kernels ORDER BY ALL"
-    assert _rows(db, kernels) == _rows(single, kernels)
-    assert _rows(db, "SELECT message FROM warnings WHERE phase = 'yaml'") == []
+    assert db_rows(db, kernels) == db_rows(single, kernels)
+    assert db_rows(db, "SELECT message FROM warnings WHERE phase = 'yaml'") == []
 
 
 def test_overlapping_yamls_merge_with_a_warning_per_conflict(repo: Path, tmp_path: Path):
     (repo / "backend.yaml").write_text(OVERLAY)
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(native_functions=(YAML, "backend.yaml")), db, jobs=1, quiet=True)
-    kernels = set(_rows(db, "SELECT op, dispatch_key, kernel_name FROM kernels"))
+    kernels = set(db_rows(db, "SELECT op, dispatch_key, kernel_name FROM kernels"))
     assert {("lonely", "CPU", "lonely_kernel_v2"), ("lonely", "CUDA", "lonely_kernel"), ("lonely", "XPU", "lonely_xpu"),
             ("softmax_op.out", "CPU", "softmax_op_cpu_out"), ("softmax_op.out", "XPU", "softmax_op_xpu_out"),
             ("only_here", "XPU", "only_here_xpu")} <= kernels
     assert ("lonely", "CPU", "lonely_kernel") not in kernels
     assert len({op for op, key, _ in kernels if (op, key) == ("lonely", "CPU")}) == 1
-    warnings = [m for (m,) in _rows(db, "SELECT message FROM warnings WHERE phase = 'yaml'")]
+    warnings = [m for (m,) in db_rows(db, "SELECT message FROM warnings WHERE phase = 'yaml'")]
     assert warnings == ["backend.yaml: lonely CPU kernel lonely_kernel_v2 replaces lonely_kernel".replace(
         "backend.yaml", str((repo / "backend.yaml").resolve()))]
-    names = [n for (n,) in _rows(db, "SELECT name FROM ops")]
+    names = [n for (n,) in db_rows(db, "SELECT name FROM ops")]
     assert len(names) == len(set(names))
 
 
@@ -81,7 +73,7 @@ def test_the_cli_indexes_two_yamls_that_define_the_same_ops(repo: Path):
     (repo / "copy.yaml").write_text(NATIVE_FUNCTIONS)  # the same ops in another file
     proc = perfq(repo, "index", "-q", "--no-trace", "--native-functions", YAML, "--native-functions", "copy.yaml")
     assert proc.returncode == 0, proc.stderr
-    ops = _rows(repo / ".git/perfq/index.duckdb", "SELECT name FROM ops WHERE namespace = 'aten'")
+    ops = db_rows(repo / ".git/perfq/index.duckdb", "SELECT name FROM ops WHERE namespace = 'aten'")
     assert len(ops) == len(set(ops)) == NATIVE_FUNCTIONS.count("- func:")
 
 
