@@ -110,17 +110,13 @@ def _skip_back_template(code: str, j: int) -> int:
     return -1
 
 
-def qualifier(code: str, start: int) -> tuple[str, str]:
-    """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
-    ('.', 'member') or ('', 'direct')."""
+def _qualifiers(code: str, start: int) -> tuple[list[str], int]:
+    """The qualifiers written before the name starting at ``start`` (``at::native``: ['at',
+    'native'], template arguments skipped) and the offset of the last character before them
+    (blanks skipped; -1 at the start of the text)."""
     j = start - 1
     while j >= 0 and code[j] in _SPACE:
         j -= 1
-    if j < 0:
-        return "", "direct"
-    ch = code[j]
-    if ch == "." or (ch == ">" and j > 0 and code[j - 1] == "-"):
-        return ".", "member"
     parts: list[str] = []
     while j >= 1 and code[j] == ":" and code[j - 1] == ":":
         j -= 2
@@ -138,7 +134,16 @@ def qualifier(code: str, start: int) -> tuple[str, str]:
         parts.append(code[j + 1 : end])
         while j >= 0 and code[j] in _SPACE:
             j -= 1
-    return "::".join(reversed(parts)), "direct"
+    return parts[::-1], j
+
+
+def qualifier(code: str, start: int) -> tuple[str, str]:
+    """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
+    ('.', 'member') or ('', 'direct')."""
+    parts, j = _qualifiers(code, start)
+    if not parts and j >= 0 and (code[j] == "." or (code[j] == ">" and j > 0 and code[j - 1] == "-")):
+        return ".", "member"
+    return "::".join(parts), "direct"
 
 
 class _Text:
@@ -213,17 +218,7 @@ def _temporary_type(text: _Text, brace: int) -> tuple[int, int] | None:
         span = text.word_before(brace)
     if span is None or code[span[0] : span[1]] in _NOT_VARIABLES or _MACRO_CASE.fullmatch(code[span[0] : span[1]]):
         return None
-    k = span[0] - 1
-    while k >= 1 and code[k] in _SPACE:
-        k -= 1
-    while k >= 1 and code[k] == ":" and code[k - 1] == ":":  # a qualified name: its start decides
-        k -= 2
-        while k >= 0 and code[k] in _SPACE:
-            k -= 1
-        while k >= 0 and (code[k].isalnum() or code[k] == "_"):
-            k -= 1
-        while k >= 0 and code[k] in _SPACE:
-            k -= 1
+    _, k = _qualifiers(code, span[0])  # a qualified name: what stands before its start decides
     if k >= 0 and (code[k] in "(,=?" or code.endswith("return", 0, k + 1)):
         return span
     if (k < 0 or code[k] in ";{})") and _called_after(code, brace):  # ``sum_functor<T>{}(iter);``
