@@ -4,97 +4,16 @@ reference tests/test_run_compare_engine.py holds the vectorised engine (perfq.ru
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
 
 import numpy as np
 from scipy import stats
 
-
-class Verdict(str, Enum):
-    """What a test's statistics say about the head side."""
-
-    regression = "regression"
-    improvement = "improvement"
-    same = "same"
-    unknown = "unknown"
-
-
-VERDICTS = tuple(v.value for v in Verdict)
-HIGHER_IS_BETTER_UNITS = ("/s", "per_s", "ops", "flops", "items", "throughput", "gbps")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Decision thresholds (config ``[tool.perfq.compare]``)."""
-
-    alpha: float = 0.05
-    min_effect: float = 0.05
-    min_samples: int = 3
-    confidence: float = 0.95
-    bootstrap: int = 2000
-    thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
-    ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
-
-    def effect_for(self, benchmark: str, test: str) -> float:
-        """The minimum effect size for a test (most specific matching glob wins: the last one)."""
-        chosen = self.min_effect
-        for pattern, value in self.thresholds:
-            if _matches(pattern, benchmark, test):
-                chosen = value
-        return chosen
-
-    def ignored(self, benchmark: str, test: str) -> bool:
-        return any(_matches(p, benchmark, test) for p in self.ignore)
-
-
-def _matches(pattern: str, benchmark: str, test: str) -> bool:
-    return fnmatch.fnmatchcase(benchmark, pattern) or fnmatch.fnmatchcase(f"{benchmark}/{test}", pattern)
-
-
-def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
-    """Settings from ``Config.extra['compare']`` plus explicit overrides (None ignored).
-
-    ``[tool.perfq.compare]`` keys: ``alpha``, ``min_effect``, ``min_samples``, ``ignore`` (list),
-    ``[tool.perfq.compare.thresholds]`` (glob = min effect, e.g. ``softmax_test = 0.10``).
-    """
-    section = extra.get("compare") or {}
-    if not isinstance(section, dict):
-        raise ValueError("[tool.perfq.compare] must be a table")
-    values: dict[str, Any] = {}
-    for key in ("alpha", "min_effect", "confidence"):
-        if key in section or key.replace("_", "-") in section:
-            values[key] = float(section.get(key, section.get(key.replace("_", "-"))))
-    for key in ("min_samples", "bootstrap"):
-        if key in section or key.replace("_", "-") in section:
-            values[key] = int(section.get(key, section.get(key.replace("_", "-"))))
-    thresholds = section.get("thresholds") or {}
-    if not isinstance(thresholds, dict):
-        raise ValueError("[tool.perfq.compare.thresholds] must be a table of glob = min effect")
-    values["thresholds"] = tuple((str(k), float(v)) for k, v in thresholds.items())
-    ignore = section.get("ignore") or []
-    if isinstance(ignore, str):
-        ignore = [ignore]
-    values["ignore"] = tuple(str(i) for i in ignore)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings(**values)
-
-
-@dataclass(frozen=True)
-class TestKey:
-    __test__ = False  # not a pytest class
-
-    benchmark: str
-    test: str
-    mode: str
-    device: str
-    metric: str
-    unit: str
+# what the statistics read and decide with is the engine's own (only the statistics are the old ones)
+from perfq.run.compare import Settings, TestKey, Verdict, higher_is_better  # noqa: E402
 
 
 @dataclass
@@ -121,19 +40,11 @@ class Comparison:
     ignored: list[TestKey] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(VERDICTS, 0)
+        """Tests per verdict (the four verdicts this implementation had: no ``failed``)."""
+        out = dict.fromkeys(("regression", "improvement", "same", "unknown"), 0)
         for t in self.tests:
             out[t.verdict] += 1
         return out
-
-    def unknown_keys(self) -> list[TestKey]:
-        return [t.key for t in self.tests if t.verdict == Verdict.unknown]
-
-
-def higher_is_better(metric: str, unit: str) -> bool:
-    """Throughput-like metrics improve upwards; times (the default) improve downwards."""
-    text = f"{metric} {unit}".lower()
-    return any(tag in text for tag in HIGHER_IS_BETTER_UNITS)
 
 
 def _seed(key: TestKey) -> int:
@@ -250,11 +161,3 @@ def compare_samples(
     for t in result.tests:
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
     return result
-
-
-ORDER = {"regression": 0, "improvement": 1, "unknown": 2, "same": 3}
-
-
-def sorted_for_report(tests: list[TestResult]) -> list[TestResult]:
-    """Regressions first (largest change first), then improvements, unknown, same."""
-    return sorted(tests, key=lambda t: (ORDER[t.verdict], -abs(t.change or 0.0), t.key.benchmark, t.key.test))
