@@ -59,7 +59,7 @@ def __getattr__(name: str) -> Any:
 
 
 def _root_app() -> typer.Typer:
-    """The app without commands: its help, root options and ``version``."""
+    """The app without commands: its help and root options."""
     app = typer.Typer(
         name="perfq",
         help="Give every kernel change a performance signal: index, affected, run/compare, ir, bisect, coverage.",
