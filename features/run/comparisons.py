@@ -8,7 +8,7 @@ from pathlib import Path
 from perfq.errors import PerfqError
 from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns
 from perfq.run.report import ComparisonDocument, comparison_document
-from perfq.schema.results_store import LabelSamples, Run, Side, runs_for_label, side_samples
+from perfq.schema.results_store import Run, Side, runs_for_label, side_samples
 
 
 def side_failures(base: list[Run], head: list[Run]) -> SideFailures:
@@ -17,8 +17,20 @@ def side_failures(base: list[Run], head: list[Run]) -> SideFailures:
                         frozenset(f.benchmark for r in head for f in r.failures), not base, not head)
 
 
-def _columns(stored: LabelSamples) -> SampleColumns:
-    return SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
+def _runs(history: Path, label: str, role: str = "") -> list[Run]:
+    """A label's runs without their samples; a PerfqError when there is none."""
+    runs = runs_for_label(history, label, with_samples=False)
+    if not runs:
+        raise PerfqError(f"no runs labelled {label!r}{role} in {history}")
+    return runs
+
+
+def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str, str]], base: list[Run],
+              head: list[Run], settings: Settings) -> ComparisonDocument:
+    """The comparison of two stored sides, each a (label, side) with its runs, on sample columns."""
+    stored = side_samples(history, *sides)
+    columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
+    return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)))
 
 
 def comparison_for_label(history: Path, label: str, settings: Settings) -> ComparisonDocument:
@@ -26,14 +38,10 @@ def comparison_for_label(history: Path, label: str, settings: Settings) -> Compa
 
     A side without a run, or benchmarks that failed, are part of the document (the gate fails on them).
     """
-    runs = runs_for_label(history, label, with_samples=False)
-    if not runs:
-        raise PerfqError(f"no runs labelled {label!r} in {history}")
+    runs = _runs(history, label)
     base = [r for r in runs if r.side == "base"]
     head = [r for r in runs if r.side == "head"]
-    stored = side_samples(history, (label, "base"), (label, "head"))
-    result = compare_columns(_columns(stored), settings, side_failures(base, head))
-    return comparison_document(label, base, head, result)
+    return _document(history, label, ((label, "base"), (label, "head")), base, head, settings)
 
 
 def _pick_side(runs: list[Run], wanted: str, label: str) -> list[Run]:
@@ -57,16 +65,11 @@ def comparison_against(history: Path, label: str, baseline: str, settings: Setti
     other, _, other_side = baseline.partition(":")
     if not other:
         raise PerfqError("--baseline takes a label: OTHER or OTHER:base|head")
-    runs = runs_for_label(history, label, with_samples=False)
-    if not runs:
-        raise PerfqError(f"no runs labelled {label!r} in {history}")
-    old = runs_for_label(history, other, with_samples=False)
-    if not old:
-        raise PerfqError(f"no runs labelled {other!r} (the baseline) in {history}")
+    runs = _runs(history, label)
+    old = _runs(history, other, " (the baseline)")
     head, base = _pick_side(runs, "", label), _pick_side(old, other_side, other)
     head_side, base_side = Side(head[0].side).value, Side(base[0].side).value
     if (other, base_side) == (label, head_side):
         raise PerfqError(f"--baseline {baseline} is the side being compared; name another label or side")
-    stored = side_samples(history, (other, base_side), (label, head_side))
-    result = compare_columns(_columns(stored), settings, side_failures(base, head))
-    return comparison_document(f"{label}:{head_side} vs {other}:{base_side}", base, head, result)
+    name = f"{label}:{head_side} vs {other}:{base_side}"
+    return _document(history, name, ((other, base_side), (label, head_side)), base, head, settings)
