@@ -13,6 +13,11 @@ import pytest
 
 # PERFQ_CORPUS is the parent directory holding pytorch-2.6.0 (as scripts/fetch-pytorch-source.sh uses it)
 CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
+# Output is asserted as a plain pipe shows it: a CI runner that forces colour (FORCE_COLOR, as some set)
+# must not turn width and text checks into checks of escape codes.
+for _colour in ("FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS", "TTY_COMPATIBLE"):
+    os.environ.pop(_colour, None)
+
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTER_NAME": "t",
                 "GIT_COMMITTER_EMAIL": "t@l"}
 

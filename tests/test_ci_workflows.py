@@ -59,7 +59,8 @@ def test_generated_workflows_have_no_actionlint_or_zizmor_findings(tmp_path, opt
     lint = subprocess.run([_tool("actionlint"), "-config-file", str(config), *workflows], capture_output=True,
                           text=True, cwd=tmp_path)
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    audit = subprocess.run([_tool("zizmor"), "--offline", "--persona", "pedantic", "--no-progress", str(target)],
+    audit = subprocess.run([_tool("zizmor"), "--offline", "--persona", "pedantic", "--no-progress", "--color", "never",
+                            str(target)],
                            capture_output=True, text=True, cwd=tmp_path)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "No findings to report" in audit.stdout
