@@ -263,3 +263,77 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
     return [(f.start_line, f.end_line) for f in facts.functions]
+
+
+# ---- head extents from base extents (no parse) -------------------------------------------
+
+_CPP_LITERALS_AND_COMMENTS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|//.*')
+_UNSURE = ("/*", "*/", 'R"')  # block comments and raw strings can hide braces across lines
+
+
+def _braces(lines: list[str]) -> tuple[int, int] | None:
+    """(net brace depth, lowest running depth) of C++ lines, or None when braces cannot be
+    counted line by line (block comments, raw strings, preprocessor lines, continuations)."""
+    depth = low = 0
+    for text in lines:
+        if any(u in text for u in _UNSURE) or text.lstrip().startswith("#") or text.endswith("\\"):
+            return None
+        code = _CPP_LITERALS_AND_COMMENTS.sub("", text)
+        for ch in code:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                low = min(low, depth)
+    return depth, low
+
+
+def _change_groups(fc: FileChange) -> list[tuple[list[int], int, list[str], list[str]]]:
+    """Per run of changed lines: (removed old line numbers, the old line an insertion sits
+    before, removed texts, added texts)."""
+    groups = []
+    for hunk in fc.hunks:
+        old = hunk.source_start if hunk.source_length else hunk.source_start + 1
+        current: tuple[list[int], int, list[str], list[str]] | None = None
+        for line in hunk.lines:
+            if line.kind == " ":
+                current = None
+                old += 1
+                continue
+            if current is None:
+                current = ([], old, [], [])
+                groups.append(current)
+            if line.kind == "-":
+                current[0].append(old)
+                current[2].append(line.text)
+                old += 1
+            else:
+                current[3].append(line.text)
+    return groups
+
+
+def shifted_extents(base: FileFacts, fc: FileChange, head_sha: str, head_lines: int) -> FileFacts | None:
+    """The head version's C++ function extents moved from the base version's, without a
+    parse, when every run of changed lines lies inside one function body and keeps its
+    braces (same net depth, never lower than the removed lines went): then no function
+    starts or ends differently, and each extent moves by the lines added above it. None
+    when that cannot be shown (the head is then parsed)."""
+    if base.status != "ok" or not fc.hunks:
+        return None
+    moves: list[tuple[int, int]] = []  # (first old line that moves, lines added - removed)
+    for removed, before, old_texts, new_texts in _change_groups(fc):
+        old_braces, new_braces = _braces(old_texts), _braces(new_texts)
+        if old_braces is None or new_braces is None:
+            return None
+        if new_braces[0] != old_braces[0] or new_braces[1] < old_braces[1]:
+            return None
+        first, last = (min(removed), max(removed)) if removed else (before, before - 1)
+        if not any(f.start_line < first and last < f.end_line for f in base.functions):
+            return None
+        moves.append((last + 1, len(new_texts) - len(removed)))
+
+    def moved(line: int) -> int:
+        return line + sum(delta for at, delta in moves if at <= line)
+
+    functions = [f._replace(start_line=moved(f.start_line), end_line=moved(f.end_line)) for f in base.functions]
+    return FileFacts(fc.new_path or base.path, base.lang, head_sha, head_lines, functions=functions)

@@ -17,7 +17,7 @@ from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
-from perfq.query.changes import changed_functions, parse_extents, source_kind
+from perfq.query.changes import changed_functions, parse_extents, shifted_extents, source_kind
 from perfq.schema.index_store import IndexStore
 from perfq.schema.reader import open_index
 
@@ -64,9 +64,13 @@ def _texts(
     return base_texts, head_texts
 
 
-def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tuple[str, str], FileFacts]:
+def _extents(
+    store: IndexStore, wanted: list[tuple[str, str, bytes]], heads: dict[str, tuple[FileChange, bytes]]
+) -> dict[tuple[str, str], FileFacts]:
     """Function extents for (kind, path, content): from the index when that content is
-    the indexed one, else parsed (in a process pool when there are many)."""
+    the indexed one, moved from the base version's when a C++ change keeps every function's
+    bounds (``heads``: new path -> its change and base content), else parsed (in a process
+    pool when there are many)."""
     keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in wanted}
     out: dict[tuple[str, str], FileFacts] = {}
     digests = store.file_digests(sorted({path for path, _ in keyed}))
@@ -80,6 +84,13 @@ def _extents(store: IndexStore, wanted: list[tuple[str, str, bytes]]) -> dict[tu
             Function(row.qualname, row.name, row.kind, row.start_line, row.end_line, row.internal)
         )
     out.update({(p, f.sha256): f for p, f in indexed.items()})
+    for key, (kind, path, data) in keyed.items():
+        if key not in out and kind == "cpp" and path in heads:
+            change, base_data = heads[path]
+            base = out.get((change.old_path or "", hashlib.sha256(base_data).hexdigest()))
+            moved = shifted_extents(base, change, key[1], data.count(b"\n")) if base is not None else None
+            if moved is not None:
+                out[key] = moved
     todo = [(key, job) for key, job in keyed.items() if key not in out]
     if len(todo) >= PARALLEL_PARSE_FROM:
         with worker_pool(os.cpu_count() or 1) as pool:
@@ -146,7 +157,12 @@ def affected_for_ref(
                 kind = kinds[c.path]
                 if path and kind in ("cpp", "python") and texts.get(path) is not None:
                     wanted.append((kind, path, texts[path]))
-        extents = _extents(store, wanted)
+        heads = {
+            c.new_path: (c, base_texts[c.old_path])
+            for c in changes
+            if c.old_path and c.new_path and base_texts.get(c.old_path) is not None
+        }
+        extents = _extents(store, wanted, heads)
 
         def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
             return extents.get((path, hashlib.sha256(data).hexdigest()))
