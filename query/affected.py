@@ -27,7 +27,7 @@ from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.devices import device_of_key, device_of_path
 from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.query.reach import Reach, op_backends, reaching_benchmarks, walk_up
+from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
@@ -236,6 +236,11 @@ def _chain_text(r: Reach, node: int, files: dict[int, str]) -> tuple[str, ...]:
     return tuple(_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in r.chain(node))
 
 
+def _chain_functions(r: Reach, ends: list[int]) -> list[int]:
+    """The C++ functions on the chains from the start nodes to ``ends``."""
+    return sorted({n for end in ends for n, _, _ in r.chain(end) if r.kind.get(n) == "function"})
+
+
 def _families(changed_paths: Iterable[str]) -> set[str]:
     """Device families a change can be seen on (empty: every device)."""
     families = {device_of_path(p) for p in changed_paths}
@@ -347,7 +352,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     own_layouts = own.layouts()
     layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
     layouts.update(
-        _layouts_from_paths(own, store.function_paths(sorted(n for n, k in own.kind.items() if k == "function")))
+        _layouts_from_paths(own, store.function_paths(_chain_functions(own, own.nodes_of("op"))))
     )
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
@@ -370,9 +375,14 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         op_chains = inner
     else:
         op_chains = own
-    files = store.function_paths(
-        sorted({n for r in (walk, own, inner) if r is not None for n, k in r.kind.items() if k == "function"})
-    )
+    # explanations name the functions on the chains to the traced operators and benchmarks
+    hit_ops = {op for h in hits for op in h.ops}
+    explained = [
+        (op_chains, [n for n in op_chains.nodes_of("op") if op_chains.key[n] in hit_ops]),
+        (walk, walk.nodes_of("benchmark")),
+    ]
+    fill_labels(store, explained)
+    files = store.function_paths(sorted({n for r, ends in explained for n in _chain_functions(r, ends)}))
     compile_mode = bool(cs.compile_paths)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
@@ -413,28 +423,31 @@ def _composite_walk(
 ) -> tuple[Reach, int, Reach | None]:
     """The walk on through composite callers, except out of hub operators (called from more
     than ``hub_fanout`` C++ functions: their callers are most of ATen), with as many
-    composite steps as keep it within ``reach_bound`` operators (fewest first: the cheap
-    walks run first and the first one over the bound stops the search). Returns the walk,
-    the operator count of the widest walk tried, and the one-step walk (None if over the bound)."""
-    best = None
-    one_step = None
-    count = 0
-    for hops in (0, 1, 2, 3, None):
-        walk = (
-            own
-            if hops == 0
-            else walk_up(
-                store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
-            )
+    composite steps as keep it within ``reach_bound`` operators. Returns the walk, the
+    operator count of the widest walk tried, and the one-step walk (None if over the bound).
+
+    A walk with more steps reaches a superset, so the unbounded walk is tried right after
+    the one-step walk: within the bound it is the answer, and the two- and three-step walks
+    are only needed when it is not (the first of them over the bound stops the search)."""
+
+    def walk(hops: int | None) -> Reach:
+        return walk_up(
+            store, start_devices, cfg.max_depth, composite_hops=hops, hub_fanout=cfg.hub_fanout, backends=backends
         )
-        count = len(walk.nodes_of("op"))
-        if count > cfg.reach_bound and best is not None:
-            break
-        best = walk
-        if hops == 1:
-            one_step = walk
-    assert best is not None
-    return best, count, one_step
+
+    one_step = walk(1)
+    if len(one_step.nodes_of("op")) > cfg.reach_bound:
+        return own, len(one_step.nodes_of("op")), None
+    best = one_step
+    unbounded = walk(None)
+    if len(unbounded.nodes_of("op")) <= cfg.reach_bound:
+        return unbounded, len(unbounded.nodes_of("op")), one_step
+    for hops in (2, 3):
+        wider = walk(hops)
+        if len(wider.nodes_of("op")) > cfg.reach_bound:
+            return best, len(wider.nodes_of("op")), one_step
+        best = wider
+    return best, len(unbounded.nodes_of("op")), one_step
 
 
 _LAYOUT_DIRS = (("/quantized/", "quantized"), ("/sparse/", "sparse"), ("/nested/", "nested"))
@@ -481,16 +494,17 @@ def _select_traced(
 ) -> None:
     """Benchmarks whose traced tests execute an operator the change implements."""
     by_bench: dict[str, list[TracedHit]] = {}
+    device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
     for h in hits:
-        if _device_ok(h.device, families) and h.bench in benches:
+        if device_ok[h.device] and h.bench in benches:
             by_bench.setdefault(h.bench, []).append(h)
     for bench, bench_hits in by_bench.items():
-        ops = list(dict.fromkeys(h.op for h in bench_hits))
+        ops = list(dict.fromkeys(op for h in bench_hits for op in h.ops))
         for op in ops[:_REASONS_KEPT]:
             node = op_node[op]
             chain = own.chain(node)
             start = start_of.get(chain[0][0])
-            n_tests = len({h.test for h in bench_hits if h.op == op})
+            n_tests = len({h.test for h in bench_hits if op in h.ops})
             base = op.split(".")[0]
             text = _chain_text(own, node, files) + (f"benchmark {bench} [traced: {n_tests} test(s) execute {base}]",)
             weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
@@ -553,9 +567,10 @@ def _canaries(
     operators the change implements; the set's own list (indexed benchmarks only) when
     traces cover none of them."""
     covers: dict[str, set[str]] = {}
+    device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
     for h in hits:
-        if _device_ok(h.device, families) and h.bench in benches:
-            covers.setdefault(h.bench, set()).add(h.op.split(".")[0])
+        if device_ok[h.device] and h.bench in benches:
+            covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
     chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
 
     def members(s: CanarySetRow | None) -> tuple[CanaryBenchmark, ...]:

@@ -11,7 +11,8 @@ from perfq.schema.index_store import IndexStore
 
 @dataclass
 class Reach:
-    """What a set of start nodes reaches: parents for explanations, kinds and keys."""
+    """What a set of start nodes reaches: parents for explanations, kinds and keys (function
+    labels once ``fill_labels`` has read them)."""
 
     parent: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # node -> (parent, edge kind, detail)
     depth: dict[int, int] = field(default_factory=dict)
@@ -144,8 +145,19 @@ def walk_up(
             if nkind != "benchmark":
                 nxt.append(src)
         frontier = sorted(set(nxt))
-    r.label.update(store.labels([n for n, k in r.kind.items() if k in ("function", "pyfunction")]))
     return r
+
+
+def fill_labels(store: IndexStore, explained: list[tuple[Reach, list[int]]]) -> None:
+    """The qualified names of the functions on the chains to the given end nodes of each
+    walk (walks know functions by id only), read in one query."""
+    wanted = [
+        (r, {n for end in ends for n, _, _ in r.chain(end) if r.kind.get(n) in ("function", "pyfunction")})
+        for r, ends in explained
+    ]
+    labels = store.labels(sorted(set().union(*(nodes for _, nodes in wanted))))
+    for r, nodes in wanted:
+        r.label.update((n, labels[n]) for n in nodes)
 
 
 def op_backends(store: IndexStore) -> dict[str, set[str]]:

@@ -48,9 +48,9 @@ class NodeRow(NamedTuple):
 
 
 class TracedHit(NamedTuple):
-    """A traced test that executes an operator (any overload of it)."""
+    """A traced test that executes an operator: the overloads of it that were asked about."""
 
-    op: str
+    ops: tuple[str, ...]  # name.overload, sorted
     bench: str
     test: str
     module: str
@@ -150,7 +150,7 @@ class IndexStore:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self._graph: PackedGraph | None = None
-        self._labels: dict[int, str] = {}
+        self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
 
     # ---- files and functions
     def functions_in(self, paths: list[str]) -> list[FunctionRow]:
@@ -253,21 +253,20 @@ class IndexStore:
         return out
 
     def labels(self, nodes: list[int]) -> dict[int, str]:
-        """node -> label (qualified names of functions), read once per node per store."""
-        missing = [n for n in nodes if n not in self._labels]
-        for node, _, _, label in self.describe(missing):
-            self._labels[node] = label
-        return {n: self._labels.get(n, str(n)) for n in nodes}
+        """node -> label (qualified names of functions)."""
+        described = {row.id: row.label for row in self.describe(nodes)}
+        return {n: described.get(n, str(n)) for n in nodes}
 
     def describe(self, nodes: list[int]) -> list[NodeRow]:
-        if not nodes:
-            return []
-        return [
-            NodeRow(*r)
+        """The rows of ``nodes`` (those that exist), each read once per store."""
+        missing = sorted({n for n in nodes if n not in self._nodes})
+        if missing:
             for r in self.con.execute(
-                "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [nodes]
-            ).fetchall()
-        ]
+                "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [missing]
+            ).fetchall():
+                self._nodes[r[0]] = NodeRow(*r)
+            self._nodes.update((n, None) for n in missing if n not in self._nodes)
+        return [row for n in nodes if (row := self._nodes[n]) is not None]
 
     # ---- benchmarks and traces
     def benchmarks(self) -> dict[str, BenchmarkRow]:
@@ -279,22 +278,33 @@ class IndexStore:
 
     def traced_hits(self, ops: list[str], layouts: dict[str, set[str]] | None = None) -> list[TracedHit]:
         """Traced tests that execute any overload of ``ops`` (by namespace and base name), on
-        the tensor layouts ``layouts`` gives per op ('any', 'dense', 'quantized'; default any)."""
+        the tensor layouts ``layouts`` gives per op ('any', 'dense', 'quantized'; default any);
+        one per test, operator and layout run, by benchmark, test and operator."""
         if not ops:
             return []
+        overloads: dict[tuple[str, str], list[str]] = {}
+        for name, namespace, base in self.con.execute(
+            "SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])) ORDER BY name", [ops]
+        ).fetchall():
+            overloads.setdefault((namespace, base), []).append(name)
         rows = self.con.execute(
-            "SELECT DISTINCT o.name, t.bench, t.test, bt.module, bt.device, bt.mode, bt.kernels_seen, t.layout"
-            " FROM ops o"
-            " JOIN trace_ops t ON t.base = o.base AND t.namespace = o.namespace"
-            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
-            " WHERE o.name IN (SELECT unnest(?::TEXT[])) ORDER BY t.bench, t.test, o.name",
+            "SELECT DISTINCT t.bench, t.test, t.namespace, t.base, bt.module, bt.device, bt.mode, bt.kernels_seen,"
+            " t.layout FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
+            " SEMI JOIN (SELECT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))) o"
+            " ON o.namespace = t.namespace AND o.base = t.base ORDER BY t.bench, t.test, t.base, t.layout",
             [ops],
         ).fetchall()
-        out = []
-        for *hit, layout in rows:
-            wanted = (layouts or {}).get(hit[0], {"any"})
-            if "any" in wanted or layout in wanted:
-                out.append(TracedHit(*hit))
+        layouts = layouts or {}
+        out: list[TracedHit] = []
+        for bench, test, namespace, base, module, device, mode, seen, layout in rows:
+            wanted = [
+                op
+                for op in overloads.get((namespace, base), ())
+                if "any" in layouts.get(op, ("any",)) or layout in layouts[op]
+            ]
+            if wanted:
+                out.append(TracedHit(tuple(wanted), bench, test, module, device, mode, seen))
+        out.sort(key=lambda h: (h.bench, h.test, h.ops[0]))  # names with a namespace sort apart from their base
         return out
 
     def executed(self, ops: list[str]) -> set[str]:
