@@ -56,20 +56,21 @@ def timed(cmd: list[str], cwd: Path, runs: int) -> tuple[float, float, dict]:
 
 
 def edit_function_bodies(tree: Path, db: Path, n: int, seed: int = 0) -> int:
-    """Add a statement after one body line of ``n`` C++ files (a change of code tokens)."""
+    """Add a statement before the closing line of one function in each of ``n`` C++ files
+    (a change of code tokens inside a body, as a kernel edit is)."""
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute(
-        "SELECT fi.path, min(f.start_line), min(f.end_line) FROM functions f JOIN files fi ON fi.id = f.file_id"
+        "SELECT fi.path, min(f.start_line), arg_min(f.end_line, f.start_line) FROM functions f"
+        " JOIN files fi ON fi.id = f.file_id"
         " WHERE fi.lang IN ('cpp', 'cuda') AND f.end_line - f.start_line >= 3 GROUP BY fi.path ORDER BY fi.path"
     ).fetchall()
     con.close()
     random.Random(seed).shuffle(rows)
     done = 0
-    for path, start, _ in rows[:n]:
+    for path, _, end in rows[:n]:
         file = tree / path
         lines = file.read_text(encoding="utf-8", errors="surrogateescape").splitlines(keepends=True)
-        line = start + 1  # a body line (0-based index start+1 is the second line of the function)
-        lines.insert(line + 1, "  (void)0;\n")
+        lines.insert(end - 1, "  (void)0;\n")  # before the function's last line (its closing brace)
         file.write_text("".join(lines), encoding="utf-8", errors="surrogateescape")
         done += 1
     return done
