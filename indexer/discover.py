@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -40,7 +42,15 @@ def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
 
 
 def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch("/" + path, p) for p in patterns)
+    """Whether ``path`` (or ``/path``) matches one of the fnmatch ``patterns``."""
+    exclusion = _exclusion(tuple(patterns))
+    return exclusion.match(path) is not None or exclusion.match("/" + path) is not None
+
+
+@functools.cache
+def _exclusion(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """The ``patterns`` as one regular expression (fnmatch's own translation)."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
 
 
 ROOTS = {  # config key -> the kind of file its roots hold, and what it is called
