@@ -267,8 +267,16 @@ def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
 
 # ---- head extents from base extents (no parse) -------------------------------------------
 
-_CPP_LITERALS_AND_COMMENTS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|//.*')
-_UNSURE = ("/*", "*/", 'R"')  # block comments and raw strings can hide braces across lines
+_CPP_LITERALS_AND_COMMENTS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//.*')
+
+
+def _code(text: str) -> str | None:
+    """A C++ line without its literals and comments, or None when a raw string or a block
+    comment running over lines could hide braces."""
+    if 'R"' in text:
+        return None
+    code = _CPP_LITERALS_AND_COMMENTS.sub("", text)
+    return None if "/*" in code or "*/" in code else code
 
 
 def _braces(lines: list[str]) -> tuple[int, int] | None:
@@ -276,9 +284,9 @@ def _braces(lines: list[str]) -> tuple[int, int] | None:
     counted line by line (block comments, raw strings, preprocessor lines, continuations)."""
     depth = low = 0
     for text in lines:
-        if any(u in text for u in _UNSURE) or text.lstrip().startswith("#") or text.endswith("\\"):
+        code = _code(text)
+        if code is None or text.lstrip().startswith("#") or text.endswith("\\"):
             return None
-        code = _CPP_LITERALS_AND_COMMENTS.sub("", text)
         for ch in code:
             if ch == "{":
                 depth += 1
@@ -312,14 +320,31 @@ def _change_groups(fc: FileChange) -> list[tuple[list[int], int, list[str], list
     return groups
 
 
-def shifted_extents(base: FileFacts, fc: FileChange, head_sha: str, head_lines: int) -> FileFacts | None:
+def _body_opens(lines: list[str], f: Function) -> int | None:
+    """The line of ``f``'s first ``{`` (its body's, before any brace of a default argument),
+    or None when it cannot be told."""
+    for number in range(f.start_line, min(f.end_line, len(lines)) + 1):
+        code = _code(lines[number - 1])
+        if code is None:
+            return None
+        if "{" in code:
+            return number
+    return None
+
+
+def shifted_extents(
+    base: FileFacts, base_text: bytes, fc: FileChange, head_sha: str, head_lines: int
+) -> FileFacts | None:
     """The head version's C++ function extents moved from the base version's, without a
-    parse, when every run of changed lines lies inside one function body and keeps its
-    braces (same net depth, never lower than the removed lines went): then no function
-    starts or ends differently, and each extent moves by the lines added above it. None
-    when that cannot be shown (the head is then parsed)."""
+    parse, when every run of changed lines lies inside one function body (after the line
+    that opens it, before the line that closes it: its name and signature are unchanged) and
+    keeps its braces (same net depth, never lower than the removed lines went): then no
+    function starts, ends or is named differently, and each extent moves by the lines added
+    above it. None when that cannot be shown (the head is then parsed)."""
     if base.status != "ok" or not fc.hunks:
         return None
+    lines = base_text.decode("utf-8", "replace").splitlines()
+    bodies = [(opens, f.end_line) for f in base.functions if (opens := _body_opens(lines, f)) is not None]
     moves: list[tuple[int, int]] = []  # (first old line that moves, lines added - removed)
     for removed, before, old_texts, new_texts in _change_groups(fc):
         old_braces, new_braces = _braces(old_texts), _braces(new_texts)
@@ -328,7 +353,7 @@ def shifted_extents(base: FileFacts, fc: FileChange, head_sha: str, head_lines: 
         if new_braces[0] != old_braces[0] or new_braces[1] < old_braces[1]:
             return None
         first, last = (min(removed), max(removed)) if removed else (before, before - 1)
-        if not any(f.start_line < first and last < f.end_line for f in base.functions):
+        if not any(opens < first and last < end for opens, end in bodies):
             return None
         moves.append((last + 1, len(new_texts) - len(removed)))
 

@@ -88,7 +88,7 @@ def _extents(
         if key not in out and kind == "cpp" and path in heads:
             change, base_data = heads[path]
             base = out.get((change.old_path or "", hashlib.sha256(base_data).hexdigest()))
-            moved = shifted_extents(base, change, key[1], data.count(b"\n")) if base is not None else None
+            moved = None if base is None else shifted_extents(base, base_data, change, key[1], data.count(b"\n") + 1)
             if moved is not None:
                 out[key] = moved
     todo = [(key, job) for key, job in keyed.items() if key not in out]

@@ -49,7 +49,7 @@ def _shift(head: str):
     change = parse_diff("".join(difflib.unified_diff(LINES, head.splitlines(True), "a/k.cpp", "b/k.cpp")))[0]
     base = parse_extents("cpp", "k.cpp", BASE.encode())
     data = head.encode()
-    return shifted_extents(base, change, hashlib.sha256(data).hexdigest(), data.count(b"\n") + 1)
+    return shifted_extents(base, BASE.encode(), change, hashlib.sha256(data).hexdigest(), data.count(b"\n") + 1)
 
 
 def _edit(at: int, remove: int, insert: list[str]) -> str:
@@ -68,10 +68,10 @@ def _extents(facts) -> list[tuple[str, int, int]]:
         _edit(12, 0, ["  if (n > 4) {", "    n -= 1;", "  }"]),  # a block in twice
         _edit(14, 1, ["    sum += data[i] * 1;  // }"]),  # a brace inside a comment
         _edit(4, 1, ['  int y = x + (int)sizeof("}{");']),  # braces inside a string
-        _edit(10, 1, ["    const T* data, // the input"]),  # the parameter list of a multi-line signature
+        _edit(4, 0, ["  /* } */ y += 1;"]),  # a block comment on one line
         _edit(4, 0, ["  y++;"]).replace("    value += x;\n", "    value += x;\n    value *= 2;\n"),  # two hunks
     ],
-    ids=["insert", "delete", "block", "comment-brace", "string-brace", "signature", "two-hunks"],
+    ids=["insert", "delete", "block", "comment-brace", "string-brace", "inline-block-comment", "two-hunks"],
 )
 def test_moved_extents_equal_the_parse_of_the_head(head):
     moved = _shift(head)
@@ -85,11 +85,13 @@ def test_moved_extents_equal_the_parse_of_the_head(head):
         _edit(7, 0, ["", "int added(int a) {", "  return a;", "}"]),  # a new function between two
         _edit(5, 0, ["}", "int split(int y) {"]),  # helper closed early: another function starts
         _edit(3, 1, ["static int helper(int x, int z) {"]),  # the first line of a function
+        _edit(9, 1, ["T thrice("]),  # its name, on a line of its own
+        _edit(10, 1, ["    const T* data, // the input"]),  # a parameter of a multi-line signature
         _edit(4, 0, ["#if 0", "  }", "#endif"]),  # a preprocessor branch
-        _edit(4, 0, ["  /* } */"]),  # a block comment
+        _edit(4, 0, ["  /* a comment", "  } */"]),  # a block comment over lines
         _edit(1, 0, ["#include <map>"]),  # outside every function
     ],
-    ids=["new-function", "split", "first-line", "preprocessor", "block-comment", "outside"],
+    ids=["new-function", "split", "first-line", "renamed", "parameter", "preprocessor", "block-comment", "outside"],
 )
 def test_changes_that_may_move_bounds_are_parsed(head):
     assert _shift(head) is None
@@ -98,7 +100,7 @@ def test_changes_that_may_move_bounds_are_parsed(head):
 STATEMENTS = ["  x += 1;", "  if (x) {", "  }", "  } else {", "  for (;;) { break; }", "  return;", "  // }", ""]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     at=st.integers(min_value=1, max_value=len(LINES) - 1),
     remove=st.integers(min_value=0, max_value=2),
