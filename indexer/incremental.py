@@ -18,8 +18,9 @@ import duckdb
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
-from perfq.indexer.graph import pack_graph
+from perfq.indexer.graph import KEYED, pack_columns
 from perfq.indexer.link_cpp import CppCallLinker
+from perfq.schema.index_store import IndexStore
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import insert_rows, replacing
 
@@ -287,7 +288,6 @@ def _edges_into(
 
 def _repack_graph(con: duckdb.DuckDBPyConnection) -> None:
     """The packed graph of the patched nodes and edges (queries read it, not the edge table)."""
-    nodes = con.execute("SELECT id, kind, key, label FROM nodes").fetchall()
-    edges = con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()
+    rows = pack_columns(IndexStore(con).graph_columns(KEYED))
     con.execute("DELETE FROM graph")
-    insert_rows(con, "graph", pack_graph(nodes, edges))
+    insert_rows(con, "graph", rows)

@@ -8,7 +8,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import duckdb
 
@@ -114,6 +114,22 @@ class Extent(NamedTuple):
     start_line: int
     end_line: int
     function_id: int
+
+
+class GraphColumns(NamedTuple):
+    """Nodes and reachability edges as numpy columns, for packing the graph: edges sorted by
+    (dst, src), their kinds and details coded by position in the sorted name lists."""
+
+    node_id: Any
+    node_kind: Any
+    node_kinds: list[str]
+    keys: list[tuple[int, str]]  # (id, key) of operators, stubs and benchmarks
+    dst: Any
+    src: Any
+    kind: Any
+    detail: Any
+    edge_kinds: list[str]
+    details: list[str]
 
 
 class ReachGraph(NamedTuple):
@@ -234,6 +250,27 @@ class IndexStore:
             parts = dict(self.con.execute("SELECT part, data FROM graph").fetchall())
             self._graph = PackedGraph(parts)
         return self._graph
+
+    def graph_columns(self, keyed: tuple[str, ...]) -> GraphColumns:
+        """The nodes and reach_edges tables as ``GraphColumns`` (keys of the ``keyed`` kinds);
+        ties of (dst, src) stay in insertion order, as a stable sort of the rows would leave them."""
+
+        def names(table: str, column: str) -> list[str]:
+            return [r[0] for r in self.con.execute(f"SELECT DISTINCT {column} FROM {table} ORDER BY 1").fetchall()]
+
+        nodes = self.con.execute("SELECT id, dense_rank() OVER (ORDER BY kind) - 1 AS k FROM nodes").fetchnumpy()
+        edges = self.con.execute(
+            "SELECT dst, src, dense_rank() OVER (ORDER BY kind) - 1 AS k, dense_rank() OVER (ORDER BY detail) - 1 AS d"
+            " FROM reach_edges ORDER BY dst, src, rowid"
+        ).fetchnumpy()
+        keys = self.con.execute(
+            "SELECT id, key FROM nodes WHERE kind IN (SELECT unnest(?::TEXT[])) ORDER BY rowid", [list(keyed)]
+        ).fetchall()
+        return GraphColumns(
+            nodes["id"], nodes["k"], names("nodes", "kind"), keys,
+            edges["dst"], edges["src"], edges["k"], edges["d"], names("reach_edges", "kind"),
+            names("reach_edges", "detail"),
+        )
 
     def edges_into(self, nodes: list[int]) -> list[EdgeRow]:
         """Edges into ``nodes`` (by dst, then src), with the kind and key of their source

@@ -14,6 +14,7 @@ from perfq.errors import PerfqError
 from perfq.indexer import build as build_module
 from perfq.indexer import incremental
 from perfq.indexer.build import build_index
+from perfq.indexer.graph import PARTS, pack_graph
 from perfq.schema.writer import build_lock
 from tests.aten_fixture import make_repo, perfq, replace_in
 
@@ -213,3 +214,20 @@ def test_a_build_in_a_ci_log_says_each_phase_as_it_starts(repo: Path):
     assert proc.returncode == 0, proc.stderr
     phases = [line.split(":")[0] for line in proc.stderr.splitlines() if line.startswith("[perfq] ")]
     assert phases == ["[perfq] extract", "[perfq] link", "[perfq] write"], proc.stderr
+
+
+def test_repacked_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, tmp_path: Path):
+    """An incremental repack reads columns in SQL; it writes the bytes a full link's packing
+    of the same nodes and edges writes."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        stored = dict(con.execute("SELECT part, data FROM graph").fetchall())
+        packed = dict(pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
+                                 con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
+    finally:
+        con.close()
+    assert stored == packed and set(stored) == set(PARTS)
