@@ -8,22 +8,28 @@ import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
-from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts, Function
-from perfq.indexer.tokens import CodeTokens, code_tokens
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
 Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, content) -> code tokens
 
+if TYPE_CHECKING:
+    from perfq.indexer.tokens import CodeTokens
+
 
 def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
     """Function extents of one file version, parsed on the fly."""
+    # the parser and the tokenizer (libclang) are imported when a file needs them: a body
+    # edit of an indexed file needs neither, and their import is 15 ms of a 0.3 s query
+    from perfq.indexer.extract import file_facts
+
     facts = file_facts(kind, path, data, functions_only=True)
     return facts if isinstance(facts, FileFacts) else None
 
@@ -115,7 +121,7 @@ def changed_functions(
     head_text: TextOf,
     cfg: Config,
     parse: Parse = parse_extents,
-    tokens: Tokens = code_tokens,
+    tokens: Tokens | None = None,
 ) -> ChangeSet:
     """Map every changed line of ``changes`` to the function that encloses it, with the
     extents ``parse`` gives for the base and head versions of each file; changes that leave
@@ -157,7 +163,7 @@ def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFa
 
 
 def _map_source(
-    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens
+    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None
 ) -> None:
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
@@ -217,7 +223,7 @@ def _same_tokens(
     head: FileFacts | None,
     base_text: TextOf,
     head_text: TextOf,
-    tokens: Tokens,
+    tokens: Tokens | None,
 ) -> Callable[[str | None], bool] | None:
     """A test 'has this function (None: the code outside functions) the same tokens in the
     base and head versions?', or None when the file was added, deleted or cannot be tokenized."""
@@ -226,6 +232,10 @@ def _same_tokens(
     old, new = base_text(fc.old_path), head_text(fc.new_path)
     if old is None or new is None or (fc.hunks and not _maybe_layout_only(fc, kind)):
         return None
+    if tokens is None:
+        from perfq.indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
+
+        tokens = code_tokens
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
         return None
