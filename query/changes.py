@@ -295,7 +295,7 @@ def _braces(lines: list[str]) -> tuple[int, int] | None:
     depth = low = 0
     for text in lines:
         code = _code(text)
-        if code is None or text.lstrip().startswith("#") or text.endswith("\\"):
+        if code is None or text.lstrip().startswith("#") or text.rstrip().endswith("\\"):
             return None
         for ch in code:
             if ch == "{":

@@ -89,9 +89,11 @@ def test_moved_extents_equal_the_parse_of_the_head(head):
         _edit(10, 1, ["    const T* data, // the input"]),  # a parameter of a multi-line signature
         _edit(4, 0, ["#if 0", "  }", "#endif"]),  # a preprocessor branch
         _edit(4, 0, ["  /* a comment", "  } */"]),  # a block comment over lines
+        _edit(4, 0, ["  y += 1; \\\r", "  y += 2;"]),  # a continued line (a CRLF file's)
         _edit(1, 0, ["#include <map>"]),  # outside every function
     ],
-    ids=["new-function", "split", "first-line", "renamed", "parameter", "preprocessor", "block-comment", "outside"],
+    ids=["new-function", "split", "first-line", "renamed", "parameter", "preprocessor", "block-comment",
+         "continued-crlf", "outside"],
 )
 def test_changes_that_may_move_bounds_are_parsed(head):
     assert _shift(head) is None
