@@ -1,6 +1,6 @@
 """From changed lines to changed functions: function extents of the base and head
-versions of each changed file come from parsing them on the fly (pure: the texts are
-passed in), so an index some commits away still maps lines exactly."""
+versions of each changed file come from query/extents.py (pure: the texts are passed in),
+so an index some commits away still maps lines exactly."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES
 from perfq.indexer.facts import FileFacts, Function
+from perfq.query.extents import parse_extents
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
@@ -22,16 +23,6 @@ Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, conten
 
 if TYPE_CHECKING:
     from perfq.indexer.tokens import CodeTokens
-
-
-def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
-    """Function extents of one file version, parsed on the fly."""
-    # the parser and the tokenizer (libclang) are imported when a file needs them: a body
-    # edit of an indexed file needs neither, and their import is 15 ms of a 0.3 s query
-    from perfq.indexer.extract import file_facts
-
-    facts = file_facts(kind, path, data, functions_only=True)
-    return facts if isinstance(facts, FileFacts) else None
 
 
 @dataclass
@@ -273,102 +264,3 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
     return [(f.start_line, f.end_line) for f in facts.functions]
-
-
-# ---- head extents from base extents (no parse) -------------------------------------------
-
-_CPP_LITERALS_AND_COMMENTS = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|/\*.*?\*/|//.*')
-
-
-def _code(text: str) -> str | None:
-    """A C++ line without its literals and comments, or None when a raw string or a block
-    comment running over lines could hide braces."""
-    if 'R"' in text:
-        return None
-    code = _CPP_LITERALS_AND_COMMENTS.sub("", text)
-    return None if "/*" in code or "*/" in code else code
-
-
-def _braces(lines: list[str]) -> tuple[int, int] | None:
-    """(net brace depth, lowest running depth) of C++ lines, or None when braces cannot be
-    counted line by line (block comments, raw strings, preprocessor lines, continuations)."""
-    depth = low = 0
-    for text in lines:
-        code = _code(text)
-        if code is None or text.lstrip().startswith("#") or text.rstrip().endswith("\\"):
-            return None
-        for ch in code:
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                low = min(low, depth)
-    return depth, low
-
-
-def _change_groups(fc: FileChange) -> list[tuple[list[int], int, list[str], list[str]]]:
-    """Per run of changed lines: (removed old line numbers, the old line an insertion sits
-    before, removed texts, added texts)."""
-    groups = []
-    for hunk in fc.hunks:
-        old = hunk.source_start if hunk.source_length else hunk.source_start + 1
-        current: tuple[list[int], int, list[str], list[str]] | None = None
-        for line in hunk.lines:
-            if line.kind == " ":
-                current = None
-                old += 1
-                continue
-            if current is None:
-                current = ([], old, [], [])
-                groups.append(current)
-            if line.kind == "-":
-                current[0].append(old)
-                current[2].append(line.text)
-                old += 1
-            else:
-                current[3].append(line.text)
-    return groups
-
-
-def _body_opens(lines: list[str], f: Function) -> int | None:
-    """The line of ``f``'s first ``{`` (its body's, before any brace of a default argument),
-    or None when it cannot be told."""
-    for number in range(f.start_line, min(f.end_line, len(lines)) + 1):
-        code = _code(lines[number - 1])
-        if code is None:
-            return None
-        if "{" in code:
-            return number
-    return None
-
-
-def shifted_extents(
-    base: FileFacts, base_text: bytes, fc: FileChange, head_sha: str, head_lines: int
-) -> FileFacts | None:
-    """The head version's C++ function extents moved from the base version's, without a
-    parse, when every run of changed lines lies inside one function body (after the line
-    that opens it, before the line that closes it: its name and signature are unchanged) and
-    keeps its braces (same net depth, never lower than the removed lines went): then no
-    function starts, ends or is named differently, and each extent moves by the lines added
-    above it. None when that cannot be shown (the head is then parsed)."""
-    if base.status != "ok" or not fc.hunks:
-        return None
-    lines = base_text.decode("utf-8", "replace").splitlines()
-    bodies = [(opens, f.end_line) for f in base.functions if (opens := _body_opens(lines, f)) is not None]
-    moves: list[tuple[int, int]] = []  # (first old line that moves, lines added - removed)
-    for removed, before, old_texts, new_texts in _change_groups(fc):
-        old_braces, new_braces = _braces(old_texts), _braces(new_texts)
-        if old_braces is None or new_braces is None:
-            return None
-        if new_braces[0] != old_braces[0] or new_braces[1] < old_braces[1]:
-            return None
-        first, last = (min(removed), max(removed)) if removed else (before, before - 1)
-        if not any(opens < first and last < end for opens, end in bodies):
-            return None
-        moves.append((last + 1, len(new_texts) - len(removed)))
-
-    def moved(line: int) -> int:
-        return line + sum(delta for at, delta in moves if at <= line)
-
-    functions = [f._replace(start_line=moved(f.start_line), end_line=moved(f.end_line)) for f in base.functions]
-    return FileFacts(fc.new_path or base.path, base.lang, head_sha, head_lines, functions=functions)

@@ -17,7 +17,8 @@ from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
-from perfq.query.changes import changed_functions, parse_extents, shifted_extents, source_kind
+from perfq.query.changes import changed_functions, source_kind
+from perfq.query.extents import parse_extents, shifted_extents
 from perfq.schema.index_store import IndexStore
 from perfq.schema.reader import open_index
 

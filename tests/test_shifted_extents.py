@@ -1,4 +1,4 @@
-"""Head extents moved from the base's without a parse (query/changes.py shifted_extents):
+"""Head extents moved from the base's without a parse (query/extents.py shifted_extents):
 wherever they are given they equal what parsing the head gives, and a change that could
 move a function's bounds is left to the parser."""
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfq.common.diff import parse_diff
-from perfq.query.changes import parse_extents, shifted_extents
+from perfq.query.extents import parse_extents, shifted_extents
 
 BASE = """#include <vector>
 namespace at { namespace native {
