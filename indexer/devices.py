@@ -3,7 +3,10 @@ indexer and the queries)."""
 
 from __future__ import annotations
 
+import functools
 
+
+@functools.lru_cache(maxsize=8192)  # a walk asks for the same few hundred keys a hundred thousand times
 def device_of_key(key: str) -> str:
     """The device family of a dispatch key or stub arch ('' for device-neutral keys)."""
     k = key.upper()

@@ -63,6 +63,9 @@ class Reach:
         return list(reversed(out))
 
 
+_REGISTRATIONS = frozenset(("kernel", "registered", "library_impl"))
+
+
 def walk_up(
     store: IndexStore,
     starts: dict[int, str],
@@ -105,12 +108,16 @@ def walk_up(
             if ekind == "call":
                 callers[dst] = callers.get(dst, 0) + 1
         nxt = []
+        append_edge, into_op, depth_of, parent_of = r.edges.append, r.into_op.append, r.depth, r.parent
+        kind_of, key_of, label_of = r.kind, r.key, r.label
         for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
             dev, hops = state[dst]
-            if ekind == "call" and hops and hub_fanout is not None and callers[dst] > hub_fanout:
-                continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
-            # calling an operator, through its API or its kernel function directly, is a composite step
-            composite = (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns)
+            if ekind == "call":
+                if hops and hub_fanout is not None and callers[dst] > hub_fanout:
+                    continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
+                composite = dst in kernel_fns  # calling an operator's kernel function directly is a composite step
+            else:
+                composite = ekind == "op_call" and nkind == "function"  # calling an operator through its API
             if composite or ekind == "backward":
                 hops += 1
                 if composite_hops is not None and hops > composite_hops:
@@ -118,19 +125,19 @@ def walk_up(
                 if hub_fanout is not None and fanout.get(dst, 0) > hub_fanout:
                     r.hubs.add(dst)
                     continue
-            if ekind in ("kernel", "registered", "library_impl"):
+            elif ekind in _REGISTRATIONS:
                 edge_dev = device_of_key(detail)
                 if dev and edge_dev and edge_dev != dev:
                     continue  # a CPU change does not reach an op through its CUDA registration
                 if dev and not edge_dev and ekind == "kernel" and dev in backends.get(nkey, ()):
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
-            r.edges.append((dst, src))
+            append_edge((dst, src))
             if nkind == "op":
-                r.into_op.append((dst, src, ekind, detail))
-            if nkind == "benchmark":
+                into_op((dst, src, ekind, detail))
+            elif nkind == "benchmark":
                 r.into_benchmark.setdefault(src, set()).add(detail)
-            if src in r.depth:
+            if src in depth_of:
                 old_dev, old_hops = state[src]
                 if (old_dev and not dev) or hops < old_hops:
                     # reached again with a wider device or fewer composite hops: walk on from there
@@ -139,9 +146,9 @@ def walk_up(
                         nxt.append(src)
                 continue
             state[src] = (dev, hops)
-            r.depth[src] = depth
-            r.parent[src] = (dst, ekind, detail)
-            r.kind[src], r.key[src], r.label[src] = nkind, nkey, nlabel
+            depth_of[src] = depth
+            parent_of[src] = (dst, ekind, detail)
+            kind_of[src], key_of[src], label_of[src] = nkind, nkey, nlabel
             if nkind != "benchmark":
                 nxt.append(src)
         frontier = sorted(set(nxt))
