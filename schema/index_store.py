@@ -160,6 +160,21 @@ class PackedGraph:
         self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
 
 
+def _by_first_op(hits: list[TracedHit]) -> list[TracedHit]:
+    """``hits`` (ordered by benchmark, test and base name) ordered by benchmark, test and first
+    op name: only a test with an op named with its namespace (``quantized::add``) can differ."""
+    out: list[TracedHit] = []
+    start = 0
+    for end in range(1, len(hits) + 1):
+        if end == len(hits) or hits[end][1:3] != hits[start][1:3]:
+            group = hits[start:end]
+            if any("::" in op for h in group for op in h.ops):
+                group.sort(key=lambda h: h.ops[0])
+            out += group
+            start = end
+    return out
+
+
 class IndexStore:
     """Read queries of ``perfq affected`` and friends over one open index connection."""
 
@@ -332,17 +347,25 @@ class IndexStore:
             [ops],
         ).fetchall()
         layouts = layouts or {}
-        out: list[TracedHit] = []
-        for bench, test, namespace, base, module, device, mode, seen, layout in rows:
-            wanted = [
+        wanted: dict[tuple[str, str, str], tuple[str, ...]] = {}  # (namespace, base, layout) -> overloads
+
+        def overloads_on(namespace: str, base: str, layout: str) -> tuple[str, ...]:
+            return tuple(
                 op
                 for op in overloads.get((namespace, base), ())
                 if "any" in layouts.get(op, ("any",)) or layout in layouts[op]
-            ]
-            if wanted:
-                out.append(TracedHit(tuple(wanted), bench, test, module, device, mode, seen))
-        out.sort(key=lambda h: (h.bench, h.test, h.ops[0]))  # names with a namespace sort apart from their base
-        return out
+            )
+
+        out: list[TracedHit] = []
+        make = tuple.__new__  # TracedHit's own __new__ is Python code, and there are tens of thousands
+        for bench, test, namespace, base, module, device, mode, seen, layout in rows:
+            key = (namespace, base, layout)
+            ops_on = wanted.get(key)
+            if ops_on is None:
+                ops_on = wanted[key] = overloads_on(namespace, base, layout)
+            if ops_on:
+                out.append(make(TracedHit, (ops_on, bench, test, module, device, mode, seen)))
+        return _by_first_op(out) if any("::" in op for names in overloads.values() for op in names) else out
 
     def executed(self, ops: list[str]) -> set[str]:
         """Those of ``ops`` that some traced test executes (any overload, any layout)."""
