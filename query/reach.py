@@ -75,7 +75,7 @@ def walk_up(
     backends: dict[str, set[str]] | None = None,
 ) -> Reach:
     """Breadth-first walk from ``starts`` (node -> device family, '' = any) along
-    reach_edges (dst -> src), one SQL query per level. A path that has committed to a
+    reach_edges (dst -> src), read from the packed graph. A path that has committed to a
     device (a CPU kernel file, a CPU dispatch key) does not cross a registration for
     another device. Benchmark nodes are reached but not expanded. ``composite_hops``
     bounds how many times a path may go from an operator into C++ code that calls it
@@ -98,59 +98,58 @@ def walk_up(
             r.truncated = True
             break
         depth += 1
-        rows = store.edges_into(frontier)
-        fanout: dict[int, int] = {}  # op, or an op's kernel function -> C++ functions calling it
-        callers: dict[int, int] = {}  # function -> C++ functions calling it
-        kernel_fns = {dst for dst, _, ekind, *_ in rows if ekind == "kernel"}  # kernels of an operator
-        for dst, _, ekind, _, nkind, _, _ in rows:
-            if (ekind == "op_call" and nkind == "function") or (ekind == "call" and dst in kernel_fns):
-                fanout[dst] = fanout.get(dst, 0) + 1
-            if ekind == "call":
-                callers[dst] = callers.get(dst, 0) + 1
         nxt = []
         append_edge, into_op, depth_of, parent_of = r.edges.append, r.into_op.append, r.depth, r.parent
         kind_of, key_of, label_of = r.kind, r.key, r.label
-        for dst, src, ekind, detail, nkind, nkey, nlabel in rows:
-            dev, hops = state[dst]
-            if ekind == "call":
-                if hops and hub_fanout is not None and callers[dst] > hub_fanout:
-                    continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
-                composite = dst in kernel_fns  # calling an operator's kernel function directly is a composite step
-            else:
-                composite = ekind == "op_call" and nkind == "function"  # calling an operator through its API
-            if composite or ekind == "backward":
-                hops += 1
-                if composite_hops is not None and hops > composite_hops:
+        for dst, edges in store.edges_into(frontier):
+            kernel_fn = any(ekind == "kernel" for _, ekind, _, _, _ in edges)  # the kernel of an operator
+            # C++ functions calling dst: calls of an operator (or of its kernel function), and of a function
+            fanout = sum(
+                1 for _, ekind, _, nkind, _ in edges
+                if (ekind == "op_call" and nkind == "function") or (ekind == "call" and kernel_fn)
+            )
+            callers = sum(1 for _, ekind, _, _, _ in edges if ekind == "call")
+            for src, ekind, detail, nkind, nkey in edges:
+                dev, hops = state[dst]
+                if ekind == "call":
+                    if hops and hub_fanout is not None and callers > hub_fanout:
+                        continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
+                    composite = kernel_fn  # calling an operator's kernel function directly is a composite step
+                else:
+                    composite = ekind == "op_call" and nkind == "function"  # calling an operator through its API
+                if composite or ekind == "backward":
+                    hops += 1
+                    if composite_hops is not None and hops > composite_hops:
+                        continue
+                    if hub_fanout is not None and fanout > hub_fanout:
+                        r.hubs.add(dst)
+                        continue
+                elif ekind in _REGISTRATIONS:
+                    edge_dev = device_of_key(detail)
+                    if dev and edge_dev and edge_dev != dev:
+                        continue  # a CPU change does not reach an op through its CUDA registration
+                    if dev and not edge_dev and ekind == "kernel" and dev in backends.get(nkey, ()):
+                        continue  # a composite kernel the op does not use on this device (it has its own)
+                    dev = dev or edge_dev
+                append_edge((dst, src))
+                if nkind == "op":
+                    into_op((dst, src, ekind, detail))
+                elif nkind == "benchmark":
+                    r.into_benchmark.setdefault(src, set()).add(detail)
+                if src in depth_of:
+                    old_dev, old_hops = state[src]
+                    if (old_dev and not dev) or hops < old_hops:
+                        # reached again with a wider device or fewer composite hops: walk on from there
+                        state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
+                        if nkind != "benchmark":
+                            nxt.append(src)
                     continue
-                if hub_fanout is not None and fanout.get(dst, 0) > hub_fanout:
-                    r.hubs.add(dst)
-                    continue
-            elif ekind in _REGISTRATIONS:
-                edge_dev = device_of_key(detail)
-                if dev and edge_dev and edge_dev != dev:
-                    continue  # a CPU change does not reach an op through its CUDA registration
-                if dev and not edge_dev and ekind == "kernel" and dev in backends.get(nkey, ()):
-                    continue  # a composite kernel the op does not use on this device (it has its own)
-                dev = dev or edge_dev
-            append_edge((dst, src))
-            if nkind == "op":
-                into_op((dst, src, ekind, detail))
-            elif nkind == "benchmark":
-                r.into_benchmark.setdefault(src, set()).add(detail)
-            if src in depth_of:
-                old_dev, old_hops = state[src]
-                if (old_dev and not dev) or hops < old_hops:
-                    # reached again with a wider device or fewer composite hops: walk on from there
-                    state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
-                    if nkind != "benchmark":
-                        nxt.append(src)
-                continue
-            state[src] = (dev, hops)
-            depth_of[src] = depth
-            parent_of[src] = (dst, ekind, detail)
-            kind_of[src], key_of[src], label_of[src] = nkind, nkey, nlabel
-            if nkind != "benchmark":
-                nxt.append(src)
+                state[src] = (dev, hops)
+                depth_of[src] = depth
+                parent_of[src] = (dst, ekind, detail)
+                kind_of[src], key_of[src], label_of[src] = nkind, nkey, nkey
+                if nkind != "benchmark":
+                    nxt.append(src)
         frontier = sorted(set(nxt))
     return r
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -28,16 +28,6 @@ class FunctionRow(NamedTuple):
     start_line: int
     end_line: int
     internal: bool
-
-
-class EdgeRow(NamedTuple):
-    dst: int
-    src: int
-    kind: str
-    detail: str
-    src_kind: str
-    src_key: str
-    src_label: str
 
 
 class NodeRow(NamedTuple):
@@ -158,6 +148,14 @@ class PackedGraph:
         self.edge_kinds: list[str] = names["edge_kinds"]
         self.details: list[str] = names["details"]
         self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
+
+
+InEdge = tuple[int, str, str, str, str]  # (src, edge kind, detail, kind of src, key of src)
+
+
+def _key(keys: dict[int, str], node: int) -> str:
+    key = keys.get(node)
+    return str(node) if key is None else key
 
 
 def _by_first_op(hits: list[TracedHit]) -> list[TracedHit]:
@@ -287,22 +285,20 @@ class IndexStore:
             names("reach_edges", "detail"),
         )
 
-    def edges_into(self, nodes: list[int]) -> list[EdgeRow]:
-        """Edges into ``nodes`` (by dst, then src), with the kind and key of their source
-        (labels only for operators, stubs and benchmarks: ``describe`` has the others)."""
+    def edges_into(self, nodes: list[int]) -> Iterator[tuple[int, list[InEdge]]]:
+        """Per node of ``nodes`` (sorted, once each): the edges into it, each (src, edge kind,
+        detail, kind of src, key of src), read from the packed arrays with no row per edge
+        built beyond this one tuple. Keys are named for operators, stubs and benchmarks; a
+        function's key is its id (``describe`` has its name)."""
         g = self.graph()
-        out: list[EdgeRow] = []
-        append, make = out.append, tuple.__new__  # EdgeRow's own __new__ is Python code: 0.3 s for 340k edges
         keys, edge_kinds, details, node_kinds, node_kind = g.keys, g.edge_kinds, g.details, g.node_kinds, g.node_kind
+        offsets, src_of, kind_of, detail_of = g.offsets, g.src, g.kind, g.detail
         for dst in sorted(set(nodes)):
-            lo, hi = g.offsets[dst], g.offsets[dst + 1]
-            for src, kind, detail in zip(g.src[lo:hi], g.kind[lo:hi], g.detail[lo:hi], strict=True):
-                key = keys.get(src)
-                if key is None:
-                    key = str(src)
-                row = (dst, src, edge_kinds[kind], details[detail], node_kinds[node_kind[src]], key, key)
-                append(make(EdgeRow, row))
-        return out
+            lo, hi = offsets[dst], offsets[dst + 1]
+            yield dst, [
+                (src, edge_kinds[kind], details[detail], node_kinds[node_kind[src]], _key(keys, src))
+                for src, kind, detail in zip(src_of[lo:hi], kind_of[lo:hi], detail_of[lo:hi], strict=True)
+            ]
 
     def labels(self, nodes: list[int]) -> dict[int, str]:
         """node -> label (qualified names of functions)."""
