@@ -41,7 +41,7 @@ def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
     return sorted(set(found))
 
 
-def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
+def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``path`` (or ``/path``) matches one of the fnmatch ``patterns``."""
     exclusion = _exclusion(tuple(patterns))
     return exclusion.match(path) is not None or exclusion.match("/" + path) is not None
@@ -102,7 +102,7 @@ def discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
 
 
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
-    cpp = [p for p in _listed(repo, cfg.source_roots) if p.endswith(CPP_SUFFIXES) and not _excluded(p, cfg.exclude)]
+    cpp = [p for p in _listed(repo, cfg.source_roots) if p.endswith(CPP_SUFFIXES) and not excluded(p, cfg.exclude)]
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
     bench = [
         p
@@ -111,5 +111,5 @@ def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
         and not p.endswith("__init__.py")
         and (p.endswith("_test.py") or any(p.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots))
     ]
-    python = [p for p in _listed(repo, cfg.python_roots) if p.endswith(".py") and not _excluded(p, cfg.exclude)]
+    python = [p for p in _listed(repo, cfg.python_roots) if p.endswith(".py") and not excluded(p, cfg.exclude)]
     return {"cpp": cpp, "python": python, "benchmark": bench}

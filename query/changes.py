@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.discover import CPP_SUFFIXES
+from perfq.indexer.discover import CPP_SUFFIXES, excluded
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.extents import parse_extents
 
@@ -77,7 +77,7 @@ def source_kind(path: str, cfg: Config) -> str:
         path.startswith(r.strip("/") + "/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
     ):
         return "benchmark"
-    if any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch("/" + path, p) for p in cfg.exclude):
+    if excluded(path, cfg.exclude):
         return "other"  # tests, third_party: not indexed, nothing a benchmark runs
     if path.endswith(CPP_SUFFIXES):
         return "cpp"
