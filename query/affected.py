@@ -236,9 +236,15 @@ def _chain_text(r: Reach, node: int, files: dict[int, str]) -> tuple[str, ...]:
     return tuple(_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in r.chain(node))
 
 
-def _chain_functions(r: Reach, ends: list[int]) -> list[int]:
-    """The C++ functions on the chains from the start nodes to ``ends``."""
-    return sorted({n for end in ends for n, _, _ in r.chain(end) if r.kind.get(n) == "function"})
+def _functions(r: Reach, nodes: set[int]) -> list[int]:
+    """The C++ functions among ``nodes``."""
+    return sorted(n for n in nodes if r.kind.get(n) == "function")
+
+
+def _usable(hits: list[TracedHit], families: set[str], benches: dict[str, BenchmarkRow]) -> list[TracedHit]:
+    """The hits of indexed benchmarks on a device the change can reach."""
+    device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
+    return [h for h in hits if device_ok[h.device] and h.bench in benches]
 
 
 def _families(changed_paths: Iterable[str]) -> set[str]:
@@ -352,7 +358,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     own_layouts = own.layouts()
     layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
     layouts.update(
-        _layouts_from_paths(own, store.function_paths(_chain_functions(own, own.nodes_of("op"))))
+        _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of("op")))))
     )
     sets = store.canary_sets()
     patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
@@ -375,26 +381,27 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         op_chains = inner
     else:
         op_chains = own
+    hits = _usable(hits, families, benches)
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}
-    explained = [
-        (op_chains, [n for n in op_chains.nodes_of("op") if op_chains.key[n] in hit_ops]),
-        (walk, walk.nodes_of("benchmark")),
+    chains = [
+        (op_chains, op_chains.chain_nodes([n for n in op_chains.nodes_of("op") if op_chains.key[n] in hit_ops])),
+        (walk, walk.chain_nodes(walk.nodes_of("benchmark"))),
     ]
-    fill_labels(store, explained)
-    files = store.function_paths(sorted({n for r, ends in explained for n in _chain_functions(r, ends)}))
+    fill_labels(store, chains)
+    files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
     compile_mode = bool(cs.compile_paths)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
     sel = _Selection()
     op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
-    _select_traced(sel, hits, op_chains, op_node, start_of, files, families, benches)
+    _select_traced(sel, hits, op_chains, op_node, start_of, files)
     _select_static(sel, walk, start_of, files, benches)
     for path in cs.benchmark_files:
         name = Path(path).stem
         sel.add(name, Source.changed, Confidence.high, Reason(path, (f"benchmark file {path} changed",)))
 
-    canary = _canaries(patterns, unbounded, own_ops, hits, families, benches, sets, cfg)
+    canary = _canaries(patterns, unbounded, own_ops, hits, benches, sets, cfg)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     selected = _finish(sel, benches, families, modes)
@@ -489,15 +496,11 @@ def _select_traced(
     op_node: dict[str, int],
     start_of: dict[int, Start],
     files: dict[int, str],
-    families: set[str],
-    benches: dict[str, BenchmarkRow],
 ) -> None:
-    """Benchmarks whose traced tests execute an operator the change implements."""
+    """Benchmarks whose traced tests (usable hits) execute an operator the change implements."""
     by_bench: dict[str, list[TracedHit]] = {}
-    device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
     for h in hits:
-        if device_ok[h.device] and h.bench in benches:
-            by_bench.setdefault(h.bench, []).append(h)
+        by_bench.setdefault(h.bench, []).append(h)
     for bench, bench_hits in by_bench.items():
         ops = list(dict.fromkeys(op for h in bench_hits for op in h.ops))
         for op in ops[:_REASONS_KEPT]:
@@ -558,7 +561,6 @@ def _canaries(
     unbounded: bool,
     own_ops: list[str],
     hits: list[TracedHit],
-    families: set[str],
     benches: dict[str, BenchmarkRow],
     sets: list[CanarySetRow],
     cfg: Config,
@@ -567,10 +569,8 @@ def _canaries(
     operators the change implements; the set's own list (indexed benchmarks only) when
     traces cover none of them."""
     covers: dict[str, set[str]] = {}
-    device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
-    for h in hits:
-        if device_ok[h.device] and h.bench in benches:
-            covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
+    for h in hits:  # usable hits only
+        covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
     chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
 
     def members(s: CanarySetRow | None) -> tuple[CanaryBenchmark, ...]:

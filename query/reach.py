@@ -50,6 +50,10 @@ class Reach:
     def nodes_of(self, kind: str) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
 
+    def chain_nodes(self, ends: list[int]) -> set[int]:
+        """Every node on the chains from the start nodes to ``ends``."""
+        return {n for end in ends for n, _, _ in self.chain(end)}
+
     def chain(self, node: int) -> list[tuple[int, str, str]]:
         """(node, edge kind that led to it, detail) from the start node to ``node``."""
         out = []
@@ -154,13 +158,10 @@ def walk_up(
     return r
 
 
-def fill_labels(store: IndexStore, explained: list[tuple[Reach, list[int]]]) -> None:
-    """The qualified names of the functions on the chains to the given end nodes of each
-    walk (walks know functions by id only), read in one query."""
-    wanted = [
-        (r, {n for end in ends for n, _, _ in r.chain(end) if r.kind.get(n) in ("function", "pyfunction")})
-        for r, ends in explained
-    ]
+def fill_labels(store: IndexStore, chains: list[tuple[Reach, set[int]]]) -> None:
+    """The qualified names of the functions among the given nodes of each walk (walks know
+    functions by id only), read in one query."""
+    wanted = [(r, {n for n in nodes if r.kind.get(n) in ("function", "pyfunction")}) for r, nodes in chains]
     labels = store.labels(sorted(set().union(*(nodes for _, nodes in wanted))))
     for r, nodes in wanted:
         r.label.update((n, labels[n]) for n in nodes)
