@@ -66,13 +66,18 @@ def _texts(
 
 
 def _extents(
-    store: IndexStore, wanted: list[tuple[str, str, bytes]], heads: dict[str, tuple[FileChange, bytes]]
+    store: IndexStore,
+    base: list[tuple[str, str, bytes]],
+    head: list[tuple[str, str, bytes]],
+    changes: dict[str, FileChange],
 ) -> dict[tuple[str, str], FileFacts]:
-    """Function extents for (kind, path, content): from the index when that content is
-    the indexed one, moved from the base version's when a C++ change keeps every function's
-    bounds (``heads``: new path -> its change and base content), else parsed (in a process
-    pool when there are many)."""
-    keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in wanted}
+    """Function extents for (kind, path, content) of the base and head versions: from the
+    index when that content is the indexed one, moved from the base version's when a C++
+    change keeps every function's bounds (``changes``: by new path), else parsed (in a
+    process pool when there are many)."""
+    base_keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in base}
+    head_keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in head}
+    keyed = {**base_keyed, **head_keyed}
     out: dict[tuple[str, str], FileFacts] = {}
     digests = store.file_digests(sorted({path for path, _ in keyed}))
     indexed = {
@@ -85,11 +90,12 @@ def _extents(
             Function(row.qualname, row.name, row.kind, row.start_line, row.end_line, row.internal)
         )
     out.update({(p, f.sha256): f for p, f in indexed.items()})
-    for key, (kind, path, data) in keyed.items():
-        if key not in out and kind == "cpp" and path in heads:
-            change, base_data = heads[path]
-            base = out.get((change.old_path or "", hashlib.sha256(base_data).hexdigest()))
-            moved = None if base is None else shifted_extents(base, base_data, change, key[1], data.count(b"\n") + 1)
+    base_key = {path: key for key, (_, path, _) in base_keyed.items()}
+    for key, (kind, path, data) in head_keyed.items():
+        change = changes.get(path)
+        before = base_key.get(change.old_path or "") if change is not None and kind == "cpp" else None
+        if key not in out and before in out:
+            moved = shifted_extents(out[before], base_keyed[before][2], change, key[1], data.count(b"\n") + 1)
             if moved is not None:
                 out[key] = moved
     todo = [(key, job) for key, job in keyed.items() if key not in out]
@@ -151,19 +157,16 @@ def affected_for_ref(
     with open_index(db) as con:
         store = IndexStore(con)
         kinds = {c.path: source_kind(c.path, cfg) for c in changes}
-        wanted = []
+        sides = []
         for texts, side in ((base_texts, "old_path"), (head_texts, "new_path")):
+            versions = []
             for c in changes:
                 path = getattr(c, side)
                 kind = kinds[c.path]
                 if path and kind in ("cpp", "python") and texts.get(path) is not None:
-                    wanted.append((kind, path, texts[path]))
-        heads = {
-            c.new_path: (c, base_texts[c.old_path])
-            for c in changes
-            if c.old_path and c.new_path and base_texts.get(c.old_path) is not None
-        }
-        extents = _extents(store, wanted, heads)
+                    versions.append((kind, path, texts[path]))
+            sides.append(versions)
+        extents = _extents(store, *sides, {c.new_path: c for c in changes if c.new_path})
 
         def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
             return extents.get((path, hashlib.sha256(data).hexdigest()))
