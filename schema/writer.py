@@ -37,16 +37,16 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -
     if not rows:
         return
     cols = _columns(con, table)
+    names = ", ".join(name for name, _ in cols)
+    columns = [[r[i] for r in rows] for i in range(len(cols))]
     if len(rows) <= _AS_LISTS:
         values = ", ".join(f"unnest(?::{kind}[])" for _, kind in cols)
-        names = ", ".join(name for name, _ in cols)
-        con.execute(f"INSERT INTO {table} ({names}) SELECT {values}", [[r[i] for r in rows] for i in range(len(cols))])
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {values}", columns)
         return
     import numpy as np  # here: only large loads need it
 
     data = {}
-    for i, (col, _) in enumerate(cols):
-        values = [r[i] for r in rows]
+    for (col, _), values in zip(cols, columns, strict=True):
         if all(type(v) is int for v in values):
             data[col] = np.array(values, dtype=np.int64)
         elif all(type(v) is bool for v in values):
@@ -55,7 +55,7 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -
             data[col] = np.array(values, dtype=object)
     con.register("_perfq_rows", data)
     try:
-        con.execute(f"INSERT INTO {table} SELECT {', '.join(c for c, _ in cols)} FROM _perfq_rows")
+        con.execute(f"INSERT INTO {table} SELECT {names} FROM _perfq_rows")
     finally:
         con.unregister("_perfq_rows")
 
