@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,9 +25,16 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@l", "GIT_COMMITTE
 
 def run_perfq(cwd: Path, *args: str, stdin: str | None = None, env: dict[str, str] | None = None,
               timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real perfq CLI in a subprocess (real exit codes, stderr, signals)."""
+    """Run the real perfq CLI in a subprocess (real exit codes, stderr, signals). Ctrl-C
+    (SIGINT) reaches it as it reaches a terminal's foreground command, even when the suite runs
+    as a background job, whose shell has it ignored (an ignored SIGINT is inherited)."""
     return subprocess.run([sys.executable, "-m", "perfq", *args], cwd=cwd, capture_output=True, text=True,
-                          input=stdin, env={**os.environ, **(env or {})}, timeout=timeout)
+                          input=stdin, env={**os.environ, **(env or {})}, timeout=timeout,
+                          preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def db_rows(db: Path, sql: str) -> list[tuple]:
