@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import duckdb
 import yaml
 
 from perfq import __version__
@@ -43,6 +42,7 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream, resolve_upstream
+from perfq.schema.engine import duckdb
 from perfq.schema.writer import build_lock, write_index
 
 _EXTRACTOR_SOURCES = [

@@ -14,12 +14,11 @@ import json
 import time
 from pathlib import Path
 
-import duckdb
-
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.graph import KEYED, pack_columns
 from perfq.indexer.link_cpp import CppCallLinker
+from perfq.schema.engine import duckdb
 from perfq.schema.index_store import IndexStore
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import insert_rows, replacing

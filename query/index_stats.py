@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import duckdb
-
+from perfq.schema.engine import duckdb
 from perfq.schema.index_store import IndexStore
 
 

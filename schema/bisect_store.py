@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.schema.db import transaction
+from perfq.schema.engine import duckdb
 from perfq.schema.history import connect_history
 
 RESUMABLE = ("running", "interrupted")

@@ -6,9 +6,8 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
-
 from perfq.errors import PerfqError
+from perfq.schema.engine import duckdb
 
 
 class DatabaseLocked(PerfqError):

@@ -18,10 +18,9 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.schema.db import DatabaseLocked, open_db, transaction
+from perfq.schema.engine import duckdb
 
 LOCK_WAIT = 30.0  # seconds an open waits for another process's hold on the history
 _HISTORY_TABLES = {"schema_migrations", "runs", "ir_records", "bisect_sessions"}  # any of these: a history

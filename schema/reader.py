@@ -6,10 +6,9 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.schema.db import open_db
+from perfq.schema.engine import duckdb
 from perfq.schema.version import SCHEMA_VERSION
 
 

@@ -28,10 +28,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.schema.db import DatabaseLocked, transaction
+from perfq.schema.engine import duckdb
 from perfq.schema.history import LOCK_WAIT, connect_history, open_waiting, tables
 from perfq.schema.results_store import FAILURE_FIELDS, RESULT_TABLES, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
 

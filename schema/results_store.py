@@ -19,11 +19,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import duckdb
 import numpy as np
 
 from perfq.errors import PerfqError
 from perfq.schema.db import transaction
+from perfq.schema.engine import duckdb
 from perfq.schema.history import LOCK_WAIT, connect_history, tables
 
 RUN_FIELDS = (

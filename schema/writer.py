@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-import duckdb
-
 from perfq.errors import PerfqError
+from perfq.schema.engine import duckdb
 from perfq.schema.version import SCHEMA_VERSION
 
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-import duckdb
-
 from perfq.common.paths import git_common_dir
 from perfq.coverage.history import changed_lines
 from perfq.coverage.report import HistoryNote, churn_by_op, functions_touched, ops_reached
+from perfq.schema.engine import duckdb
 from perfq.schema.index_store import IndexStore
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import duckdb
-
 from perfq.coverage.report import CoverageFacts, Overload
+from perfq.schema.engine import duckdb
 from perfq.schema.index_store import IndexStore
 
 

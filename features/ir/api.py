@@ -8,14 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.ir.collect import check_targets, collect, require_triton
 from perfq.ir.diff import changed_kernels
 from perfq.ir.manifest import load_manifest
 from perfq.ir.normalize import normalize_ir
 from perfq.ir.store import labels
+from perfq.schema.engine import duckdb
 
 __all__ = ["changed_kernels", "kernel_fingerprint", "stored_labels"]
 

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from perfq.errors import PerfqError
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
+from perfq.schema.engine import duckdb
 from perfq.schema.history import connect_history
 from perfq.schema.ir_store import IrRecordRow, IrStore, LabelSummary
 
