@@ -12,7 +12,6 @@ from pathlib import Path
 from perfq.common import git
 from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
-from perfq.common.pool import worker_pool
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
@@ -45,15 +44,17 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
 def _texts(
     repo: Path, changes: list[FileChange], base: str | None, head: str | None, patch: bool
 ) -> tuple[dict[str, bytes | None], dict[str, bytes | None]]:
-    """Base and head contents of the changed files (a bare patch: head rebuilt from base)."""
+    """Base and head contents of the changed files (a bare patch: head rebuilt from base);
+    the committed versions of both sides come from one ``git cat-file`` process."""
+    base_paths = [c.old_path for c in changes if c.old_path]
+    head_paths = [] if patch else [c.new_path for c in changes if c.new_path]
+    wanted = [(rev, path) for rev, paths in ((base, base_paths), (head, head_paths)) if rev for path in paths]
+    blobs = git.read_blobs(repo, wanted)
 
     def read(rev: str | None, paths: list[str]) -> dict[str, bytes | None]:
-        if rev is None:
-            return {p: git.show(repo, None, p) for p in paths}
-        blobs = git.read_blobs(repo, [(rev, p) for p in paths])
-        return {p: blobs[(rev, p)] for p in paths}
+        return {p: blobs[(rev, p)] if rev else git.show(repo, None, p) for p in paths}
 
-    base_texts = read(base, [c.old_path for c in changes if c.old_path])
+    base_texts = read(base, base_paths)
     if patch:
         head_texts = {
             c.new_path: apply_hunks(base_texts.get(c.old_path) if c.old_path else None, c)
@@ -61,7 +62,7 @@ def _texts(
             if c.new_path
         }
     else:
-        head_texts = read(head, [c.new_path for c in changes if c.new_path])
+        head_texts = read(head, head_paths)
     return base_texts, head_texts
 
 
@@ -100,6 +101,8 @@ def _extents(
                 out[key] = moved
     todo = [(key, job) for key, job in keyed.items() if key not in out]
     if len(todo) >= PARALLEL_PARSE_FROM:
+        from perfq.common.pool import worker_pool  # here: its multiprocessing import costs a small diff 10 ms
+
         with worker_pool(os.cpu_count() or 1) as pool:
             results = pool.map(_parse_job, [job for _, job in todo], chunksize=8)
             out.update({key: facts for (key, _), facts in zip(todo, results, strict=True) if facts is not None})
