@@ -41,12 +41,13 @@ def default_history_path(repo: Path) -> Path:
     return state_dir(repo) / HISTORY_FILE
 
 
-def write_atomically(path: Path, chunks: Iterable[str]) -> None:
-    """Write ``chunks`` to ``path`` through a scratch file (``<name>.<pid>.tmp``) renamed over it:
-    readers see the old file or the new one, never half of one. OSError propagates."""
+def write_atomically(path: Path, chunks: Iterable[str] | Iterable[bytes], *, binary: bool = False) -> None:
+    """Write ``chunks`` (text, or bytes when ``binary``) to ``path`` through a scratch file
+    (``<name>.<pid>.tmp``) renamed over it: readers see the old file or the new one, never
+    half of one. OSError propagates."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with tmp.open("wb") if binary else tmp.open("w", encoding="utf-8") as fh:
             fh.writelines(chunks)
         os.replace(tmp, path)
     finally:

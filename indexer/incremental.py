@@ -19,9 +19,10 @@ from perfq.indexer.facts import Call, FileFacts, registration_signature, structu
 from perfq.indexer.graph import KEYED, pack_columns
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.schema.engine import duckdb
+from perfq.schema.graph_file import graph_token
 from perfq.schema.index_store import IndexStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import insert_rows, replacing
+from perfq.schema.writer import insert_rows, replacing, save_graph_file
 
 MAX_PATCHED_FILES = 25
 
@@ -72,9 +73,12 @@ def patch_index(
         new_facts[path] = (facts, structure_signature(facts) != files[path][2])
     timings["extract"] = time.perf_counter() - t0
     t1 = time.perf_counter()
+    graph: list[tuple[str, bytes]] = []
     with replacing(db_path, copy_existing=True) as con:
         if _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))}):
-            _repack_graph(con)
+            graph = _repack_graph(con)
+    if graph:
+        save_graph_file(db_path, graph, graph_token(graph))
     timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
     return len(changed), timings
@@ -285,8 +289,11 @@ def _edges_into(
     return reach
 
 
-def _repack_graph(con: duckdb.DuckDBPyConnection) -> None:
-    """The packed graph of the patched nodes and edges (queries read it, not the edge table)."""
+def _repack_graph(con: duckdb.DuckDBPyConnection) -> list[tuple[str, bytes]]:
+    """The packed graph of the patched nodes and edges (queries read it, not the edge
+    table), written with its token; returns its rows."""
     rows = pack_columns(IndexStore(con).graph_columns(KEYED))
     con.execute("DELETE FROM graph")
     insert_rows(con, "graph", rows)
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [graph_token(rows)])
+    return rows

@@ -158,7 +158,7 @@ def affected_for_ref(
         changes = parse_diff(git.diff(repo, base, head))
         base_texts, head_texts = _texts(repo, changes, base, head, patch=False)
     with open_index(db) as con:
-        store = IndexStore(con)
+        store = IndexStore(con, db)
         kinds = {c.path: source_kind(c.path, cfg) for c in changes}
         sides = []
         for texts, side in ((base_texts, "old_path"), (head_texts, "new_path")):

@@ -8,9 +8,11 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from perfq.schema.engine import duckdb
+from perfq.schema.graph_file import read_graph_file
 
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
@@ -128,7 +130,10 @@ class ReachGraph(NamedTuple):
     function_nodes: dict[int, int]  # function id -> node id
 
 
-def _array(code: str, data: bytes) -> array:
+def _array(code: str, data: bytes | memoryview) -> array | memoryview:
+    """The items of ``data``: a view of the graph file's map as is, table bytes copied."""
+    if isinstance(data, memoryview):
+        return data.cast(code)
     out = array(code)
     out.frombytes(data)
     return out
@@ -137,8 +142,8 @@ def _array(code: str, data: bytes) -> array:
 class PackedGraph:
     """The ``graph`` table's parts as arrays (see indexer/graph.py for the layout)."""
 
-    def __init__(self, parts: dict[str, bytes]) -> None:
-        names = json.loads(parts["names"])
+    def __init__(self, parts: dict[str, bytes] | dict[str, memoryview]) -> None:
+        names = json.loads(bytes(parts["names"]))
         self.offsets = _array("q", parts["offsets"])  # the stdlib array: numpy's import costs a query 0.1 s
         self.src = _array("i", parts["src"])
         self.kind = _array("B", parts["kind"])
@@ -176,8 +181,11 @@ def _by_first_op(hits: list[TracedHit]) -> list[TracedHit]:
 class IndexStore:
     """Read queries of ``perfq affected`` and friends over one open index connection."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, db: Path | None = None) -> None:
+        """``db``: the file ``con`` opened, whose graph file a query may read (graph_file.py)."""
         self.con = con
+        self.db = db
+        self._meta: dict[str, str] | None = None
         self._graph: PackedGraph | None = None
         self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
 
@@ -260,8 +268,9 @@ class IndexStore:
     def graph(self) -> PackedGraph:
         """The packed reachability graph (indexer/graph.py), read once per store."""
         if self._graph is None:
-            parts = dict(self.con.execute("SELECT part, data FROM graph").fetchall())
-            self._graph = PackedGraph(parts)
+            token = self.meta().get("graph_token") if self.db is not None else None
+            mapped = read_graph_file(self.db, token) if self.db is not None and token else None
+            self._graph = PackedGraph(mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall()))
         return self._graph
 
     def graph_columns(self, keyed: tuple[str, ...]) -> GraphColumns:
@@ -396,7 +405,10 @@ class IndexStore:
         ]
 
     def meta(self) -> dict[str, str]:
-        return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        """The ``meta`` table, read once per store."""
+        if self._meta is None:
+            self._meta = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        return dict(self._meta)
 
     # ---- coverage: operators, kernels, benchmarks -------------------------------------------------
     def ops(self) -> list[OpRow]:

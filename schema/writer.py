@@ -14,6 +14,7 @@ from pathlib import Path
 
 from perfq.errors import PerfqError
 from perfq.schema.engine import duckdb
+from perfq.schema.graph_file import graph_token, write_graph_file
 from perfq.schema.version import SCHEMA_VERSION
 
 
@@ -147,9 +148,19 @@ def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.Duck
 
 
 def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
-    """Write a complete index to ``target`` atomically."""
+    """Write a complete index to ``target`` atomically, then its graph file (graph_file.py)."""
+    graph = tables.get("graph", [])
+    token = graph_token(graph)
     with replacing(target) as con:
         con.execute(index_ddl())
         for table, rows in tables.items():
             insert_rows(con, table, rows)
-        insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION)}.items()))
+        insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION), "graph_token": token}.items()))
+    save_graph_file(target, graph, token)
+
+
+def save_graph_file(target: Path, rows: list[tuple[str, bytes]], token: str) -> None:
+    """The graph file of the index just written at ``target``; when it cannot be written the
+    index is whole all the same (queries read the graph table)."""
+    with contextlib.suppress(OSError):
+        write_graph_file(target, rows, token)

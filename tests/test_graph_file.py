@@ -1,0 +1,108 @@
+"""The packed graph's copy beside the index: written with every graph, read only when it is
+the graph the index names, and never able to change an answer."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from perfq.config import Config
+from perfq.indexer.build import build_index
+from perfq.schema.graph_file import graph_file, graph_token, read_graph_file
+from perfq.schema.index_store import IndexStore
+from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
+
+KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
+
+
+def _table(db: Path) -> tuple[dict[str, bytes], str]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        parts = dict(con.execute("SELECT part, data FROM graph").fetchall())
+        token = con.execute("SELECT value FROM meta WHERE key = 'graph_token'").fetchone()[0]
+    finally:
+        con.close()
+    return parts, token
+
+
+def _file_matches_table(db: Path) -> bool:
+    parts, token = _table(db)
+    mapped = read_graph_file(db, token)
+    return (
+        mapped is not None
+        and token == graph_token(list(parts.items()))
+        and {part: bytes(view) for part, view in mapped.items()} == parts
+    )
+
+
+def test_full_and_incremental_builds_write_the_graph_the_index_holds(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert _file_matches_table(db)
+    first_token = _table(db)[1]
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    assert _table(db)[1] != first_token  # a new function: the graph was repacked
+    assert _file_matches_table(db)
+
+
+def test_a_store_reads_the_file_only_when_it_holds_the_indexed_graph(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    old_file = tmp_path / "old.graph"
+    shutil.copyfile(graph_file(db), old_file)
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    parts, _ = _table(db)
+
+    def read() -> tuple[type, list[int]]:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            g = IndexStore(con, db).graph()
+            return type(g.src), list(g.src)
+        finally:
+            con.close()
+
+    assert read()[0] is memoryview  # the file, mapped
+    shutil.copyfile(old_file, graph_file(db))  # the previous build's graph: stale
+    kind, src = read()
+    assert kind is not memoryview  # the table
+    assert src == list(memoryview(parts["src"]).cast("i"))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda data: data[: len(data) // 2], id="cut-short"),
+        pytest.param(lambda data: b"", id="empty"),
+        pytest.param(lambda data: b"\0" * len(data), id="zeroed"),
+        pytest.param(lambda data: data.replace(b'"token"', b'"tokem"', 1), id="no-token"),
+        pytest.param(lambda data: data[:20] + b"{not json" + data[29:], id="bad-header"),
+    ],
+)
+def test_a_damaged_or_missing_file_never_changes_the_answer(tmp_path: Path, damage):
+    repo = make_repo(tmp_path / "repo")
+    assert perfq(repo, "index", "-q").returncode == 0
+    git(repo, "checkout", "-q", "-b", "work")
+    replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+
+    def answer() -> dict:
+        proc = perfq(repo, "affected", "main", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    expected = answer()
+    assert expected["benchmarks"]
+    path = graph_file(repo / ".git/perfq/index.duckdb")
+    data = path.read_bytes()
+    path.write_bytes(damage(data))
+    assert answer() == expected
+    path.unlink()
+    assert answer() == expected
