@@ -182,8 +182,9 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
     unmapped: list[Unmapped] = []
     warnings: list[str] = []
     paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    includers = store.includers(sorted({p for p, _, _ in cs.file_level}))
     by_file: dict[str, list] = {}
-    for row in store.functions_in(paths):
+    for row in store.functions_in(sorted(set(paths).union(*includers.values()))):
         by_file.setdefault(row.path, []).append(row)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
@@ -202,11 +203,11 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     for path, lines, why in cs.file_level:
         own = [r.id for r in by_file.get(path, [])]
-        includers = store.includers([path])
-        from_includers = [r.id for r in store.functions_in(includers)] if includers else []
+        including = includers.get(path, [])
+        from_includers = sorted(r.id for q in including for r in by_file.get(q, []))
         note = f"; falling back to the {len(own)} functions of the file" if own else ""
-        if includers:
-            note += f" and of the {len(includers)} files that include it"
+        if including:
+            note += f" and of the {len(including)} files that include it"
         unmapped.append(Unmapped(path, None, tuple(lines), why + note))
         if own or from_includers:
             warnings.append(f"{path}: lines {lines[:6]} are outside any function; selection from the whole file (low)")
@@ -484,7 +485,7 @@ def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
     headers = sorted({cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh"))})
     if not headers:
         return []
-    rows = store.functions_in(headers + store.includers(headers))
+    rows = store.functions_in(sorted(set(headers).union(*store.includers(headers).values())))
     why = "a changed header function whose callers the index does not link"
     return [Start(r.id, f"{r.path} (header fallback)", Confidence.low, why, device_of_path(r.path)) for r in rows]
 

@@ -238,16 +238,19 @@ class IndexStore:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def includers(self, paths: list[str]) -> list[str]:
-        """Indexed files that include one of ``paths`` (resolved includes)."""
+    def includers(self, paths: list[str]) -> dict[str, list[str]]:
+        """path -> the indexed files that include it (resolved includes), for those of ``paths``
+        that some file includes."""
         if not paths:
-            return []
-        rows = self.con.execute(
-            "SELECT DISTINCT src.path FROM includes i JOIN files dst ON dst.id = i.target_file_id"
-            " JOIN files src ON src.id = i.file_id WHERE dst.path IN (SELECT unnest(?::TEXT[])) ORDER BY 1",
+            return {}
+        out: dict[str, list[str]] = {}
+        for included, path in self.con.execute(
+            "SELECT DISTINCT dst.path, src.path FROM includes i JOIN files dst ON dst.id = i.target_file_id"
+            " JOIN files src ON src.id = i.file_id WHERE dst.path IN (SELECT unnest(?::TEXT[])) ORDER BY 1, 2",
             [paths],
-        ).fetchall()
-        return [r[0] for r in rows]
+        ).fetchall():
+            out.setdefault(included, []).append(path)
+        return out
 
     # ---- operators
     def op_nodes(self, names_or_bases: list[str]) -> list[tuple[int, str, str]]:
