@@ -56,6 +56,7 @@ class FileChange:
     added: set[int] = field(default_factory=set)  # new-side line numbers
     binary: bool = False
     hunks: list[Hunk] = field(default_factory=list)
+    new_blob: str | None = None  # the new side's object id, when the diff names it in full (--full-index)
 
     @property
     def path(self) -> str:
@@ -94,7 +95,7 @@ def _hunk(raw) -> Hunk:
 def _file_change(pf) -> FileChange:
     old = None if pf.is_added_file else _strip(pf.source_file)
     new = None if pf.is_removed_file else _strip(pf.target_file)
-    fc = FileChange(old, new, binary=pf.is_binary_file)
+    fc = FileChange(old, new, binary=pf.is_binary_file, new_blob=_new_blob(pf.patch_info))
     for raw in pf:
         fc.hunks.append(_hunk(raw))
         for line in raw:
@@ -107,6 +108,15 @@ def _file_change(pf) -> FileChange:
         if raw.target_length == 0 and new is not None:
             fc.added.add(max(1, raw.target_start))  # a pure deletion: where it was
     return fc
+
+
+def _new_blob(header: list[str] | None) -> str | None:
+    """The new object id of an ``index OLD..NEW [mode]`` header line given in full."""
+    for line in header or ():
+        if line.startswith("index ") and ".." in line:
+            blob = line.split()[1].partition("..")[2]
+            return blob if len(blob) in (40, 64) and blob.strip("0") else None
+    return None
 
 
 def parse_diff(text: str) -> list[FileChange]:

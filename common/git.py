@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -183,10 +184,18 @@ def count_commits(repo: Path, ref: str = "HEAD") -> int:
 
 def diff(repo: Path, base: str, head: str | None) -> str:
     """Unified diff (no context) from ``base`` to ``head`` (None: the working tree)."""
-    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", base]
+    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", "--full-index", base]
     if head is not None:
         args.append(head)
     return out(repo, *args)
+
+
+def blob_id(data: bytes, like: str) -> str:
+    """The id git gives ``data`` as a blob, in the hash of the id ``like`` (SHA-1 or SHA-256)."""
+    digest = hashlib.sha256() if len(like) == 64 else hashlib.sha1()
+    digest.update(b"blob %d\0" % len(data))
+    digest.update(data)
+    return digest.hexdigest()
 
 
 def show(repo: Path, rev: str | None, path: str) -> bytes | None:

@@ -44,11 +44,14 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
 def _texts(
     repo: Path, changes: list[FileChange], base: str | None, head: str | None, patch: bool
 ) -> tuple[dict[str, bytes | None], dict[str, bytes | None]]:
-    """Base and head contents of the changed files (a bare patch: head rebuilt from base);
-    the committed versions of both sides come from one ``git cat-file`` process."""
+    """Base and head contents of the changed files (a bare patch: head rebuilt from base).
+    A head version the working tree holds as is (its file is the blob the diff names) is read
+    from there; the other committed versions come from one ``git cat-file`` process."""
     base_paths = [c.old_path for c in changes if c.old_path]
     head_paths = [] if patch else [c.new_path for c in changes if c.new_path]
-    wanted = [(rev, path) for rev, paths in ((base, base_paths), (head, head_paths)) if rev for path in paths]
+    checked_out = _checked_out(repo, changes) if head and not patch else {}
+    wanted = [(base, path) for path in base_paths if base]
+    wanted += [(head, path) for path in head_paths if head and path not in checked_out]
     blobs = git.read_blobs(repo, wanted)
 
     def read(rev: str | None, paths: list[str]) -> dict[str, bytes | None]:
@@ -62,8 +65,23 @@ def _texts(
             if c.new_path
         }
     else:
-        head_texts = read(head, head_paths)
+        head_texts = {**read(head, [p for p in head_paths if p not in checked_out]), **checked_out}
     return base_texts, head_texts
+
+
+def _checked_out(repo: Path, changes: list[FileChange]) -> dict[str, bytes]:
+    """The new versions of ``changes`` that the working tree has byte for byte (reading a
+    file and hashing it is cheaper than inflating a loose object)."""
+    out: dict[str, bytes] = {}
+    for c in changes:
+        if c.new_path and c.new_blob:
+            try:
+                data = (repo / c.new_path).read_bytes()
+            except OSError:
+                continue
+            if git.blob_id(data, c.new_blob) == c.new_blob:
+                out[c.new_path] = data
+    return out
 
 
 def _extents(

@@ -269,3 +269,27 @@ def test_static_helper_in_a_header_reaches_its_includers(change, repo):
     git(repo, "checkout", "-q", "-f", "main")
     git(repo, "reset", "-q", "--hard", "HEAD~1")  # leave main (and the index) as the other tests expect
     assert perfq(repo, "index", "-q").returncode == 0
+
+
+def test_an_uncommitted_edit_stays_out_of_a_committed_comparison(repo: Path):
+    """The head's files are read from the working tree only when they are the committed
+    blobs: an edit made after the commit is not part of `affected main`. Here the commit only
+    re-spaces a line (a no-op: nothing selected) and the working tree then changes its code."""
+    git(repo, "checkout", "-q", "-b", "work")
+    try:
+        replace_in(repo, KERNEL, "out[i] * 2", "out[i]  *  2")
+        commit_all(repo)
+        committed = perfq(repo, "affected", "main", "--format", "json")
+        replace_in(repo, KERNEL, "out[i]  *  2", "out[i]  *  5")  # not committed
+        proc = perfq(repo, "affected", "main", "--format", "json")
+        with_worktree = perfq(repo, "affected", "main", "--worktree", "--format", "json")
+    finally:
+        git(repo, "checkout", "-q", "-f", "main")
+        git(repo, "branch", "-q", "-D", "work")
+    assert proc.returncode == committed.returncode == with_worktree.returncode == 0, proc.stderr
+    assert proc.stdout == committed.stdout
+    doc = json.loads(proc.stdout)
+    assert doc["no_op_changes"] and not doc["changed_functions"] and not doc["benchmarks"]
+    doc = json.loads(with_worktree.stdout)
+    assert [c["function"].split("::")[-1] for c in doc["changed_functions"]] == ["inner_loop<scalar_t>"]
+    assert doc["benchmarks"]

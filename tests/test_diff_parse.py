@@ -6,6 +6,7 @@ import difflib
 
 import pytest
 
+from perfq.common import git as gitmod
 from perfq.common.diff import apply_hunks, parse_diff
 from perfq.errors import PerfqError
 
@@ -115,3 +116,26 @@ def test_hints_and_history_read_header_lookalikes_as_content():
     assert [(h.kind, h.file, h.line) for h in hints if h.kind == "sync"] == [("sync", "x.lua", 11)]
     log = f"{COMMIT_MARK}abc def\n\n{HEADER_LOOKALIKES}"
     assert [(c.path, c.ranges) for c in parse_log(log.splitlines(keepends=True))] == [("x.lua", ((1, 3), (10, 12)))]
+
+
+def test_new_blob_ids_are_git_s_own(tmp_path):
+    """A --full-index diff names each new side's blob; blob_id computes the same id from the
+    bytes (how affected knows a working-tree file is the committed version)."""
+    from tests.aten_fixture import commit_all, git
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "a.cpp").write_bytes(b"int a;\n")
+    (tmp_path / "gone.cpp").write_bytes(b"int g;\n")
+    base = commit_all(tmp_path)
+    (tmp_path / "a.cpp").write_bytes(b"int a = 1;\r\n\xff\n")
+    (tmp_path / "gone.cpp").unlink()
+    (tmp_path / "new.cpp").write_bytes(b"")
+    head = commit_all(tmp_path)
+    changes = {fc.path: fc for fc in parse_diff(gitmod.diff(tmp_path, base, head))}
+    for path in ("a.cpp", "new.cpp"):
+        expected = git(tmp_path, "rev-parse", f"{head}:{path}").strip()
+        assert changes[path].new_blob == expected
+        assert gitmod.blob_id((tmp_path / path).read_bytes(), expected) == expected
+    assert changes["gone.cpp"].new_blob is None  # deleted: no new side
+    abbreviated = gitmod.out(tmp_path, "diff", base, head)  # git's default short ids name nothing in full
+    assert all(fc.new_blob is None for fc in parse_diff(abbreviated))
