@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfq.errors import PerfqError
+
+_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full object id (SHA-1 or SHA-256)
 
 
 def git(
@@ -145,6 +148,17 @@ def resolve_ref(repo: Path, ref: str) -> str:
     if sha is None:
         raise PerfqError(f"unknown ref {ref!r}")
     return sha
+
+
+def resolve_refs(repo: Path, refs: list[str]) -> list[str]:
+    """The commit hashes that ``refs`` name, asked in one git call; the PerfqError of the
+    first unknown ref when one names no commit."""
+    if all(ref and not ref.startswith("-") for ref in refs):
+        proc = git(repo, "rev-parse", *(f"{ref}^{{commit}}" for ref in refs), check=False)
+        shas = proc.stdout.split()
+        if proc.returncode == 0 and len(shas) == len(refs) and all(_HASH.fullmatch(sha) for sha in shas):
+            return shas
+    return [resolve_ref(repo, ref) for ref in refs]
 
 
 def head(repo: Path) -> str:

@@ -35,8 +35,7 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
             a, b = a or "HEAD", b or "HEAD"
             raise PerfqError(f"{ref} is empty: {b} is an ancestor of {a} (reversed? try {b}..{a})")
         return base, head
-    head_commit = git.resolve_ref(repo, "HEAD")
-    start = head_commit if ref == "HEAD" else git.resolve_ref(repo, ref)
+    head_commit, start = git.resolve_refs(repo, ["HEAD", ref])
     base = start if start == head_commit else git.merge_base(repo, start, head_commit)
     return base, None if worktree else head_commit
 

@@ -8,6 +8,8 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -163,19 +165,41 @@ def _key(keys: dict[int, str], node: int) -> str:
     return str(node) if key is None else key
 
 
-def _by_first_op(hits: list[TracedHit]) -> list[TracedHit]:
+def _by_first_op(hits: list[TracedHit], mixed: set[tuple[str, str]]) -> list[TracedHit]:
     """``hits`` (ordered by benchmark, test and base name) ordered by benchmark, test and first
-    op name: only a test with an op named with its namespace (``quantized::add``) can differ."""
+    op name: only a test with an op named with its namespace (``quantized::add``; ``mixed``
+    holds their (benchmark, test)) can differ."""
+    if not mixed:
+        return hits
     out: list[TracedHit] = []
-    start = 0
-    for end in range(1, len(hits) + 1):
-        if end == len(hits) or hits[end][1:3] != hits[start][1:3]:
-            group = hits[start:end]
-            if any("::" in op for h in group for op in h.ops):
-                group.sort(key=lambda h: h.ops[0])
+    for key, group in groupby(hits, key=itemgetter(1, 2)):
+        if key in mixed:
+            out += sorted(group, key=_first_op)
+        else:
             out += group
-            start = end
     return out
+
+
+def _first_op(hit: TracedHit) -> str:
+    return hit.ops[0]
+
+
+class _Overloads(dict):
+    """(namespace, base, layout) -> the overloads asked about that a test on that layout runs,
+    computed on first use."""
+
+    def __init__(self, overloads: dict[tuple[str, str], list[str]], layouts: dict[str, set[str]]) -> None:
+        super().__init__()
+        self.overloads, self.layouts = overloads, layouts
+
+    def __missing__(self, key: tuple[str, str, str]) -> tuple[str, ...]:
+        namespace, base, layout = key
+        value = self[key] = tuple(
+            op
+            for op in self.overloads.get((namespace, base), ())
+            if "any" in self.layouts.get(op, ("any",)) or layout in self.layouts[op]
+        )
+        return value
 
 
 class IndexStore:
@@ -354,26 +378,16 @@ class IndexStore:
             " ON o.namespace = t.namespace AND o.base = t.base ORDER BY t.bench, t.test, t.base, t.layout",
             [ops],
         ).fetchall()
-        layouts = layouts or {}
-        wanted: dict[tuple[str, str, str], tuple[str, ...]] = {}  # (namespace, base, layout) -> overloads
-
-        def overloads_on(namespace: str, base: str, layout: str) -> tuple[str, ...]:
-            return tuple(
-                op
-                for op in overloads.get((namespace, base), ())
-                if "any" in layouts.get(op, ("any",)) or layout in layouts[op]
-            )
-
-        out: list[TracedHit] = []
+        wanted = _Overloads(overloads, layouts or {})
         make = tuple.__new__  # TracedHit's own __new__ is Python code, and there are tens of thousands
-        for bench, test, namespace, base, module, device, mode, seen, layout in rows:
-            key = (namespace, base, layout)
-            ops_on = wanted.get(key)
-            if ops_on is None:
-                ops_on = wanted[key] = overloads_on(namespace, base, layout)
-            if ops_on:
-                out.append(make(TracedHit, (ops_on, bench, test, module, device, mode, seen)))
-        return _by_first_op(out) if any("::" in op for names in overloads.values() for op in names) else out
+        out = [
+            make(TracedHit, (ops_on, bench, test, module, device, mode, seen))
+            for bench, test, namespace, base, module, device, mode, seen, layout in rows
+            if (ops_on := wanted[namespace, base, layout])
+        ]
+        named = any("::" in op for names in overloads.values() for op in names)
+        mixed = {h[1:3] for h in out if "::" in h.ops[0]} if named else set()
+        return _by_first_op(out, mixed)
 
     def executed(self, ops: list[str]) -> set[str]:
         """Those of ``ops`` that some traced test executes (any overload, any layout)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
 
@@ -139,3 +140,17 @@ def test_new_blob_ids_are_git_s_own(tmp_path):
     assert changes["gone.cpp"].new_blob is None  # deleted: no new side
     abbreviated = gitmod.out(tmp_path, "diff", base, head)  # git's default short ids name nothing in full
     assert all(fc.new_blob is None for fc in parse_diff(abbreviated))
+
+
+def test_resolve_refs_asks_once_and_names_the_unknown_ref(tmp_path):
+    from tests.aten_fixture import commit_all, git
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "a.cpp").write_text("int a;\n")
+    first = commit_all(tmp_path)
+    (tmp_path / "a.cpp").write_text("int b;\n")
+    second = commit_all(tmp_path)
+    assert gitmod.resolve_refs(tmp_path, ["HEAD", "HEAD~1", "main"]) == [second, first, second]
+    for bad in ("nope", "--all", "", "HEAD~1..HEAD"):
+        with pytest.raises(PerfqError, match=f"unknown ref '{re.escape(bad)}'"):
+            gitmod.resolve_refs(tmp_path, ["HEAD", bad])
