@@ -3,7 +3,9 @@
 
 Whole-process timings (median of several runs, wall and CPU) for a one-file kernel change
 and for a 500-file diff, each against its target and against the anchor measured in the
-same run: `python -c "import duckdb"` (the least a process that opens the index pays). CPU
+same run: `python -c "import duckdb"` (the issue's anchor) and `python -c "import _duckdb"`
+(DuckDB's engine alone, which is what perfq imports: the least a process that opens the
+index pays). CPU
 seconds (user + sys of the child) hold up better than wall seconds on a busy machine. Uses
 a scratch worktree of the corpus and the corpus's own index (built if missing).
 
@@ -105,6 +107,7 @@ def main() -> None:
         sh([*git, "commit", "-qam", "one file"], tree)
         sh(perfq, tree)  # warm-up: bytecode written, files in the page cache
         anchor_wall, anchor_cpu, _ = timed([sys.executable, "-c", "import duckdb"], tree, args.runs)
+        engine_wall, engine_cpu, _ = timed([sys.executable, "-c", "import _duckdb"], tree, args.runs)
         one_s, one_cpu, doc = timed(perfq, tree, args.runs)
         one_selected = [b["name"] for b in doc["benchmarks"]]
         sh(["git", "reset", "-q", "--hard", "HEAD~1"], tree)
@@ -115,6 +118,7 @@ def main() -> None:
         subprocess.run(["git", "-C", str(corpus), "worktree", "remove", "--force", str(tree)], check=False)
     print("perfq affected on the PyTorch 2.6.0 index (whole process, median wall / CPU seconds)")
     print(f"anchor: python -c 'import duckdb'  {anchor_wall:5.2f} s wall  {anchor_cpu:5.2f} s CPU")
+    print(f"engine: python -c 'import _duckdb' {engine_wall:5.2f} s wall  {engine_cpu:5.2f} s CPU")
     for label, wall, cpu, target in (
         ("one-file kernel change", one_s, one_cpu, TARGETS["one_file_s"]),
         (f"{n}-file diff", many_s, many_cpu, TARGETS["five_hundred_files_s"]),
@@ -122,7 +126,7 @@ def main() -> None:
         print(
             f"{label:24} {wall:5.2f} s wall  {cpu:5.2f} s CPU  target <= {target} s  ratio to target "
             f"{wall / target:.2f} (CPU {cpu / target:.2f})  ratio to anchor {wall / anchor_wall:.1f} "
-            f"(CPU {cpu / max(anchor_cpu, 1e-6):.1f})"
+            f"(CPU {cpu / max(anchor_cpu, 1e-6):.1f})  ratio to engine {wall / engine_wall:.1f}"
         )
     print(f"one-file selection: {one_selected}")
     print(
