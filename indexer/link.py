@@ -304,17 +304,16 @@ def link(
         resolved_cache[dotted] = None
         result = py_by_qual.get(dotted)
         if result is None and depth < 6:
-            parts = dotted.split(".")
-            for cut in range(len(parts) - 1, 0, -1):
-                mod = ".".join(parts[:cut])
-                aliases = module_aliases.get(mod)
+            dot = len(dotted)
+            while (dot := dotted.rfind(".", 0, dot)) > 0:  # the longest prefix that is a module
+                aliases = module_aliases.get(dotted[:dot])
                 if aliases is None:
                     continue
-                head, rest = parts[cut], parts[cut + 1 :]
+                head, _, rest = dotted[dot + 1 :].partition(".")
                 candidates = [aliases[head]] if head in aliases else []
-                candidates += [f"{m}.{head}" for m in module_stars[mod]]
+                candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
                 for target in candidates:
-                    result = resolve_py(".".join([target, *rest]), depth + 1)
+                    result = resolve_py(f"{target}.{rest}" if rest else target, depth + 1)
                     if result is not None:
                         break
                 break
