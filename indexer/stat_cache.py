@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -32,9 +33,10 @@ def _load(path: Path) -> tuple[dict[str, list], int]:
     return doc["files"], saved if isinstance(saved, int) else 0
 
 
-def _sha256(file: Path) -> str | None:
+def _sha256(file: str) -> str | None:
     try:
-        return hashlib.sha256(file.read_bytes()).hexdigest()
+        with open(file, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
     except OSError:
         return None
 
@@ -45,10 +47,11 @@ def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, 
     old, saved_ns = _load(cache) if cache is not None else ({}, 0)
     out: dict[str, str | None] = {}
     entries: dict[str, list] = {}
+    root = str(repo)
     for rel in paths:
-        file = repo / rel
+        file = os.path.join(root, rel)  # not Path: for thousands of files its objects cost more than the stat
         try:
-            st = file.stat()
+            st = os.stat(file)
         except OSError:
             out[rel] = None
             continue
