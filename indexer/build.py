@@ -42,7 +42,6 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream, resolve_upstream
-from perfq.schema.engine import duckdb
 from perfq.schema.writer import build_lock, write_index
 
 _EXTRACTOR_SOURCES = [
@@ -87,6 +86,7 @@ class BuildReport:
     reused: int = 0
     mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
     trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) of files held without parsing
 
 
 class BuildEvents:
@@ -202,10 +202,9 @@ def build_index(
                 },
             )
         if patched is not None:
-            report.reparsed, timings = patched
-            report.timings.update(timings)
+            report.reparsed, report.counts, report.skipped = patched.reparsed, patched.counts, patched.skipped
+            report.timings.update(patched.timings)
             report.timings["total"] = time.perf_counter() - t0
-            report.counts = _counts(db_path)
             report.mode = "patched"
             return report
         cache_path = db_path.with_name(db_path.name + ".facts")
@@ -268,16 +267,8 @@ def build_index(
         report.timings["write"] = time.perf_counter() - t4
         report.timings["total"] = time.perf_counter() - t0
         report.counts = {k: len(v) for k, v in rows.items()}
+        report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
     return report
-
-
-def _counts(db_path: Path) -> dict[str, int]:
-    con = duckdb.connect(str(db_path), read_only=True)
-    try:
-        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
-        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
-    finally:
-        con.close()
 
 
 def _traces(

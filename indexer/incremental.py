@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
@@ -27,12 +28,21 @@ from perfq.schema.writer import insert_rows, replacing, save_graph_file
 MAX_PATCHED_FILES = 25
 
 
+class Patched(NamedTuple):
+    """What a patch did: files re-parsed, phase timings, and the patched index's rows per
+    table and skipped files (read on the patch's own connection)."""
+
+    reparsed: int
+    timings: dict[str, float]
+    counts: dict[str, int]
+    skipped: list[tuple[str, str]]
+
+
 def patch_index(
     repo: Path, db_path: Path, discovered: dict[str, list[str]], digests: dict[str, str | None], meta: dict[str, str]
-) -> tuple[int, dict[str, float]] | None:
+) -> Patched | None:
     """Patch ``db_path`` for the files changed since it was built (``digests``: content
-    hashes of the discovered files), or None when a full build is needed. Returns (files
-    re-parsed, phase timings)."""
+    hashes of the discovered files), or None when a full build is needed."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     try:
@@ -77,11 +87,13 @@ def patch_index(
     with replacing(db_path, copy_existing=True) as con:
         if _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))}):
             graph = _repack_graph(con)
+        store = IndexStore(con)
+        counts, skipped = store.table_counts(store.tables()), store.skipped_files()
     if graph:
         save_graph_file(db_path, graph, graph_token(graph))
     timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
-    return len(changed), timings
+    return Patched(len(changed), timings, counts, skipped)
 
 
 def _reach_from(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:

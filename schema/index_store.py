@@ -498,8 +498,13 @@ class IndexStore:
         return ReachGraph(edges, op_nodes, fn_nodes)
 
     # ---- perfq stats ------------------------------------------------------------------------
-    def table_counts(self) -> dict[str, int]:
-        return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in STATS_TABLES}
+    def table_counts(self, tables: Iterable[str] = STATS_TABLES) -> dict[str, int]:
+        """Rows per table of ``tables`` (default: those ``perfq stats`` shows)."""
+        return {t: self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
+
+    def tables(self) -> list[str]:
+        """Every table of the index."""
+        return [r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
 
     def resolution(self) -> dict[str, tuple[int, int]]:
         """(resolved, total) per kind of registration."""

@@ -66,6 +66,9 @@ def test_a_file_over_the_size_limit_is_reported_everywhere(tmp_path: Path, cli):
     assert proc.returncode == 0, proc.stderr
     assert f"not indexed: {big}: larger than {MAX_BYTES} bytes" in proc.stderr
     proc = cli(repo, "index", "--no-trace", "--format", "json")
+    assert json.loads(proc.stdout)["mode"] == "patched"  # read back from the patched index
+    assert json.loads(proc.stdout)["skipped"] == [{"file": big, "reason": f"larger than {MAX_BYTES} bytes"}]
+    proc = cli(repo, "index", "--no-trace", "--full", "--format", "json")
     assert json.loads(proc.stdout)["skipped"] == [{"file": big, "reason": f"larger than {MAX_BYTES} bytes"}]
     stats = cli(repo, "stats", "--format", "json")
     assert json.loads(stats.stdout)["skipped_files"] == [{"file": big, "reason": f"larger than {MAX_BYTES} bytes"}]

@@ -30,15 +30,6 @@ class BuildLines:
         )
 
 
-def _skipped_files(db: Path) -> list[tuple[str, str]]:
-    """(path, why) of the files the index at ``db`` holds without parsing them."""
-    from perfq.schema.index_store import IndexStore
-    from perfq.schema.reader import open_index
-
-    with open_index(db) as con:
-        return IndexStore(con).skipped_files()
-
-
 def register(app: typer.Typer) -> None:
     """Add ``index`` and ``stats`` to ``app``."""
 
@@ -126,7 +117,7 @@ def register(app: typer.Typer) -> None:
             trace=True if trace_benchmarks else trace,
             events=None if quiet else BuildLines(console(stderr=True)),
         )
-        skipped = _skipped_files(target)
+        skipped = report.skipped
         if fmt == Format.json:
             print_json(
                 {
