@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
+
+import pytest
+
+from tests.aten_fixture import commit_all, git, make_repo, replace_in
+from tests.conftest import run_perfq
 
 HEAVY = ("duckdb", "scipy", "numpy", "clang", "torch", "triton")
 
@@ -63,3 +70,31 @@ def test_one_command_imports_no_other_feature_cli():
     proc = subprocess.run([sys.executable, "-c", PROBE_ONE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "perfq 0.1.0"
     assert proc.stderr.strip() == ""
+
+
+PROBE_AFFECTED = """
+import sys
+from perfq.cli import main
+try:
+    main(["affected", "main", "--format", "json"])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yaml", "clang") if m in sys.modules),
+      file=sys.stderr)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("_duckdb") is None, reason="a duckdb without a top-level engine (1.x)")
+def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
+    """`perfq affected` on a small change runs SQL on DuckDB's compiled engine without the
+    package's Python API (55 ms), and loads no numpy, process pool, yaml or libclang."""
+    repo = make_repo(tmp_path / "repo")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    git(repo, "checkout", "-q", "-b", "work")
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    proc = subprocess.run([sys.executable, "-c", PROBE_AFFECTED], cwd=repo, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["benchmarks"]
+    assert proc.stderr.strip() == "_duckdb"
