@@ -20,10 +20,10 @@ from perfq.indexer.facts import Call, FileFacts, registration_signature, structu
 from perfq.indexer.graph import KEYED, pack_columns
 from perfq.indexer.link_cpp import CppCallLinker
 from perfq.schema.engine import duckdb
-from perfq.schema.graph_file import graph_token
+from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import insert_rows, replacing, save_graph_file
+from perfq.schema.writer import insert_rows, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 
@@ -86,11 +86,11 @@ def patch_index(
     graph: list[tuple[str, bytes]] = []
     with replacing(db_path, copy_existing=True) as con:
         if _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))}):
-            graph = _repack_graph(con)
+            graph, token = _repack_graph(con)
         store = IndexStore(con)
         counts, skipped = store.table_counts(store.tables()), store.skipped_files()
     if graph:
-        save_graph_file(db_path, graph, graph_token(graph))
+        write_graph_file(db_path, graph, token)
     timings["link"] = time.perf_counter() - t1
     timings["total"] = time.perf_counter() - started
     return Patched(len(changed), timings, counts, skipped)
@@ -301,11 +301,8 @@ def _edges_into(
     return reach
 
 
-def _repack_graph(con: duckdb.DuckDBPyConnection) -> list[tuple[str, bytes]]:
+def _repack_graph(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple[str, bytes]], str]:
     """The packed graph of the patched nodes and edges (queries read it, not the edge
-    table), written with its token; returns its rows."""
+    table), written with its token; returns its rows and token."""
     rows = pack_columns(IndexStore(con).graph_columns(KEYED))
-    con.execute("DELETE FROM graph")
-    insert_rows(con, "graph", rows)
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [graph_token(rows)])
-    return rows
+    return rows, write_graph(con, rows)

@@ -12,6 +12,7 @@ the parts, each at an offset that is a multiple of 8.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import mmap
@@ -39,8 +40,10 @@ def graph_token(rows: list[tuple[str, bytes]]) -> str:
 
 
 def write_graph_file(db: Path, rows: list[tuple[str, bytes]], token: str) -> None:
-    """Write the copy of ``rows`` for the index at ``db``; OSError propagates."""
-    write_atomically(graph_file(db), _chunks(rows, token), binary=True)
+    """Write the copy of ``rows`` for the index just written at ``db``; when it cannot be
+    written the index is whole all the same (queries read the graph table)."""
+    with contextlib.suppress(OSError):
+        write_atomically(graph_file(db), _chunks(rows, token), binary=True)
 
 
 def _chunks(rows: list[tuple[str, bytes]], token: str) -> Iterator[bytes]:

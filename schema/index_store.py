@@ -296,7 +296,7 @@ class IndexStore:
         """The packed reachability graph (indexer/graph.py), read once per store."""
         if self._graph is None:
             token = self.meta().get("graph_token") if self.db is not None else None
-            mapped = read_graph_file(self.db, token) if self.db is not None and token else None
+            mapped = read_graph_file(self.db, token) if token else None
             self._graph = PackedGraph(mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall()))
         return self._graph
 

@@ -150,17 +150,20 @@ def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.Duck
 def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
     """Write a complete index to ``target`` atomically, then its graph file (graph_file.py)."""
     graph = tables.get("graph", [])
-    token = graph_token(graph)
     with replacing(target) as con:
         con.execute(index_ddl())
         for table, rows in tables.items():
-            insert_rows(con, table, rows)
-        insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION), "graph_token": token}.items()))
-    save_graph_file(target, graph, token)
+            if table != "graph":
+                insert_rows(con, table, rows)
+        insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION)}.items()))
+        token = write_graph(con, graph)
+    write_graph_file(target, graph, token)
 
 
-def save_graph_file(target: Path, rows: list[tuple[str, bytes]], token: str) -> None:
-    """The graph file of the index just written at ``target``; when it cannot be written the
-    index is whole all the same (queries read the graph table)."""
-    with contextlib.suppress(OSError):
-        write_graph_file(target, rows, token)
+def write_graph(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, bytes]]) -> str:
+    """Replace the ``graph`` table by ``rows`` and name them in ``meta``; returns their token."""
+    token = graph_token(rows)
+    con.execute("DELETE FROM graph")
+    insert_rows(con, "graph", rows)
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [token])
+    return token
