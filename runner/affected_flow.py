@@ -88,11 +88,11 @@ def _extents(
     base: list[tuple[str, str, bytes]],
     head: list[tuple[str, str, bytes]],
     changes: dict[str, FileChange],
-) -> dict[tuple[str, str], FileFacts]:
-    """Function extents for (kind, path, content) of the base and head versions: from the
-    index when that content is the indexed one, moved from the base version's when a C++
-    change keeps every function's bounds (``changes``: by new path), else parsed (in a
-    process pool when there are many)."""
+) -> dict[tuple[str, bytes], FileFacts]:
+    """Function extents by (path, content) of the base and head versions: from the index
+    when that content is the indexed one, moved from the base version's when a C++ change
+    keeps every function's bounds (``changes``: by new path), else parsed (in a process pool
+    when there are many)."""
     base_keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in base}
     head_keyed = {(path, hashlib.sha256(data).hexdigest()): (kind, path, data) for kind, path, data in head}
     keyed = {**base_keyed, **head_keyed}
@@ -128,7 +128,7 @@ def _extents(
             facts = _parse_job(job)
             if facts is not None:
                 out[key] = facts
-    return out
+    return {(path, data): out[key] for key, (_, path, data) in keyed.items() if key in out}
 
 
 def _parse_job(job: tuple[str, str, bytes]) -> FileFacts | None:
@@ -189,7 +189,7 @@ def affected_for_ref(
         extents = _extents(store, *sides, {c.new_path: c for c in changes if c.new_path})
 
         def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
-            return extents.get((path, hashlib.sha256(data).hexdigest()))
+            return extents.get((path, data))  # the very texts _extents hashed: no second digest
 
         cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse)
         indexed = store.meta().get("indexed_commit", "")
