@@ -311,7 +311,8 @@ def link(
                     continue
                 head, _, rest = dotted[dot + 1 :].partition(".")
                 candidates = [aliases[head]] if head in aliases else []
-                candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
+                if not head.startswith("_"):  # `from m import *` does not bring m's private names
+                    candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
                 for target in candidates:
                     result = resolve_py(f"{target}.{rest}" if rest else target, depth + 1)
                     if result is not None:
