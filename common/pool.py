@@ -1,4 +1,5 @@
-"""Worker process pools that never outlive perfq.
+"""Worker processes that never outlive perfq: process pools, and one call run beside the
+caller in a forked child (:func:`alongside`).
 
 A forked ``ProcessPoolExecutor`` worker whose parent is killed (``kill -9``, a CI cancel's
 SIGTERM) is orphaned: it blocks forever on the task queue it shares with its dead parent,
@@ -12,12 +13,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import gc
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 _PR_SET_PDEATHSIG = 1
@@ -73,3 +76,39 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
         kill_workers(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def _forked_child(fn: Callable[..., object], args: tuple) -> None:
+    """The body of :func:`alongside`'s child: no collector passes over the parent's heap
+    (they would copy every page it shares), die with the parent, a quiet non-zero exit on
+    any error (the parent repeats the call to report it)."""
+    gc.disable()
+    _set_parent_death_signal()
+    try:
+        fn(*args)
+    except BaseException:  # noqa: BLE001 - the parent re-runs fn and reports what fails
+        os._exit(1)
+
+
+@contextlib.contextmanager
+def alongside(fn: Callable[..., object], *args: object) -> Iterator[None]:
+    """Run ``fn(*args)`` in a forked child while the block runs, on a core the block leaves idle
+    (its arguments are shared copy-on-write, never pickled), and wait for it at the end. When
+    the child fails, ``fn`` runs again here after the block, so its error surfaces as if it had
+    been called in line; when the block raises, the child is stopped. ``fn`` must be safe to
+    repeat. Without fork (not Linux) it simply runs after the block."""
+    if not sys.platform.startswith("linux"):
+        yield
+        fn(*args)
+        return
+    child = multiprocessing.get_context("fork").Process(target=_forked_child, args=(fn, args), daemon=True)
+    child.start()
+    try:
+        yield
+    except BaseException:
+        child.terminate()
+        child.join()
+        raise
+    child.join()
+    if child.exitcode != 0:
+        fn(*args)

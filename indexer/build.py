@@ -3,6 +3,7 @@ unchanged files), link them, and hand the tables to the schema writer."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from perfq import __version__
-from perfq.common.pool import worker_pool
+from perfq.common.pool import alongside, worker_pool
 from perfq.common.proc import sigterm_as_interrupt
 from perfq.config import Config
 from perfq.errors import PerfqError
@@ -241,34 +242,54 @@ def build_index(
         traces = _traces(repo, benches, cache, kept, trace, jobs, events)
         report.timings["trace"] = time.perf_counter() - t_trace
         report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
-        events.phase("link", f"{len(file_facts)} source files, {len(benches)} benchmark files")
-        t3 = time.perf_counter()
-        derivatives = _derivatives(repo, cfg, upstream)
-        tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
-        report.timings["link"] = time.perf_counter() - t3
-        events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
-        t4 = time.perf_counter()
-        rows = dict(tables.rows)
-        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
-        meta = {
-            "indexed_commit": _head_commit(repo),
-            "perfq_version": __version__,
-            "repo": str(repo),
-            "native_functions_reader": reader,
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            **inputs,
-            "reparsed_files": str(report.reparsed),
-            "reused_files": str(report.reused),
-        }
-        meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
-        write_index(db_path, rows, meta)
-        if report.reparsed or set(kept) != set(cache):
-            _save_cache(cache_path, kept)
-        report.timings["write"] = time.perf_counter() - t4
+        # the facts cache is saved by a forked child while this process links and writes
+        saving = report.reparsed or set(kept) != set(cache)
+        with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext():
+            _link_and_write(repo, cfg, upstream, db_path, file_facts, benches, ops, canaries, traces, report,
+                            {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
         report.timings["total"] = time.perf_counter() - t0
-        report.counts = {k: len(v) for k, v in rows.items()}
         report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
     return report
+
+
+def _link_and_write(
+    repo: Path,
+    cfg: Config,
+    upstream: Upstream | None,
+    db_path: Path,
+    file_facts: list[FileFacts],
+    benches: list[BenchmarkFacts],
+    ops: list[OpFacts],
+    canaries: list[dict],
+    traces: dict[str, FileTrace],
+    report: BuildReport,
+    inputs: dict[str, str],
+    yaml_warnings: list[str],
+    events: BuildEvents,
+) -> None:
+    """Link the facts into tables and write them as the index at ``db_path``."""
+    events.phase("link", f"{len(file_facts)} source files, {len(benches)} benchmark files")
+    t3 = time.perf_counter()
+    derivatives = _derivatives(repo, cfg, upstream)
+    tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
+    report.timings["link"] = time.perf_counter() - t3
+    events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
+    t4 = time.perf_counter()
+    rows = dict(tables.rows)
+    rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+    meta = {
+        "indexed_commit": _head_commit(repo),
+        "perfq_version": __version__,
+        "repo": str(repo),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **inputs,
+        "reparsed_files": str(report.reparsed),
+        "reused_files": str(report.reused),
+    }
+    meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
+    write_index(db_path, rows, meta)
+    report.timings["write"] = time.perf_counter() - t4
+    report.counts = {k: len(v) for k, v in rows.items()}
 
 
 def _traces(
