@@ -15,11 +15,10 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from perfq import __version__
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.proc import sigterm_as_interrupt
+from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
@@ -111,8 +110,8 @@ def load_canaries(repo: Path, cfg: Config) -> list[dict]:
     else:
         text = resources.files("perfq.data").joinpath("canaries.yaml").read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError:
+        data = load_yaml(text) or {}
+    except YAMLError:
         raise PerfqError("canaries file: malformed YAML") from None
     sets = data.get("sets", []) if isinstance(data, dict) else []
     return [s for s in sets if isinstance(s, dict) and s.get("name")]
@@ -364,8 +363,8 @@ def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tup
     out: list[tuple[str, list[str]]] = []
     for path in paths:
         try:
-            entries = yaml.safe_load(path.read_text(encoding="utf-8")) or []
-        except (OSError, yaml.YAMLError, UnicodeDecodeError):
+            entries = load_yaml(path.read_text(encoding="utf-8")) or []
+        except (OSError, YAMLError, UnicodeDecodeError):
             continue
         for e in entries if isinstance(entries, list) else []:
             if isinstance(e, dict) and isinstance(e.get("name"), str):

@@ -9,8 +9,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
+from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.errors import PerfqError
 
 
@@ -86,7 +85,7 @@ def _with_torchgen(yaml_path: Path, tags_path: Path | None) -> list[OpFacts]:
 
 def _plain(yaml_path: Path) -> list[OpFacts]:
     """The same facts from a plain YAML reading (no torchgen)."""
-    entries = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
+    entries = load_yaml(yaml_path.read_text(encoding="utf-8"))
     if not isinstance(entries, list):
         raise PerfqError(f"{yaml_path}: not a list of native functions")
     out: list[OpFacts] = []
@@ -142,8 +141,8 @@ def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], s
     if not yaml_path.is_file():
         raise PerfqError(f"native_functions.yaml not found at {yaml_path}")
     try:
-        yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
+        load_yaml(yaml_path.read_text(encoding="utf-8"))
+    except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise PerfqError(f"{yaml_path}: malformed YAML{where}") from None

@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.ir.compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
@@ -126,10 +125,10 @@ def load_manifest(repo: Path, manifest: Path | None = None) -> Manifest:
     path = manifest if manifest is not None else repo / MANIFEST_FILE
     if manifest is not None or path.is_file():
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
+        except YAMLError as exc:
             raise PerfqError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
         return parse_manifest(data, path.resolve().parent, str(path))
     section = load_config(repo).extra.get("ir")
