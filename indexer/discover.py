@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import functools
 import os
@@ -101,15 +102,32 @@ def discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     return files
 
 
+def _under(files: list[str], roots: tuple[str, ...]) -> list[str]:
+    """The paths of sorted ``files`` that are one of ``roots`` or lie below one."""
+    found: set[str] = set()
+    for root in (r.strip("/") for r in roots if r.strip("/")):
+        at = bisect.bisect_left(files, root)
+        if at < len(files) and files[at] == root:  # a root that is a file
+            found.add(root)
+        below = bisect.bisect_left(files, root + "/"), bisect.bisect_left(files, root + "0")  # "0" follows "/"
+        found.update(files[below[0] : below[1]])
+    return sorted(found)
+
+
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
-    cpp = [p for p in _listed(repo, cfg.source_roots) if p.endswith(CPP_SUFFIXES) and not excluded(p, cfg.exclude)]
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
+    every = _listed(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
+    cpp = [
+        p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES) and not excluded(p, cfg.exclude)
+    ]
     bench = [
         p
-        for p in _listed(repo, bench_roots)
+        for p in _under(every, bench_roots)
         if p.endswith(".py")
         and not p.endswith("__init__.py")
         and (p.endswith("_test.py") or any(p.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots))
     ]
-    python = [p for p in _listed(repo, cfg.python_roots) if p.endswith(".py") and not excluded(p, cfg.exclude)]
+    python = [
+        p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py") and not excluded(p, cfg.exclude)
+    ]
     return {"cpp": cpp, "python": python, "benchmark": bench}

@@ -1,0 +1,57 @@
+"""Which files get indexed: every root's files from one listing, overlapping roots, a root that
+is a file, neighbours that only share a root's prefix, untracked files, and a tree without git."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfq.config import Config
+from perfq.indexer.discover import discover
+
+FILES = [
+    "torch/nn/functional.py",
+    "torch/csrc/api/add.cpp",
+    "torch/csrc/api/__init__.py",
+    "torch.py",  # shares the prefix "torch" but lies below no root
+    "torch-extra/kernels.cpp",
+    "aten/src/ATen/native/Add.cpp",
+    "aten/src/ATen/native/Add.py",
+    "aten/src/ATen/native/test/AddTest.cpp",  # excluded
+    "benchmarks/pt/add_test.py",
+    "benchmarks/pt/__init__.py",
+    "benchmarks/pt/helpers.py",  # neither *_test.py nor under a script root
+    "micro/softmax.py",
+    "one_kernel.cpp",  # a root that is a file
+]
+
+CONFIG = Config(
+    source_roots=("aten/src/ATen", "torch/csrc", "one_kernel.cpp"),
+    python_roots=("torch",),
+    benchmark_roots=("benchmarks/pt",),
+    script_benchmark_roots=("micro",),
+)
+
+EXPECTED = {
+    "cpp": ["aten/src/ATen/native/Add.cpp", "one_kernel.cpp", "torch/csrc/api/add.cpp"],
+    "python": ["torch/csrc/api/__init__.py", "torch/nn/functional.py"],
+    "benchmark": ["benchmarks/pt/add_test.py", "micro/softmax.py"],
+}
+
+
+def _tree(root: Path) -> Path:
+    for path in FILES:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text("x = 1\n")
+    return root
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git", "no-git"])
+def test_each_kind_gets_the_files_below_its_roots(tmp_path: Path, git: bool):
+    repo = _tree(tmp_path / "repo")
+    if git:
+        subprocess.run(["git", "init", "-q", str(repo)], check=True)
+        subprocess.run(["git", "-C", str(repo), "add", *FILES[:6]], check=True)  # the rest untracked: still listed
+    assert discover(repo, CONFIG) == EXPECTED
