@@ -148,9 +148,11 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
                 " AND kind IN ('call', 'stub_call', 'op_call')",
                 [ids],
             )
-            con.executemany(
-                "UPDATE functions SET start_line = ?, end_line = ? WHERE id = ?",
-                [[f.start_line, f.end_line, fid] for fid, f in zip(ids, facts.functions, strict=True)],
+            con.execute(
+                "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
+                " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
+                " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
+                [ids, [f.start_line for f in facts.functions], [f.end_line for f in facts.functions]],
             )
             bases[file_id] = ids[0] if ids else 0
 
@@ -184,7 +186,10 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
             new_nodes.append((nid, kind, key, key))
         return nid
 
-    paths = dict(con.execute("SELECT id, path FROM files").fetchall())
+    file_ids = sorted({row[1] for row in functions} | set(changed))
+    paths = dict(
+        con.execute("SELECT id, path FROM files WHERE id IN (SELECT unnest(?::INTEGER[]))", [file_ids]).fetchall()
+    )
     linker = CppCallLinker(functions, ops, stub_names, node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
@@ -208,9 +213,10 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
             "UPDATE files SET sha256 = ?, n_lines = ?, signature = ?, usings = ? WHERE id = ?",
             [facts.sha256, facts.n_lines, structure_signature(facts), json.dumps(usings_of(facts)), file_id],
         )
-    for key, value in meta.items():
-        con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
-    con.execute("INSERT OR REPLACE INTO meta VALUES ('patched', ?)", [json.dumps(sorted(changed))])
+    meta = {**meta, "patched": json.dumps(sorted(changed))}
+    con.execute(
+        "INSERT OR REPLACE INTO meta SELECT unnest(?::TEXT[]), unnest(?::TEXT[])", [list(meta), list(meta.values())]
+    )
     return not body_only or bool(new_nodes) or _reach_from(con, [i for ids in old_ids.values() for i in ids]) != before
 
 
