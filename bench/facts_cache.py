@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from perfq.common.paths import default_index_path
-from perfq.indexer.build import _extractor_version
+from perfq.indexer.build_info import extractor_version
 from perfq.indexer.facts_cache import load_cache, save_cache
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     db = args.db or default_index_path(corpus)
     cache = db.with_name(db.name + ".facts")
-    version = _extractor_version()
+    version = extractor_version()
     entries = load_cache(cache, version)
     if not entries:
         raise SystemExit(f"no facts cache of this perfq at {cache}: run `perfq index` there first")

@@ -98,3 +98,27 @@ def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["benchmarks"]
     assert proc.stderr.strip() == "_duckdb"
+
+
+PROBE_PATCH = """
+import sys
+from perfq.cli import main
+try:
+    main(["index", "--no-trace", "--format", "json"])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(" ".join(m for m in ("perfq.indexer.relink", "perfq.indexer.link", "multiprocessing", "yaml", "numpy")
+               if m in sys.modules), file=sys.stderr)
+"""
+
+
+def test_a_body_only_patch_loads_none_of_the_relink_machinery(tmp_path):
+    """`perfq index` after a body-only edit patches the index without loading the re-link path:
+    no process pool, linker, yaml reader or numpy."""
+    repo = make_repo(tmp_path / "repo")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    proc = subprocess.run([sys.executable, "-c", PROBE_PATCH], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["mode"] == "patched"
+    assert proc.stderr.strip() == ""

@@ -13,6 +13,7 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer import build as build_module
 from perfq.indexer import incremental
+from perfq.indexer import relink as relink_module
 from perfq.indexer.build import build_index
 from perfq.indexer.graph import PARTS, pack_graph
 from perfq.schema.writer import build_lock
@@ -141,7 +142,7 @@ def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(build_module, "write_index", interrupted)
+    monkeypatch.setattr(relink_module, "write_index", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_index(repo, Config(), db, jobs=1, quiet=True)
     assert _snapshot(db) == before

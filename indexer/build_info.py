@@ -1,0 +1,82 @@
+"""What an index build reads and reports, shared by its patch and re-link paths: the versions of
+the code that made an index, the canary sets' text, and the report and events of a build."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from perfq import __version__
+from perfq.config import Config
+from perfq.errors import PerfqError
+
+if TYPE_CHECKING:
+    from perfq.indexer.trace import FileTrace
+
+_EXTRACTOR_SOURCES = [
+    ("perfq.indexer", m)
+    for m in (
+        "benchmarks.py",
+        "cpp.py",
+        "cpp_calls.py",
+        "cpp_fallback.py",
+        "extract.py",
+        "facts.py",
+        "python_src.py",
+        "registrations.py",
+        "source_text.py",
+    )
+] + [("perfq.data", "prelude.h")]
+
+
+def linker_version() -> str:
+    """A digest of the linking code: an index linked by another version is re-linked, not patched."""
+    digest = hashlib.sha256(__version__.encode())
+    for name in ("link.py", "link_cpp.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py"):
+        digest.update(resources.files("perfq.indexer").joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def extractor_version() -> str:
+    """A digest of the extractor sources and the prelude: cached facts from another
+    version of them are not reused."""
+    digest = hashlib.sha256(__version__.encode())
+    for pkg, name in _EXTRACTOR_SOURCES:
+        digest.update(name.encode())
+        digest.update(resources.files(pkg).joinpath(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def canaries_text(repo: Path, cfg: Config) -> str:
+    """The text of the configured canary-sets file, else of perfq's own data/canaries.yaml."""
+    if not cfg.canaries:
+        return resources.files("perfq.data").joinpath("canaries.yaml").read_text(encoding="utf-8")
+    path = repo / cfg.canaries
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PerfqError(f"canaries file {path}: {exc.strerror}") from None
+
+
+@dataclass
+class BuildReport:
+    counts: dict[str, int] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    reparsed: int = 0
+    reused: int = 0
+    mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
+    trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) of files held without parsing
+
+
+class BuildEvents:
+    """What a build tells its caller while it runs (the CLI renders it); silent by default."""
+
+    def phase(self, name: str, detail: str = "") -> None:
+        pass
+
+    def traced(self, result: FileTrace, done: int, total: int) -> None:
+        pass

@@ -1,0 +1,316 @@
+"""The re-link path of ``perfq index`` (a patch cannot do): extract the facts of new and changed
+files in parallel (the others come from the facts cache), trace benchmarks, link everything and
+write the index; the facts cache is saved alongside."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from perfq import __version__
+from perfq.common import git
+from perfq.common.pool import alongside, worker_pool
+from perfq.common.yaml_text import YAMLError, load_yaml
+from perfq.config import Config
+from perfq.errors import PerfqError
+from perfq.indexer.benchmarks import BenchmarkFacts
+from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version
+from perfq.indexer.compile_db import load_compile_db
+from perfq.indexer.extract import gc_paused, read_and_extract
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.facts_cache import load_cache, save_cache
+from perfq.indexer.link import link
+from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
+from perfq.indexer.trace import (
+    FileTrace,
+    TraceJob,
+    TraceOptions,
+    TraceStatus,
+    cache_key,
+    torch_available,
+    trace_files,
+)
+from perfq.indexer.upstream import Upstream
+from perfq.schema.writer import write_index
+
+
+def relink(
+    repo: Path,
+    cfg: Config,
+    db_path: Path,
+    files: dict[str, list[str]],
+    digests: dict[str, str | None],
+    upstream: Upstream | None,
+    yaml_keys: dict[Path, tuple[str, str]],
+    inputs: dict[str, str],
+    report: BuildReport,
+    events: BuildEvents,
+    *,
+    jobs: int | None,
+    quiet: bool,
+    trace: bool | None,
+    t0: float,
+) -> None:
+    """Build the whole index of ``repo`` at ``db_path`` from ``files`` (content ``digests``),
+    filling ``report``; runs under the caller's build lock."""
+    canaries = load_canaries(repo, cfg)
+    cache_path = db_path.with_name(db_path.name + ".facts")
+    cache = _load_cache(cache_path)
+    compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
+    work: list[tuple] = []
+    kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
+    for kind in ("cpp", "python", "benchmark"):
+        for path in files[kind]:
+            key = f"{kind}:{path}"
+            args = compile_db.get(path) if kind == "cpp" else None
+            # cached facts depend on the content and, for a real parse, the flags
+            flags = hashlib.sha256(repr(args).encode()).hexdigest()[:12] if args else ""
+            cached = cache.get(key)
+            if cached is not None and cached[1] == (digests[path] or "") + flags:
+                kept[key] = cached
+                continue
+            work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
+    if upstream is not None:
+        work += _upstream_work(upstream, cache, kept)
+    report.reused, report.reparsed = len(kept), len(work)
+    events.phase("extract", f"{len(work)} files to parse, {len(kept)} from the facts cache")
+    t2 = time.perf_counter()
+    with gc_paused():
+        layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
+    ops, yaml_warnings = merge_ops(layers)
+    report.timings["extract"] = time.perf_counter() - t2
+    file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
+    for k, v in kept.items():
+        if k.startswith("up:") and v[0] in ("cpp", "python"):
+            v[2].origin = "upstream"
+    benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
+    t_trace = time.perf_counter()
+    traces = _traces(repo, benches, cache, kept, trace, jobs, events)
+    report.timings["trace"] = time.perf_counter() - t_trace
+    report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
+    # the facts cache is saved by a forked child while this process links and writes
+    saving = report.reparsed or set(kept) != set(cache)
+    with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext():
+        _link_and_write(repo, cfg, upstream, db_path, file_facts, benches, ops, canaries, traces, report,
+                        {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
+    report.timings["total"] = time.perf_counter() - t0
+    report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
+
+
+def load_canaries(repo: Path, cfg: Config) -> list[dict]:
+    """Canary sets from the configured file, else perfq's own data/canaries.yaml."""
+    try:
+        data = load_yaml(canaries_text(repo, cfg)) or {}
+    except YAMLError:
+        raise PerfqError("canaries file: malformed YAML") from None
+    sets = data.get("sets", []) if isinstance(data, dict) else []
+    return [s for s in sets if isinstance(s, dict) and s.get("name")]
+
+
+def _load_cache(path: Path) -> dict:
+    """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
+    return load_cache(path, extractor_version())
+
+
+def _save_cache(path: Path, entries: dict) -> None:
+    save_cache(path, extractor_version(), entries)
+
+
+def _progress(total: int, quiet: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    if quiet or not sys.stderr.isatty() or os.environ.get("CI"):
+        return None
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]} files/s"),
+        TimeElapsedColumn(),
+        transient=True,
+    )
+
+
+def _link_and_write(
+    repo: Path,
+    cfg: Config,
+    upstream: Upstream | None,
+    db_path: Path,
+    file_facts: list[FileFacts],
+    benches: list[BenchmarkFacts],
+    ops: list[OpFacts],
+    canaries: list[dict],
+    traces: dict[str, FileTrace],
+    report: BuildReport,
+    inputs: dict[str, str],
+    yaml_warnings: list[str],
+    events: BuildEvents,
+) -> None:
+    """Link the facts into tables and write them as the index at ``db_path``."""
+    events.phase("link", f"{len(file_facts)} source files, {len(benches)} benchmark files")
+    t3 = time.perf_counter()
+    derivatives = _derivatives(repo, cfg, upstream)
+    tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
+    report.timings["link"] = time.perf_counter() - t3
+    events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
+    t4 = time.perf_counter()
+    rows = dict(tables.rows)
+    rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+    meta = {
+        "indexed_commit": git.head(repo),
+        "perfq_version": __version__,
+        "repo": str(repo),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **inputs,
+        "reparsed_files": str(report.reparsed),
+        "reused_files": str(report.reused),
+    }
+    meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
+    write_index(db_path, rows, meta)
+    report.timings["write"] = time.perf_counter() - t4
+    report.counts = {k: len(v) for k, v in rows.items()}
+
+
+def _traces(
+    repo: Path,
+    benches: list[BenchmarkFacts],
+    cache: dict,
+    kept: dict,
+    trace: bool | None,
+    jobs: int | None,
+    events: BuildEvents,
+) -> dict[str, FileTrace]:
+    """Traced tests per benchmark file: cached ones whose file, torch and tracer are
+    unchanged, and new traces of the others when torch is importable (``trace`` None: when
+    it is; True: required; False: never). Without torch, earlier traces of unchanged files
+    are kept."""
+    version = torch_available() if trace is not False else None
+    if trace is True and version is None:
+        raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
+    out: dict[str, FileTrace] = {}
+    todo: list[tuple[BenchmarkFacts, str]] = []
+    for b in benches:
+        sha = kept[f"benchmark:{b.file}"][1]
+        key = f"trace:{b.file}"
+        cached = cache.get(key)
+        wanted = cache_key(sha, version) if version else None
+        if cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:"))):
+            kept[key] = cached
+            out[b.file] = FileTrace.from_json(cached[2])
+        elif wanted is not None and b.status == "ok":
+            todo.append((b, wanted))
+    if todo:
+        kinds = {"operator_benchmark": "operator_benchmark"}
+        trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), repo / b.file) for b, _ in todo]
+        events.phase("trace", f"{len(trace_jobs)} benchmark files")
+        done = 0
+
+        def finished(result: FileTrace) -> None:
+            nonlocal done
+            done += 1
+            events.traced(result, done, len(trace_jobs))
+
+        results = trace_files(trace_jobs, TraceOptions(parallel=jobs or os.cpu_count() or 1), finished)
+        for b, key in todo:
+            result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
+            out[b.file] = result
+            if result.status != TraceStatus.failed or not result.reason.startswith(("timed out", "used more")):
+                kept[f"trace:{b.file}"] = ("trace", key, result.to_json())
+    return out
+
+
+def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tuple[str, list[str]]]:
+    """(op, backward ops its formulas call) from derivatives.yaml: the upstream's, else the
+    configured ones that exist."""
+    paths = [upstream.derivatives] if upstream is not None and upstream.derivatives else []
+    if upstream is None:
+        paths += [repo / p for p in cfg.derivatives if (repo / p).is_file()]
+    out: list[tuple[str, list[str]]] = []
+    for path in paths:
+        try:
+            entries = load_yaml(path.read_text(encoding="utf-8")) or []
+        except (OSError, YAMLError, UnicodeDecodeError):
+            continue
+        for e in entries if isinstance(entries, list) else []:
+            if isinstance(e, dict) and isinstance(e.get("name"), str):
+                name = e["name"].split("(", 1)[0].strip()
+                text = " ".join(str(v) for k, v in e.items() if k not in ("name", "dispatch"))
+                out.append((name, sorted(set(_BACKWARD_CALL.findall(text)))))
+    return out
+
+
+_BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
+
+
+def _upstream_work(upstream: Upstream, cache: dict, kept: dict) -> list[tuple]:
+    """Extraction jobs for the upstream's files; none when the cache holds this upstream
+    version (its files are not hashed or parsed again)."""
+    marker = cache.get("up:key")
+    if marker is not None and marker[1] == upstream.key():
+        for key, value in cache.items():
+            if key.startswith("up:"):
+                kept[key] = value
+        return []
+    kept["up:key"] = ("meta", upstream.key(), None)
+    kinds = (("cpp", upstream.cpp), ("python", upstream.python))
+    return [(str(upstream.root), kind, p, None, "", "up:") for kind, paths in kinds for p in paths]
+
+
+def _extract_all(
+    repo: Path,
+    work: list[tuple[str, str, str]],
+    kept: dict,
+    cache: dict,
+    yaml_keys: dict[Path, tuple[str, str]],
+    jobs: int | None,
+    quiet: bool,
+) -> tuple[list[tuple[str, list[OpFacts]]], str]:
+    """Run the extractors over ``work`` in a process pool, and read the yaml files whose
+    content changed (others come from ``cache``), filling ``kept``; the operators of each
+    yaml, in order."""
+    jobs = jobs or os.cpu_count() or 1
+    layers: list[tuple[str, list[OpFacts]]] = []
+    readers: list[str] = []
+    yaml_todo = []
+    for path, (key, sha) in yaml_keys.items():
+        cached = cache.get(key)
+        if cached is not None and cached[1] == sha:
+            kept[key] = cached
+        else:
+            yaml_todo.append((key, sha, path))
+    if work or yaml_todo:
+        progress = _progress(len(work), quiet)
+        with worker_pool(jobs) as pool:
+            yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
+            chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
+            started = time.perf_counter()
+            task = None
+            if progress is not None:
+                progress.start()
+                task = progress.add_task("indexing", total=len(work), rate="0")
+            try:
+                results = pool.map(read_and_extract, work, chunksize=chunk)
+                for i, (job, (kind, path, facts, error)) in enumerate(zip(work, results, strict=True)):
+                    if facts is None:
+                        facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
+                    flags = job[4] if len(job) > 4 else ""
+                    prefix = job[5] if len(job) > 5 else ""
+                    kept[f"{prefix}{kind}:{path}"] = (kind, getattr(facts, "sha256", "") + flags, facts)
+                    if progress is not None and task is not None:
+                        rate = (i + 1) / max(1e-6, time.perf_counter() - started)
+                        progress.update(task, advance=1, rate=f"{rate:.0f}")
+            finally:
+                if progress is not None:
+                    progress.stop()
+            for key, sha, fut in yaml_futures:
+                kept[key] = ("yaml", sha, fut.result())
+    for path, (key, _) in yaml_keys.items():
+        yaml_ops, reader = kept[key][2]
+        layers.append((str(path), yaml_ops))
+        readers.append(reader)
+    return layers, ",".join(readers)
