@@ -18,7 +18,7 @@ from typing import NamedTuple
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.graph import KEYED, pack_columns
-from perfq.indexer.link_cpp import CppCallLinker
+from perfq.indexer.link_cpp import CppCallLinker, call_names
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
@@ -161,14 +161,18 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
         " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
         " FROM functions f JOIN files fi ON fi.id = f.file_id"
     )
-    if not body_only:  # fresh functions: calls from anywhere may reach them, the linker needs every name
-        functions = con.execute(sql).fetchall()
-    else:  # body edits: only the names their calls use resolve anything (functors: by operator())
-        names = sorted({c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"})
-        functions = con.execute(
-            sql + " WHERE f.name IN (SELECT unnest(?::TEXT[])) OR f.file_id IN (SELECT unnest(?::INTEGER[]))",
-            [names, list(changed)],
-        ).fetchall()
+    # the linker needs every function of the names that resolve anything here: those the changed
+    # files call (functors: by operator()); for fresh functions also the names calls reach them by,
+    # and the functions that make such calls (_edges_into resolves them again)
+    names = {c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"}
+    fresh: set[str] = set()
+    if not body_only:
+        fresh = {n for facts, _ in changed.values() for f in facts.functions for n in call_names(f.name, f.qualname)}
+    functions = con.execute(
+        sql + " WHERE f.name IN (SELECT unnest(?::TEXT[])) OR f.file_id IN (SELECT unnest(?::INTEGER[]))"
+        " OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN (SELECT unnest(?::TEXT[])))",
+        [sorted(names | fresh), list(changed), sorted(fresh)],
+    ).fetchall()
     ops = con.execute("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'").fetchall()
     stub_names = {r[0] for r in con.execute("SELECT stub FROM stubs UNION SELECT stub FROM stub_impls").fetchall()}
     nodes = {

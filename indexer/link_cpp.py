@@ -66,6 +66,14 @@ def _class_of(qualname: str) -> str:
     return _strip_args(re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0])
 
 
+def call_names(name: str, qualname: str) -> set[str]:
+    """The names calls reach a function by: its own, and for an operator() its class's (a
+    functor constructed without a constructor of its own)."""
+    if name != "operator()":
+        return {name}
+    return {name, _class_of(qualname).rpartition("::")[2]}
+
+
 def _unit_of(path: str) -> tuple[str, str]:
     """(directory name, stem without -inl/_inl): the files of one C++ unit
     (``core/ivalue.h``, ``core/ivalue_inl.h``; ``nn/modules/rnn.h``, ``nn/modules/rnn.cpp``)."""
@@ -234,12 +242,8 @@ class CppCallLinker:
         return key
 
     def call_names(self, fid: int) -> set[str]:
-        """The names calls reach ``fid`` by: its own, and for an operator() its class's
-        (a functor constructed without a constructor of its own)."""
-        name = self.name_of[fid]
-        if name != "operator()":
-            return {name}
-        return {name, _class_of(self.rows[fid][1]).rpartition("::")[2]}
+        """The names calls reach ``fid`` by (see ``call_names``)."""
+        return call_names(self.name_of[fid], self.rows[fid][1])
 
     def invoked(self, fid: int) -> list[int]:
         """The operator() of the class whose constructor ``fid`` is (constructing a functor

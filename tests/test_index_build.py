@@ -107,7 +107,12 @@ def _keyed(db: Path) -> dict[str, set]:
             "void softmax_op_kernel_impl(",
             "void softmax_op_kernel_impl_renamed(const Tensor& x) {}\nvoid softmax_op_kernel_impl(",
         ),
+        (  # a new definition of a name an unchanged file calls (SoftmaxOp.cpp's meta function)
+            "}  // namespace at::native\n",
+            "}  // namespace at::native\nnamespace at::meta {\nvoid set_output_raw_strided(int a) {}\n}\n",
+        ),
     ],
+    ids=["new-function", "split-function", "new-before", "called-from-another-file"],
 )
 def test_structural_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path: Path, edit):
     db = tmp_path / "index.duckdb"
@@ -118,6 +123,8 @@ def test_structural_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path:
     full_db = tmp_path / "full.duckdb"
     build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
     assert _keyed(db) == _keyed(full_db)
+    if "set_output_raw_strided" in edit[1]:  # the unchanged caller's edge into the new definition
+        assert any(callee[1] == "at::meta::set_output_raw_strided" for _, callee, _ in _keyed(db)["call_edges"])
 
 
 def test_new_registration_relinks(repo: Path, tmp_path: Path):
