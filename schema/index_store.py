@@ -308,9 +308,13 @@ class IndexStore:
             return [r[0] for r in self.con.execute(f"SELECT DISTINCT {column} FROM {table} ORDER BY 1").fetchall()]
 
         nodes = self.con.execute("SELECT id, dense_rank() OVER (ORDER BY kind) - 1 AS k FROM nodes").fetchnumpy()
-        edges = self.con.execute(
-            "SELECT dst, src, dense_rank() OVER (ORDER BY kind) - 1 AS k, dense_rank() OVER (ORDER BY detail) - 1 AS d"
-            " FROM reach_edges ORDER BY dst, src, rowid"
+        edges = self.con.execute(  # kind and detail numbered through small lookup tables, not window sorts
+            "WITH kinds AS (SELECT kind, row_number() OVER (ORDER BY kind) - 1 AS k"
+            " FROM (SELECT DISTINCT kind FROM reach_edges)),"
+            " details AS (SELECT detail, row_number() OVER (ORDER BY detail) - 1 AS d"
+            " FROM (SELECT DISTINCT detail FROM reach_edges))"
+            " SELECT e.dst, e.src, kinds.k, details.d FROM reach_edges e JOIN kinds USING (kind)"
+            " JOIN details USING (detail) ORDER BY e.dst, e.src, e.rowid"
         ).fetchnumpy()
         keys = self.con.execute(
             "SELECT id, key FROM nodes WHERE kind IN (SELECT unnest(?::TEXT[])) ORDER BY rowid", [list(keyed)]
