@@ -83,7 +83,7 @@ def build_index(
         from perfq.indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
 
         relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, inputs, report, events,
-               jobs=jobs, quiet=quiet, trace=trace, t0=t0)
+               jobs=jobs, quiet=quiet, trace=trace, started=t0)
     return report
 
 

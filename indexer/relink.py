@@ -54,10 +54,10 @@ def relink(
     jobs: int | None,
     quiet: bool,
     trace: bool | None,
-    t0: float,
+    started: float,
 ) -> None:
     """Build the whole index of ``repo`` at ``db_path`` from ``files`` (content ``digests``),
-    filling ``report``; runs under the caller's build lock."""
+    filling ``report`` (its total counted from ``started``); runs under the caller's build lock."""
     canaries = load_canaries(repo, cfg)
     cache_path = db_path.with_name(db_path.name + ".facts")
     cache = _load_cache(cache_path)
@@ -98,7 +98,7 @@ def relink(
     with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext():
         _link_and_write(repo, cfg, upstream, db_path, file_facts, benches, ops, canaries, traces, report,
                         {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
-    report.timings["total"] = time.perf_counter() - t0
+    report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
 
 
