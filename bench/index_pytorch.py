@@ -5,8 +5,9 @@ Prints files, functions, edges, ops, benchmarks, wall time and peak RSS of a col
 index (benchmarks not traced: `bench/trace_pytorch.py` measures that), the time of an
 incremental re-index after one file changed, and resolution rates, each with its target.
 The floor, measured in the same run: a header-less libclang parse and cursor walk of every
-C++ file the index reads, on as many processes as the build uses. Works in a scratch
-worktree so the corpus stays untouched.
+C++ file the index reads, on as many processes as the build uses; the incremental rows'
+anchor: the start of a perfq process (``perfq --version``), also measured in the same run.
+Works in a scratch worktree so the corpus stays untouched.
 
     python bench/index_pytorch.py [--corpus DIR] [--jobs N]
 """
@@ -91,6 +92,7 @@ def main() -> None:
                         "json"], tree)
         stats = json.loads(stats)
         floor_s, floor_files = parse_floor(tree, args.jobs or os.cpu_count() or 1)
+        start_s = min(run([sys.executable, "-m", "perfq", "--version"], tree)[0] for _ in range(5))
     finally:
         subprocess.run(["git", "-C", str(args.corpus), "worktree", "remove", "--force", str(tree)], check=False)
     counts = report["counts"]
@@ -110,6 +112,8 @@ def main() -> None:
     print("  phases (incremental): " + ", ".join(f"{k} {v:.1f}s" for k, v in inc["timings"].items()))
     print(f"incremental, one new function {struct_s:5.1f} s   ratio "
           f"{struct_s / TARGETS['incremental_s']:.2f}   mode {struct['mode']}, re-parsed {struct['reparsed']}")
+    print(f"anchor: perfq --version {start_s:6.2f} s   (this machine's start of a perfq process; incremental "
+          f"{inc_s / start_s:.1f}x, one new function {struct_s / start_s:.1f}x)")
     for name, value in rates.items():
         print(f"{name:<30} {value}")
 
