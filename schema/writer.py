@@ -164,6 +164,8 @@ def write_graph(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, bytes]]) -
     """Replace the ``graph`` table by ``rows`` and name them in ``meta``; returns their token."""
     token = graph_token(rows)
     con.execute("DELETE FROM graph")
-    insert_rows(con, "graph", rows)
+    # a few megabyte blobs: as row parameters, not a BLOB[] list (15x slower to bind: 155 ms)
+    for part, data in rows:
+        con.execute("INSERT INTO graph (part, data) VALUES (?, ?)", [part, data])
     con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [token])
     return token
