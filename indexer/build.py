@@ -42,9 +42,10 @@ def build_index(
     t0 = time.perf_counter()
     upstream = resolve_upstream(cfg.upstream, repo)
     yaml_paths = _yaml_paths(repo, cfg, upstream)
+    canaries = canaries_text(repo, cfg)
     inputs = {
         "config": repr(cfg),
-        "canaries": hashlib.sha256(canaries_text(repo, cfg).encode()).hexdigest(),
+        "canaries": hashlib.sha256(canaries.encode()).hexdigest(),
         "config:linker": linker_version() + extractor_version(),
     }
     if upstream is not None:
@@ -54,6 +55,7 @@ def build_index(
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
     with sigterm_as_interrupt(), build_lock(db_path):
+        inputs["indexed_commit"] = git.head(repo)
         files = discover(repo, cfg)
         report.timings["discover"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -68,11 +70,7 @@ def build_index(
                 db_path,
                 files,
                 digests,
-                {
-                    **inputs,
-                    "indexed_commit": git.head(repo),
-                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                },
+                {**inputs, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             )
         if patched is not None:
             report.reparsed, report.counts, report.skipped = patched.reparsed, patched.counts, patched.skipped
@@ -82,7 +80,7 @@ def build_index(
             return report
         from perfq.indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
 
-        relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, inputs, report, events,
+        relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
                jobs=jobs, quiet=quiet, trace=trace, started=t0)
     return report
 

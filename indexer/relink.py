@@ -13,13 +13,12 @@ import time
 from pathlib import Path
 
 from perfq import __version__
-from perfq.common import git
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version
+from perfq.indexer.build_info import BuildEvents, BuildReport, extractor_version
 from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.extract import gc_paused, read_and_extract
 from perfq.indexer.facts import FileFacts
@@ -47,6 +46,7 @@ def relink(
     digests: dict[str, str | None],
     upstream: Upstream | None,
     yaml_keys: dict[Path, tuple[str, str]],
+    canaries_source: str,
     inputs: dict[str, str],
     report: BuildReport,
     events: BuildEvents,
@@ -57,8 +57,9 @@ def relink(
     started: float,
 ) -> None:
     """Build the whole index of ``repo`` at ``db_path`` from ``files`` (content ``digests``),
-    filling ``report`` (its total counted from ``started``); runs under the caller's build lock."""
-    canaries = load_canaries(repo, cfg)
+    filling ``report`` (its total counted from ``started``; ``canaries_source``: the canary sets'
+    YAML; ``inputs``: what the index was built from, for its meta); runs under the caller's build lock."""
+    canaries = load_canaries(canaries_source)
     cache_path = db_path.with_name(db_path.name + ".facts")
     cache = _load_cache(cache_path)
     compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
@@ -102,10 +103,10 @@ def relink(
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
 
 
-def load_canaries(repo: Path, cfg: Config) -> list[dict]:
-    """Canary sets from the configured file, else perfq's own data/canaries.yaml."""
+def load_canaries(text: str) -> list[dict]:
+    """The canary sets of a canary-sets YAML text."""
     try:
-        data = load_yaml(canaries_text(repo, cfg)) or {}
+        data = load_yaml(text) or {}
     except YAMLError:
         raise PerfqError("canaries file: malformed YAML") from None
     sets = data.get("sets", []) if isinstance(data, dict) else []
@@ -162,7 +163,6 @@ def _link_and_write(
     rows = dict(tables.rows)
     rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
     meta = {
-        "indexed_commit": git.head(repo),
         "perfq_version": __version__,
         "repo": str(repo),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
