@@ -33,11 +33,16 @@ _AS_LISTS = 5000  # rows up to which list parameters beat numpy columns (whose i
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
     """Bulk-insert ``rows`` (tuples in column order) into ``table``: up to a few thousand as
     one list parameter per column (an incremental build never imports numpy), more as numpy
-    columns."""
+    columns; a table of blobs (the packed graph: a few rows of megabytes) row by row, which
+    binds them 10x faster than a BLOB[] list."""
     if not rows:
         return
     cols = _columns(con, table)
     names = ", ".join(name for name, _ in cols)
+    if any(kind == "BLOB" for _, kind in cols):
+        for row in rows:
+            con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", list(row))
+        return
     columns = [[r[i] for r in rows] for i in range(len(cols))]
     if len(rows) <= _AS_LISTS:
         values = ", ".join(f"unnest(?::{kind}[])" for _, kind in cols)
@@ -164,8 +169,6 @@ def write_graph(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, bytes]]) -
     """Replace the ``graph`` table by ``rows`` and name them in ``meta``; returns their token."""
     token = graph_token(rows)
     con.execute("DELETE FROM graph")
-    # a few megabyte blobs: as row parameters, not a BLOB[] list (15x slower to bind: 155 ms)
-    for part, data in rows:
-        con.execute("INSERT INTO graph (part, data) VALUES (?, ?)", [part, data])
+    insert_rows(con, "graph", rows)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [token])
     return token
