@@ -99,27 +99,12 @@ class _Graph:
         self.t.rows["reach_edges"].append((dst, src, kind, detail))
 
 
-def _op_key(namespace: str, name: str) -> str:
-    return name if namespace == "aten" else f"{namespace}::{name}"
-
-
-def link(
-    files: list[FileFacts],
-    benches: list[BenchmarkFacts],
-    ops: list[OpFacts],
-    canaries: list[dict],
-    traces: dict[str, FileTrace] | None = None,
-    derivatives: list[tuple[str, list[str]]] | None = None,
-) -> Tables:
-    """All index tables from the extracted facts (``traces``: benchmark file -> its traced
-    tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call)."""
-    t = Tables()
-    g = _Graph(t)
-
-    # ---- files and functions
-    func_rows = []
+def _file_rows(t: Tables, files: list[FileFacts], first_file: int, first_function: int) -> tuple[list, list[int]]:
+    """Add the files rows (and warnings) of ``files``, numbered from ``first_file``; return their
+    function rows, numbered from ``first_function``, and each file's first function id."""
+    func_rows: list[tuple] = []
     fid_base: list[int] = []
-    for file_id, f in enumerate(files):
+    for file_id, f in enumerate(files, first_file):
         t.rows["files"].append(
             (
                 file_id,
@@ -137,309 +122,385 @@ def link(
         )
         if f.status != "ok":
             t.warnings.append((f.path, "extract", f.message))
-        fid_base.append(len(func_rows))
+        fid_base.append(first_function + len(func_rows))
         for fn in f.functions:
-            gid = len(func_rows)
+            gid = first_function + len(func_rows)
             func_rows.append(
                 (gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal, fn.usr)
             )
-    t.rows["functions"] = func_rows
-    for gid, file_id, qualname, *_ in func_rows:  # node id == function id
-        g.node("pyfunction" if files[file_id].lang == "python" else "function", str(gid), qualname)
+    return func_rows, fid_base
 
-    is_python = [files[fid].lang == "python" for fid in range(len(files))]
-    py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in func_rows if is_python[file_id]}
 
-    # ---- operators
-    op_by_name: dict[str, OpFacts] = {o.name: o for o in ops}
-    ops_by_base: dict[str, list[str]] = defaultdict(list)
-    method_ops: dict[str, list[str]] = defaultdict(list)
-    for o in ops:
-        ops_by_base[o.base].append(o.name)
-        if "method" in o.variants:
-            method_ops[o.base].append(o.name)
+def _op_key(namespace: str, name: str) -> str:
+    return name if namespace == "aten" else f"{namespace}::{name}"
 
-    library_ops: dict[str, tuple[str, str]] = {}
-    for f in files:
-        for d in f.library_defs:
-            name = d.schema.split("(")[0].split("::")[-1].strip()
-            library_ops.setdefault(_op_key(d.namespace, name), (d.namespace, d.schema))
-    for key, (namespace, schema) in sorted(library_ops.items()):
-        if key not in op_by_name:
-            base, _, overload = key.split("::")[-1].partition(".")
-            t.rows["ops"].append((key, base, overload, namespace, schema, False, None, "function", "", None))
-    for o in ops:
-        t.rows["ops"].append(
-            (
-                o.name,
-                o.base,
-                o.overload,
-                "aten",
-                o.schema,
-                o.structured,
-                o.structured_delegate,
-                o.variants,
-                o.tags,
-                o.composite,
-            )
-        )
-        g.node("op", o.name)
 
-    def op_node(name: str) -> int:
-        return g.node("op", name)
+def link(
+    files: list[FileFacts],
+    benches: list[BenchmarkFacts],
+    ops: list[OpFacts],
+    canaries: list[dict],
+    traces: dict[str, FileTrace] | None = None,
+    derivatives: list[tuple[str, list[str]]] | None = None,
+) -> Tables:
+    """All index tables from the extracted facts (``traces``: benchmark file -> its traced
+    tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call):
+    the C++ files first, then the Python files (see NativeLink)."""
+    native = NativeLink([f for f in files if f.lang != "python"], ops)
+    return native.finish([f for f in files if f.lang == "python"], benches, canaries, traces, derivatives)
 
-    # the one set of C++ name-resolution rules (shared with the incremental patch)
-    stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
-    cpp_linker = CppCallLinker(
-        (
-            (*row[:5], row[7], not is_python[row[1]], files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
-            for row in func_rows
-        ),
-        ((o.name, o.base, o.overload, o.variants) for o in ops),
-        stub_names,
-        g.node,
-        {file_id: f.path for file_id, f in enumerate(files)},
-    )
 
-    # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
-    meta_by_name: dict[str, list[int]] = defaultdict(list)
-    for gid, _, _, name, kind, *_ in func_rows:
-        if kind == "structured_meta":
-            meta_by_name[name].append(gid)
-    for o in ops:
-        for key, kernel in o.kernels:
-            targets = cpp_linker.kernel_targets(kernel)
-            t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
-            for gid in targets:
-                g.edge(gid, op_node(o.name), "kernel", key)
-        for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
-            g.edge(gid, op_node(o.name), "meta", "TORCH_META_FUNC")
-        if o.structured_delegate:
-            t.rows["op_edges"].append((o.structured_delegate, o.name, "structured_delegate"))
-            g.edge(op_node(o.structured_delegate), op_node(o.name), "structured_delegate")
-        for a in o.autogen:
-            t.rows["op_edges"].append((o.name, a, "autogen"))
-            g.edge(op_node(o.name), op_node(a), "autogen")
+class NativeLink:
+    """The link in two steps. The first, on constructing, links what C++ files and operators
+    make on their own (kernels, stubs, registrations, includes, C++ calls), so that a build can
+    run it while its Python files are still being parsed; ``finish`` adds the Python files and
+    benchmarks. The tables are the same as in one step: files and functions are numbered C++
+    first, and node ids equal function ids."""
 
-    # ---- stubs and library registrations
-    for file_id, f in enumerate(files):
-        for s in f.stubs:
-            t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
-        for s in f.stub_impls:
-            targets = cpp_linker.registered_targets(s.impl_name, file_id)
-            t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, targets[0] if targets else None, file_id, s.line))
-            for gid in targets:
-                g.edge(gid, g.node("stub", s.stub), "registered", s.arch)
-        for li in f.library_impls:
-            op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
-            cands = cpp_linker.library_targets(li.kernel_name, file_id)
-            t.rows["library_impls"].append(
-                (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
-            )
-            for gid in cands:
-                for on in cpp_linker.library_ops(li.namespace, op):
-                    g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
+    op_by_name: dict[str, OpFacts]
+    ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
+    method_ops: defaultdict[str, list[str]]  # the same, of Tensor methods
+    library_ops: dict[str, tuple[str, str]]  # ops defined by TORCH_LIBRARY -> (namespace, schema)
 
-    # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
-    by_suffix: dict[str, list[int]] = defaultdict(list)
-    for file_id, f in enumerate(files):
-        parts = f.path.split("/")
-        for i in range(len(parts)):
-            by_suffix["/".join(parts[i:])].append(file_id)
-    for file_id, f in enumerate(files):
-        if f.lang != "python":
-            for target in f.includes:
-                if not target.startswith("using:"):
-                    found = by_suffix.get(target, [])
-                    t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+    def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
+        self.files = files
+        self.t = t = Tables()
+        self.g = g = _Graph(t)
+        self.func_rows, self.fid_base = func_rows, fid_base = _file_rows(t, files, 0, 0)
+        t.rows["functions"] = func_rows
+        for gid, _, qualname, *_ in func_rows:  # node id == function id
+            g.node("function", str(gid), qualname)
 
-    # ---- C++ calls
-    for file_id, f in enumerate(files):
-        if f.lang == "python":
-            continue
-        linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings_of(f))
-        t.rows["calls"] += linked.calls
-        t.rows["call_edges"] += linked.call_edges
-        t.rows["op_calls"] += linked.op_calls
-        for dst, src, kind, detail in linked.reach:
-            g.edge(dst, src, kind, detail)
+        # ---- operators
+        self.op_by_name = op_by_name = {o.name: o for o in ops}
+        self.ops_by_base = ops_by_base = defaultdict(list)
+        self.method_ops = method_ops = defaultdict(list)
+        for o in ops:
+            ops_by_base[o.base].append(o.name)
+            if "method" in o.variants:
+                method_ops[o.base].append(o.name)
 
-    # ---- stubs whose callers are not in the index (declared and called by an upstream
-    # PyTorch the backend is built against): linked to operators by name
-    called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
-    declared = {s.stub for f in files for s in f.stubs}
-    registered_in: dict[str, list[str]] = defaultdict(list)
-    for f in files:
-        for s in f.stub_impls:
-            registered_in[s.stub].append(f.path)
-    for stub in sorted(set(registered_in) - declared):
-        node = g.node("stub", stub)
-        if node not in called:
-            layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
-            for op in ops_named_like(stub, ops_by_base):
-                g.edge(node, op_node(op), "stub_name", layout)
-
-    # ---- backward formulas: an op's backward ops (followed like composite callers)
-    for name, backward_ops in derivatives or []:
-        for target in [name] if name in op_by_name else ops_by_base.get(name, []):
-            for backward in backward_ops:
-                for b in ops_by_base.get(backward, []):
-                    g.edge(op_node(b), op_node(target), "backward", f"derivatives.yaml: {name}")
-
-    # ---- Python: references through imports and re-exports
-    module_aliases: dict[str, dict[str, str]] = {}
-    module_stars: dict[str, list[str]] = {}
-    for f in files:
-        if f.lang == "python":
-            mod = f.path[:-3].replace("/", ".")
-            mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-            module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
-            module_stars[mod] = [m for a, m in module_aliases[mod].items() if a.startswith("*")]
-
-    resolved_cache: dict[str, int | None] = {}
-
-    def resolve_py(dotted: str, depth: int = 0) -> int | None:
-        if dotted in resolved_cache:
-            return resolved_cache[dotted]
-        resolved_cache[dotted] = None
-        result = py_by_qual.get(dotted)
-        if result is None and depth < 6:
-            dot = len(dotted)
-            while (dot := dotted.rfind(".", 0, dot)) > 0:  # the longest prefix that is a module
-                aliases = module_aliases.get(dotted[:dot])
-                if aliases is None:
-                    continue
-                head, _, rest = dotted[dot + 1 :].partition(".")
-                candidates = [aliases[head]] if head in aliases else []
-                if not head.startswith("_"):  # `from m import *` does not bring m's private names
-                    candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
-                for target in candidates:
-                    result = resolve_py(f"{target}.{rest}" if rest else target, depth + 1)
-                    if result is not None:
-                        break
-                break
-        resolved_cache[dotted] = result
-        return result
-
-    def ops_of_python(dotted: str, kind: str) -> list[str]:
-        qual, _, name = dotted.rpartition(".")
-        if kind == "member" or (
-            qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
-        ):
-            return method_ops.get(name, [])
-        m = re.match(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$", dotted)
-        if m:
-            ns, base, overload = m.groups()
-            if ns == "aten":
-                return (
-                    [f"{base}.{overload}"]
-                    if overload and f"{base}.{overload}" in op_by_name
-                    else ops_by_base.get(base, [])
+        self.library_ops = library_ops = {}
+        for f in files:
+            for d in f.library_defs:
+                name = d.schema.split("(")[0].split("::")[-1].strip()
+                library_ops.setdefault(_op_key(d.namespace, name), (d.namespace, d.schema))
+        for key, (namespace, schema) in sorted(library_ops.items()):
+            if key not in op_by_name:
+                base, _, overload = key.split("::")[-1].partition(".")
+                t.rows["ops"].append((key, base, overload, namespace, schema, False, None, "function", "", None))
+        for o in ops:
+            t.rows["ops"].append(
+                (
+                    o.name,
+                    o.base,
+                    o.overload,
+                    "aten",
+                    o.schema,
+                    o.structured,
+                    o.structured_delegate,
+                    o.variants,
+                    o.tags,
+                    o.composite,
                 )
-            key = _op_key(ns, base)
-            return [key] if key in library_ops else []
-        if qual in _OP_PREFIXES:
-            return ops_by_base.get(_OP_PREFIXES[qual] + name, [])
-        return []
-
-    class_subs: dict[int, list[int]] = defaultdict(list)
-    class_methods: dict[int, list[int]] = defaultdict(list)
-    for file_id, f in enumerate(files):
-        if f.lang == "python":
-            for c in f.calls:
-                if c.kind == "member_of":
-                    method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
-                    if method is not None:
-                        class_methods[fid_base[file_id] + c.func_index].append(method)
-    for cls, methods in class_methods.items():
-        if len(methods) <= _HUB_METHODS:
-            for method in methods:
-                if func_rows[method][3] not in _SETUP_METHODS:
-                    g.edge(method, cls, "method_of", "")
-
-    def constructor(cls: int) -> int | None:
-        """Calling a class from Python code runs its __init__ (not every method)."""
-        return py_by_qual.get(f"{func_rows[cls][2]}.__init__")
-
-    for file_id, f in enumerate(files):
-        if f.lang != "python":
-            continue
-        base_gid = fid_base[file_id]
-        for c in f.calls:
-            caller = base_gid + c.func_index
-            dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
-            t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
-            if c.kind == "member_of":
-                continue
-            if c.kind == "ref" and func_rows[caller][4] != "alias":
-                continue  # named as a value in a body (isinstance, tables of overrides), not called
-            target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
-            if c.kind == "base":
-                if target is not None:
-                    class_subs[target].append(caller)
-                continue
-            if target is not None and func_rows[target][4] == "class" and c.kind == "python":
-                target = constructor(target)
-                if target is None:
-                    continue
-            if target is not None and target != caller:
-                t.rows["call_edges"].append((caller, target, "python", c.line))
-                g.edge(target, caller, "python_call", f"line {c.line}")
-                continue
-            for op in ops_of_python(dotted.lstrip("."), c.kind):
-                t.rows["op_calls"].append((caller, op, dotted, c.line))
-                g.edge(op_node(op), caller, "op_call", f"{dotted} line {c.line}")
-    for base_cls, subs in class_subs.items():
-        if len(subs) <= _HUB_SUBCLASSES:
-            for sub in subs:
-                g.edge(base_cls, sub, "subclass", "")
-
-    # ---- benchmarks
-    origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
-    own_kernels = {
-        (op.split(".")[0], device_of_key(key))
-        for op, key, _, fid in t.rows["kernels"]
-        if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key)
-    }
-    for b in benches:
-        t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
-        bnode = g.node("benchmark", b.name)
-        if b.status != "ok":
-            t.warnings.append((b.file, "benchmark", b.message))
-        seen: set[tuple[str, str]] = set()
-        for test, dotted, kind in b.refs:
-            target = None if kind == "member" or dotted.startswith(".") else resolve_py(dotted)
-            if target is not None:
-                if (test, str(target)) not in seen:
-                    seen.add((test, str(target)))
-                    t.rows["bench_calls"].append((b.name, target, test))
-                    g.edge(target, bnode, "bench_call", f"{test}: {dotted}")
-                continue
-            for op in ops_of_python(dotted.lstrip("."), kind):
-                if (test, op) in seen:
-                    continue
-                seen.add((test, op))
-                for device in b.devices:
-                    t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
-                g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
-        trace = (traces or {}).get(b.file)
-        if trace is not None:
-            _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels)
-
-    _python_reached_bench_ops(t, benches, class_methods, class_subs)
-
-    t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
-    for c in canaries:
-        t.rows["canary_sets"].append(
-            (
-                c["name"],
-                c.get("description", ""),
-                json.dumps(c.get("paths", [])),
-                json.dumps(c.get("functions", [])),
-                json.dumps(c.get("benchmarks", [])),
             )
+            g.node("op", o.name)
+
+        def op_node(name: str) -> int:
+            return g.node("op", name)
+
+        # the one set of C++ name-resolution rules (shared with the incremental patch)
+        stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
+        cpp_linker = CppCallLinker(
+            (
+                (*row[:5], row[7], True, files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
+                for row in func_rows
+            ),
+            ((o.name, o.base, o.overload, o.variants) for o in ops),
+            stub_names,
+            g.node,
+            {file_id: f.path for file_id, f in enumerate(files)},
         )
-    return t
+
+        # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
+        meta_by_name: dict[str, list[int]] = defaultdict(list)
+        for gid, _, _, name, kind, *_ in func_rows:
+            if kind == "structured_meta":
+                meta_by_name[name].append(gid)
+        for o in ops:
+            for key, kernel in o.kernels:
+                targets = cpp_linker.kernel_targets(kernel)
+                t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
+                for gid in targets:
+                    g.edge(gid, op_node(o.name), "kernel", key)
+            for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
+                g.edge(gid, op_node(o.name), "meta", "TORCH_META_FUNC")
+            if o.structured_delegate:
+                t.rows["op_edges"].append((o.structured_delegate, o.name, "structured_delegate"))
+                g.edge(op_node(o.structured_delegate), op_node(o.name), "structured_delegate")
+            for a in o.autogen:
+                t.rows["op_edges"].append((o.name, a, "autogen"))
+                g.edge(op_node(o.name), op_node(a), "autogen")
+
+        # ---- stubs and library registrations
+        for file_id, f in enumerate(files):
+            for s in f.stubs:
+                t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
+            for s in f.stub_impls:
+                targets = cpp_linker.registered_targets(s.impl_name, file_id)
+                impl = targets[0] if targets else None
+                t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
+                for gid in targets:
+                    g.edge(gid, g.node("stub", s.stub), "registered", s.arch)
+            for li in f.library_impls:
+                op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
+                cands = cpp_linker.library_targets(li.kernel_name, file_id)
+                t.rows["library_impls"].append(
+                    (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
+                )
+                for gid in cands:
+                    for on in cpp_linker.library_ops(li.namespace, op):
+                        g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
+
+        # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
+        by_suffix: dict[str, list[int]] = defaultdict(list)
+        for file_id, f in enumerate(files):
+            parts = f.path.split("/")
+            for i in range(len(parts)):
+                by_suffix["/".join(parts[i:])].append(file_id)
+        for file_id, f in enumerate(files):
+            if f.lang != "python":
+                for target in f.includes:
+                    if not target.startswith("using:"):
+                        found = by_suffix.get(target, [])
+                        t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+
+        # ---- C++ calls
+        for file_id, f in enumerate(files):
+            linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings_of(f))
+            t.rows["calls"] += linked.calls
+            t.rows["call_edges"] += linked.call_edges
+            t.rows["op_calls"] += linked.op_calls
+            for dst, src, kind, detail in linked.reach:
+                g.edge(dst, src, kind, detail)
+
+    def _make_room(self, functions: list[tuple]) -> None:
+        """Number ``functions`` (Python ones) right after the C++ functions, as in a one-step
+        link: the nodes the first step made after its functions move up to make room."""
+        first, n = len(self.func_rows), len(functions)
+        g, t = self.g, self.t
+        if n:
+            g.node_ids = {k: i + n if i >= first else i for k, i in g.node_ids.items()}
+            nodes = t.rows["nodes"]
+            t.rows["nodes"] = nodes[:first] + [(i + n, *rest) for i, *rest in nodes[first:]]
+            t.rows["reach_edges"] = [
+                (d + n if d >= first else d, s + n if s >= first else s, kind, detail)
+                for d, s, kind, detail in t.rows["reach_edges"]
+            ]
+            g.seen = {(d, s) for d, s, _, _ in t.rows["reach_edges"]}
+        for gid, *_ in functions:
+            g.node_ids[("pyfunction", str(gid))] = gid
+        t.rows["nodes"][first:first] = [(gid, "pyfunction", str(gid), qualname) for gid, _, qualname, *_ in functions]
+
+    def finish(
+        self,
+        python_files: list[FileFacts],
+        benches: list[BenchmarkFacts],
+        canaries: list[dict],
+        traces: dict[str, FileTrace] | None = None,
+        derivatives: list[tuple[str, list[str]]] | None = None,
+    ) -> Tables:
+        """All index tables: the first step's and those of ``python_files`` and ``benches`` (call once)."""
+        t, g = self.t, self.g
+        op_by_name, ops_by_base, method_ops = self.op_by_name, self.ops_by_base, self.method_ops
+        library_ops = self.library_ops
+        files = [*self.files, *python_files]
+        py_rows, py_base = _file_rows(t, python_files, len(self.files), len(self.func_rows))
+        self._make_room(py_rows)
+        func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
+        t.rows["functions"] = func_rows
+        is_python = [fid >= len(self.files) and f.lang == "python" for fid, f in enumerate(files)]
+        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if is_python[file_id]}
+
+        def op_node(name: str) -> int:
+            return g.node("op", name)
+
+        # ---- stubs whose callers are not in the index (declared and called by an upstream
+        # PyTorch the backend is built against): linked to operators by name
+        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
+        declared = {s.stub for f in files for s in f.stubs}
+        registered_in: dict[str, list[str]] = defaultdict(list)
+        for f in files:
+            for s in f.stub_impls:
+                registered_in[s.stub].append(f.path)
+        for stub in sorted(set(registered_in) - declared):
+            node = g.node("stub", stub)
+            if node not in called:
+                layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
+                for op in ops_named_like(stub, ops_by_base):
+                    g.edge(node, op_node(op), "stub_name", layout)
+
+        # ---- backward formulas: an op's backward ops (followed like composite callers)
+        for name, backward_ops in derivatives or []:
+            for target in [name] if name in op_by_name else ops_by_base.get(name, []):
+                for backward in backward_ops:
+                    for b in ops_by_base.get(backward, []):
+                        g.edge(op_node(b), op_node(target), "backward", f"derivatives.yaml: {name}")
+
+        # ---- Python: references through imports and re-exports
+        module_aliases: dict[str, dict[str, str]] = {}
+        module_stars: dict[str, list[str]] = {}
+        for f in files:
+            if f.lang == "python":
+                mod = f.path[:-3].replace("/", ".")
+                mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+                module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
+                module_stars[mod] = [m for a, m in module_aliases[mod].items() if a.startswith("*")]
+
+        resolved_cache: dict[str, int | None] = {}
+
+        def resolve_py(dotted: str, depth: int = 0) -> int | None:
+            if dotted in resolved_cache:
+                return resolved_cache[dotted]
+            resolved_cache[dotted] = None
+            result = py_by_qual.get(dotted)
+            if result is None and depth < 6:
+                dot = len(dotted)
+                while (dot := dotted.rfind(".", 0, dot)) > 0:  # the longest prefix that is a module
+                    aliases = module_aliases.get(dotted[:dot])
+                    if aliases is None:
+                        continue
+                    head, _, rest = dotted[dot + 1 :].partition(".")
+                    candidates = [aliases[head]] if head in aliases else []
+                    if not head.startswith("_"):  # `from m import *` does not bring m's private names
+                        candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
+                    for target in candidates:
+                        result = resolve_py(f"{target}.{rest}" if rest else target, depth + 1)
+                        if result is not None:
+                            break
+                    break
+            resolved_cache[dotted] = result
+            return result
+
+        def ops_of_python(dotted: str, kind: str) -> list[str]:
+            qual, _, name = dotted.rpartition(".")
+            if kind == "member" or (
+                qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
+            ):
+                return method_ops.get(name, [])
+            m = re.match(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$", dotted)
+            if m:
+                ns, base, overload = m.groups()
+                if ns == "aten":
+                    return (
+                        [f"{base}.{overload}"]
+                        if overload and f"{base}.{overload}" in op_by_name
+                        else ops_by_base.get(base, [])
+                    )
+                key = _op_key(ns, base)
+                return [key] if key in library_ops else []
+            if qual in _OP_PREFIXES:
+                return ops_by_base.get(_OP_PREFIXES[qual] + name, [])
+            return []
+
+        class_subs: dict[int, list[int]] = defaultdict(list)
+        class_methods: dict[int, list[int]] = defaultdict(list)
+        for file_id, f in enumerate(files):
+            if f.lang == "python":
+                for c in f.calls:
+                    if c.kind == "member_of":
+                        method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
+                        if method is not None:
+                            class_methods[fid_base[file_id] + c.func_index].append(method)
+        for cls, methods in class_methods.items():
+            if len(methods) <= _HUB_METHODS:
+                for method in methods:
+                    if func_rows[method][3] not in _SETUP_METHODS:
+                        g.edge(method, cls, "method_of", "")
+
+        def constructor(cls: int) -> int | None:
+            """Calling a class from Python code runs its __init__ (not every method)."""
+            return py_by_qual.get(f"{func_rows[cls][2]}.__init__")
+
+        for file_id, f in enumerate(files):
+            if f.lang != "python":
+                continue
+            base_gid = fid_base[file_id]
+            for c in f.calls:
+                caller = base_gid + c.func_index
+                dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
+                t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+                if c.kind == "member_of":
+                    continue
+                if c.kind == "ref" and func_rows[caller][4] != "alias":
+                    continue  # named as a value in a body (isinstance, tables of overrides), not called
+                target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
+                if c.kind == "base":
+                    if target is not None:
+                        class_subs[target].append(caller)
+                    continue
+                if target is not None and func_rows[target][4] == "class" and c.kind == "python":
+                    target = constructor(target)
+                    if target is None:
+                        continue
+                if target is not None and target != caller:
+                    t.rows["call_edges"].append((caller, target, "python", c.line))
+                    g.edge(target, caller, "python_call", f"line {c.line}")
+                    continue
+                for op in ops_of_python(dotted.lstrip("."), c.kind):
+                    t.rows["op_calls"].append((caller, op, dotted, c.line))
+                    g.edge(op_node(op), caller, "op_call", f"{dotted} line {c.line}")
+        for base_cls, subs in class_subs.items():
+            if len(subs) <= _HUB_SUBCLASSES:
+                for sub in subs:
+                    g.edge(base_cls, sub, "subclass", "")
+
+        # ---- benchmarks
+        origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
+        own_kernels = {
+            (op.split(".")[0], device_of_key(key))
+            for op, key, _, fid in t.rows["kernels"]
+            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key)
+        }
+        for b in benches:
+            t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
+            bnode = g.node("benchmark", b.name)
+            if b.status != "ok":
+                t.warnings.append((b.file, "benchmark", b.message))
+            seen: set[tuple[str, str]] = set()
+            for test, dotted, kind in b.refs:
+                target = None if kind == "member" or dotted.startswith(".") else resolve_py(dotted)
+                if target is not None:
+                    if (test, str(target)) not in seen:
+                        seen.add((test, str(target)))
+                        t.rows["bench_calls"].append((b.name, target, test))
+                        g.edge(target, bnode, "bench_call", f"{test}: {dotted}")
+                    continue
+                for op in ops_of_python(dotted.lstrip("."), kind):
+                    if (test, op) in seen:
+                        continue
+                    seen.add((test, op))
+                    for device in b.devices:
+                        t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
+                    g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
+            trace = (traces or {}).get(b.file)
+            if trace is not None:
+                _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels)
+
+        _python_reached_bench_ops(t, benches, class_methods, class_subs)
+
+        t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
+        for c in canaries:
+            t.rows["canary_sets"].append(
+                (
+                    c["name"],
+                    c.get("description", ""),
+                    json.dumps(c.get("paths", [])),
+                    json.dumps(c.get("functions", [])),
+                    json.dumps(c.get("benchmarks", [])),
+                )
+            )
+        return t
 
 
 _PY_DEPTH = 4  # Python call levels below a benchmark's references that count as its own ops

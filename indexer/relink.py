@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from perfq import __version__
@@ -23,7 +24,7 @@ from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.extract import gc_paused, read_and_extract
 from perfq.indexer.facts import FileFacts
 from perfq.indexer.facts_cache import load_cache, save_cache
-from perfq.indexer.link import link
+from perfq.indexer.link import NativeLink
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
 from perfq.indexer.trace import (
     FileTrace,
@@ -78,17 +79,24 @@ def relink(
             work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
     if upstream is not None:
         work += _upstream_work(upstream, cache, kept)
+    work.sort(key=lambda job: job[1] != "cpp")  # C++ files first: they are linked while the others are parsed
     report.reused, report.reparsed = len(kept), len(work)
     events.phase("extract", f"{len(work)} files to parse, {len(kept)} from the facts cache")
     t2 = time.perf_counter()
+    native: list[tuple[NativeLink, list[str]]] = []
+
+    def link_native(layers: list[tuple[str, list[OpFacts]]]) -> None:
+        """The link's first step, once the C++ facts and the operators are in."""
+        started_native = time.perf_counter()
+        ops, yaml_warnings = merge_ops(layers)
+        native.append((NativeLink(_facts(kept, "cpp"), ops), yaml_warnings))
+        report.timings["link_cpp"] = time.perf_counter() - started_native
+
     with gc_paused():
-        layers, reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet)
-    ops, yaml_warnings = merge_ops(layers)
+        reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet, link_native)
     report.timings["extract"] = time.perf_counter() - t2
-    file_facts = [v[2] for k, v in sorted(kept.items()) if v[0] in ("cpp", "python")]
-    for k, v in kept.items():
-        if k.startswith("up:") and v[0] in ("cpp", "python"):
-            v[2].origin = "upstream"
+    (native_link, yaml_warnings), = native
+    file_facts = _facts(kept, "cpp") + _facts(kept, "python")
     benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
     t_trace = time.perf_counter()
     traces = _traces(repo, benches, cache, kept, trace, jobs, events)
@@ -96,9 +104,9 @@ def relink(
     report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
     # the facts cache is saved by a forked child while this process links and writes
     saving = report.reparsed or set(kept) != set(cache)
-    with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext():
-        _link_and_write(repo, cfg, upstream, db_path, file_facts, benches, ops, canaries, traces, report,
-                        {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
+    with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext(), gc_paused():
+        _link_and_write(repo, cfg, upstream, db_path, native_link, _facts(kept, "python"), benches, canaries, traces,
+                        report, {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
     report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
 
@@ -137,14 +145,26 @@ def _progress(total: int, quiet: bool):
     )
 
 
+def _facts(kept: dict, kind: str) -> list[FileFacts]:
+    """The facts of the ``kind`` files (``cpp``, ``python``): the repo's, then the upstream's
+    (marked as such), in path order."""
+    out = []
+    for key, (entry_kind, _, facts) in sorted(kept.items()):
+        if entry_kind == kind:
+            if key.startswith("up:"):
+                facts.origin = "upstream"
+            out.append(facts)
+    return out
+
+
 def _link_and_write(
     repo: Path,
     cfg: Config,
     upstream: Upstream | None,
     db_path: Path,
-    file_facts: list[FileFacts],
+    native: NativeLink,
+    python_facts: list[FileFacts],
     benches: list[BenchmarkFacts],
-    ops: list[OpFacts],
     canaries: list[dict],
     traces: dict[str, FileTrace],
     report: BuildReport,
@@ -152,11 +172,11 @@ def _link_and_write(
     yaml_warnings: list[str],
     events: BuildEvents,
 ) -> None:
-    """Link the facts into tables and write them as the index at ``db_path``."""
-    events.phase("link", f"{len(file_facts)} source files, {len(benches)} benchmark files")
+    """Finish the link (``native``: its C++ step) and write the tables as the index at ``db_path``."""
+    events.phase("link", f"{len(python_facts)} Python files, {len(benches)} benchmark files")
     t3 = time.perf_counter()
     derivatives = _derivatives(repo, cfg, upstream)
-    tables = link(file_facts, benches, ops, canaries, traces, derivatives)  # type: ignore[arg-type]
+    tables = native.finish(python_facts, benches, canaries, traces, derivatives)
     report.timings["link"] = time.perf_counter() - t3
     events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
     t4 = time.perf_counter()
@@ -269,13 +289,13 @@ def _extract_all(
     yaml_keys: dict[Path, tuple[str, str]],
     jobs: int | None,
     quiet: bool,
-) -> tuple[list[tuple[str, list[OpFacts]]], str]:
-    """Run the extractors over ``work`` in a process pool, and read the yaml files whose
-    content changed (others come from ``cache``), filling ``kept``; the operators of each
-    yaml, in order."""
+    cpp_done: Callable[[list[tuple[str, list[OpFacts]]]], None],
+) -> str:
+    """Run the extractors over ``work`` (C++ files first) in a process pool, and read the yaml
+    files whose content changed (others come from ``cache``), filling ``kept``. Once the C++
+    files and the yaml files are in, ``cpp_done`` gets the operators of each yaml, in order, and
+    runs while the pool parses the other files. Returns the yaml reader(s)."""
     jobs = jobs or os.cpu_count() or 1
-    layers: list[tuple[str, list[OpFacts]]] = []
-    readers: list[str] = []
     yaml_todo = []
     for path, (key, sha) in yaml_keys.items():
         cached = cache.get(key)
@@ -283,10 +303,19 @@ def _extract_all(
             kept[key] = cached
         else:
             yaml_todo.append((key, sha, path))
-    if work or yaml_todo:
+    n_cpp = sum(1 for job in work if job[1] == "cpp")
+    if not (work or yaml_todo):
+        cpp_done(_yaml_layers(yaml_keys, kept))
+    else:
         progress = _progress(len(work), quiet)
         with worker_pool(jobs) as pool:
             yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
+
+            def native_in() -> None:
+                for key, sha, fut in yaml_futures:
+                    kept[key] = ("yaml", sha, fut.result())
+                cpp_done(_yaml_layers(yaml_keys, kept))
+
             chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
             started = time.perf_counter()
             task = None
@@ -295,6 +324,8 @@ def _extract_all(
                 task = progress.add_task("indexing", total=len(work), rate="0")
             try:
                 results = pool.map(read_and_extract, work, chunksize=chunk)
+                if not n_cpp:
+                    native_in()
                 for i, (job, (kind, path, facts, error)) in enumerate(zip(work, results, strict=True)):
                     if facts is None:
                         facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
@@ -304,13 +335,14 @@ def _extract_all(
                     if progress is not None and task is not None:
                         rate = (i + 1) / max(1e-6, time.perf_counter() - started)
                         progress.update(task, advance=1, rate=f"{rate:.0f}")
+                    if i + 1 == n_cpp:
+                        native_in()
             finally:
                 if progress is not None:
                     progress.stop()
-            for key, sha, fut in yaml_futures:
-                kept[key] = ("yaml", sha, fut.result())
-    for path, (key, _) in yaml_keys.items():
-        yaml_ops, reader = kept[key][2]
-        layers.append((str(path), yaml_ops))
-        readers.append(reader)
-    return layers, ",".join(readers)
+    return ",".join(kept[key][2][1] for key, _ in yaml_keys.values())
+
+
+def _yaml_layers(yaml_keys: dict[Path, tuple[str, str]], kept: dict) -> list[tuple[str, list[OpFacts]]]:
+    """The operators of each yaml file, in order."""
+    return [(str(path), kept[key][2][0]) for path, (key, _) in yaml_keys.items()]

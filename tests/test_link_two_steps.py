@@ -1,0 +1,105 @@
+"""The link runs in two steps (indexer/link.py NativeLink): C++ files and operators first, while a
+build still parses its Python files, then Python files and benchmarks. Python functions are
+numbered right after the C++ ones, so the nodes the first step made (operators, stubs) move up;
+every edge must still join the same things, and the order files come in must not matter."""
+
+from __future__ import annotations
+
+import random
+import textwrap
+
+from perfq.indexer.extract import file_facts
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.link import NativeLink, link
+from perfq.indexer.native_yaml import OpFacts
+
+CPP = {
+    "aten/native/Add.cpp": """
+        namespace at::native {
+        DEFINE_DISPATCH(add_stub);
+        Tensor add_cpu(const Tensor& a, const Tensor& b) { add_stub(kCPU, a, b); return a; }
+        Tensor mul_cpu(const Tensor& a, const Tensor& b) { return at::add(a, b); }
+        }
+    """,
+    "aten/native/cpu/AddKernel.cpp": """
+        namespace at::native {
+        static void add_kernel(const Tensor& a, const Tensor& b) {}
+        REGISTER_DISPATCH(add_stub, &add_kernel);
+        }
+    """,
+}
+PYTHON = {
+    "torch/nn/functional.py": """
+        import torch
+
+        def plus(a, b):
+            return torch.add(a, b)
+
+        def twice(a):
+            return plus(a, a)
+    """,
+    "torch/nn/other.py": """
+        import torch
+
+        def times(a, b):
+            return torch.mul(a, b)
+    """,
+}
+OPS = [
+    OpFacts("add.Tensor", "add", "Tensor", "add.Tensor(Tensor self, Tensor other) -> Tensor", False, None,
+            "function, method", "", None, [("CPU", "add_cpu")]),
+    OpFacts("mul.Tensor", "mul", "Tensor", "mul.Tensor(Tensor self, Tensor other) -> Tensor", False, None,
+            "function, method", "", None, [("CPU", "mul_cpu")]),
+]
+
+
+def facts(kind: str, path: str, source: str) -> FileFacts:
+    out = file_facts(kind, path, textwrap.dedent(source).lstrip("\n").encode())
+    assert isinstance(out, FileFacts) and out.status == "ok"
+    return out
+
+
+def named_edges(tables) -> set[tuple]:
+    """The reach edges with their ends named (kind, key or qualname), not numbered."""
+    qualname = {row[0]: row[2] for row in tables.rows["functions"]}
+    name = {nid: (kind, qualname.get(nid, key)) for nid, kind, key, _ in tables.rows["nodes"]}
+    return {(name[dst], name[src], kind, detail) for dst, src, kind, detail in tables.rows["reach_edges"]}
+
+
+def test_python_functions_follow_the_cpp_ones_and_every_edge_keeps_its_ends():
+    cpp = [facts("cpp", p, s) for p, s in CPP.items()]
+    python = [facts("python", p, s) for p, s in PYTHON.items()]
+    native = NativeLink(cpp, OPS)
+    first_step = named_edges(native.t)
+    tables = native.finish(python, [], [], {}, [])
+
+    n_cpp = sum(len(f.functions) for f in cpp)
+    functions = tables.rows["functions"]
+    assert [row[0] for row in functions] == list(range(len(functions)))  # dense, C++ first
+    assert {row[2] for row in functions[n_cpp:]} == {"torch.nn.functional.plus", "torch.nn.functional.twice",
+                                                     "torch.nn.other.times"}
+    nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
+    assert sorted(nodes) == list(range(len(nodes)))
+    for gid, *_ in functions:  # node id == function id
+        assert nodes[gid] == ("function" if gid < n_cpp else "pyfunction", str(gid))
+
+    edges = named_edges(tables)
+    assert first_step <= edges  # the first step's edges, their ends renumbered, join the same things
+    assert (("op", "add.Tensor"), ("pyfunction", "torch.nn.functional.plus"), "op_call",
+            "torch.add line 4") in edges
+    assert (("stub", "add_stub"), ("function", "at::native::add_cpu"), "stub_call", "line 3") in edges
+    assert (("function", "at::native::add_cpu"), ("op", "add.Tensor"), "kernel", "CPU") in edges
+    assert (("op", "add.Tensor"), ("function", "at::native::mul_cpu"), "op_call", "at::add line 4") in edges
+
+
+def test_the_order_files_come_in_does_not_change_the_tables():
+    files = [*(facts("cpp", p, s) for p, s in CPP.items()), *(facts("python", p, s) for p, s in PYTHON.items())]
+    expected = link(files, [], OPS, [], {}, [])
+    shuffled = files[:]
+    for seed in range(5):
+        random.Random(seed).shuffle(shuffled)
+        # the same relative order within each language: the ids are those of C++ first, then Python
+        ordered = sorted(shuffled, key=lambda f: (f.lang == "python", files.index(f)))
+        got = link(shuffled, [], OPS, [], {}, [])
+        assert link(ordered, [], OPS, [], {}, []).rows == expected.rows
+        assert named_edges(got) == named_edges(expected)
