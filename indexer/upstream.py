@@ -6,7 +6,6 @@ indexed next to the backend's own sources."""
 from __future__ import annotations
 
 import fnmatch
-import importlib.metadata
 import importlib.util
 import subprocess
 from dataclasses import dataclass
@@ -87,6 +86,8 @@ def _package() -> Upstream:
     if not yaml_path.is_file():
         raise PerfqError(f"the installed torch has no {yaml_path.relative_to(root)} (torchgen/packaged)")
     derivatives = root / "torchgen/packaged/autograd/derivatives.yaml"
+    import importlib.metadata  # here: 20 ms, which a patch of a PyTorch index never needs
+
     try:
         version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:

@@ -107,14 +107,15 @@ try:
     main(["index", "--no-trace", "--format", "json"])
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(" ".join(m for m in ("perfq.indexer.relink", "perfq.indexer.link", "multiprocessing", "yaml", "numpy")
+print(" ".join(m for m in ("perfq.indexer.relink", "perfq.indexer.link", "multiprocessing", "yaml", "numpy",
+                                  "importlib.metadata")
                if m in sys.modules), file=sys.stderr)
 """
 
 
 def test_a_body_only_patch_loads_none_of_the_relink_machinery(tmp_path):
     """`perfq index` after a body-only edit patches the index without loading the re-link path:
-    no process pool, linker, yaml reader or numpy."""
+    no process pool, linker, yaml reader, numpy or package metadata."""
     repo = make_repo(tmp_path / "repo")
     assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
     replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
