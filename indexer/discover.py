@@ -44,14 +44,15 @@ def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
 
 def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``path`` (or ``/path``) matches one of the fnmatch ``patterns``."""
-    exclusion = _exclusion(tuple(patterns))
-    return exclusion.match(path) is not None or exclusion.match("/" + path) is not None
+    return _exclusion(tuple(patterns)).match("/" + path) is not None
 
 
 @functools.cache
 def _exclusion(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """The ``patterns`` as one regular expression (fnmatch's own translation)."""
-    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns) or "(?!)")
+    """The ``patterns`` as one regular expression (fnmatch's own translation) matched against
+    ``/path``: an optional leading slash makes it try ``path`` and ``/path`` in one call."""
+    either = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
+    return re.compile(f"/?(?:{either})" if either else "(?!)")
 
 
 ROOTS = {  # config key -> the kind of file its roots hold, and what it is called

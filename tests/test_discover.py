@@ -1,15 +1,19 @@
 """Which files get indexed: every root's files from one listing, overlapping roots, a root that
-is a file, neighbours that only share a root's prefix, untracked files, and a tree without git."""
+is a file, neighbours that only share a root's prefix, untracked files, a tree without git, and
+exclusion patterns."""
 
 from __future__ import annotations
 
+import fnmatch
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfq.config import Config
-from perfq.indexer.discover import discover
+from perfq.indexer.discover import discover, excluded
 
 FILES = [
     "torch/nn/functional.py",
@@ -55,3 +59,19 @@ def test_each_kind_gets_the_files_below_its_roots(tmp_path: Path, git: bool):
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         subprocess.run(["git", "-C", str(repo), "add", *FILES[:6]], check=True)  # the rest untracked: still listed
     assert discover(repo, CONFIG) == EXPECTED
+
+
+_SEGMENT = st.sampled_from(["aten", "test", "tests", "third_party", "src", "a.cpp", "b.h", "x.py", "*", "**", "?"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    path=st.lists(_SEGMENT.filter(lambda s: s not in ("*", "**", "?")), min_size=1, max_size=5).map("/".join),
+    patterns=st.lists(st.lists(_SEGMENT, min_size=1, max_size=4).map("/".join), min_size=0, max_size=3),
+    leading=st.booleans(),
+)
+def test_exclusion_is_fnmatch_of_the_path_or_the_slashed_path(path, patterns, leading):
+    """One regular expression tried once equals fnmatch on ``path`` or on ``/path``."""
+    patterns = tuple(("/" if leading else "") + p for p in patterns)
+    expected = any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase("/" + path, p) for p in patterns)
+    assert excluded(path, patterns) == expected
