@@ -86,11 +86,11 @@ def _package() -> Upstream:
     if not yaml_path.is_file():
         raise PerfqError(f"the installed torch has no {yaml_path.relative_to(root)} (torchgen/packaged)")
     derivatives = root / "torchgen/packaged/autograd/derivatives.yaml"
-    import importlib.metadata  # here: 20 ms, which a patch of a PyTorch index never needs
+    from importlib import metadata  # here: 20 ms, which a patch of a PyTorch index never needs
 
     try:
-        version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
         version = "unknown"
     return Upstream(
         "torch",
