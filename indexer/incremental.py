@@ -23,7 +23,7 @@ from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import insert_rows, replacing, write_graph
+from perfq.schema.writer import UnreadableIndex, insert_rows, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 
@@ -38,24 +38,52 @@ class Patched(NamedTuple):
     skipped: list[tuple[str, str]]
 
 
+class _Unpatchable(Exception):
+    """The change needs a full re-link."""
+
+
 def patch_index(
     repo: Path, db_path: Path, discovered: dict[str, list[str]], digests: dict[str, str | None], meta: dict[str, str]
 ) -> Patched | None:
     """Patch ``db_path`` for the files changed since it was built (``digests``: content
-    hashes of the discovered files), or None when a full build is needed."""
+    hashes of the discovered files), or None when a full build is needed. One connection,
+    to the copy that replaces the index, both checks and patches."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
+    graph: list[tuple[str, bytes]] = []
     try:
-        con = duckdb.connect(str(db_path), read_only=True)
-    except duckdb.Error:
+        with replacing(db_path, copy_existing=True) as con:
+            files, changed = _changed_files(con, discovered, digests, meta)
+            t0 = time.perf_counter()
+            new_facts = {files[p][0]: _reparsed(repo, p, files[p]) for p in changed}
+            timings["extract"] = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            if _apply(con, new_facts, {**meta, "reparsed_files": str(len(changed))}):
+                graph, token = _repack_graph(con)
+            store = IndexStore(con)
+            counts, skipped = store.table_counts(store.tables()), store.skipped_files()
+    except (_Unpatchable, UnreadableIndex):
         return None
+    if graph:
+        write_graph_file(db_path, graph, token)
+    timings["link"] = time.perf_counter() - t1
+    timings["total"] = time.perf_counter() - started
+    return Patched(len(changed), timings, counts, skipped)
+
+
+def _changed_files(
+    con: duckdb.DuckDBPyConnection, discovered: dict[str, list[str]], digests: dict[str, str | None],
+    meta: dict[str, str],
+) -> tuple[dict[str, tuple], list[str]]:
+    """The index's repo files (path -> id, digest, structure and registration signatures) and
+    those whose content changed; _Unpatchable unless only a few C++ files did."""
     try:
         old_meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
         if old_meta.get("schema_version") != str(SCHEMA_VERSION):
-            return None
+            raise _Unpatchable
         relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
         if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
-            return None
+            raise _Unpatchable
         files = {
             p: (i, sha, sig, reg)
             for i, p, sha, sig, reg in con.execute(
@@ -63,37 +91,29 @@ def patch_index(
             ).fetchall()
         }
         benches = dict(con.execute("SELECT file, sha256 FROM benchmarks").fetchall())
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
+    except duckdb.Error:  # not a perfq index of this schema
+        raise _Unpatchable from None
     if set(discovered["cpp"]) | set(discovered["python"]) != set(files) or set(discovered["benchmark"]) != set(benches):
-        return None
+        raise _Unpatchable
     if any(digests[p] != benches[p] for p in discovered["benchmark"]):
-        return None
+        raise _Unpatchable
     changed = [p for p in files if digests[p] != files[p][1]]
     if len(changed) > MAX_PATCHED_FILES or any(p.endswith(".py") for p in changed):
-        return None
-    t0 = time.perf_counter()
-    new_facts: dict[str, tuple[FileFacts, bool]] = {}
-    for path in changed:
-        facts = file_facts("cpp", path, (repo / path).read_bytes())
-        if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != files[path][3]:
-            return None  # its stubs or registrations changed: re-link
-        new_facts[path] = (facts, structure_signature(facts) != files[path][2])
-    timings["extract"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    graph: list[tuple[str, bytes]] = []
-    with replacing(db_path, copy_existing=True) as con:
-        if _apply(con, {files[p][0]: f for p, f in new_facts.items()}, {**meta, "reparsed_files": str(len(changed))}):
-            graph, token = _repack_graph(con)
-        store = IndexStore(con)
-        counts, skipped = store.table_counts(store.tables()), store.skipped_files()
-    if graph:
-        write_graph_file(db_path, graph, token)
-    timings["link"] = time.perf_counter() - t1
-    timings["total"] = time.perf_counter() - started
-    return Patched(len(changed), timings, counts, skipped)
+        raise _Unpatchable
+    return files, changed
+
+
+def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
+    """The facts of a changed C++ file and whether its functions changed (``indexed``: its
+    row of _changed_files); _Unpatchable when its stubs or registrations changed, or it is gone."""
+    try:
+        data = (repo / path).read_bytes()
+    except OSError:  # removed or unreadable since it was listed: the re-link says so
+        raise _Unpatchable from None
+    facts = file_facts("cpp", path, data)
+    if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != indexed[3]:
+        raise _Unpatchable
+    return facts, structure_signature(facts) != indexed[2]
 
 
 def _reach_from(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:

@@ -124,19 +124,29 @@ def remove_scratch(target: Path) -> None:
             path.unlink()
 
 
+class UnreadableIndex(Exception):
+    """The index to copy could not be copied or opened (damaged, foreign, unreadable)."""
+
+
 @contextlib.contextmanager
 def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to a scratch copy of ``target`` (empty, or a copy of it) that replaces
     ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
-    is removed and ``target`` is untouched. Readers never see a half-written index."""
+    is removed and ``target`` is untouched. Readers never see a half-written index.
+    UnreadableIndex when ``copy_existing`` and the copy cannot be made or opened."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     wal = Path(str(tmp) + ".wal")
     try:
         for leftover in (tmp, wal):
             leftover.unlink(missing_ok=True)
         if copy_existing:
-            shutil.copyfile(target, tmp)
-        con = duckdb.connect(str(tmp))
+            try:
+                shutil.copyfile(target, tmp)
+                con = duckdb.connect(str(tmp))
+            except (OSError, duckdb.Error) as exc:
+                raise UnreadableIndex(str(exc)) from exc
+        else:
+            con = duckdb.connect(str(tmp))
         try:
             yield con
             con.execute("CHECKPOINT")

@@ -16,6 +16,7 @@ from perfq.indexer import incremental
 from perfq.indexer import relink as relink_module
 from perfq.indexer.build import build_index
 from perfq.indexer.graph import PARTS, pack_graph
+from perfq.schema import writer
 from perfq.schema.writer import build_lock
 from tests.aten_fixture import make_repo, perfq, replace_in
 
@@ -154,6 +155,35 @@ def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, 
         build_index(repo, Config(), db, jobs=1, quiet=True)
     assert _snapshot(db) == before
     assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_patch_checks_and_patches_on_one_connection(repo: Path, tmp_path: Path, monkeypatch):
+    """Opening a DuckDB file costs tens of milliseconds: the patch opens only its scratch copy."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    opened: list[str] = []
+    connect = writer.duckdb.connect
+    monkeypatch.setattr(writer.duckdb, "connect", lambda path, *a, **k: opened.append(path) or connect(path, *a, **k))
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    assert len(opened) == 1 and Path(opened[0]).name.endswith(".tmp")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "foreign"])
+def test_an_index_that_cannot_be_patched_is_rebuilt_and_no_scratch_copy_is_left(repo: Path, tmp_path: Path, damage):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    if damage == "foreign":  # a DuckDB file, but not a perfq index
+        db.unlink()
+        con = duckdb.connect(str(db))
+        con.execute("CREATE TABLE t (x INTEGER)")
+        con.close()
+    else:
+        db.write_bytes(b"not a database\n" * 100 if damage == "garbage" else b"")
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
+    assert _snapshot(db)["functions"]
+    assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
 
 
 def test_a_second_writer_is_refused(repo: Path, tmp_path: Path):
