@@ -126,5 +126,10 @@ def test_scaffold_writes_compilable_file_and_refuses_overwrite(setup, tmp_path):
         "--repo", str(repo), "--db", str(db), "--scaffold", "aten::add.Tensor", "--out", str(tmp_path / "a.py")
     )
     assert exact.exit_code == 0 and "add_test" in exact.stderr
+    covered_again = _run(
+        "--repo", str(repo), "--db", str(db), "--scaffold", "aten::add.Tensor", "--out", str(tmp_path / "a.py")
+    )
+    assert covered_again.exit_code != 0 and "exists" in str(covered_again.exception)
+    assert "already covered" not in covered_again.stderr  # the error is the one line: no note before it
     unknown = _run("--repo", str(repo), "--db", str(db), "--scaffold", "nope")
     assert unknown.exit_code != 0 and "unknown operator" in str(unknown.exception)

@@ -83,14 +83,14 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
         benches = store.benchmarks_of_ops([r.name for r in rows])
     namespace, schema = chosen.namespace, chosen.schema
     result = scaffold(schema, namespace=namespace)
-    err = console(stderr=True)
-    if benches:
-        err.print(f"note: {op} is already covered by {', '.join(benches)}")
     if out is None:
         pt = repo / "benchmarks" / "operator_benchmark" / "pt"
         out = (pt if pt.is_dir() else Path.cwd()) / result.filename
-    if out.exists() and not force:
+    if out.exists() and not force:  # before any note: an error is the one line printed
         raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
+    err = console(stderr=True)
+    if benches:
+        err.print(f"note: {op} is already covered by {', '.join(benches)}")
     write_output(result.text, out)
     bench_root = repo / "benchmarks" / "operator_benchmark"
     if out.resolve().parent == (bench_root / "pt").resolve():
