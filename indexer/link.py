@@ -158,7 +158,7 @@ class NativeLink:
     first, and node ids equal function ids."""
 
     # the tables whose rows the first step makes and ``finish`` only appends to: a build may
-    # write the first step's rows while ``finish`` runs (schema/writer.writing_ahead)
+    # write the first step's rows while ``finish`` runs (schema/write_ahead.writing_ahead)
     SETTLED = ("files", "functions", "calls", "call_edges", "op_calls", "kernels", "stubs", "stub_impls",
                "library_impls", "includes", "ops", "op_edges")
 

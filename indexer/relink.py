@@ -36,7 +36,8 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream
-from perfq.schema.writer import write_index, writing_ahead
+from perfq.schema.write_ahead import writing_ahead
+from perfq.schema.writer import write_index
 
 
 def relink(

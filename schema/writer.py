@@ -8,11 +8,10 @@ import contextlib
 import fcntl
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from perfq.common.pool import alongside
 from perfq.errors import PerfqError
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import graph_token, write_graph_file
@@ -129,12 +128,12 @@ class UnreadableIndex(Exception):
     """The index to copy could not be copied or opened (damaged, foreign, unreadable)."""
 
 
-def _cannot_write(target: Path, exc: OSError | duckdb.IOException) -> PerfqError:
+def cannot_write(target: Path, exc: OSError | duckdb.IOException) -> PerfqError:
     why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
     return PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)")
 
 
-def _scratch(target: Path) -> tuple[Path, Path]:
+def scratch_paths(target: Path) -> tuple[Path, Path]:
     """This process's scratch file for a new ``target``, and its WAL."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     return tmp, Path(str(tmp) + ".wal")
@@ -149,7 +148,7 @@ def replacing(
     any error or Ctrl-C the scratch file is removed and ``target`` is untouched. Readers never
     see a half-written index. UnreadableIndex when ``copy_existing`` and the copy cannot be
     made or opened."""
-    tmp, wal = _scratch(target)
+    tmp, wal = scratch_paths(target)
     try:
         for leftover in () if written_ahead else (tmp, wal):
             leftover.unlink(missing_ok=True)
@@ -168,56 +167,11 @@ def replacing(
             con.close()
         os.replace(tmp, target)
     except (OSError, duckdb.IOException) as exc:  # unwritable place, disk full
-        raise _cannot_write(target, exc) from None
+        raise cannot_write(target, exc) from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
             wal.unlink(missing_ok=True)
-
-
-def _write_ahead(tmp: Path, tables: dict[str, list[tuple]], counts: dict[str, int]) -> None:
-    """Create the scratch index ``tmp`` and write the first ``counts`` rows of ``tables``
-    (writing_ahead's child; repeated in line, from scratch, when the child failed)."""
-    for leftover in (tmp, Path(str(tmp) + ".wal")):
-        leftover.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
-    try:
-        con.execute(index_ddl())
-        for table, rows in tables.items():
-            insert_rows(con, table, rows[: counts[table]])
-        con.execute("CHECKPOINT")
-    finally:
-        con.close()
-
-
-@contextlib.contextmanager
-def writing_ahead(target: Path, tables: dict[str, list[tuple]]) -> Iterator[Callable[[], dict[str, int]]]:
-    """While the block runs, a forked child creates the scratch index of ``target`` and writes
-    the rows ``tables`` hold now, on the core the block leaves idle; the block may append more
-    rows to them. Yields ``written``: call it when the block's rows are ready; it waits for the
-    child (repeating its write in line if the child failed) and returns the row counts it wrote,
-    for ``write_index(..., written())`` inside the block. On any error the child is stopped and
-    the scratch file removed."""
-    tmp, wal = _scratch(target)
-    counts = {table: len(rows) for table, rows in tables.items()}
-    child = contextlib.ExitStack()
-    child.enter_context(alongside(_write_ahead, tmp, tables, counts))
-
-    def written() -> dict[str, int]:
-        child.close()  # waits (once), repeats a failed write here
-        return counts
-
-    try:
-        yield written
-        written()
-    except BaseException as exc:
-        child.__exit__(type(exc), exc, exc.__traceback__)  # stops the child if it still runs
-        for path in (tmp, wal):
-            with contextlib.suppress(OSError):
-                path.unlink(missing_ok=True)
-        if isinstance(exc, OSError | duckdb.IOException):  # the write repeated in line failed
-            raise _cannot_write(target, exc) from None
-        raise
 
 
 def write_index(

@@ -1,4 +1,4 @@
-"""Writing an index ahead (schema/writer.writing_ahead): a forked child writes the rows the link's
+"""Writing an index ahead (schema/write_ahead.writing_ahead): a forked child writes the rows the link's
 first step settled while the second step runs; the index must be the one written in line, also
 when the child fails, and an error must leave neither a scratch file nor a changed index."""
 
@@ -12,8 +12,9 @@ import pytest
 
 from perfq.errors import PerfqError
 from perfq.indexer.link import NativeLink, link
-from perfq.schema import writer
-from perfq.schema.writer import write_index, writing_ahead
+from perfq.schema import write_ahead
+from perfq.schema.write_ahead import writing_ahead
+from perfq.schema.writer import write_index
 from tests.test_link_two_steps import CPP, OPS, PYTHON, facts
 
 META = {"repo": "fixture"}
@@ -58,14 +59,14 @@ def test_an_index_written_ahead_is_the_index_written_in_line(tmp_path: Path, in_
 
 def test_a_failed_child_is_repeated_in_line(tmp_path: Path, in_line, monkeypatch):
     parent = os.getpid()
-    real = writer._write_ahead
+    real = write_ahead._write_ahead
 
     def fails_in_the_child(*args):
         if os.getpid() != parent:
             raise RuntimeError("the child dies")
         real(*args)
 
-    monkeypatch.setattr(writer, "_write_ahead", fails_in_the_child)
+    monkeypatch.setattr(write_ahead, "_write_ahead", fails_in_the_child)
     db = tmp_path / "index.duckdb"
     _ahead(db)
     assert _tables(db) == in_line
@@ -90,7 +91,7 @@ def test_a_write_that_fails_in_line_too_is_one_clear_error(tmp_path: Path, monke
     def disk_full(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(writer, "_write_ahead", disk_full)
+    monkeypatch.setattr(write_ahead, "_write_ahead", disk_full)
     db = tmp_path / "index.duckdb"
     with pytest.raises(PerfqError, match="cannot write the index at .*: No space left on device"):
         _ahead(db)
