@@ -97,7 +97,8 @@ def relink(
         reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet, link_native)
     report.timings["extract"] = time.perf_counter() - t2
     (native_link, yaml_warnings), = native
-    file_facts = _facts(kept, "cpp") + _facts(kept, "python")
+    python_facts = _facts(kept, "python")
+    file_facts = [*native_link.files, *python_facts]
     benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
     t_trace = time.perf_counter()
     traces = _traces(repo, benches, cache, kept, trace, jobs, events)
@@ -106,8 +107,8 @@ def relink(
     # the facts cache is saved by a forked child while this process links and writes
     saving = report.reparsed or set(kept) != set(cache)
     with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext(), gc_paused():
-        _link_and_write(repo, cfg, upstream, db_path, native_link, _facts(kept, "python"), benches, canaries, traces,
-                        report, {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
+        _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces, report,
+                        {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
     report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
 
