@@ -157,11 +157,6 @@ class NativeLink:
     benchmarks. The tables are the same as in one step: files and functions are numbered C++
     first, and node ids equal function ids."""
 
-    # the tables whose rows the first step makes and ``finish`` only appends to: a build may
-    # write the first step's rows while ``finish`` runs (schema/write_ahead.writing_ahead)
-    SETTLED = ("files", "functions", "calls", "call_edges", "op_calls", "kernels", "stubs", "stub_impls",
-               "library_impls", "includes", "ops", "op_edges")
-
     op_by_name: dict[str, OpFacts]
     ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
     method_ops: defaultdict[str, list[str]]  # the same, of Tensor methods

@@ -36,7 +36,6 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream
-from perfq.schema.write_ahead import writing_ahead
 from perfq.schema.writer import write_index
 
 
@@ -178,24 +177,23 @@ def _link_and_write(
     events.phase("link", f"{len(python_facts)} Python files, {len(benches)} benchmark files")
     t3 = time.perf_counter()
     derivatives = _derivatives(repo, cfg, upstream)
-    with writing_ahead(db_path, {table: native.t.rows[table] for table in NativeLink.SETTLED}) as written:
-        tables = native.finish(python_facts, benches, canaries, traces, derivatives)
-        report.timings["link"] = time.perf_counter() - t3
-        events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
-        t4 = time.perf_counter()
-        rows = dict(tables.rows)
-        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
-        meta = {
-            "perfq_version": __version__,
-            "repo": str(repo),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            **inputs,
-            "reparsed_files": str(report.reparsed),
-            "reused_files": str(report.reused),
-        }
-        meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
-        write_index(db_path, rows, meta, written())
-        report.timings["write"] = time.perf_counter() - t4
+    tables = native.finish(python_facts, benches, canaries, traces, derivatives)
+    report.timings["link"] = time.perf_counter() - t3
+    events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
+    t4 = time.perf_counter()
+    rows = dict(tables.rows)
+    rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+    meta = {
+        "perfq_version": __version__,
+        "repo": str(repo),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **inputs,
+        "reparsed_files": str(report.reparsed),
+        "reused_files": str(report.reused),
+    }
+    meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
+    write_index(db_path, rows, meta)
+    report.timings["write"] = time.perf_counter() - t4
     report.counts = {k: len(v) for k, v in rows.items()}
 
 

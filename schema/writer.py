@@ -128,29 +128,16 @@ class UnreadableIndex(Exception):
     """The index to copy could not be copied or opened (damaged, foreign, unreadable)."""
 
 
-def cannot_write(target: Path, exc: OSError | duckdb.IOException) -> PerfqError:
-    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
-    return PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)")
-
-
-def scratch_paths(target: Path) -> tuple[Path, Path]:
-    """This process's scratch file for a new ``target``, and its WAL."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    return tmp, Path(str(tmp) + ".wal")
-
-
 @contextlib.contextmanager
-def replacing(
-    target: Path, copy_existing: bool = False, written_ahead: bool = False
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to a scratch copy of ``target`` (empty, a copy of it, or what
-    ``writing_ahead`` wrote) that replaces ``target`` atomically when the block succeeds; on
-    any error or Ctrl-C the scratch file is removed and ``target`` is untouched. Readers never
-    see a half-written index. UnreadableIndex when ``copy_existing`` and the copy cannot be
-    made or opened."""
-    tmp, wal = scratch_paths(target)
+def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to a scratch copy of ``target`` (empty, or a copy of it) that replaces
+    ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
+    is removed and ``target`` is untouched. Readers never see a half-written index.
+    UnreadableIndex when ``copy_existing`` and the copy cannot be made or opened."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    wal = Path(str(tmp) + ".wal")
     try:
-        for leftover in () if written_ahead else (tmp, wal):
+        for leftover in (tmp, wal):
             leftover.unlink(missing_ok=True)
         if copy_existing:
             try:
@@ -167,25 +154,22 @@ def replacing(
             con.close()
         os.replace(tmp, target)
     except (OSError, duckdb.IOException) as exc:  # unwritable place, disk full
-        raise cannot_write(target, exc) from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
+        raise PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)") from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
             wal.unlink(missing_ok=True)
 
 
-def write_index(
-    target: Path, tables: dict[str, list[tuple]], meta: dict[str, str], written: dict[str, int] | None = None
-) -> None:
-    """Write a complete index to ``target`` atomically, then its graph file (graph_file.py);
-    ``written``: the rows per table already in the scratch file (writing_ahead)."""
+def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
+    """Write a complete index to ``target`` atomically, then its graph file (graph_file.py)."""
     graph = tables.get("graph", [])
-    with replacing(target, written_ahead=written is not None) as con:
-        if written is None:
-            con.execute(index_ddl())
+    with replacing(target) as con:
+        con.execute(index_ddl())
         for table, rows in tables.items():
             if table != "graph":
-                insert_rows(con, table, rows[(written or {}).get(table, 0) :])
+                insert_rows(con, table, rows)
         insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION)}.items()))
         token = write_graph(con, graph)
     write_graph_file(target, graph, token)
