@@ -98,11 +98,30 @@ def _facts(kind: str, payload: Any) -> Any:
     raise ValueError(f"unknown cache entry kind {kind!r}")
 
 
+# the kinds whose facts are a function of their digest (content and flags) alone: their lines
+# can be written again as they were read or made (a trace's or yaml's are encoded anew)
+_BY_DIGEST = ("cpp", "python", "benchmark")
+Lines = dict[str, tuple[str, str]]  # key -> (digest, its line), for entries of _BY_DIGEST kinds
 
 
-def load_cache(path: Path, version: str) -> dict[str, Entry]:
+def encode_line(key: str, kind: str, digest: str, facts: Any) -> str:
+    """One cache line: ``[key, kind, digest, payload]``."""
+    return json.dumps([key, kind, digest, _payload(kind, facts)], separators=(",", ":")) + "\n"
+
+
+def decode_line(line: str) -> tuple[str, Entry]:
+    """(key, entry) of one cache line; ValueError, TypeError, KeyError or AttributeError when
+    it does not decode."""
+    key, kind, digest, payload = json.loads(line)
+    if not (isinstance(key, str) and isinstance(kind, str) and isinstance(digest, str)):
+        raise ValueError("not a cache line")
+    return key, (kind, digest, _facts(kind, payload))
+
+
+def load_cache(path: Path, version: str, lines: Lines | None = None) -> dict[str, Entry]:
     """The cached facts by key: {} when the file is missing, unreadable, of another format (an
-    old pickle) or of another extractor ``version``; a line that does not decode is left out."""
+    old pickle) or of another extractor ``version``; a line that does not decode is left out.
+    ``lines`` gets the lines of the entries save_cache may write again as they are."""
     entries: dict[str, Entry] = {}
     try:
         with path.open(encoding="utf-8") as fh, gc_paused():
@@ -111,19 +130,27 @@ def load_cache(path: Path, version: str) -> dict[str, Entry]:
                 return {}
             for line in fh:
                 try:
-                    key, kind, digest, payload = json.loads(line)
-                    if isinstance(key, str) and isinstance(kind, str) and isinstance(digest, str):
-                        entries[key] = (kind, digest, _facts(kind, payload))
+                    key, entry = decode_line(line)
                 except (ValueError, TypeError, KeyError, AttributeError):
                     continue
+                entries[key] = entry
+                if lines is not None and entry[0] in _BY_DIGEST:
+                    lines[key] = (entry[1], line if line.endswith("\n") else line + "\n")
     except (OSError, ValueError):  # ValueError: not UTF-8, not JSON
+        if lines is not None:
+            lines.clear()
         return {}
     return entries
 
 
-def save_cache(path: Path, version: str, entries: dict[str, Entry]) -> None:
-    """Write ``entries`` to ``path`` atomically (a scratch file renamed over it)."""
+def save_cache(path: Path, version: str, entries: dict[str, Entry], lines: Lines | None = None) -> None:
+    """Write ``entries`` to ``path`` atomically (a scratch file renamed over it); an entry of a
+    _BY_DIGEST kind whose digest ``lines`` holds is written as that line, not encoded again."""
     header = json.dumps({"format": FORMAT, "version": version}) + "\n"
-    lines = (json.dumps([key, kind, digest, _payload(kind, facts)], separators=(",", ":")) + "\n"
-             for key, (kind, digest, facts) in entries.items())
-    write_atomically(path, itertools.chain([header], lines))
+    known = lines or {}
+
+    def line(key: str, kind: str, digest: str, facts: Any) -> str:
+        same = known.get(key) if kind in _BY_DIGEST else None
+        return same[1] if same is not None and same[0] == digest else encode_line(key, kind, digest, facts)
+
+    write_atomically(path, itertools.chain([header], (line(key, *entry) for key, entry in entries.items())))

@@ -23,7 +23,7 @@ from perfq.indexer.build_info import BuildEvents, BuildReport, extractor_version
 from perfq.indexer.compile_db import load_compile_db
 from perfq.indexer.extract import gc_paused, read_and_extract
 from perfq.indexer.facts import FileFacts
-from perfq.indexer.facts_cache import load_cache, save_cache
+from perfq.indexer.facts_cache import Lines, decode_line, encode_line, load_cache, save_cache
 from perfq.indexer.link import NativeLink
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
 from perfq.indexer.trace import (
@@ -62,7 +62,8 @@ def relink(
     YAML; ``inputs``: what the index was built from, for its meta); runs under the caller's build lock."""
     canaries = load_canaries(canaries_source)
     cache_path = db_path.with_name(db_path.name + ".facts")
-    cache = _load_cache(cache_path)
+    lines: Lines = {}  # cache lines of cached or extracted facts, saved again as they are
+    cache = _load_cache(cache_path, lines)
     compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
     work: list[tuple] = []
     kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
@@ -93,7 +94,7 @@ def relink(
         report.timings["link_cpp"] = time.perf_counter() - started_native
 
     with gc_paused():
-        reader = _extract_all(repo, work, kept, cache, yaml_keys, jobs, quiet, link_native)
+        reader = _extract_all(repo, work, kept, lines, cache, yaml_keys, jobs, quiet, link_native)
     report.timings["extract"] = time.perf_counter() - t2
     (native_link, yaml_warnings), = native
     python_facts = _facts(kept, "python")
@@ -105,7 +106,7 @@ def relink(
     report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
     # the facts cache is saved by a forked child while this process links and writes
     saving = report.reparsed or set(kept) != set(cache)
-    with alongside(_save_cache, cache_path, kept) if saving else contextlib.nullcontext(), gc_paused():
+    with alongside(_save_cache, cache_path, kept, lines) if saving else contextlib.nullcontext(), gc_paused():
         _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces, report,
                         {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
     report.timings["total"] = time.perf_counter() - started
@@ -122,13 +123,32 @@ def load_canaries(text: str) -> list[dict]:
     return [s for s in sets if isinstance(s, dict) and s.get("name")]
 
 
-def _load_cache(path: Path) -> dict:
+def _load_cache(path: Path, lines: Lines) -> dict:
     """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
-    return load_cache(path, extractor_version())
+    return load_cache(path, extractor_version(), lines)
 
 
-def _save_cache(path: Path, entries: dict) -> None:
-    save_cache(path, extractor_version(), entries)
+def _save_cache(path: Path, entries: dict, lines: Lines) -> None:
+    save_cache(path, extractor_version(), entries, lines)
+
+
+def _extract_line(job: tuple) -> tuple[str, str, str | None, str]:
+    """The pool's task: (kind, path, the facts' cache line or None, error) for one job of
+    _extract_all. A line, not the facts: JSON is quicker to make and read than a pickle of
+    them, and the facts cache saves it as it is."""
+    kind, path, facts, error = read_and_extract(job)
+    if facts is None:
+        return kind, path, None, error
+    key, digest = _key_and_digest(job, getattr(facts, "sha256", ""))
+    return kind, path, encode_line(key, kind, digest, facts), error
+
+
+def _key_and_digest(job: tuple, sha: str) -> tuple[str, str]:
+    """A job's cache key (an upstream's files are prefixed) and its facts' digest (content and flags)."""
+    kind, path = job[1], job[2]
+    flags = job[4] if len(job) > 4 else ""
+    prefix = job[5] if len(job) > 5 else ""
+    return f"{prefix}{kind}:{path}", sha + flags
 
 
 def _progress(total: int, quiet: bool):
@@ -286,6 +306,7 @@ def _extract_all(
     repo: Path,
     work: list[tuple[str, str, str]],
     kept: dict,
+    lines: Lines,
     cache: dict,
     yaml_keys: dict[Path, tuple[str, str]],
     jobs: int | None,
@@ -295,7 +316,8 @@ def _extract_all(
     """Run the extractors over ``work`` (C++ files first) in a process pool, and read the yaml
     files whose content changed (others come from ``cache``), filling ``kept``. Once the C++
     files and the yaml files are in, ``cpp_done`` gets the operators of each yaml, in order, and
-    runs while the pool parses the other files. Returns the yaml reader(s)."""
+    runs while the pool parses the other files; ``lines`` gets the new facts' cache lines.
+    Returns the yaml reader(s)."""
     jobs = jobs or os.cpu_count() or 1
     yaml_todo = []
     for path, (key, sha) in yaml_keys.items():
@@ -324,15 +346,16 @@ def _extract_all(
                 progress.start()
                 task = progress.add_task("indexing", total=len(work), rate="0")
             try:
-                results = pool.map(read_and_extract, work, chunksize=chunk)
+                results = pool.map(_extract_line, work, chunksize=chunk)
                 if not n_cpp:
                     native_in()
-                for i, (job, (kind, path, facts, error)) in enumerate(zip(work, results, strict=True)):
-                    if facts is None:
-                        facts = FileFacts(path, "unknown", "", 0, status="skipped", message=error)
-                    flags = job[4] if len(job) > 4 else ""
-                    prefix = job[5] if len(job) > 5 else ""
-                    kept[f"{prefix}{kind}:{path}"] = (kind, getattr(facts, "sha256", "") + flags, facts)
+                for i, (job, (kind, path, line, error)) in enumerate(zip(work, results, strict=True)):
+                    if line is None:
+                        key, digest = _key_and_digest(job, "")
+                        kept[key] = (kind, digest, FileFacts(path, "unknown", "", 0, status="skipped", message=error))
+                    else:
+                        key, entry = decode_line(line)
+                        kept[key], lines[key] = entry, (entry[1], line)
                     if progress is not None and task is not None:
                         rate = (i + 1) / max(1e-6, time.perf_counter() - started)
                         progress.update(task, advance=1, rate=f"{rate:.0f}")

@@ -13,6 +13,7 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
+from perfq.indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
 from tests.aten_fixture import make_repo
 
 TABLES = ("files", "functions", "calls", "call_edges", "op_calls", "reach_edges", "kernels", "stub_impls",
@@ -94,3 +95,33 @@ def test_a_cache_of_another_extractor_version_is_ignored(built):
     cache.write_text("\n".join([json.dumps({"format": "perfq-facts/1", "version": "old"}), *lines]) + "\n")
     report = build_index(repo, Config(), db, jobs=1, quiet=True, full=True, trace=False)
     assert report.reused == 0 and _tables(db) == cold
+
+
+def test_lines_are_written_again_as_they_were_read_or_made_and_only_while_their_digest_holds(built, tmp_path: Path):
+    """The pool hands each file's facts over as its cache line, and the save writes such lines
+    as they are: each must be the line the cache would encode for those facts, and an entry
+    whose digest changed (or of a kind not keyed by its digest, a trace) is encoded anew."""
+    _, db, _ = built
+    cache = db.with_name(db.name + ".facts")
+    version = json.loads(cache.read_text(encoding="utf-8").splitlines()[0])["version"]
+    lines: dict = {}
+    entries = load_cache(cache, version, lines)
+    assert lines and set(lines) == {k for k, (kind, _, _) in entries.items() if kind in ("cpp", "python", "benchmark")}
+    for key, (digest, line) in lines.items():
+        kind, _, facts = entries[key]
+        assert line == encode_line(key, kind, digest, facts)  # the workers' lines are the cache's encoding
+
+    cpp = next(k for k, e in entries.items() if e[0] == "cpp")
+    kind, digest, facts = entries[cpp]
+    facts.n_lines += 1  # changed facts under a new digest: encoded anew
+    entries[cpp] = (kind, digest + "x", facts)
+    entries["trace:bench.py"] = ("trace", "k", {"tests": []})
+    lines["trace:bench.py"] = ("k", "not this line\n")  # not a kind keyed by digest: never reused
+    out = tmp_path / "again.facts"
+    save_cache(out, version, entries, lines)
+    written = dict(decode_line(line) for line in out.read_text(encoding="utf-8").splitlines()[1:])
+    assert written[cpp] == (kind, digest + "x", facts)
+    assert written["trace:bench.py"] == ("trace", "k", {"tests": []})
+    kept = [k for k in lines if k != cpp and k != "trace:bench.py"]
+    text = out.read_text(encoding="utf-8")
+    assert all(lines[k][1] in text for k in kept)
