@@ -186,6 +186,24 @@ def test_an_index_that_cannot_be_patched_is_rebuilt_and_no_scratch_copy_is_left(
     assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
 
 
+def test_a_changed_file_gone_before_the_patch_reads_it_is_a_relink_not_a_traceback(repo: Path, tmp_path: Path,
+                                                                                    monkeypatch):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+    read_bytes = Path.read_bytes
+
+    def vanished(path: Path) -> bytes:  # removed between the listing and the patch's read
+        if path.name == Path(KERNEL).name:
+            raise FileNotFoundError(2, "No such file or directory", str(path))
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", vanished)
+    report = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert report.mode == "linked"
+    assert [p for p, _ in report.skipped] == [KERNEL]  # the re-link records the file it cannot read
+
+
 def test_a_second_writer_is_refused(repo: Path, tmp_path: Path):
     db = tmp_path / "index.duckdb"
     with build_lock(db), pytest.raises(PerfqError, match=r"another perfq index \(pid \d+\) is writing"):
