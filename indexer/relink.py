@@ -90,7 +90,9 @@ def relink(
         """The link's first step, once the C++ facts and the operators are in."""
         started_native = time.perf_counter()
         ops, yaml_warnings = merge_ops(layers)
-        native.append((NativeLink(_facts(kept, "cpp"), ops), yaml_warnings))
+        cpp_facts = _facts(kept, "cpp")
+        events.phase("link-cpp", f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
+        native.append((NativeLink(cpp_facts, ops), yaml_warnings))
         report.timings["link_cpp"] = time.perf_counter() - started_native
 
     with gc_paused():
@@ -337,7 +339,11 @@ def _extract_all(
             def native_in() -> None:
                 for key, sha, fut in yaml_futures:
                     kept[key] = ("yaml", sha, fut.result())
+                if progress is not None and task is not None:  # the count stands still meanwhile: say why
+                    progress.update(task, description="indexing (linking the C++ files)")
                 cpp_done(_yaml_layers(yaml_keys, kept))
+                if progress is not None and task is not None:
+                    progress.update(task, description="indexing")
 
             chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
             started = time.perf_counter()

@@ -264,12 +264,12 @@ def test_ctrl_c_is_one_line_and_exit_130(repo: Path, monkeypatch, capsys):
 
 
 def test_a_build_in_a_ci_log_says_each_phase_as_it_starts(repo: Path):
-    """Outside a terminal (a CI log) the build names each phase when it begins, so link and
-    write are never a silent stretch after the last extracted file."""
+    """Outside a terminal (a CI log) the build names each phase when it begins, so the C++ link
+    (while the others are parsed), link and write are never a silent stretch."""
     proc = perfq(repo, "index", "--no-trace", env={"CI": "true"})
     assert proc.returncode == 0, proc.stderr
     phases = [line.split(":")[0] for line in proc.stderr.splitlines() if line.startswith("[perfq] ")]
-    assert phases == ["[perfq] extract", "[perfq] link", "[perfq] write"], proc.stderr
+    assert phases == ["[perfq] extract", "[perfq] link-cpp", "[perfq] link", "[perfq] write"], proc.stderr
 
 
 def test_repacked_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, tmp_path: Path):
