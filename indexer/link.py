@@ -319,8 +319,7 @@ class NativeLink:
         self._make_room(py_rows)
         func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
         t.rows["functions"] = func_rows
-        is_python = [fid >= len(self.files) and f.lang == "python" for fid, f in enumerate(files)]
-        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if is_python[file_id]}
+        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == "python"}
 
         def op_node(name: str) -> int:
             return g.node("op", name)

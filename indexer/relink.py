@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from perfq import __version__
 from perfq.common.pool import alongside, worker_pool
@@ -38,6 +39,7 @@ from perfq.indexer.trace import (
 from perfq.indexer.upstream import Upstream
 from perfq.schema.writer import write_index
 
+T = TypeVar("T")
 
 def relink(
     repo: Path,
@@ -84,24 +86,25 @@ def relink(
     report.reused, report.reparsed = len(kept), len(work)
     events.phase("extract", f"{len(work)} files to parse, {len(kept)} from the facts cache")
     t2 = time.perf_counter()
-    native: list[tuple[NativeLink, list[str]]] = []
 
-    def link_native(layers: list[tuple[str, list[OpFacts]]]) -> None:
-        """The link's first step, once the C++ facts and the operators are in."""
+    def link_native(layers: list[tuple[str, list[OpFacts]]]) -> tuple[NativeLink, list[str]]:
+        """The link's first step, once the C++ facts and the operators are in; and the yaml warnings."""
         started_native = time.perf_counter()
         ops, yaml_warnings = merge_ops(layers)
         cpp_facts = _facts(kept, "cpp")
         events.phase("link-cpp", f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
-        native.append((NativeLink(cpp_facts, ops), yaml_warnings))
+        native = NativeLink(cpp_facts, ops)
         report.timings["link_cpp"] = time.perf_counter() - started_native
+        return native, yaml_warnings
 
     with gc_paused():
-        reader = _extract_all(repo, work, kept, lines, cache, yaml_keys, jobs, quiet, link_native)
+        reader, (native_link, yaml_warnings) = _extract_all(
+            repo, work, kept, lines, cache, yaml_keys, jobs, quiet, link_native
+        )
     report.timings["extract"] = time.perf_counter() - t2
-    (native_link, yaml_warnings), = native
     python_facts = _facts(kept, "python")
     file_facts = [*native_link.files, *python_facts]
-    benches = [v[2] for k, v in sorted(kept.items()) if v[0] == "benchmark"]
+    benches = _facts(kept, "benchmark")
     t_trace = time.perf_counter()
     traces = _traces(repo, benches, cache, kept, trace, jobs, events)
     report.timings["trace"] = time.perf_counter() - t_trace
@@ -168,9 +171,9 @@ def _progress(total: int, quiet: bool):
     )
 
 
-def _facts(kept: dict, kind: str) -> list[FileFacts]:
-    """The facts of the ``kind`` files (``cpp``, ``python``): the repo's, then the upstream's
-    (marked as such), in path order."""
+def _facts(kept: dict, kind: str) -> list:
+    """The facts of the ``kind`` files (``cpp``, ``python``, ``benchmark``): the repo's, then the
+    upstream's (marked as such), in path order."""
     out = []
     for key, (entry_kind, _, facts) in sorted(kept.items()):
         if entry_kind == kind:
@@ -313,13 +316,13 @@ def _extract_all(
     yaml_keys: dict[Path, tuple[str, str]],
     jobs: int | None,
     quiet: bool,
-    cpp_done: Callable[[list[tuple[str, list[OpFacts]]]], None],
-) -> str:
+    cpp_done: Callable[[list[tuple[str, list[OpFacts]]]], T],
+) -> tuple[str, T]:
     """Run the extractors over ``work`` (C++ files first) in a process pool, and read the yaml
     files whose content changed (others come from ``cache``), filling ``kept``. Once the C++
     files and the yaml files are in, ``cpp_done`` gets the operators of each yaml, in order, and
     runs while the pool parses the other files; ``lines`` gets the new facts' cache lines.
-    Returns the yaml reader(s)."""
+    Returns the yaml reader(s) and what ``cpp_done`` returned."""
     jobs = jobs or os.cpu_count() or 1
     yaml_todo = []
     for path, (key, sha) in yaml_keys.items():
@@ -330,20 +333,21 @@ def _extract_all(
             yaml_todo.append((key, sha, path))
     n_cpp = sum(1 for job in work if job[1] == "cpp")
     if not (work or yaml_todo):
-        cpp_done(_yaml_layers(yaml_keys, kept))
+        done = cpp_done(_yaml_layers(yaml_keys, kept))
     else:
         progress = _progress(len(work), quiet)
         with worker_pool(jobs) as pool:
             yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
 
-            def native_in() -> None:
+            def native_in() -> T:
                 for key, sha, fut in yaml_futures:
                     kept[key] = ("yaml", sha, fut.result())
                 if progress is not None and task is not None:  # the count stands still meanwhile: say why
                     progress.update(task, description="indexing (linking the C++ files)")
-                cpp_done(_yaml_layers(yaml_keys, kept))
+                out = cpp_done(_yaml_layers(yaml_keys, kept))
                 if progress is not None and task is not None:
                     progress.update(task, description="indexing")
+                return out
 
             chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
             started = time.perf_counter()
@@ -354,7 +358,7 @@ def _extract_all(
             try:
                 results = pool.map(_extract_line, work, chunksize=chunk)
                 if not n_cpp:
-                    native_in()
+                    done = native_in()
                 for i, (job, (kind, path, line, error)) in enumerate(zip(work, results, strict=True)):
                     if line is None:
                         key, digest = _key_and_digest(job, "")
@@ -366,11 +370,11 @@ def _extract_all(
                         rate = (i + 1) / max(1e-6, time.perf_counter() - started)
                         progress.update(task, advance=1, rate=f"{rate:.0f}")
                     if i + 1 == n_cpp:
-                        native_in()
+                        done = native_in()
             finally:
                 if progress is not None:
                     progress.stop()
-    return ",".join(kept[key][2][1] for key, _ in yaml_keys.values())
+    return ",".join(kept[key][2][1] for key, _ in yaml_keys.values()), done
 
 
 def _yaml_layers(yaml_keys: dict[Path, tuple[str, str]], kept: dict) -> list[tuple[str, list[OpFacts]]]:
