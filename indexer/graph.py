@@ -5,12 +5,34 @@ walk reads one table row instead of one SQL query per level."""
 from __future__ import annotations
 
 import json
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from typing import NamedTuple
 
-from perfq.schema.index_store import GraphColumns
+from perfq.schema.index_store import PackedGraph
 
 PARTS = ("offsets", "src", "kind", "detail", "node_kind", "names")
 KEYED = ("op", "stub", "benchmark")  # node kinds whose keys a walk needs
+Edge = tuple[int, int, str, str]  # (dst, src, kind, detail), as in reach_edges
+
+
+class GraphDelta(NamedTuple):
+    """What a patch changed in the ``nodes`` and ``reach_edges`` tables, and the sorted
+    distinct kinds and details those tables hold afterwards (the packed codes' vocabularies)."""
+
+    removed: list[Edge]
+    added: list[Edge]  # in the order they were inserted
+    dropped_nodes: list[int]
+    new_nodes: list[tuple[int, str, str]]  # (id, kind, key), in the order they were inserted
+    n_nodes: int  # the largest node id + 1
+    node_kinds: list[str]
+    edge_kinds: list[str]
+    details: list[str]
+
+
+class StaleGraph(ValueError):
+    """The packed graph does not hold an edge the tables say was removed."""
 
 
 def pack_graph(nodes: Iterable[tuple], edges: Iterable[tuple]) -> list[tuple[str, bytes]]:
@@ -42,26 +64,6 @@ def pack_graph(nodes: Iterable[tuple], edges: Iterable[tuple]) -> list[tuple[str
     return _parts(node_kind, dst[order], src[order], kind[order], detail[order], names)
 
 
-def pack_columns(cols: GraphColumns) -> list[tuple[str, bytes]]:
-    """The same rows as ``pack_graph`` from columns the index reads itself (an incremental
-    build's repack: no Python row per edge)."""
-    import numpy as np
-
-    n = int(cols.node_id.max()) + 1 if len(cols.node_id) else 0
-    node_kind = np.zeros(n, dtype=np.uint8)
-    node_kind[cols.node_id] = cols.node_kind
-    names = {"node_kinds": cols.node_kinds, "edge_kinds": cols.edge_kinds, "details": cols.details,
-             "keys": {str(nid): key for nid, key in cols.keys}}
-    return _parts(
-        node_kind,
-        cols.dst.astype(np.int32),
-        cols.src.astype(np.int32),
-        cols.kind.astype(np.uint8),
-        cols.detail.astype(np.int32),
-        names,
-    )
-
-
 def _parts(node_kind, dst, src, kind, detail, names: dict) -> list[tuple[str, bytes]]:
     """The rows, from node kinds by id and edges sorted by (dst, src)."""
     import numpy as np
@@ -70,11 +72,140 @@ def _parts(node_kind, dst, src, kind, detail, names: dict) -> list[tuple[str, by
     counts = np.bincount(dst, minlength=n) if len(dst) else np.zeros(n, dtype=np.int64)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
+    return _rows(offsets.tobytes(), src.tobytes(), kind.tobytes(), detail.tobytes(), node_kind.tobytes(), names)
+
+
+def _rows(
+    offsets: bytes, src: bytes, kind: bytes, detail: bytes, node_kind: bytes, names: dict
+) -> list[tuple[str, bytes]]:
+    """The ``graph`` table rows of the packed parts."""
     return [
-        ("offsets", offsets.astype(np.int64).tobytes()),
-        ("src", src.tobytes()),
-        ("kind", kind.tobytes()),
-        ("detail", detail.tobytes()),
-        ("node_kind", node_kind.tobytes()),
+        ("offsets", offsets),
+        ("src", src),
+        ("kind", kind),
+        ("detail", detail),
+        ("node_kind", node_kind),
         ("names", json.dumps(names).encode()),
     ]
+
+
+def patch_packed(old: PackedGraph, delta: GraphDelta) -> list[tuple[str, bytes]]:
+    """The rows ``pack_graph`` would give for the patched tables, from the packed graph they
+    had before and what changed: the runs of untouched edges are copied, and only the edges
+    into the nodes the delta touches are merged again (standard library arrays: a patch spares
+    numpy's import). StaleGraph when ``old`` lacks an edge the delta removed."""
+    offsets, src = array("q", bytes(old.offsets)), array("i", bytes(old.src))
+    kind, detail = bytes(old.kind), array("i", bytes(old.detail))
+    drops = _positions(old, delta.removed)  # dst -> positions of its edges removed
+    ek, dk = _codes(delta.edge_kinds), _codes(delta.details)
+    kind = kind.translate(_recoded(old.edge_kinds, ek, 256))
+    if old.details != delta.details:
+        detail = array("i", map(_recoded(old.details, dk, 0).__getitem__, detail))
+    adds: dict[int, list[tuple[int, int, int]]] = {}  # dst -> edges added into it: (src, kind, detail)
+    for dst, s, k, d in delta.added:
+        adds.setdefault(dst, []).append((s, ek[k], dk[d]))
+    out = _Packing(src, kind, detail)
+    copied, first, shift = 0, 0, 0  # old edges copied so far, the next node's offset to write, their shift
+    for dst in sorted(drops.keys() | adds.keys()):
+        lo, hi = (offsets[dst], offsets[dst + 1]) if dst < len(offsets) - 1 else (offsets[-1],) * 2
+        out.copy(copied, lo)
+        out.merge(lo, hi, drops.get(dst, []), adds.get(dst, []))
+        out.offsets_from(offsets, first, dst + 1, shift)
+        copied, first = hi, dst + 1
+        shift += len(adds.get(dst, ())) - len(drops.get(dst, ()))
+    out.copy(copied, len(src))
+    out.offsets_from(offsets, first, delta.n_nodes + 1, shift)
+    del out.offsets[delta.n_nodes + 1 :]  # dropped nodes at the end: no edge is left into them
+    return _rows(out.offsets.tobytes(), out.src.tobytes(), bytes(out.kind), out.detail.tobytes(),
+                 _node_kinds(old, delta), _names(old, delta))
+
+
+def _positions(old: PackedGraph, removed: list[Edge]) -> dict[int, list[int]]:
+    """The positions in ``old`` of the ``removed`` edges, by dst."""
+    ek, dk = _codes(old.edge_kinds), _codes(old.details)
+    offsets, src, kind, detail = old.offsets, old.src, old.kind, old.detail
+    found: dict[int, list[int]] = {}
+    for dst, s, k, d in removed:
+        wanted, mine = (s, ek.get(k), dk.get(d)), found.setdefault(dst, [])
+        lo, hi = (offsets[dst], offsets[dst + 1]) if dst < len(offsets) - 1 else (0, 0)
+        run = range(bisect_left(src, s, lo, hi), bisect_right(src, s, lo, hi))  # a run is sorted by src
+        at = next((i for i in run if i not in mine and (src[i], kind[i], detail[i]) == wanted), None)
+        if at is None:
+            raise StaleGraph(f"no edge {dst} <- {s} ({k}, {d}) in the packed graph")
+        mine.append(at)
+    return found
+
+
+class _Packing:
+    """The patched graph's arrays, written in order of dst from the old ones (recoded)."""
+
+    def __init__(self, src: array, kind: bytes, detail: array) -> None:
+        self.old = (src, kind, detail)
+        self.src, self.kind, self.detail, self.offsets = array("i"), bytearray(), array("i"), array("q")
+
+    def copy(self, lo: int, hi: int) -> None:
+        """The old edges ``lo`` to ``hi`` - 1, as they are."""
+        src, kind, detail = self.old
+        self.src.extend(src[lo:hi])
+        self.kind.extend(kind[lo:hi])
+        self.detail.extend(detail[lo:hi])
+
+    def merge(self, lo: int, hi: int, drops: list[int], adds: list[tuple[int, int, int]]) -> None:
+        """The run of old edges ``lo`` to ``hi`` - 1 (one dst's, sorted by src) without the
+        positions ``drops``, with ``adds`` in place: each after the old edges of its src (an
+        older row before a newer one, as a stable sort by src leaves them)."""
+        src = self.old[0]
+        events = sorted(
+            [(bisect_right(src, edge[0], lo, hi), 0, edge[0], n, edge) for n, edge in enumerate(adds)]
+            + [(at, 1, 0, 0, None) for at in drops]
+        )
+        at_old = lo
+        for at, dropped, _, _, edge in events:
+            self.copy(at_old, at)
+            if dropped:
+                at_old = at + 1
+            else:
+                self.src.append(edge[0])
+                self.kind.append(edge[1])
+                self.detail.append(edge[2])
+                at_old = at
+        self.copy(at_old, hi)
+
+    def offsets_from(self, offsets: array, start: int, stop: int, shift: int) -> None:
+        """The offsets of nodes ``start`` to ``stop`` - 1: the old ones moved by ``shift`` (a
+        node past the old graph's end starts where its edges end)."""
+        run = offsets[min(start, len(offsets)) : min(stop, len(offsets))]
+        self.offsets.extend(array("q", [o + shift for o in run]) if shift else run)
+        self.offsets.extend(array("q", [offsets[-1] + shift]) * max(0, stop - max(start, len(offsets))))
+
+
+def _node_kinds(old: PackedGraph, delta: GraphDelta) -> bytes:
+    """The node_kind part: the old codes recoded, dropped nodes 0 (as no node), new ones set."""
+    codes = _codes(delta.node_kinds)
+    kinds = bytearray(bytes(old.node_kind).translate(_recoded(old.node_kinds, codes, 256))[: delta.n_nodes])
+    kinds += bytes(delta.n_nodes - len(kinds))
+    for nid in delta.dropped_nodes:
+        if nid < delta.n_nodes:
+            kinds[nid] = 0
+    for nid, kind, _ in delta.new_nodes:
+        kinds[nid] = codes[kind]
+    return bytes(kinds)
+
+
+def _names(old: PackedGraph, delta: GraphDelta) -> dict:
+    """The names part: vocabularies, and the keys of keyed nodes in the order they were inserted."""
+    dropped = set(delta.dropped_nodes)
+    keys = {str(nid): key for nid, key in old.keys.items() if nid not in dropped}
+    keys.update((str(nid), key) for nid, kind, key in delta.new_nodes if kind in KEYED)
+    return {"node_kinds": delta.node_kinds, "edge_kinds": delta.edge_kinds, "details": delta.details, "keys": keys}
+
+
+def _codes(names: list[str]) -> dict[str, int]:
+    return {name: i for i, name in enumerate(names)}
+
+
+def _recoded(old: list[str], new: dict[str, int], size: int) -> list[int] | bytes:
+    """Old code -> new code: a ``bytes.translate`` table when ``size`` is 256, else a list
+    (codes of names no longer used map to 0: no edge kept has them)."""
+    table = [new.get(name, 0) for name in old]
+    return bytes(table + list(range(len(table), size))) if size == 256 else table

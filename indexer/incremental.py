@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
-from perfq.indexer.graph import KEYED, pack_columns
+from perfq.indexer.graph import Edge, GraphDelta, StaleGraph, patch_packed
 from perfq.indexer.link_cpp import CppCallLinker, call_names
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
@@ -58,8 +58,9 @@ def patch_index(
             new_facts = {files[p][0]: _reparsed(repo, p, files[p]) for p in changed}
             timings["extract"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            if _apply(con, new_facts, {**meta, "reparsed_files": str(len(changed))}):
-                graph, token = _repack_graph(con)
+            changes = _apply(con, new_facts, {**meta, "reparsed_files": str(len(changed))})
+            if changes:
+                graph, token = _repack_graph(con, db_path, changes)
             store = IndexStore(con)
             counts, skipped = store.table_counts(store.tables()), store.skipped_files()
     except (_Unpatchable, UnreadableIndex):
@@ -116,18 +117,24 @@ def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
     return facts, structure_signature(facts) != indexed[2]
 
 
-def _reach_from(con: duckdb.DuckDBPyConnection, ids: list[int]) -> list[tuple]:
-    """The reachability edges out of ``ids``, in a fixed order."""
-    return con.execute(
-        "SELECT dst, src, kind, detail FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) ORDER BY ALL", [ids]
-    ).fetchall()
+class _GraphChanges(NamedTuple):
+    """What a patch changed in the nodes and reach_edges tables (GraphDelta, less what the
+    tables hold afterwards)."""
+
+    removed: list[Edge]
+    added: list[Edge]
+    dropped_nodes: list[tuple[int, str]]  # (id, kind)
+    new_nodes: list[tuple[int, str, str]]  # (id, kind, key)
+    n_nodes: int
 
 
-def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]) -> bool:
+def _apply(
+    con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]
+) -> _GraphChanges | None:
     """Replace what the changed files contribute. A body-only edit keeps its function ids;
     a file whose functions changed gets fresh ids, and the edges into them from other files,
-    kernels, stubs and library registrations are resolved again. Returns whether the
-    reachability graph changed (a body edit that calls the same things leaves it as it was)."""
+    kernels, stubs and library registrations are resolved again. Returns what changed in the
+    reachability graph, or None when nothing did (a body edit that calls the same things)."""
     bases: dict[int, int] = {}
     new_ids: dict[int, list[int]] = {}
     old_ids = {
@@ -136,11 +143,15 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
         for file_id in changed
     }
     body_only = not any(structural for _, structural in changed.values())
-    before = _reach_from(con, [i for ids in old_ids.values() for i in ids]) if body_only else []
+    removed: list[Edge] = []
+    dropped: list[tuple[int, str]] = []
+    fresh_nodes: list[tuple[int, str, str]] = []
     for file_id, (facts, structural) in changed.items():
         ids = old_ids[file_id]
         if structural:
-            _drop_functions(con, ids)
+            edges, nodes = _drop_functions(con, ids)
+            removed += edges
+            dropped += nodes
             start = con.execute(
                 "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes),"
                 " (SELECT coalesce(max(id), -1) FROM functions)) + 1"
@@ -159,15 +170,16 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
                 "nodes",
                 [(fid, "function", str(fid), f.qualname) for fid, f in zip(fresh, facts.functions, strict=True)],
             )
+            fresh_nodes += [(fid, "function", str(fid)) for fid in fresh]
             bases[file_id], new_ids[file_id] = start, fresh
         else:
             for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
                 con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
-            con.execute(
+            removed += con.execute(
                 "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
-                " AND kind IN ('call', 'stub_call', 'op_call')",
+                " AND kind IN ('call', 'stub_call', 'op_call') RETURNING dst, src, kind, detail",
                 [ids],
-            )
+            ).fetchall()
             con.execute(
                 "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
                 " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
@@ -241,24 +253,34 @@ def _apply(con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, b
     con.execute(
         "INSERT OR REPLACE INTO meta SELECT unnest(?::TEXT[]), unnest(?::TEXT[])", [list(meta), list(meta.values())]
     )
-    return not body_only or bool(new_nodes) or _reach_from(con, [i for ids in old_ids.values() for i in ids]) != before
+    if body_only and not new_nodes and sorted(removed) == sorted(unique):
+        return None
+    return _GraphChanges(removed, unique, dropped, fresh_nodes + [n[:3] for n in new_nodes], next_node[0])
 
 
-def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> None:
-    """Remove functions and everything that refers to them."""
+def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> tuple[list[Edge], list[tuple[int, str]]]:
+    """Remove functions and everything that refers to them; returns the reachability edges
+    and the nodes (id, kind) removed."""
+    edges = con.execute(
+        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) OR dst IN (SELECT unnest(?::INTEGER[]))"
+        " RETURNING dst, src, kind, detail",
+        [ids, ids],
+    ).fetchall()
+    nodes = con.execute(
+        "DELETE FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[])) RETURNING id, kind", [ids]
+    ).fetchall()
     for sql in (
         "DELETE FROM calls WHERE caller_id IN (SELECT unnest(?::INTEGER[]))",
         "DELETE FROM call_edges WHERE caller_id IN (SELECT unnest(?::INTEGER[]))"
         " OR callee_id IN (SELECT unnest(?::INTEGER[]))",
         "DELETE FROM op_calls WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
-        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) OR dst IN (SELECT unnest(?::INTEGER[]))",
-        "DELETE FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))",
         "DELETE FROM functions WHERE id IN (SELECT unnest(?::INTEGER[]))",
         "UPDATE kernels SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
         "UPDATE stub_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
         "UPDATE library_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
     ):
         con.execute(sql, [ids] * sql.count("?"))
+    return edges, nodes
 
 
 def _edges_into(
@@ -285,15 +307,13 @@ def _edges_into(
                     call_edges.append((caller, target, edge_kind, line))
                     reach.append((target, caller, "call", f"line {line}"))
     insert_rows(con, "call_edges", call_edges)
+    resolved: list[tuple] = []
     for op, key, kernel in con.execute("SELECT op, dispatch_key, kernel_name FROM kernels").fetchall():
         name = kernel.split("::")[-1]
         if name not in names:
             continue
         targets = linker.kernel_targets(kernel)
-        con.execute(
-            "UPDATE kernels SET function_id = ? WHERE op = ? AND dispatch_key = ? AND kernel_name = ?",
-            [targets[0] if targets else None, op, key, kernel],
-        )
+        resolved.append((targets[0] if targets else None, op, key, kernel))
         reach += [(f, node_of("op", op), "kernel", key) for f in targets if f in mine]
     metas = [f for f in fresh if linker.rows[f][2] == "structured_meta"]
     if metas:
@@ -301,6 +321,8 @@ def _edges_into(
             for f in metas:
                 if linker.name_of[f] in (base, f"{base}_{overload}"):
                     reach.append((f, node_of("op", op), "meta", "TORCH_META_FUNC"))
+    _set_function_ids(con, "kernels", ("op", "dispatch_key", "kernel_name"), resolved)
+    resolved = []
     for stub, arch, impl, impl_file, line in con.execute(
         "SELECT stub, arch, impl_name, file_id, line FROM stub_impls"
     ).fetchall():
@@ -308,11 +330,10 @@ def _edges_into(
         if name not in names:
             continue
         targets = linker.registered_targets(impl, impl_file)
-        con.execute(
-            "UPDATE stub_impls SET function_id = ? WHERE stub = ? AND arch = ? AND file_id = ? AND line = ?",
-            [targets[0] if targets else None, stub, arch, impl_file, line],
-        )
+        resolved.append((targets[0] if targets else None, stub, arch, impl_file, line))
         reach += [(f, node_of("stub", stub), "registered", arch) for f in targets if f in mine]
+    _set_function_ids(con, "stub_impls", ("stub", "arch", "file_id", "line"), resolved)
+    resolved = []
     for namespace, key, op, kernel, lib_file, line in con.execute(
         "SELECT namespace, dispatch_key, op, kernel_name, file_id, line FROM library_impls"
     ).fetchall():
@@ -320,19 +341,63 @@ def _edges_into(
         if name not in names:
             continue
         cands = linker.library_targets(kernel, lib_file)
-        con.execute(
-            "UPDATE library_impls SET function_id = ? WHERE file_id = ? AND line = ? AND op = ?",
-            [cands[0] if cands else None, lib_file, line, op],
-        )
+        resolved.append((cands[0] if cands else None, lib_file, line, op))
         op_names = linker.library_ops(namespace, op)
         reach += [
             (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
         ]
+    _set_function_ids(con, "library_impls", ("file_id", "line", "op"), resolved)
     return reach
 
 
-def _repack_graph(con: duckdb.DuckDBPyConnection) -> tuple[list[tuple[str, bytes]], str]:
-    """The packed graph of the patched nodes and edges (queries read it, not the edge
-    table), written with its token; returns its rows and token."""
-    rows = pack_columns(IndexStore(con).graph_columns(KEYED))
+def _set_function_ids(con: duckdb.DuckDBPyConnection, table: str, keys: tuple[str, ...], rows: list[tuple]) -> None:
+    """Set the function_id of the ``table`` rows named by ``keys``, in one statement (``rows``:
+    the function id, or None, then the values of ``keys``)."""
+    if not rows:
+        return
+    columns = ", ".join(f"unnest(?) AS {c}" for c in keys)
+    matched = " AND ".join(f"{table}.{c} = fix.{c}" for c in keys)
+    con.execute(
+        f"UPDATE {table} SET function_id = fix.function_id FROM (SELECT unnest(?::INTEGER[]) AS function_id,"
+        f" {columns}) AS fix WHERE {matched}",
+        [list(column) for column in zip(*rows, strict=True)],
+    )
+
+
+def _repack_graph(
+    con: duckdb.DuckDBPyConnection, db_path: Path, changes: _GraphChanges
+) -> tuple[list[tuple[str, bytes]], str]:
+    """The packed graph of the patched tables, patched from the one the index held (queries
+    read it, not the edge table), written with its token; returns its rows and token.
+    _Unpatchable when the old one is unreadable or does not hold the edges removed."""
+    store = IndexStore(con, db_path)
+    try:
+        old = store.graph()
+        delta = GraphDelta(
+            changes.removed,
+            changes.added,
+            [nid for nid, _ in changes.dropped_nodes],
+            changes.new_nodes,
+            changes.n_nodes,
+            _names_in_use(store, old.node_kinds, "nodes", "kind", changes.dropped_nodes, changes.new_nodes),
+            _names_in_use(store, old.edge_kinds, "reach_edges", "kind", changes.removed, changes.added, 2),
+            _names_in_use(store, old.details, "reach_edges", "detail", changes.removed, changes.added, 3),
+        )
+        rows = patch_packed(old, delta)
+    except (StaleGraph, KeyError, ValueError, TypeError, IndexError):  # a damaged graph: the re-link writes one
+        raise _Unpatchable from None
     return rows, write_graph(con, rows)
+
+
+def _names_in_use(
+    store: IndexStore, old: list[str], table: str, column: str, removed: list[tuple], added: list[tuple], at: int = 1
+) -> list[str]:
+    """The sorted distinct values of ``table.column`` after a patch: the ``old`` ones, less
+    those only ``removed`` rows held that no row holds any more, plus those of the ``added``
+    rows (``at``: the value's place in a row)."""
+    new = {row[at] for row in added}
+    gone = {row[at] for row in removed} - new
+    gone -= store.values_in_use(table, column, gone) if gone else set()
+    if not gone and new <= set(old):
+        return old
+    return sorted((set(old) - gone) | new)

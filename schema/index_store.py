@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import read_graph_file
@@ -108,22 +108,6 @@ class Extent(NamedTuple):
     start_line: int
     end_line: int
     function_id: int
-
-
-class GraphColumns(NamedTuple):
-    """Nodes and reachability edges as numpy columns, for packing the graph: edges sorted by
-    (dst, src), their kinds and details coded by position in the sorted name lists."""
-
-    node_id: Any
-    node_kind: Any
-    node_kinds: list[str]
-    keys: list[tuple[int, str]]  # (id, key) of operators, stubs and benchmarks
-    dst: Any
-    src: Any
-    kind: Any
-    detail: Any
-    edge_kinds: list[str]
-    details: list[str]
 
 
 class ReachGraph(NamedTuple):
@@ -300,30 +284,14 @@ class IndexStore:
             self._graph = PackedGraph(mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall()))
         return self._graph
 
-    def graph_columns(self, keyed: tuple[str, ...]) -> GraphColumns:
-        """The nodes and reach_edges tables as ``GraphColumns`` (keys of the ``keyed`` kinds);
-        ties of (dst, src) stay in insertion order, as a stable sort of the rows would leave them."""
-
-        def names(table: str, column: str) -> list[str]:
-            return [r[0] for r in self.con.execute(f"SELECT DISTINCT {column} FROM {table} ORDER BY 1").fetchall()]
-
-        nodes = self.con.execute("SELECT id, dense_rank() OVER (ORDER BY kind) - 1 AS k FROM nodes").fetchnumpy()
-        edges = self.con.execute(  # kind and detail numbered through small lookup tables, not window sorts
-            "WITH kinds AS (SELECT kind, row_number() OVER (ORDER BY kind) - 1 AS k"
-            " FROM (SELECT DISTINCT kind FROM reach_edges)),"
-            " details AS (SELECT detail, row_number() OVER (ORDER BY detail) - 1 AS d"
-            " FROM (SELECT DISTINCT detail FROM reach_edges))"
-            " SELECT e.dst, e.src, kinds.k, details.d FROM reach_edges e JOIN kinds USING (kind)"
-            " JOIN details USING (detail) ORDER BY e.dst, e.src, e.rowid"
-        ).fetchnumpy()
-        keys = self.con.execute(
-            "SELECT id, key FROM nodes WHERE kind IN (SELECT unnest(?::TEXT[])) ORDER BY rowid", [list(keyed)]
-        ).fetchall()
-        return GraphColumns(
-            nodes["id"], nodes["k"], names("nodes", "kind"), keys,
-            edges["dst"], edges["src"], edges["k"], edges["d"], names("reach_edges", "kind"),
-            names("reach_edges", "detail"),
-        )
+    def values_in_use(self, table: str, column: str, values: Iterable[str]) -> set[str]:
+        """Those of ``values`` that some row of ``table`` holds in ``column``."""
+        return {
+            r[0]
+            for r in self.con.execute(
+                f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN (SELECT unnest(?::TEXT[]))", [sorted(values)]
+            ).fetchall()
+        }
 
     def edges_into(self, nodes: list[int]) -> Iterator[tuple[int, list[InEdge]]]:
         """Per node of ``nodes`` (sorted, once each): the edges into it, each (src, edge kind,
@@ -513,7 +481,7 @@ class IndexStore:
 
     def tables(self) -> list[str]:
         """Every table of the index."""
-        return [r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()]
+        return [r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
 
     def resolution(self) -> dict[str, tuple[int, int]]:
         """(resolved, total) per kind of registration."""

@@ -113,12 +113,18 @@ print(" ".join(m for m in ("perfq.indexer.relink", "perfq.indexer.link", "multip
 """
 
 
-def test_a_body_only_patch_loads_none_of_the_relink_machinery(tmp_path):
-    """`perfq index` after a body-only edit patches the index without loading the re-link path:
-    no process pool, linker, yaml reader, numpy or package metadata."""
+@pytest.mark.parametrize(
+    "edit",
+    [("out[i] * 2", "out[i] * 3"), ("}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")],
+    ids=["body-only", "new-function"],
+)
+def test_a_patch_loads_none_of_the_relink_machinery(tmp_path, edit):
+    """`perfq index` after a body-only edit, or one that adds a function (whose packed graph is
+    patched, not packed again), patches the index without loading the re-link path: no
+    process pool, linker, yaml reader, numpy or package metadata."""
     repo = make_repo(tmp_path / "repo")
     assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
-    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", *edit)
     proc = subprocess.run([sys.executable, "-c", PROBE_PATCH], cwd=repo, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["mode"] == "patched"

@@ -17,7 +17,8 @@ from perfq.indexer import relink as relink_module
 from perfq.indexer.build import build_index
 from perfq.indexer.graph import PARTS, pack_graph
 from perfq.schema import writer
-from perfq.schema.writer import build_lock
+from perfq.schema.graph_file import graph_file
+from perfq.schema.writer import build_lock, write_graph
 from tests.aten_fixture import make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
@@ -62,7 +63,7 @@ def test_body_edit_calling_the_same_functions_keeps_the_graph(repo: Path, tmp_pa
     build_index(repo, Config(), db, jobs=1, quiet=True)
     before = _snapshot(db)["graph"]
     repacked = []
-    monkeypatch.setattr(incremental, "_repack_graph", lambda con: repacked.append(con))
+    monkeypatch.setattr(incremental, "_repack_graph", lambda *args: repacked.append(args))
     replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
     patched = build_index(repo, Config(), db, jobs=1, quiet=True)
     assert (patched.mode, patched.reparsed) == ("patched", 1) and repacked == []  # same calls: graph kept
@@ -116,9 +117,27 @@ def _keyed(db: Path) -> dict[str, set]:
     ids=["new-function", "split-function", "new-before", "called-from-another-file"],
 )
 def test_structural_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path: Path, edit):
+    _patched_equals_full_link(repo, tmp_path, KERNEL, edit)
+
+
+@pytest.mark.parametrize(
+    ("path", "edit"),
+    [  # a new function before the kernels of a structured op, and before a library registration's
+        ("aten/src/ATen/native/SoftmaxOp.cpp", ("namespace at::meta {\n", "void first() {}\nnamespace at::meta {\n")),
+        ("aten/src/ATen/native/quantized/cpu/qthing.cpp", ("namespace {\n", "namespace {\nvoid first() {}\n")),
+    ],
+    ids=["dispatch-kernels", "library-impl"],
+)
+def test_structural_edit_of_registered_kernels_is_patched_and_equals_a_full_link(
+    repo: Path, tmp_path: Path, path: str, edit
+):
+    _patched_equals_full_link(repo, tmp_path, path, edit)
+
+
+def _patched_equals_full_link(repo: Path, tmp_path: Path, path: str, edit: tuple[str, str]) -> None:
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
-    replace_in(repo, KERNEL, *edit)
+    replace_in(repo, path, *edit)
     report = build_index(repo, Config(), db, jobs=1, quiet=True)
     assert (report.mode, report.reparsed) == ("patched", 1)
     full_db = tmp_path / "full.duckdb"
@@ -184,6 +203,27 @@ def test_an_index_that_cannot_be_patched_is_rebuilt_and_no_scratch_copy_is_left(
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
     assert _snapshot(db)["functions"]
     assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
+
+
+@pytest.mark.parametrize("damage", ["garbage", "stale"])
+def test_a_packed_graph_that_cannot_be_patched_is_rebuilt_by_a_relink(repo: Path, tmp_path: Path, damage):
+    """A new function patches the packed graph the index holds; one that is damaged, or lacks
+    an edge the patch removes, makes the build re-link (and write a whole graph again)."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    graph_file(db).unlink()  # the graph table is read
+    con = duckdb.connect(str(db))
+    if damage == "garbage":
+        con.execute("UPDATE graph SET data = 'not json'::BLOB WHERE part = 'names'")
+    else:  # an older graph: no edges at all
+        write_graph(con, pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(), []))
+    con.close()
+    split = "    out[i] = out[i] * 2;\n    extra(i);\n  }\n}\nvoid extra(int i) {\n  {\n"  # edges removed and added
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", split)
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
+    full_db = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
+    assert _snapshot(db)["graph"] == _snapshot(full_db)["graph"]
 
 
 def test_a_changed_file_gone_before_the_patch_reads_it_is_a_relink_not_a_traceback(repo: Path, tmp_path: Path,
