@@ -27,13 +27,9 @@ import time
 from pathlib import Path
 
 import duckdb
+from child_env import CHILD_ENV
 
 TARGETS = {"one_file_s": 0.25, "five_hundred_files_s": 1.5}
-
-
-# as a user's shell runs perfq: bytecode is cached (a PYTHONDONTWRITEBYTECODE sandbox would
-# compile every module on every call, ~0.1 s)
-CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def sh(cmd: list[str], cwd: Path) -> str:

@@ -9,7 +9,8 @@ The floor, measured in the same run (before and after the build, averaged): a he
 libclang parse and cursor walk of every C++ file the index reads, on as many processes as the
 build uses; the incremental rows' anchors: the start of a perfq process (``perfq --version``) and
 ``python -c "import duckdb"`` (the affected bench's anchor), also measured in the same run.
-Works in a scratch worktree so the corpus stays untouched.
+Works in a scratch worktree so the corpus stays untouched; perfq runs with its bytecode cached,
+as in a user's shell (bench/child_env.py).
 
     python bench/index_pytorch.py [--corpus DIR] [--jobs N]
 """
@@ -26,6 +27,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from child_env import CHILD_ENV
 
 TARGETS = {"full_s": 15.0, "rss_mib": 1024.0, "incremental_s": 0.5, "resolution_pct": 95.0}
 
@@ -66,7 +69,7 @@ def parse_floor(tree: Path, jobs: int) -> tuple[float, float, int]:
 
 def run(cmd: list[str], cwd: Path) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=CHILD_ENV)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-400:]}")
     return time.perf_counter() - start, proc.stdout

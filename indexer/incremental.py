@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
-from perfq.indexer.graph import Edge, GraphDelta, StaleGraph, patch_packed
 from perfq.indexer.link_cpp import CppCallLinker, call_names
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
+from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import UnreadableIndex, insert_rows, replacing, write_graph
 
@@ -386,7 +386,7 @@ def _repack_graph(
         rows = patch_packed(old, delta)
     except (StaleGraph, KeyError, ValueError, TypeError, IndexError):  # a damaged graph: the re-link writes one
         raise _Unpatchable from None
-    return rows, write_graph(con, rows)
+    return rows, write_graph(con, rows, in_table=False)
 
 
 def _names_in_use(

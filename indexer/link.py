@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.devices import device_of_key
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
-from perfq.indexer.graph import pack_graph
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
+from perfq.schema.packed_graph import pack_graph
 
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
 _OP_PREFIXES = {

@@ -4,7 +4,6 @@ read it with SQL. One :class:`IndexStore` per open connection (``schema.reader.o
 from __future__ import annotations
 
 import json
-from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import NamedTuple
 
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import read_graph_file
+from perfq.schema.packed_graph import PackedGraph, pack_graph
 
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
@@ -114,31 +114,6 @@ class ReachGraph(NamedTuple):
     edges: list[tuple[int, int]]  # (dst, src): src is affected when dst changes
     op_nodes: dict[int, str]  # node id -> op name
     function_nodes: dict[int, int]  # function id -> node id
-
-
-def _array(code: str, data: bytes | memoryview) -> array | memoryview:
-    """The items of ``data``: a view of the graph file's map as is, table bytes copied."""
-    if isinstance(data, memoryview):
-        return data.cast(code)
-    out = array(code)
-    out.frombytes(data)
-    return out
-
-
-class PackedGraph:
-    """The ``graph`` table's parts as arrays (see indexer/graph.py for the layout)."""
-
-    def __init__(self, parts: dict[str, bytes] | dict[str, memoryview]) -> None:
-        names = json.loads(bytes(parts["names"]))
-        self.offsets = _array("q", parts["offsets"])  # the stdlib array: numpy's import costs a query 0.1 s
-        self.src = _array("i", parts["src"])
-        self.kind = _array("B", parts["kind"])
-        self.detail = _array("i", parts["detail"])
-        self.node_kind = _array("B", parts["node_kind"])
-        self.node_kinds: list[str] = names["node_kinds"]
-        self.edge_kinds: list[str] = names["edge_kinds"]
-        self.details: list[str] = names["details"]
-        self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
 
 
 InEdge = tuple[int, str, str, str, str]  # (src, edge kind, detail, kind of src, key of src)
@@ -277,11 +252,19 @@ class IndexStore:
 
     # ---- the reachability graph
     def graph(self) -> PackedGraph:
-        """The packed reachability graph (indexer/graph.py), read once per store."""
+        """The packed reachability graph (packed_graph.py), read once per store: the file
+        beside the index when it holds the indexed graph, else the ``graph`` table, else (a
+        patched index whose file is missing) packed from the nodes and edges again."""
         if self._graph is None:
             token = self.meta().get("graph_token") if self.db is not None else None
             mapped = read_graph_file(self.db, token) if token else None
-            self._graph = PackedGraph(mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall()))
+            parts = mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall())
+            if not parts:
+                parts = dict(pack_graph(
+                    self.con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
+                    self.con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall(),
+                ))
+            self._graph = PackedGraph(parts)
         return self._graph
 
     def values_in_use(self, table: str, column: str, values: Iterable[str]) -> set[str]:

@@ -175,10 +175,14 @@ def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, st
     write_graph_file(target, graph, token)
 
 
-def write_graph(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, bytes]]) -> str:
-    """Replace the ``graph`` table by ``rows`` and name them in ``meta``; returns their token."""
+def write_graph(con: duckdb.DuckDBPyConnection, rows: list[tuple[str, bytes]], in_table: bool = True) -> str:
+    """Name the packed graph ``rows`` in ``meta`` and store them in the ``graph`` table, or,
+    for a patch (``in_table`` False), empty the table: the file beside the index holds them,
+    and without it a query packs them from the tables again (5 MB of blobs written and
+    checkpointed cost a patch ~60 ms). Returns their token."""
     token = graph_token(rows)
     con.execute("DELETE FROM graph")
-    insert_rows(con, "graph", rows)
+    if in_table:
+        insert_rows(con, "graph", rows)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('graph_token', ?)", [token])
     return token

@@ -14,12 +14,14 @@ from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.schema.graph_file import graph_file, graph_token, read_graph_file
 from perfq.schema.index_store import IndexStore
+from perfq.schema.packed_graph import pack_graph
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
 
 
 def _table(db: Path) -> tuple[dict[str, bytes], str]:
+    """The graph table's parts and the token the index names its graph by."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         parts = dict(con.execute("SELECT part, data FROM graph").fetchall())
@@ -29,26 +31,38 @@ def _table(db: Path) -> tuple[dict[str, bytes], str]:
     return parts, token
 
 
-def _file_matches_table(db: Path) -> bool:
-    parts, token = _table(db)
-    mapped = read_graph_file(db, token)
+def _packed_from_tables(db: Path) -> dict[str, bytes]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return dict(pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
+                               con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
+    finally:
+        con.close()
+
+
+def _file_holds_the_graph(db: Path) -> bool:
+    """The file holds the graph of the index's tables, under the token its meta names."""
+    _, token = _table(db)
+    mapped, packed = read_graph_file(db, token), _packed_from_tables(db)
     return (
         mapped is not None
-        and token == graph_token(list(parts.items()))
-        and {part: bytes(view) for part, view in mapped.items()} == parts
+        and token == graph_token(list(packed.items()))
+        and {part: bytes(view) for part, view in mapped.items()} == packed
     )
 
 
 def test_full_and_incremental_builds_write_the_graph_the_index_holds(tmp_path: Path):
+    """A full link stores the graph in the table and the file; a patch that changes it, in
+    the file only (its table emptied: writing 5 MB of blobs costs a patch ~60 ms)."""
     repo = make_repo(tmp_path / "repo")
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
-    assert _file_matches_table(db)
+    assert _file_holds_the_graph(db) and _table(db)[0] == _packed_from_tables(db)
     first_token = _table(db)[1]
     replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
-    assert _table(db)[1] != first_token  # a new function: the graph was repacked
-    assert _file_matches_table(db)
+    assert _table(db)[1] != first_token  # a new function: the graph was patched
+    assert _file_holds_the_graph(db) and _table(db)[0] == {}
 
 
 def test_a_store_reads_the_file_only_when_it_holds_the_indexed_graph(tmp_path: Path):
@@ -59,7 +73,7 @@ def test_a_store_reads_the_file_only_when_it_holds_the_indexed_graph(tmp_path: P
     shutil.copyfile(graph_file(db), old_file)
     replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
     build_index(repo, Config(), db, jobs=1, quiet=True)
-    parts, _ = _table(db)
+    parts = _packed_from_tables(db)
 
     def read() -> tuple[type, list[int]]:
         con = duckdb.connect(str(db), read_only=True)
@@ -72,7 +86,7 @@ def test_a_store_reads_the_file_only_when_it_holds_the_indexed_graph(tmp_path: P
     assert read()[0] is memoryview  # the file, mapped
     shutil.copyfile(old_file, graph_file(db))  # the previous build's graph: stale
     kind, src = read()
-    assert kind is not memoryview  # the table
+    assert kind is not memoryview  # packed from the tables (a patch left the graph table empty)
     assert src == list(memoryview(parts["src"]).cast("i"))
 
 
@@ -105,4 +119,28 @@ def test_a_damaged_or_missing_file_never_changes_the_answer(tmp_path: Path, dama
     path.write_bytes(damage(data))
     assert answer() == expected
     path.unlink()
+    assert answer() == expected
+
+
+def test_a_patched_index_without_its_file_gives_the_same_answer(tmp_path: Path):
+    """After a patch only the file holds the packed graph: without it a query packs the graph
+    from the tables again, and answers the same."""
+    repo = make_repo(tmp_path / "repo")
+    assert perfq(repo, "index", "-q").returncode == 0
+    git(repo, "checkout", "-q", "-b", "work")
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    commit_all(repo)
+    proc = perfq(repo, "index", "--format", "json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["mode"] == "patched", proc.stderr
+    replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+
+    def answer() -> dict:
+        proc = perfq(repo, "affected", "HEAD~1", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    expected = answer()
+    assert expected["benchmarks"]
+    graph_file(repo / ".git/perfq/index.duckdb").unlink()
     assert answer() == expected

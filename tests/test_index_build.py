@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -15,9 +16,9 @@ from perfq.indexer import build as build_module
 from perfq.indexer import incremental
 from perfq.indexer import relink as relink_module
 from perfq.indexer.build import build_index
-from perfq.indexer.graph import PARTS, pack_graph
 from perfq.schema import writer
-from perfq.schema.graph_file import graph_file
+from perfq.schema.graph_file import graph_file, read_graph_file
+from perfq.schema.packed_graph import PARTS, pack_graph
 from perfq.schema.writer import build_lock, write_graph
 from tests.aten_fixture import make_repo, perfq, replace_in
 
@@ -28,16 +29,20 @@ EDGE_TABLES = {
     "reach_edges": "SELECT dst, src, kind FROM reach_edges",
     "functions": "SELECT id, qualname, start_line, end_line FROM functions",
     "files": "SELECT path, sha256 FROM files",
-    "graph": "SELECT part, md5(data) FROM graph",  # the packed graph the queries read
 }
 
 
 def _snapshot(db: Path) -> dict[str, set]:
+    """The tables' rows, and the digests of the packed graph's parts the queries read."""
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return {name: set(con.execute(sql).fetchall()) for name, sql in EDGE_TABLES.items()}
+        rows = {name: set(con.execute(sql).fetchall()) for name, sql in EDGE_TABLES.items()}
+        token = con.execute("SELECT value FROM meta WHERE key = 'graph_token'").fetchone()[0]
     finally:
         con.close()
+    graph = read_graph_file(db, token)
+    assert graph is not None  # every build writes it
+    return {**rows, "graph": {(part, hashlib.md5(bytes(data)).hexdigest()) for part, data in graph.items()}}
 
 
 @pytest.fixture
@@ -312,16 +317,17 @@ def test_a_build_in_a_ci_log_says_each_phase_as_it_starts(repo: Path):
     assert phases == ["[perfq] extract", "[perfq] link-cpp", "[perfq] link", "[perfq] write"], proc.stderr
 
 
-def test_repacked_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, tmp_path: Path):
-    """An incremental repack reads columns in SQL; it writes the bytes a full link's packing
-    of the same nodes and edges writes."""
+def test_patched_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, tmp_path: Path):
+    """A patch patches the packed graph it had; it writes the bytes a full link's packing of
+    the same nodes and edges writes."""
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
     con = duckdb.connect(str(db), read_only=True)
     try:
-        stored = dict(con.execute("SELECT part, data FROM graph").fetchall())
+        token = con.execute("SELECT value FROM meta WHERE key = 'graph_token'").fetchone()[0]
+        stored = {part: bytes(data) for part, data in read_graph_file(db, token).items()}
         packed = dict(pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
                                  con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
     finally:

@@ -1,6 +1,9 @@
 """The reachability graph packed for queries: edges grouped by their ``dst`` (compressed
 sparse rows), edge kinds and details as small codes, and the kinds of all nodes, so that a
-walk reads one table row instead of one SQL query per level."""
+walk reads a few arrays instead of one SQL query per level. A full link packs it from the
+rows (``pack_graph``); a patch patches the packed graph it had (``patch_packed``); both give
+the same bytes for the same nodes and reach_edges. Stored in the ``graph`` table by a full
+link, and beside the index in a file (graph_file.py) by every build."""
 
 from __future__ import annotations
 
@@ -10,11 +13,34 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from perfq.schema.index_store import PackedGraph
-
 PARTS = ("offsets", "src", "kind", "detail", "node_kind", "names")
 KEYED = ("op", "stub", "benchmark")  # node kinds whose keys a walk needs
 Edge = tuple[int, int, str, str]  # (dst, src, kind, detail), as in reach_edges
+
+
+class PackedGraph:
+    """The packed parts as arrays."""
+
+    def __init__(self, parts: dict[str, bytes] | dict[str, memoryview]) -> None:
+        names = json.loads(bytes(parts["names"]))
+        self.offsets = _array("q", parts["offsets"])  # the stdlib array: numpy's import costs a query 0.1 s
+        self.src = _array("i", parts["src"])
+        self.kind = _array("B", parts["kind"])
+        self.detail = _array("i", parts["detail"])
+        self.node_kind = _array("B", parts["node_kind"])
+        self.node_kinds: list[str] = names["node_kinds"]
+        self.edge_kinds: list[str] = names["edge_kinds"]
+        self.details: list[str] = names["details"]
+        self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
+
+
+def _array(code: str, data: bytes | memoryview) -> array | memoryview:
+    """The items of ``data``: a view of the graph file's map as is, table bytes copied."""
+    if isinstance(data, memoryview):
+        return data.cast(code)
+    out = array(code)
+    out.frombytes(data)
+    return out
 
 
 class GraphDelta(NamedTuple):
