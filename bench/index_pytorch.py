@@ -139,7 +139,7 @@ def main() -> None:
     print(f"incremental     {inc_s:6.2f} s   target <= {TARGETS['incremental_s']} s   ratio "
           f"{inc_s / TARGETS['incremental_s']:.2f}   mode {inc['mode']}, re-parsed {inc['reparsed']} file")
     print("  phases (incremental): " + ", ".join(f"{k} {v:.1f}s" for k, v in inc["timings"].items()))
-    print(f"incremental, one new function {struct_s:5.1f} s   ratio "
+    print(f"incremental, one new function {struct_s:5.2f} s   ratio "
           f"{struct_s / TARGETS['incremental_s']:.2f}   mode {struct['mode']}, re-parsed {struct['reparsed']}")
     print(f"anchor: perfq --version {start_s:6.2f} s   (this machine's start of a perfq process; incremental "
           f"{inc_s / start_s:.1f}x, one new function {struct_s / start_s:.1f}x)")

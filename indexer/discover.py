@@ -44,15 +44,26 @@ def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
 
 def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``path`` (or ``/path``) matches one of the fnmatch ``patterns``."""
-    return _exclusion(tuple(patterns)).match("/" + path) is not None
+    rooted = "/" + path
+    return any(
+        all(part in rooted for part in literals) and pattern.match(rooted) is not None
+        for literals, pattern in _exclusions(tuple(patterns))
+    )
 
 
 @functools.cache
-def _exclusion(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """The ``patterns`` as one regular expression (fnmatch's own translation) matched against
+def _exclusions(patterns: tuple[str, ...]) -> list[tuple[tuple[str, ...], re.Pattern[str]]]:
+    """Per pattern, the text it holds outside its ``*`` and ``?`` wildcards (none for one with a
+    ``[set]``): a path lacking one cannot match, checked first (~50 ns against ~5 us for the
+    expression); and its regular expression (fnmatch's own translation) matched against
     ``/path``: an optional leading slash makes it try ``path`` and ``/path`` in one call."""
-    either = "|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)
-    return re.compile(f"/?(?:{either})" if either else "(?!)")
+    return [
+        (
+            () if "[" in p else tuple(t for t in re.split(r"[*?]", p) if t),
+            re.compile(f"/?(?:{fnmatch.translate(p)})"),
+        )
+        for p in patterns
+    ]
 
 
 ROOTS = {  # config key -> the kind of file its roots hold, and what it is called
