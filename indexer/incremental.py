@@ -131,62 +131,42 @@ class _GraphChanges(NamedTuple):
 def _apply(
     con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]
 ) -> _GraphChanges | None:
-    """Replace what the changed files contribute. A body-only edit keeps its function ids;
-    a file whose functions changed gets fresh ids, and the edges into them from other files,
-    kernels, stubs and library registrations are resolved again. Returns what changed in the
-    reachability graph, or None when nothing did (a body edit that calls the same things)."""
-    bases: dict[int, int] = {}
-    new_ids: dict[int, list[int]] = {}
-    old_ids = {
-        file_id: [i for (i,) in con.execute("SELECT id FROM functions WHERE file_id = ? ORDER BY id", [file_id])
-                  .fetchall()]
-        for file_id in changed
-    }
-    body_only = not any(structural for _, structural in changed.values())
+    """Replace what the changed files contribute. A function that is still there keeps its id
+    (its calls are linked again); a new one gets a fresh id, and the edges into it from other
+    files, kernels, stubs and library registrations are resolved; a removed one goes with
+    everything that refers to it. Returns what changed in the reachability graph, or None when
+    nothing did (a body edit that calls the same things)."""
+    ids: dict[int, list[int]] = {}  # file -> its functions' ids, in the order of its facts
+    new_ids: dict[int, list[int]] = {}  # file -> the fresh ones
     removed: list[Edge] = []
     dropped: list[tuple[int, str]] = []
     fresh_nodes: list[tuple[int, str, str]] = []
+    added_names: set[str] = set()  # the names calls reach the fresh functions by
     for file_id, (facts, structural) in changed.items():
-        ids = old_ids[file_id]
-        if structural:
-            edges, nodes = _drop_functions(con, ids)
-            removed += edges
-            dropped += nodes
-            start = con.execute(
-                "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes),"
-                " (SELECT coalesce(max(id), -1) FROM functions)) + 1"
-            ).fetchone()[0]
-            fresh = list(range(start, start + len(facts.functions)))
-            insert_rows(
-                con,
-                "functions",
-                [
-                    (fid, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr)
-                    for fid, f in zip(fresh, facts.functions, strict=True)
-                ],
-            )
-            insert_rows(
-                con,
-                "nodes",
-                [(fid, "function", str(fid), f.qualname) for fid, f in zip(fresh, facts.functions, strict=True)],
-            )
-            fresh_nodes += [(fid, "function", str(fid)) for fid in fresh]
-            bases[file_id], new_ids[file_id] = start, fresh
-        else:
-            for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
-                con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
-            removed += con.execute(
-                "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
-                " AND kind IN ('call', 'stub_call', 'op_call') RETURNING dst, src, kind, detail",
-                [ids],
-            ).fetchall()
-            con.execute(
-                "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
-                " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
-                " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
-                [ids, [f.start_line for f in facts.functions], [f.end_line for f in facts.functions]],
-            )
-            bases[file_id] = ids[0] if ids else 0
+        old = con.execute(
+            "SELECT id, qualname, name, kind, internal, usr FROM functions WHERE file_id = ? ORDER BY id", [file_id]
+        ).fetchall()
+        kept, gone = _same_functions(old, facts.functions) if structural else ([r[0] for r in old], [])
+        edges, nodes = _drop_functions(con, gone)
+        removed += edges + _unlink_calls(con, [(i, f) for i, f in zip(kept, facts.functions, strict=True) if i >= 0])
+        dropped += nodes
+        start = con.execute(
+            "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes),"
+            " (SELECT coalesce(max(id), -1) FROM functions)) + 1"
+        ).fetchone()[0] if -1 in kept else 0
+        new_ids[file_id] = fresh = list(range(start, start + kept.count(-1)))
+        it = iter(fresh)
+        ids[file_id] = [i if i >= 0 else next(it) for i in kept]
+        added = [(fid, f) for fid, f, i in zip(ids[file_id], facts.functions, kept, strict=True) if i < 0]
+        insert_rows(
+            con,
+            "functions",
+            [(i, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr) for i, f in added],
+        )
+        insert_rows(con, "nodes", [(fid, "function", str(fid), f.qualname) for fid, f in added])
+        fresh_nodes += [(fid, "function", str(fid)) for fid, _ in added]
+        added_names |= {n for _, f in added for n in call_names(f.name, f.qualname)}
+    body_only = not any(new_ids.values()) and not dropped
 
     sql = (
         "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
@@ -197,9 +177,7 @@ def _apply(
     # files call (functors: by operator()); for fresh functions also the names calls reach them by,
     # and the functions that make such calls (_edges_into resolves them again)
     names = {c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"}
-    fresh: set[str] = set()
-    if not body_only:
-        fresh = {n for facts, _ in changed.values() for f in facts.functions for n in call_names(f.name, f.qualname)}
+    fresh = added_names
     functions = con.execute(
         sql + " WHERE f.name IN (SELECT unnest(?::TEXT[])) OR f.file_id IN (SELECT unnest(?::INTEGER[]))"
         " OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN (SELECT unnest(?::TEXT[])))",
@@ -229,13 +207,14 @@ def _apply(
     linker = CppCallLinker(functions, ops, stub_names, node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
-        linked = linker.link_file(file_id, bases[file_id], facts.calls, usings_of(facts))
+        linked = linker.link_file(file_id, ids[file_id], facts.calls, usings_of(facts))
         insert_rows(con, "calls", linked.calls)
         insert_rows(con, "call_edges", linked.call_edges)
         insert_rows(con, "op_calls", linked.op_calls)
         reach += linked.reach
-    for file_id, fresh in new_ids.items():
-        reach += _edges_into(con, linker, file_id, fresh, node_of)
+    for file_id, file_fresh in new_ids.items():
+        if file_fresh:
+            reach += _edges_into(con, linker, file_id, file_fresh, node_of)
     seen: set[tuple[int, int]] = set()
     unique = []
     for dst, src, kind, detail in reach:
@@ -258,9 +237,53 @@ def _apply(
     return _GraphChanges(removed, unique, dropped, fresh_nodes + [n[:3] for n in new_nodes], next_node[0])
 
 
+def _same_functions(old: list[tuple], functions: list) -> tuple[list[int], list[int]]:
+    """Per function of a file's new facts, the id of the indexed function it is (same
+    qualified name, name, kind, internal linkage and USR, taken in order), or -1 for a new
+    one; and the ids of the indexed functions that are gone. Every function is new when one
+    still there shares a name calls reach it by with one added or gone (the candidates of
+    those calls change, and the first is the lowest id, as in a full link)."""
+    by_key: dict[tuple, list[int]] = {}
+    for fid, *key in old:
+        by_key.setdefault(tuple(key), []).append(fid)
+    ids = [by_key[key].pop(0) if by_key.get(key := (f.qualname, f.name, f.kind, f.internal, f.usr)) else -1
+           for f in functions]
+    gone = sorted(fid for fids in by_key.values() for fid in fids)
+    kept, gone_ids = set(ids) - {-1}, set(gone)
+    changed_names = {n for f, i in zip(functions, ids, strict=True) if i < 0 for n in call_names(f.name, f.qualname)}
+    changed_names |= {n for fid, qualname, name, *_ in old if fid in gone_ids for n in call_names(name, qualname)}
+    if any(call_names(name, qualname) & changed_names for fid, qualname, name, *_ in old if fid in kept):
+        return [-1] * len(functions), [r[0] for r in old]
+    return ids, gone
+
+
+def _unlink_calls(con: duckdb.DuckDBPyConnection, kept: list[tuple[int, object]]) -> list[Edge]:
+    """Remove the calls of functions that stay (id, new facts), which are linked again, and
+    move them to their new lines; returns the reachability edges removed."""
+    ids = [fid for fid, _ in kept]
+    if not ids:
+        return []
+    for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
+        con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
+    removed = con.execute(
+        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
+        " AND kind IN ('call', 'stub_call', 'op_call') RETURNING dst, src, kind, detail",
+        [ids],
+    ).fetchall()
+    con.execute(
+        "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
+        " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
+        " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
+        [ids, [f.start_line for _, f in kept], [f.end_line for _, f in kept]],
+    )
+    return removed
+
+
 def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> tuple[list[Edge], list[tuple[int, str]]]:
     """Remove functions and everything that refers to them; returns the reachability edges
     and the nodes (id, kind) removed."""
+    if not ids:
+        return [], []
     edges = con.execute(
         "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) OR dst IN (SELECT unnest(?::INTEGER[]))"
         " RETURNING dst, src, kind, detail",

@@ -277,7 +277,8 @@ class NativeLink:
 
         # ---- C++ calls
         for file_id, f in enumerate(files):
-            linked = cpp_linker.link_file(file_id, fid_base[file_id], f.calls, usings_of(f))
+            first = fid_base[file_id]
+            linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), f.calls, usings_of(f))
             t.rows["calls"] += linked.calls
             t.rows["call_edges"] += linked.call_edges
             t.rows["op_calls"] += linked.op_calls

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -192,8 +192,11 @@ class CppCallLinker:
         out.op_calls.append((caller, op, via, line))
         out.reach.append((self.node_of("op", op), caller, "op_call", f"{via} line {line}"))
 
-    def link_file(self, file_id: int, base_id: int, calls: Iterable[Call], usings: tuple[str, ...]) -> LinkedCalls:
-        """Rows for the call sites of one file whose first function has id ``base_id``."""
+    def link_file(
+        self, file_id: int, ids: Sequence[int], calls: Iterable[Call], usings: tuple[str, ...]
+    ) -> LinkedCalls:
+        """Rows for the call sites of one file whose functions have ids ``ids`` (in the order
+        of its facts)."""
         out = LinkedCalls()
         self._memo.clear()
         linked: set[tuple[int, int]] = set()
@@ -202,7 +205,7 @@ class CppCallLinker:
         # are then only used for stubs, operators, and callees clang could not find here
         exact = frozenset((c.func_index, c.callee_name, c.line) for c in calls if c.kind == "resolved")
         for c in calls:
-            caller = base_id + c.func_index
+            caller = ids[c.func_index]
             if c.kind != "resolved":
                 out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 self._operator_and_stub_edges(c, caller, out)

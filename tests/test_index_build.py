@@ -23,6 +23,8 @@ from perfq.schema.writer import build_lock, write_graph
 from tests.aten_fixture import make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
+SOFTMAX_OP = "aten/src/ATen/native/SoftmaxOp.cpp"
+OTHER_IMPL = "namespace other {\nvoid softmax_op_kernel_impl(int) {}\n}\n"
 EDGE_TABLES = {
     "call_edges": "SELECT caller_id, callee_id, kind FROM call_edges",
     "op_calls": "SELECT function_id, op, via FROM op_calls",
@@ -130,13 +132,45 @@ def test_structural_edit_is_patched_and_equals_a_full_link(repo: Path, tmp_path:
     [  # a new function before the kernels of a structured op, and before a library registration's
         ("aten/src/ATen/native/SoftmaxOp.cpp", ("namespace at::meta {\n", "void first() {}\nnamespace at::meta {\n")),
         ("aten/src/ATen/native/quantized/cpu/qthing.cpp", ("namespace {\n", "namespace {\nvoid first() {}\n")),
+        # a dispatch kernel removed (its op keeps no function), and one whose signature changed
+        (SOFTMAX_OP, ("Tensor lonely_kernel(const Tensor& self) {\n  make_size(3);\n  return self;\n}\n", "")),
+        (SOFTMAX_OP, ("lonely_kernel(const Tensor& self) {", "lonely_kernel(const Tensor& self, int x) {")),
+        # an overload next to a function of the same name, before it: every id of the file is fresh
+        (KERNEL, ("void softmax_op_kernel_impl(", "void softmax_op_kernel_impl(int) {}\nvoid softmax_op_kernel_impl(")),
+        (SOFTMAX_OP, ("static int make_size(", "static int make_size(float x) { return 0; }\nstatic int make_size(")),
+        # a function of the same name in another namespace, after and before it
+        (KERNEL, ("REGISTER_DISPATCH(", f"{OTHER_IMPL}REGISTER_DISPATCH(")),
+        (KERNEL, ("namespace {\n", f"{OTHER_IMPL}namespace {{\n")),
     ],
-    ids=["dispatch-kernels", "library-impl"],
+    ids=["dispatch-kernels", "library-impl", "kernel-removed", "kernel-signature", "overload-before", "overload",
+         "same-name-after", "same-name-before"],
 )
 def test_structural_edit_of_registered_kernels_is_patched_and_equals_a_full_link(
     repo: Path, tmp_path: Path, path: str, edit
 ):
     _patched_equals_full_link(repo, tmp_path, path, edit)
+
+
+def test_functions_still_there_keep_their_ids_through_a_structural_patch(repo: Path, tmp_path: Path):
+    """A new function gets a fresh id; the others of its file keep theirs, and so do the edges
+    into them (only their own calls are linked again)."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+
+    def ids() -> dict[str, int]:
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            sql = "SELECT f.qualname, f.id FROM functions f JOIN files fi ON fi.id = f.file_id WHERE fi.path = ?"
+            return dict(con.execute(sql, [KERNEL]).fetchall())
+        finally:
+            con.close()
+
+    before = ids()
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    after = ids()
+    assert {q: i for q, i in after.items() if q in before} == before
+    assert after["at::native::(anonymous namespace)::extra_helper"] > max(before.values())
 
 
 def _patched_equals_full_link(repo: Path, tmp_path: Path, path: str, edit: tuple[str, str]) -> None:
