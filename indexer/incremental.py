@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import Call, FileFacts, registration_signature, structure_signature, usings_of
+from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, call_names
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
@@ -237,7 +237,7 @@ def _apply(
     return _GraphChanges(removed, unique, dropped, fresh_nodes + [n[:3] for n in new_nodes], next_node[0])
 
 
-def _same_functions(old: list[tuple], functions: list) -> tuple[list[int], list[int]]:
+def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:
     """Per function of a file's new facts, the id of the indexed function it is (same
     qualified name, name, kind, internal linkage and USR, taken in order), or -1 for a new
     one; and the ids of the indexed functions that are gone. Every function is new when one
@@ -257,7 +257,7 @@ def _same_functions(old: list[tuple], functions: list) -> tuple[list[int], list[
     return ids, gone
 
 
-def _unlink_calls(con: duckdb.DuckDBPyConnection, kept: list[tuple[int, object]]) -> list[Edge]:
+def _unlink_calls(con: duckdb.DuckDBPyConnection, kept: list[tuple[int, Function]]) -> list[Edge]:
     """Remove the calls of functions that stay (id, new facts), which are linked again, and
     move them to their new lines; returns the reachability edges removed."""
     ids = [fid for fid, _ in kept]

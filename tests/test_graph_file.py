@@ -106,20 +106,20 @@ def test_a_damaged_or_missing_file_never_changes_the_answer(tmp_path: Path, dama
     git(repo, "checkout", "-q", "-b", "work")
     replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
     commit_all(repo)
-
-    def answer() -> dict:
-        proc = perfq(repo, "affected", "main", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-
-    expected = answer()
+    expected = _answer(repo, "main")
     assert expected["benchmarks"]
     path = graph_file(repo / ".git/perfq/index.duckdb")
     data = path.read_bytes()
     path.write_bytes(damage(data))
-    assert answer() == expected
+    assert _answer(repo, "main") == expected
     path.unlink()
-    assert answer() == expected
+    assert _answer(repo, "main") == expected
+
+
+def _answer(repo: Path, base: str) -> dict:
+    proc = perfq(repo, "affected", base, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def test_a_patched_index_without_its_file_gives_the_same_answer(tmp_path: Path):
@@ -134,13 +134,7 @@ def test_a_patched_index_without_its_file_gives_the_same_answer(tmp_path: Path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["mode"] == "patched", proc.stderr
     replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
     commit_all(repo)
-
-    def answer() -> dict:
-        proc = perfq(repo, "affected", "HEAD~1", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-
-    expected = answer()
+    expected = _answer(repo, "HEAD~1")
     assert expected["benchmarks"]
     graph_file(repo / ".git/perfq/index.duckdb").unlink()
-    assert answer() == expected
+    assert _answer(repo, "HEAD~1") == expected
