@@ -3,8 +3,8 @@
 
 Prints files, functions, edges, ops, benchmarks, wall time and peak RSS of a cold full
 index (benchmarks not traced: `bench/trace_pytorch.py` measures that), the time of an
-incremental re-index after one file changed (the median of three edits), and resolution rates,
-each with its target.
+incremental re-index after one file changed (the median of seven edits, against anchors timed
+as often), and resolution rates, each with its target.
 The floor, measured in the same run (before and after the build, averaged): a header-less
 libclang parse and cursor walk of every C++ file the index reads, on as many processes as the
 build uses; the incremental rows' anchors: the start of a perfq process (``perfq --version``) and
@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from child_env import CHILD_ENV
 
+EDITS = 7  # incremental edits of each kind, and runs of each anchor
 TARGETS = {"full_s": 15.0, "rss_mib": 1024.0, "incremental_s": 0.5, "resolution_pct": 95.0}
 
 
@@ -100,25 +102,26 @@ def main() -> None:
         rss_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         report = json.loads(out)
         kernel = tree / "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
-        body_edits, new_functions = [], []  # three of each: the median of a patch that takes under a second
-        for i in range(3):
+        body_edits, new_functions = [], []  # the median of EDITS of each: a patch takes under a second
+        for i in range(EDITS):
             kernel.write_text(kernel.read_text() + f"\n// perfq bench: one changed file ({i})\n")
             body_edits.append(run(perfq, tree))
-        for i in range(3):
+        for i in range(EDITS):
             fresh = f"namespace at::native {{ void perfq_bench_new_function_{i}() {{}} }}\n"
             kernel.write_text(kernel.read_text() + fresh)
             new_functions.append(run(perfq, tree))
-        inc_s, out = sorted(body_edits)[1]
+        inc_s, out = sorted(body_edits)[EDITS // 2]
         inc = json.loads(out)
-        struct_s, out = sorted(new_functions)[1]
+        struct_s, out = sorted(new_functions)[EDITS // 2]
         struct = json.loads(out)
         _, stats = run([sys.executable, "-m", "perfq", "stats", "--repo", str(tree), "--db", str(db), "--format",
                         "json"], tree)
         stats = json.loads(stats)
         floor_after, floor_cpu_after, _ = parse_floor(tree, jobs)
         floor_s, floor_cpu = (floor_before + floor_after) / 2, (floor_cpu_before + floor_cpu_after) / 2
-        start_s = min(run([sys.executable, "-m", "perfq", "--version"], tree)[0] for _ in range(5))
-        duckdb_s = min(run([sys.executable, "-c", "import duckdb"], tree)[0] for _ in range(5))
+        # the anchors timed as often as the edits, compared by the same statistic (median; min too)
+        starts = [run([sys.executable, "-m", "perfq", "--version"], tree)[0] for _ in range(EDITS)]
+        duckdbs = [run([sys.executable, "-c", "import duckdb"], tree)[0] for _ in range(EDITS)]
     finally:
         subprocess.run(["git", "-C", str(args.corpus), "worktree", "remove", "--force", str(tree)], check=False)
     counts = report["counts"]
@@ -141,10 +144,12 @@ def main() -> None:
     print("  phases (incremental): " + ", ".join(f"{k} {v:.1f}s" for k, v in inc["timings"].items()))
     print(f"incremental, one new function {struct_s:5.2f} s   ratio "
           f"{struct_s / TARGETS['incremental_s']:.2f}   mode {struct['mode']}, re-parsed {struct['reparsed']}")
-    print(f"anchor: perfq --version {start_s:6.2f} s   (this machine's start of a perfq process; incremental "
-          f"{inc_s / start_s:.1f}x, one new function {struct_s / start_s:.1f}x)")
-    print(f"anchor: python -c 'import duckdb' {duckdb_s:5.2f} s   (the affected bench's anchor; incremental "
-          f"{inc_s / duckdb_s:.1f}x, one new function {struct_s / duckdb_s:.1f}x)")
+    edits = {"incremental": [t for t, _ in body_edits], "one new function": [t for t, _ in new_functions]}
+    for name, times, what in (("perfq --version", starts, "this machine's start of a perfq process"),
+                              ("python -c 'import duckdb'", duckdbs, "the affected bench's anchor")):
+        ratios = ", ".join(f"{edit} {statistics.median(t) / statistics.median(times):.1f}x"
+                           f" (min {min(t) / min(times):.1f}x)" for edit, t in edits.items())
+        print(f"anchor: {name} median {statistics.median(times):.2f} s, min {min(times):.2f} s   ({what}; {ratios})")
     for name, value in rates.items():
         print(f"{name:<30} {value}")
 
