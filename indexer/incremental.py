@@ -1,29 +1,30 @@
-"""Patching an index in place for body-only C++ edits (the common one-file change).
+"""Patching an index in place for edits of a few C++ files (the common change).
 
-When every changed file is C++ and still declares the same functions, stubs and
-registrations (same structure signature), only its own call sites need resolving
-again: the patch copies the index, replaces that file's functions' lines, calls,
-call edges, operator calls and graph edges, and swaps the copy in atomically. Any
-other change (added or removed files, Python, benchmarks, yaml, config) falls back
-to a full link from the facts cache.
+When only C++ files changed and their stubs and registrations did not (same registration
+signature), the patch copies the index, links the changed files' calls again, gives new
+functions fresh ids and resolves the edges into them, drops removed ones, patches the
+packed graph, and swaps the copy in atomically. Any other change (added or removed
+files, Python, benchmarks, yaml, config) falls back to a full link from the facts cache.
+Its SQL is schema/patch_store.py's.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, call_names
-from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
+from perfq.schema.patch_store import NotAnIndex, PatchStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import UnreadableIndex, insert_rows, replacing, write_graph
+from perfq.schema.writer import UnreadableIndex, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 
@@ -53,17 +54,18 @@ def patch_index(
     graph: list[tuple[str, bytes]] = []
     try:
         with replacing(db_path, copy_existing=True) as con:
-            files, changed = _changed_files(con, discovered, digests, meta)
+            patch = PatchStore(con)
+            files, changed = _changed_files(patch, discovered, digests, meta)
             t0 = time.perf_counter()
             new_facts = {files[p][0]: _reparsed(repo, p, files[p]) for p in changed}
             timings["extract"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            changes = _apply(con, new_facts, {**meta, "reparsed_files": str(len(changed))})
+            changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))})
+            store = IndexStore(con, db_path)
             if changes:
-                graph, token = _repack_graph(con, db_path, changes)
-            store = IndexStore(con)
+                graph, token = _repack_graph(store, patch, changes)
             counts, skipped = store.table_counts(store.tables()), store.skipped_files()
-    except (_Unpatchable, UnreadableIndex):
+    except (_Unpatchable, UnreadableIndex, NotAnIndex):
         return None
     if graph:
         write_graph_file(db_path, graph, token)
@@ -73,27 +75,16 @@ def patch_index(
 
 
 def _changed_files(
-    con: duckdb.DuckDBPyConnection, discovered: dict[str, list[str]], digests: dict[str, str | None],
-    meta: dict[str, str],
+    patch: PatchStore, discovered: dict[str, list[str]], digests: dict[str, str | None], meta: dict[str, str]
 ) -> tuple[dict[str, tuple], list[str]]:
     """The index's repo files (path -> id, digest, structure and registration signatures) and
     those whose content changed; _Unpatchable unless only a few C++ files did."""
-    try:
-        old_meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-        if old_meta.get("schema_version") != str(SCHEMA_VERSION):
-            raise _Unpatchable
-        relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
-        if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
-            raise _Unpatchable
-        files = {
-            p: (i, sha, sig, reg)
-            for i, p, sha, sig, reg in con.execute(
-                "SELECT id, path, sha256, signature, registrations FROM files WHERE origin = 'repo'"
-            ).fetchall()
-        }
-        benches = dict(con.execute("SELECT file, sha256 FROM benchmarks").fetchall())
-    except duckdb.Error:  # not a perfq index of this schema
-        raise _Unpatchable from None
+    old_meta, files, benches = patch.indexed_state()
+    if old_meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise _Unpatchable
+    relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
+    if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
+        raise _Unpatchable
     if set(discovered["cpp"]) | set(discovered["python"]) != set(files) or set(discovered["benchmark"]) != set(benches):
         raise _Unpatchable
     if any(digests[p] != benches[p] for p in discovered["benchmark"]):
@@ -129,7 +120,7 @@ class _GraphChanges(NamedTuple):
 
 
 def _apply(
-    con: duckdb.DuckDBPyConnection, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]
+    patch: PatchStore, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]
 ) -> _GraphChanges | None:
     """Replace what the changed files contribute. A function that is still there keeps its id
     (its calls are linked again); a new one gets a fresh id, and the edges into it from other
@@ -140,56 +131,28 @@ def _apply(
     new_ids: dict[int, list[int]] = {}  # file -> the fresh ones
     removed: list[Edge] = []
     dropped: list[tuple[int, str]] = []
-    fresh_nodes: list[tuple[int, str, str]] = []
-    added_names: set[str] = set()  # the names calls reach the fresh functions by
     for file_id, (facts, structural) in changed.items():
-        old = con.execute(
-            "SELECT id, qualname, name, kind, internal, usr FROM functions WHERE file_id = ? ORDER BY id", [file_id]
-        ).fetchall()
-        kept, gone = _same_functions(old, facts.functions) if structural else ([r[0] for r in old], [])
-        edges, nodes = _drop_functions(con, gone)
-        removed += edges + _unlink_calls(con, [(i, f) for i, f in zip(kept, facts.functions, strict=True) if i >= 0])
+        ids[file_id], new_ids[file_id], edges, nodes = _place_functions(patch, file_id, facts, structural)
+        removed += edges
         dropped += nodes
-        start = con.execute(
-            "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes),"
-            " (SELECT coalesce(max(id), -1) FROM functions)) + 1"
-        ).fetchone()[0] if -1 in kept else 0
-        new_ids[file_id] = fresh = list(range(start, start + kept.count(-1)))
-        it = iter(fresh)
-        ids[file_id] = [i if i >= 0 else next(it) for i in kept]
-        added = [(fid, f) for fid, f, i in zip(ids[file_id], facts.functions, kept, strict=True) if i < 0]
-        insert_rows(
-            con,
-            "functions",
-            [(i, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr) for i, f in added],
-        )
-        insert_rows(con, "nodes", [(fid, "function", str(fid), f.qualname) for fid, f in added])
-        fresh_nodes += [(fid, "function", str(fid)) for fid, _ in added]
-        added_names |= {n for _, f in added for n in call_names(f.name, f.qualname)}
     body_only = not any(new_ids.values()) and not dropped
+    fresh = {fid for file_fresh in new_ids.values() for fid in file_fresh}
+    fresh_functions = [
+        (fid, f)
+        for file_id, (facts, _) in changed.items()
+        for fid, f in zip(ids[file_id], facts.functions, strict=True)
+        if fid in fresh
+    ]
+    fresh_nodes = [(fid, "function", str(fid)) for fid, _ in fresh_functions]
+    added_names = {n for _, f in fresh_functions for n in call_names(f.name, f.qualname)}  # calls reach them by
 
-    sql = (
-        "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
-        " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
-        " FROM functions f JOIN files fi ON fi.id = f.file_id"
-    )
     # the linker needs every function of the names that resolve anything here: those the changed
     # files call (functors: by operator()); for fresh functions also the names calls reach them by,
     # and the functions that make such calls (_edges_into resolves them again)
     names = {c.callee_name for facts, _ in changed.values() for c in facts.calls} | {"operator()"}
-    fresh = added_names
-    functions = con.execute(
-        sql + " WHERE f.name IN (SELECT unnest(?::TEXT[])) OR f.file_id IN (SELECT unnest(?::INTEGER[]))"
-        " OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN (SELECT unnest(?::TEXT[])))",
-        [sorted(names | fresh), list(changed), sorted(fresh)],
-    ).fetchall()
-    ops = con.execute("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'").fetchall()
-    stub_names = {r[0] for r in con.execute("SELECT stub FROM stubs UNION SELECT stub FROM stub_impls").fetchall()}
-    nodes = {
-        (k, key): i
-        for i, k, key in con.execute("SELECT id, kind, key FROM nodes WHERE kind IN ('op', 'stub')").fetchall()
-    }
-    next_node = [con.execute("SELECT coalesce(max(id), -1) + 1 FROM nodes").fetchone()[0]]
+    functions = patch.linker_functions(names | added_names, changed, added_names)
+    nodes = patch.op_and_stub_nodes()
+    next_node = [patch.next_node_id()]
     new_nodes: list[tuple] = []
 
     def node_of(kind: str, key: str) -> int:
@@ -200,41 +163,52 @@ def _apply(
             new_nodes.append((nid, kind, key, key))
         return nid
 
-    file_ids = sorted({row[1] for row in functions} | set(changed))
-    paths = dict(
-        con.execute("SELECT id, path FROM files WHERE id IN (SELECT unnest(?::INTEGER[]))", [file_ids]).fetchall()
-    )
-    linker = CppCallLinker(functions, ops, stub_names, node_of, paths)
+    paths = patch.paths(sorted({row[1] for row in functions} | set(changed)))
+    linker = CppCallLinker(functions, patch.aten_ops(), patch.stub_names(), node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
         linked = linker.link_file(file_id, ids[file_id], facts.calls, usings_of(facts))
-        insert_rows(con, "calls", linked.calls)
-        insert_rows(con, "call_edges", linked.call_edges)
-        insert_rows(con, "op_calls", linked.op_calls)
+        patch.insert("calls", linked.calls)
+        patch.insert("call_edges", linked.call_edges)
+        patch.insert("op_calls", linked.op_calls)
         reach += linked.reach
     for file_id, file_fresh in new_ids.items():
         if file_fresh:
-            reach += _edges_into(con, linker, file_id, file_fresh, node_of)
+            reach += _edges_into(patch, linker, file_id, file_fresh, node_of)
     seen: set[tuple[int, int]] = set()
     unique = []
     for dst, src, kind, detail in reach:
         if dst != src and (dst, src) not in seen:
             seen.add((dst, src))
             unique.append((dst, src, kind, detail))
-    insert_rows(con, "nodes", new_nodes)
-    insert_rows(con, "reach_edges", unique)
+    patch.insert("nodes", new_nodes)
+    patch.insert("reach_edges", unique)
     for file_id, (facts, _) in changed.items():
-        con.execute(
-            "UPDATE files SET sha256 = ?, n_lines = ?, signature = ?, usings = ? WHERE id = ?",
-            [facts.sha256, facts.n_lines, structure_signature(facts), json.dumps(usings_of(facts)), file_id],
-        )
-    meta = {**meta, "patched": json.dumps(sorted(changed))}
-    con.execute(
-        "INSERT OR REPLACE INTO meta SELECT unnest(?::TEXT[]), unnest(?::TEXT[])", [list(meta), list(meta.values())]
-    )
+        patch.update_file(file_id, facts.sha256, facts.n_lines, structure_signature(facts), usings_of(facts))
+    patch.update_meta({**meta, "patched": json.dumps(sorted(changed))})
     if body_only and not new_nodes and sorted(removed) == sorted(unique):
         return None
     return _GraphChanges(removed, unique, dropped, fresh_nodes + [n[:3] for n in new_nodes], next_node[0])
+
+
+def _place_functions(
+    patch: PatchStore, file_id: int, facts: FileFacts, structural: bool
+) -> tuple[list[int], list[int], list[Edge], list[tuple[int, str]]]:
+    """Give a changed file's functions their ids: those still there keep theirs (their calls
+    removed, to be linked again), removed ones are dropped, new ones get fresh ids. Returns
+    the ids in the order of its facts, the fresh ones, and the reachability edges and nodes
+    (id, kind) removed."""
+    old = patch.file_functions(file_id)
+    kept, gone = _same_functions(old, facts.functions) if structural else ([r[0] for r in old], [])
+    edges, nodes = patch.drop_functions(gone)
+    staying = [(i, f) for i, f in zip(kept, facts.functions, strict=True) if i >= 0]
+    edges += patch.unlink_calls([i for i, _ in staying], [(f.start_line, f.end_line) for _, f in staying])
+    start = patch.next_function_id() if -1 in kept else 0
+    fresh = list(range(start, start + kept.count(-1)))
+    numbered = iter(fresh)
+    ids = [i if i >= 0 else next(numbered) for i in kept]
+    patch.add_functions(file_id, [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0])
+    return ids, fresh, edges, nodes
 
 
 def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:
@@ -257,57 +231,8 @@ def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[i
     return ids, gone
 
 
-def _unlink_calls(con: duckdb.DuckDBPyConnection, kept: list[tuple[int, Function]]) -> list[Edge]:
-    """Remove the calls of functions that stay (id, new facts), which are linked again, and
-    move them to their new lines; returns the reachability edges removed."""
-    ids = [fid for fid, _ in kept]
-    if not ids:
-        return []
-    for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
-        con.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT unnest(?::INTEGER[]))", [ids])
-    removed = con.execute(
-        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[]))"
-        " AND kind IN ('call', 'stub_call', 'op_call') RETURNING dst, src, kind, detail",
-        [ids],
-    ).fetchall()
-    con.execute(
-        "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
-        " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
-        " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
-        [ids, [f.start_line for _, f in kept], [f.end_line for _, f in kept]],
-    )
-    return removed
-
-
-def _drop_functions(con: duckdb.DuckDBPyConnection, ids: list[int]) -> tuple[list[Edge], list[tuple[int, str]]]:
-    """Remove functions and everything that refers to them; returns the reachability edges
-    and the nodes (id, kind) removed."""
-    if not ids:
-        return [], []
-    edges = con.execute(
-        "DELETE FROM reach_edges WHERE src IN (SELECT unnest(?::INTEGER[])) OR dst IN (SELECT unnest(?::INTEGER[]))"
-        " RETURNING dst, src, kind, detail",
-        [ids, ids],
-    ).fetchall()
-    nodes = con.execute(
-        "DELETE FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[])) RETURNING id, kind", [ids]
-    ).fetchall()
-    for sql in (
-        "DELETE FROM calls WHERE caller_id IN (SELECT unnest(?::INTEGER[]))",
-        "DELETE FROM call_edges WHERE caller_id IN (SELECT unnest(?::INTEGER[]))"
-        " OR callee_id IN (SELECT unnest(?::INTEGER[]))",
-        "DELETE FROM op_calls WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
-        "DELETE FROM functions WHERE id IN (SELECT unnest(?::INTEGER[]))",
-        "UPDATE kernels SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
-        "UPDATE stub_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
-        "UPDATE library_impls SET function_id = NULL WHERE function_id IN (SELECT unnest(?::INTEGER[]))",
-    ):
-        con.execute(sql, [ids] * sql.count("?"))
-    return edges, nodes
-
-
 def _edges_into(
-    con: duckdb.DuckDBPyConnection, linker: CppCallLinker, file_id: int, fresh: list[int], node_of
+    patch: PatchStore, linker: CppCallLinker, file_id: int, fresh: list[int], node_of: Callable[[str, str], int]
 ) -> list[tuple]:
     """Edges into the fresh functions of a file: calls from other files, dispatch kernels,
     meta functions, stub registrations and library registrations (the link's rules)."""
@@ -316,12 +241,7 @@ def _edges_into(
     reach: list[tuple] = []
     call_edges: list[tuple] = []
     linked: set[tuple[int, int]] = set()
-    for caller, name, qual, kind, line, caller_file, usings in con.execute(
-        "SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c"
-        " JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id"
-        " WHERE c.callee_name IN (SELECT unnest(?::TEXT[])) AND f.file_id <> ? AND fi.lang <> 'python'",
-        [names, file_id],
-    ).fetchall():
+    for caller, name, qual, kind, line, caller_file, usings in patch.calls_named(names, file_id):
         call = Call(0, name, qual, kind, line)
         for callee, edge_kind in linker.function_targets(caller_file, caller, call, tuple(json.loads(usings))):
             for target in [callee, *linker.invoked(callee)]:  # a functor's construction reaches its operator()
@@ -329,9 +249,9 @@ def _edges_into(
                     linked.add((caller, target))
                     call_edges.append((caller, target, edge_kind, line))
                     reach.append((target, caller, "call", f"line {line}"))
-    insert_rows(con, "call_edges", call_edges)
+    patch.insert("call_edges", call_edges)
     resolved: list[tuple] = []
-    for op, key, kernel in con.execute("SELECT op, dispatch_key, kernel_name FROM kernels").fetchall():
+    for op, key, kernel in patch.kernels():
         name = kernel.split("::")[-1]
         if name not in names:
             continue
@@ -340,26 +260,22 @@ def _edges_into(
         reach += [(f, node_of("op", op), "kernel", key) for f in targets if f in mine]
     metas = [f for f in fresh if linker.rows[f][2] == "structured_meta"]
     if metas:
-        for op, base, overload in con.execute("SELECT name, base, overload FROM ops").fetchall():
+        for op, base, overload in patch.ops():
             for f in metas:
                 if linker.name_of[f] in (base, f"{base}_{overload}"):
                     reach.append((f, node_of("op", op), "meta", "TORCH_META_FUNC"))
-    _set_function_ids(con, "kernels", ("op", "dispatch_key", "kernel_name"), resolved)
+    patch.set_function_ids("kernels", ("op", "dispatch_key", "kernel_name"), resolved)
     resolved = []
-    for stub, arch, impl, impl_file, line in con.execute(
-        "SELECT stub, arch, impl_name, file_id, line FROM stub_impls"
-    ).fetchall():
+    for stub, arch, impl, impl_file, line in patch.stub_impls():
         name = impl.split("::")[-1]
         if name not in names:
             continue
         targets = linker.registered_targets(impl, impl_file)
         resolved.append((targets[0] if targets else None, stub, arch, impl_file, line))
         reach += [(f, node_of("stub", stub), "registered", arch) for f in targets if f in mine]
-    _set_function_ids(con, "stub_impls", ("stub", "arch", "file_id", "line"), resolved)
+    patch.set_function_ids("stub_impls", ("stub", "arch", "file_id", "line"), resolved)
     resolved = []
-    for namespace, key, op, kernel, lib_file, line in con.execute(
-        "SELECT namespace, dispatch_key, op, kernel_name, file_id, line FROM library_impls"
-    ).fetchall():
+    for namespace, key, op, kernel, lib_file, line in patch.library_impls():
         name = kernel.split("::")[-1]
         if name not in names:
             continue
@@ -369,31 +285,16 @@ def _edges_into(
         reach += [
             (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
         ]
-    _set_function_ids(con, "library_impls", ("file_id", "line", "op"), resolved)
+    patch.set_function_ids("library_impls", ("file_id", "line", "op"), resolved)
     return reach
 
 
-def _set_function_ids(con: duckdb.DuckDBPyConnection, table: str, keys: tuple[str, ...], rows: list[tuple]) -> None:
-    """Set the function_id of the ``table`` rows named by ``keys``, in one statement (``rows``:
-    the function id, or None, then the values of ``keys``)."""
-    if not rows:
-        return
-    columns = ", ".join(f"unnest(?) AS {c}" for c in keys)
-    matched = " AND ".join(f"{table}.{c} = fix.{c}" for c in keys)
-    con.execute(
-        f"UPDATE {table} SET function_id = fix.function_id FROM (SELECT unnest(?::INTEGER[]) AS function_id,"
-        f" {columns}) AS fix WHERE {matched}",
-        [list(column) for column in zip(*rows, strict=True)],
-    )
-
-
 def _repack_graph(
-    con: duckdb.DuckDBPyConnection, db_path: Path, changes: _GraphChanges
+    store: IndexStore, patch: PatchStore, changes: _GraphChanges
 ) -> tuple[list[tuple[str, bytes]], str]:
     """The packed graph of the patched tables, patched from the one the index held (queries
     read it, not the edge table), written with its token; returns its rows and token.
     _Unpatchable when the old one is unreadable or does not hold the edges removed."""
-    store = IndexStore(con, db_path)
     try:
         old = store.graph()
         delta = GraphDelta(
@@ -402,25 +303,25 @@ def _repack_graph(
             [nid for nid, _ in changes.dropped_nodes],
             changes.new_nodes,
             changes.n_nodes,
-            _names_in_use(store, old.node_kinds, "nodes", "kind", changes.dropped_nodes, changes.new_nodes),
-            _names_in_use(store, old.edge_kinds, "reach_edges", "kind", changes.removed, changes.added, 2),
-            _names_in_use(store, old.details, "reach_edges", "detail", changes.removed, changes.added, 3),
+            _names_in_use(patch, old.node_kinds, "nodes", "kind", changes.dropped_nodes, changes.new_nodes),
+            _names_in_use(patch, old.edge_kinds, "reach_edges", "kind", changes.removed, changes.added, 2),
+            _names_in_use(patch, old.details, "reach_edges", "detail", changes.removed, changes.added, 3),
         )
         rows = patch_packed(old, delta)
     except (StaleGraph, KeyError, ValueError, TypeError, IndexError):  # a damaged graph: the re-link writes one
         raise _Unpatchable from None
-    return rows, write_graph(con, rows, in_table=False)
+    return rows, write_graph(store.con, rows, in_table=False)
 
 
 def _names_in_use(
-    store: IndexStore, old: list[str], table: str, column: str, removed: list[tuple], added: list[tuple], at: int = 1
+    patch: PatchStore, old: list[str], table: str, column: str, removed: list[tuple], added: list[tuple], at: int = 1
 ) -> list[str]:
     """The sorted distinct values of ``table.column`` after a patch: the ``old`` ones, less
     those only ``removed`` rows held that no row holds any more, plus those of the ``added``
     rows (``at``: the value's place in a row)."""
     new = {row[at] for row in added}
     gone = {row[at] for row in removed} - new
-    gone -= store.values_in_use(table, column, gone) if gone else set()
+    gone -= patch.values_in_use(table, column, gone) if gone else set()
     if not gone and new <= set(old):
         return old
     return sorted((set(old) - gone) | new)

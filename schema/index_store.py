@@ -267,15 +267,6 @@ class IndexStore:
             self._graph = PackedGraph(parts)
         return self._graph
 
-    def values_in_use(self, table: str, column: str, values: Iterable[str]) -> set[str]:
-        """Those of ``values`` that some row of ``table`` holds in ``column``."""
-        return {
-            r[0]
-            for r in self.con.execute(
-                f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN (SELECT unnest(?::TEXT[]))", [sorted(values)]
-            ).fetchall()
-        }
-
     def edges_into(self, nodes: list[int]) -> Iterator[tuple[int, list[InEdge]]]:
         """Per node of ``nodes`` (sorted, once each): the edges into it, each (src, edge kind,
         detail, kind of src, key of src), read from the packed arrays with no row per edge

@@ -1,0 +1,195 @@
+"""The queries of an in-place patch of the index (indexer/incremental.py): what it reads to
+decide and resolve, and what it deletes, inserts and updates, on the scratch copy's one
+connection."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from perfq.schema.engine import duckdb
+from perfq.schema.packed_graph import Edge
+from perfq.schema.writer import insert_rows
+
+_IDS = "(SELECT unnest(?::INTEGER[]))"
+_NAMES = "(SELECT unnest(?::TEXT[]))"
+
+
+class NotAnIndex(Exception):
+    """The file holds no perfq index of this schema (a query failed)."""
+
+
+class PatchStore:
+    """Reads and writes of one patch, over the connection to the index copy it patches."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def _rows(self, sql: str, params: list | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    # ---- what decides whether a patch can do
+    def indexed_state(self) -> tuple[dict[str, str], dict[str, tuple], dict[str, str]]:
+        """The index's meta, its repo files (path -> id, digest, structure and registration
+        signatures) and its benchmark files' digests; NotAnIndex when it has no such tables."""
+        try:
+            meta = dict(self._rows("SELECT key, value FROM meta"))
+            files = {
+                p: (i, sha, sig, reg)
+                for i, p, sha, sig, reg in self._rows(
+                    "SELECT id, path, sha256, signature, registrations FROM files WHERE origin = 'repo'"
+                )
+            }
+            benches = dict(self._rows("SELECT file, sha256 FROM benchmarks"))
+        except duckdb.Error:
+            raise NotAnIndex from None
+        return meta, files, benches
+
+    # ---- functions of a changed file
+    def file_functions(self, file_id: int) -> list[tuple]:
+        """(id, qualname, name, kind, internal, usr) of a file's functions, by id."""
+        return self._rows(
+            "SELECT id, qualname, name, kind, internal, usr FROM functions WHERE file_id = ? ORDER BY id", [file_id]
+        )
+
+    def unlink_calls(self, ids: list[int], lines: list[tuple[int, int]]) -> list[Edge]:
+        """Remove the calls of functions ``ids`` (linked again by the caller) and move them to
+        ``lines`` (start, end); returns the reachability edges removed."""
+        if not ids:
+            return []
+        for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
+            self.con.execute(f"DELETE FROM {table} WHERE {column} IN {_IDS}", [ids])
+        removed = self._rows(
+            f"DELETE FROM reach_edges WHERE src IN {_IDS} AND kind IN ('call', 'stub_call', 'op_call')"
+            " RETURNING dst, src, kind, detail",
+            [ids],
+        )
+        self.con.execute(
+            "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
+            " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
+            " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
+            [ids, [start for start, _ in lines], [end for _, end in lines]],
+        )
+        return removed
+
+    def drop_functions(self, ids: list[int]) -> tuple[list[Edge], list[tuple[int, str]]]:
+        """Remove functions and everything that refers to them; returns the reachability edges
+        and the nodes (id, kind) removed."""
+        if not ids:
+            return [], []
+        edges = self._rows(
+            f"DELETE FROM reach_edges WHERE src IN {_IDS} OR dst IN {_IDS} RETURNING dst, src, kind, detail",
+            [ids, ids],
+        )
+        nodes = self._rows(f"DELETE FROM nodes WHERE id IN {_IDS} RETURNING id, kind", [ids])
+        for sql in (
+            f"DELETE FROM calls WHERE caller_id IN {_IDS}",
+            f"DELETE FROM call_edges WHERE caller_id IN {_IDS} OR callee_id IN {_IDS}",
+            f"DELETE FROM op_calls WHERE function_id IN {_IDS}",
+            f"DELETE FROM functions WHERE id IN {_IDS}",
+            f"UPDATE kernels SET function_id = NULL WHERE function_id IN {_IDS}",
+            f"UPDATE stub_impls SET function_id = NULL WHERE function_id IN {_IDS}",
+            f"UPDATE library_impls SET function_id = NULL WHERE function_id IN {_IDS}",
+        ):
+            self.con.execute(sql, [ids] * sql.count("?"))
+        return edges, nodes
+
+    def next_function_id(self) -> int:
+        """The first id neither a node nor a function has."""
+        return self._rows(
+            "SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes), (SELECT coalesce(max(id), -1) FROM functions))"
+            " + 1"
+        )[0][0]
+
+    def add_functions(self, file_id: int, functions: list[tuple]) -> None:
+        """Insert ``functions`` (id, facts' Function) of a file, and their nodes."""
+        rows = [(i, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr)
+                for i, f in functions]
+        insert_rows(self.con, "functions", rows)
+        insert_rows(self.con, "nodes", [(i, "function", str(i), f.qualname) for i, f in functions])
+
+    # ---- what the linker needs
+    def linker_functions(self, names: set[str], file_ids: Iterable[int], callers_of: set[str]) -> list[tuple]:
+        """The functions named ``names``, those of ``file_ids``, and those calling a name of
+        ``callers_of``, as CppCallLinker rows."""
+        return self._rows(
+            "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
+            " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
+            f" FROM functions f JOIN files fi ON fi.id = f.file_id WHERE f.name IN {_NAMES} OR f.file_id IN {_IDS}"
+            f" OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN {_NAMES})",
+            [sorted(names), list(file_ids), sorted(callers_of)],
+        )
+
+    def aten_ops(self) -> list[tuple]:
+        return self._rows("SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'")
+
+    def ops(self) -> list[tuple]:
+        return self._rows("SELECT name, base, overload FROM ops")
+
+    def stub_names(self) -> set[str]:
+        return {r[0] for r in self._rows("SELECT stub FROM stubs UNION SELECT stub FROM stub_impls")}
+
+    def op_and_stub_nodes(self) -> dict[tuple[str, str], int]:
+        return {(k, key): i for i, k, key in self._rows("SELECT id, kind, key FROM nodes WHERE kind IN ('op', 'stub')")}
+
+    def next_node_id(self) -> int:
+        return self._rows("SELECT coalesce(max(id), -1) + 1 FROM nodes")[0][0]
+
+    def paths(self, file_ids: list[int]) -> dict[int, str]:
+        return dict(self._rows(f"SELECT id, path FROM files WHERE id IN {_IDS}", [file_ids]))
+
+    def calls_named(self, names: list[str], outside_file: int) -> list[tuple]:
+        """(caller, callee name, qualifier, kind, line, caller's file, its usings) of the C++
+        calls of ``names`` made outside the file ``outside_file``."""
+        return self._rows(
+            "SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c"
+            " JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id"
+            f" WHERE c.callee_name IN {_NAMES} AND f.file_id <> ? AND fi.lang <> 'python'",
+            [names, outside_file],
+        )
+
+    def kernels(self) -> list[tuple]:
+        return self._rows("SELECT op, dispatch_key, kernel_name FROM kernels")
+
+    def stub_impls(self) -> list[tuple]:
+        return self._rows("SELECT stub, arch, impl_name, file_id, line FROM stub_impls")
+
+    def library_impls(self) -> list[tuple]:
+        return self._rows("SELECT namespace, dispatch_key, op, kernel_name, file_id, line FROM library_impls")
+
+    def values_in_use(self, table: str, column: str, values: Iterable[str]) -> set[str]:
+        """Those of ``values`` that some row of ``table`` holds in ``column``."""
+        return {
+            r[0]
+            for r in self._rows(
+                f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN {_NAMES}", [sorted(values)]
+            )
+        }
+
+    # ---- writes
+    def set_function_ids(self, table: str, keys: tuple[str, ...], rows: list[tuple]) -> None:
+        """Set the function_id of the ``table`` rows named by ``keys``, in one statement
+        (``rows``: the function id, or None, then the values of ``keys``)."""
+        if not rows:
+            return
+        columns = ", ".join(f"unnest(?) AS {c}" for c in keys)
+        matched = " AND ".join(f"{table}.{c} = fix.{c}" for c in keys)
+        self.con.execute(
+            f"UPDATE {table} SET function_id = fix.function_id FROM (SELECT unnest(?::INTEGER[]) AS function_id,"
+            f" {columns}) AS fix WHERE {matched}",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+
+    def insert(self, table: str, rows: list[tuple]) -> None:
+        insert_rows(self.con, table, rows)
+
+    def update_file(self, file_id: int, sha256: str, n_lines: int, signature: str, usings: Iterable[str]) -> None:
+        self.con.execute(
+            "UPDATE files SET sha256 = ?, n_lines = ?, signature = ?, usings = ? WHERE id = ?",
+            [sha256, n_lines, signature, json.dumps(list(usings)), file_id],
+        )
+
+    def update_meta(self, meta: dict[str, str]) -> None:
+        self.con.execute(
+            "INSERT OR REPLACE INTO meta SELECT unnest(?::TEXT[]), unnest(?::TEXT[])", [list(meta), list(meta.values())]
+        )
