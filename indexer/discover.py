@@ -51,6 +51,19 @@ def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     )
 
 
+def excluded_paths(paths: list[str], patterns: tuple[str, ...]) -> set[str]:
+    """Those of ``paths`` that ``excluded`` would exclude, filtered a pattern's literal text at
+    a time over the whole list before its expression runs (thousands of paths per build)."""
+    rooted = ["/" + p for p in paths]
+    out: set[str] = set()
+    for literals, pattern in _exclusions(tuple(patterns)):
+        candidates = rooted
+        for part in literals:
+            candidates = [r for r in candidates if part in r]
+        out.update(r[1:] for r in candidates if pattern.match(r) is not None)
+    return out
+
+
 @functools.cache
 def _exclusions(patterns: tuple[str, ...]) -> list[tuple[tuple[str, ...], re.Pattern[str]]]:
     """Per pattern, the text it holds outside its ``*`` and ``?`` wildcards (none for one with a
@@ -129,9 +142,8 @@ def _under(files: list[str], roots: tuple[str, ...]) -> list[str]:
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
     every = _listed(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
-    cpp = [
-        p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES) and not excluded(p, cfg.exclude)
-    ]
+    cpp = [p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES)]
+    cpp = _without(cpp, cfg.exclude)
     bench = [
         p
         for p in _under(every, bench_roots)
@@ -139,7 +151,10 @@ def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
         and not p.endswith("__init__.py")
         and (p.endswith("_test.py") or any(p.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots))
     ]
-    python = [
-        p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py") and not excluded(p, cfg.exclude)
-    ]
+    python = _without([p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py")], cfg.exclude)
     return {"cpp": cpp, "python": python, "benchmark": bench}
+
+
+def _without(paths: list[str], patterns: tuple[str, ...]) -> list[str]:
+    gone = excluded_paths(paths, patterns)
+    return [p for p in paths if p not in gone] if gone else paths

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfq.config import Config
-from perfq.indexer.discover import discover, excluded
+from perfq.indexer.discover import discover, excluded, excluded_paths
 
 FILES = [
     "torch/nn/functional.py",
@@ -77,3 +77,5 @@ def test_exclusion_is_fnmatch_of_the_path_or_the_slashed_path(path, patterns, le
     patterns = tuple(("/" if leading else "") + p for p in patterns)
     expected = any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase("/" + path, p) for p in patterns)
     assert excluded(path, patterns) == expected
+    others = ["aten/a.cpp", "test/b.h", "src/third_party/x.py"]
+    assert excluded_paths([path, *others], patterns) == {p for p in [path, *others] if excluded(p, patterns)}
