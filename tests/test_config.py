@@ -56,3 +56,12 @@ def test_stats_reports_counts_and_resolution(tmp_path: Path):
     assert stats["resolution"]["CPU/CUDA kernels resolved"] == "4/4 (100.0%)"
     proc = perfq(repo, "stats", "--db", str(tmp_path / "missing.duckdb"))
     assert proc.returncode == EXIT_ERROR and "no perfq index" in proc.stderr
+
+
+def test_stats_table_says_when_no_benchmark_was_traced(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    assert perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    proc = perfq(repo, "stats")
+    assert proc.returncode == 0, proc.stderr
+    assert "traced benchmark files: none (indexed with --no-trace, or without torch)" in proc.stdout
+    assert "tests ()" not in proc.stdout

@@ -183,7 +183,10 @@ def register(app: typer.Typer) -> None:
             c.print(f"{name}: {value}")
         tr = data["traces"]
         modes = ", ".join(f"{k} {v}" for k, v in tr["by_mode"].items())
-        c.print(f"traced benchmark files: {tr['ok']}/{tr['files']} ok; {tr['tests']} tests ({modes})")
+        if tr["files"]:
+            c.print(f"traced benchmark files: {tr['ok']}/{tr['files']} ok; {tr['tests']} tests ({modes})")
+        else:
+            c.print("traced benchmark files: none (indexed with --no-trace, or without torch)")
         for f in tr["failed"]:
             c.print(f"  {f['status']}: {f['file']}: {f['reason']}")
         if data["skipped_files"]:
