@@ -1,5 +1,5 @@
-"""``perfq index``: find the files, hash them, and patch the index in place for body-only C++ edits
-(indexer/incremental.py) or re-link it from the facts cache (indexer/relink.py, loaded only then)."""
+"""``perfq index``: find the files, hash them, and patch the index in place for edits of a few C++
+files (indexer/incremental.py) or re-link it from the facts cache (indexer/relink.py, loaded only then)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def build_index(
     trace: bool | None = None,
     events: BuildEvents | None = None,
 ) -> BuildReport:
-    """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: a body-only
-    C++ edit is patched in place, anything else re-links from the facts cache (only
-    changed files are parsed again); ``full`` forces the re-link. Benchmarks whose traces
+    """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: an edit of
+    a few C++ files that keeps their registrations is patched in place, anything else
+    re-links from the facts cache (only changed files are parsed again); ``full`` forces the
+    re-link. Benchmarks whose traces
     are not cached are traced when torch is importable (``trace`` True: required, False:
     never); cached traces of unchanged benchmark files are always kept."""
     events = events or BuildEvents()

@@ -67,7 +67,7 @@ class BuildReport:
     timings: dict[str, float] = field(default_factory=dict)
     reparsed: int = 0
     reused: int = 0
-    mode: str = "linked"  # linked (full re-link from the facts cache) | patched (body-only edits)
+    mode: str = "linked"  # linked (full re-link from the facts cache) | patched (in place)
     trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) of files held without parsing
 

@@ -1,8 +1,7 @@
 """Resolving the call sites of one C++ file: to functions (by name, with C++ lookup
 rules approximated), to DispatchStubs, and to operators through their C++ API.
 
-Shared by the full link and by the incremental patch of a body-only edit, so both
-produce the same edges.
+Shared by the full link and by the incremental patch, so both produce the same edges.
 """
 
 from __future__ import annotations
