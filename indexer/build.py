@@ -33,9 +33,9 @@ def build_index(
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: an edit of
     a few C++ files that keeps their registrations is patched in place, anything else
     re-links from the facts cache (only changed files are parsed again); ``full`` forces the
-    re-link. Benchmarks whose traces
-    are not cached are traced when torch is importable (``trace`` True: required, False:
-    never); cached traces of unchanged benchmark files are always kept."""
+    re-link. Benchmarks whose traces are not cached are traced when torch is importable
+    (``trace`` True: required, False: never); cached traces of unchanged benchmark files are
+    always kept."""
     events = events or BuildEvents()
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
