@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import tempfile
 from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config
@@ -358,6 +361,12 @@ def test_patched_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, t
     build_index(repo, Config(), db, jobs=1, quiet=True)
     replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    stored, packed = _stored_and_packed(db)
+    assert stored == packed and set(stored) == set(PARTS)
+
+
+def _stored_and_packed(db: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The packed graph the index's file holds, and the one packed from its tables."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         token = con.execute("SELECT value FROM meta WHERE key = 'graph_token'").fetchone()[0]
@@ -366,4 +375,57 @@ def test_patched_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, t
                                  con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
     finally:
         con.close()
-    assert stored == packed and set(stored) == set(PARTS)
+    return stored, packed
+
+
+_END = "}  // namespace at::native\n"
+_ANCHORS = {  # where new functions go: before these texts
+    SOFTMAX_OP: ["namespace at::native {\n", "static int make_size(", "Tensor lonely_kernel(", _END],
+    KERNEL: ["namespace {\n", "void softmax_op_kernel_impl(", "REGISTER_DISPATCH(", _END],
+}
+_NAMES = ["gen_a", "gen_b", "make_size", "lonely_kernel", "helper", "softmax_op_kernel_impl"]
+_new_function = st.tuples(
+    st.sampled_from(sorted(_ANCHORS)),
+    st.integers(0, 3),  # anchor
+    st.sampled_from(_NAMES),
+    st.booleans(),  # in a namespace of its own
+    st.lists(st.sampled_from([*_NAMES, "at::softmax_op"]), max_size=2),  # what it calls
+)
+
+
+@pytest.fixture(scope="module")
+def indexed_base(tmp_path_factory) -> tuple[Path, Path]:
+    """The fixture repository indexed, and a pristine copy of both (the index names the yaml by
+    its absolute path: a repository elsewhere would be linked again, not patched)."""
+    base = tmp_path_factory.mktemp("patch-fuzz")
+    repo, db = make_repo(base / "work" / "repo"), base / "work" / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    shutil.copytree(base / "work", base / "pristine")
+    return base / "work", base / "pristine"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(added=st.lists(_new_function, min_size=1, max_size=3), remove=st.booleans())
+def test_any_structural_patch_equals_a_full_link(indexed_base, added, remove):
+    """New functions of any name (the file's own, another file's, new ones), in any place and
+    namespace, calling anything, and a function removed: the patch gives the tables a full link
+    gives, and the packed graph of its tables."""
+    work, pristine = indexed_base
+    shutil.rmtree(work)
+    shutil.copytree(pristine, work)
+    repo, db = work / "repo", work / "index.duckdb"
+    for n, (path, anchor, name, namespaced, calls) in enumerate(added):
+        body = " ".join(f"{callee}({n});" for callee in calls)
+        text = f"void {name}(int x{n}) {{ {body} }}\n"
+        if namespaced:
+            text = f"namespace other{n} {{\n{text}}}\n"
+        replace_in(repo, path, _ANCHORS[path][anchor], text + _ANCHORS[path][anchor])
+    if remove:
+        replace_in(repo, SOFTMAX_OP, "Tensor composite_thing(const Tensor& self) {\n  return self;\n}\n", "")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    with tempfile.TemporaryDirectory() as scratch:
+        full_db = Path(scratch) / "full.duckdb"
+        build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
+        assert _keyed(db) == _keyed(full_db)
+    stored, packed = _stored_and_packed(db)
+    assert stored == packed
