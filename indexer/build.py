@@ -54,7 +54,7 @@ def build_index(
     if trace is not False and (version := torch_available()):
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
-    inputs.update({f"source_sha:{p}": sha for p, (_, sha) in yaml_keys.items()})
+    inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
     with sigterm_as_interrupt(), build_lock(db_path):
         inputs["indexed_commit"] = git.head(repo)
         files = discover(repo, cfg)
@@ -99,6 +99,15 @@ def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path
             raise PerfqError(f"native_functions.yaml not found at {path} (set native_functions in [tool.perfq])")
         paths.append(path)
     return list(dict.fromkeys(p.resolve() for p in paths))
+
+
+def _named(path: Path, repo: Path) -> str:
+    """``path`` relative to ``repo`` when it lies inside (an index moved with its repository
+    keeps its inputs), else as it is."""
+    try:
+        return path.relative_to(repo.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:

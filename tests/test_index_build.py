@@ -189,6 +189,19 @@ def _patched_equals_full_link(repo: Path, tmp_path: Path, path: str, edit: tuple
         assert any(callee[1] == "at::meta::set_output_raw_strided" for _, callee, _ in _keyed(db)["call_edges"])
 
 
+def test_an_index_moved_with_its_repository_is_still_patched(repo: Path, tmp_path: Path):
+    """Its inputs name the repository's yaml by its path inside the repository, so a checkout
+    elsewhere (another CI workspace) with the index restored beside it patches, not re-links."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    moved, moved_db = tmp_path / "elsewhere" / "repo", tmp_path / "elsewhere" / "index.duckdb"
+    shutil.copytree(repo, moved)
+    for suffix in ("", ".facts", ".graph"):
+        shutil.copyfile(f"{db}{suffix}", f"{moved_db}{suffix}")
+    replace_in(moved, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+    assert build_index(moved, Config(), moved_db, jobs=1, quiet=True).mode == "patched"
+
+
 def test_new_registration_relinks(repo: Path, tmp_path: Path):
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
