@@ -60,8 +60,9 @@ def patch_index(
             new_facts = {files[p][0]: _reparsed(repo, p, files[p]) for p in changed}
             timings["extract"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))})
             store = IndexStore(con, db_path)
+            _hold_old_graph(store)
+            changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))})
             if changes:
                 graph, token = _repack_graph(store, patch, changes)
             counts, skipped = store.table_counts(store.tables()), store.skipped_files()
@@ -289,11 +290,21 @@ def _edges_into(
     return reach
 
 
+def _hold_old_graph(store: IndexStore) -> None:
+    """Have ``store`` hold the packed graph as it is before the patch: the file beside the index
+    (mapped; its names decoded only if the graph changes) or the graph table, or, when neither
+    has it, the one packed from the tables now, before they change. _Unpatchable when damaged."""
+    try:
+        store.graph()
+    except (KeyError, ValueError, TypeError):
+        raise _Unpatchable from None
+
+
 def _repack_graph(
     store: IndexStore, patch: PatchStore, changes: _GraphChanges
 ) -> tuple[list[tuple[str, bytes]], str]:
-    """The packed graph of the patched tables, patched from the one the index held (queries
-    read it, not the edge table), written with its token; returns its rows and token.
+    """The packed graph of the patched tables, patched from the one the index held (``store``
+    holds it: _hold_old_graph), written with its token; returns its rows and token.
     _Unpatchable when the old one is unreadable or does not hold the edges removed."""
     try:
         old = store.graph()

@@ -7,6 +7,7 @@ link, and beside the index in a file (graph_file.py) by every build."""
 
 from __future__ import annotations
 
+import functools
 import json
 from array import array
 from bisect import bisect_left, bisect_right
@@ -19,27 +20,40 @@ Edge = tuple[int, int, str, str]  # (dst, src, kind, detail), as in reach_edges
 
 
 class PackedGraph:
-    """The packed parts as arrays."""
+    """The packed parts as arrays; the names part is decoded when first used."""
 
     def __init__(self, parts: dict[str, bytes] | dict[str, memoryview]) -> None:
         self.names_json = bytes(parts["names"])  # as stored: a patch that keeps every name reuses it
-        names = json.loads(self.names_json)
         self.offsets = _array("q", parts["offsets"])  # the stdlib array: numpy's import costs a query 0.1 s
         self.src = _array("i", parts["src"])
         self.kind = _array("B", parts["kind"])
         self.detail = _array("i", parts["detail"])
         self.node_kind = _array("B", parts["node_kind"])
-        self.node_kinds: list[str] = names["node_kinds"]
-        self.edge_kinds: list[str] = names["edge_kinds"]
-        self.details: list[str] = names["details"]
-        self.keys: dict[int, str] = {int(k): v for k, v in names["keys"].items()}
-        self._detail_codes: dict[str, int] | None = None
 
+    @functools.cached_property
+    def _names(self) -> dict:
+        return json.loads(self.names_json)
+
+    @functools.cached_property
+    def node_kinds(self) -> list[str]:
+        return self._names["node_kinds"]
+
+    @functools.cached_property
+    def edge_kinds(self) -> list[str]:
+        return self._names["edge_kinds"]
+
+    @functools.cached_property
+    def details(self) -> list[str]:
+        return self._names["details"]
+
+    @functools.cached_property
+    def keys(self) -> dict[int, str]:
+        return {int(k): v for k, v in self._names["keys"].items()}
+
+    @functools.cached_property
     def detail_codes(self) -> dict[str, int]:
-        """detail -> its code, computed once."""
-        if self._detail_codes is None:
-            self._detail_codes = _codes(self.details)
-        return self._detail_codes
+        """detail -> its code."""
+        return _codes(self.details)
 
 
 def _array(code: str, data: bytes | memoryview) -> array | memoryview:
@@ -133,7 +147,7 @@ def patch_packed(old: PackedGraph, delta: GraphDelta) -> list[tuple[str, bytes]]
     kind, detail = bytes(old.kind), array("i", bytes(old.detail))
     drops = _positions(old, delta.removed)  # dst -> positions of its edges removed
     same_details = delta.details is old.details or delta.details == old.details
-    ek, dk = _codes(delta.edge_kinds), old.detail_codes() if same_details else _codes(delta.details)
+    ek, dk = _codes(delta.edge_kinds), old.detail_codes if same_details else _codes(delta.details)
     kind = kind.translate(_recoded(old.edge_kinds, ek, 256))
     if not same_details:
         detail = array("i", map(_recoded(old.details, dk, 0).__getitem__, detail))
@@ -158,7 +172,7 @@ def patch_packed(old: PackedGraph, delta: GraphDelta) -> list[tuple[str, bytes]]
 
 def _positions(old: PackedGraph, removed: list[Edge]) -> dict[int, list[int]]:
     """The positions in ``old`` of the ``removed`` edges, by dst."""
-    ek, dk = _codes(old.edge_kinds), old.detail_codes()
+    ek, dk = _codes(old.edge_kinds), old.detail_codes
     offsets, src, kind, detail = old.offsets, old.src, old.kind, old.detail
     found: dict[int, list[int]] = {}
     for dst, s, k, d in removed:

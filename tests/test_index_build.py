@@ -378,6 +378,20 @@ def test_patched_graph_is_the_graph_packed_from_the_patched_tables(repo: Path, t
     assert stored == packed and set(stored) == set(PARTS)
 
 
+def test_a_patch_after_a_patch_whose_graph_file_is_gone_packs_the_old_graph_from_the_tables(repo: Path, tmp_path: Path):
+    """After a patch only the file holds the packed graph; without it the next patch starts from
+    the graph packed from the tables, and still writes the packing of its own tables."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, "}  // namespace\n", "void extra_helper() { helper(1); }\n}  // namespace\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    graph_file(db).unlink()
+    replace_in(repo, KERNEL, "}  // namespace\n", "void more_help() { extra_helper(); }\n}  // namespace\n")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    stored, packed = _stored_and_packed(db)
+    assert stored == packed
+
+
 def _stored_and_packed(db: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """The packed graph the index's file holds, and the one packed from its tables."""
     con = duckdb.connect(str(db), read_only=True)
