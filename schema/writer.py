@@ -43,26 +43,34 @@ def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -
         for row in rows:
             con.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(cols))})", list(row))
         return
-    columns = [[r[i] for r in rows] for i in range(len(cols))]
+    columns = list(zip(*rows, strict=True))
     if len(rows) <= _AS_LISTS:
         values = ", ".join(f"unnest(?::{kind}[])" for _, kind in cols)
-        con.execute(f"INSERT INTO {table} ({names}) SELECT {values}", columns)
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {values}", [list(c) for c in columns])
         return
     import numpy as np  # here: only large loads need it
 
-    data = {}
-    for (col, _), values in zip(cols, columns, strict=True):
-        if all(type(v) is int for v in values):
-            data[col] = np.array(values, dtype=np.int64)
-        elif all(type(v) is bool for v in values):
-            data[col] = np.array(values, dtype=np.bool_)
-        else:
-            data[col] = np.array(values, dtype=object)
+    data = {col: _numpy_column(np, kind, values) for (col, kind), values in zip(cols, columns, strict=True)}
     con.register("_perfq_rows", data)
     try:
         con.execute(f"INSERT INTO {table} SELECT {names} FROM _perfq_rows")
     finally:
         con.unregister("_perfq_rows")
+
+
+_NUMERIC = {"INTEGER": "int64", "BIGINT": "int64", "BOOLEAN": "bool"}
+
+
+def _numpy_column(np, kind: str, values: tuple):  # np: numpy, imported by the caller for large loads only
+    """A column as numpy: integers and booleans natively (by the column's type, not a check of
+    every value), anything else, or any column holding NULL, as Python objects."""
+    dtype = _NUMERIC.get(kind)
+    if dtype is not None and None not in values:
+        try:
+            return np.array(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    return np.array(values, dtype=object)
 
 
 _HELD: set[str] = set()  # lock files this process holds (POSIX locks are per process)
