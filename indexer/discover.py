@@ -44,16 +44,13 @@ def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
 
 def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``path`` (or ``/path``) matches one of the fnmatch ``patterns``."""
-    rooted = "/" + path
-    return any(
-        all(part in rooted for part in literals) and pattern.match(rooted) is not None
-        for literals, pattern in _exclusions(tuple(patterns))
-    )
+    return bool(excluded_paths([path], patterns))
 
 
 def excluded_paths(paths: list[str], patterns: tuple[str, ...]) -> set[str]:
-    """Those of ``paths`` that ``excluded`` would exclude, filtered a pattern's literal text at
-    a time over the whole list before its expression runs (thousands of paths per build)."""
+    """Those of ``paths`` matching one of the fnmatch ``patterns`` (a path or ``/path``), filtered
+    a pattern's literal text at a time over the whole list before its expression runs
+    (thousands of paths per build)."""
     rooted = ["/" + p for p in paths]
     out: set[str] = set()
     for literals, pattern in _exclusions(tuple(patterns)):
