@@ -259,13 +259,15 @@ class IndexStore:
             token = self.meta().get("graph_token") if self.db is not None else None
             mapped = read_graph_file(self.db, token) if token else None
             parts = mapped or dict(self.con.execute("SELECT part, data FROM graph").fetchall())
-            if not parts:
-                parts = dict(pack_graph(
-                    self.con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
-                    self.con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall(),
-                ))
-            self._graph = PackedGraph(parts)
+            self._graph = PackedGraph(parts or self.packed_from_tables())
         return self._graph
+
+    def packed_from_tables(self) -> dict[str, bytes]:
+        """The packed graph of the ``nodes`` and ``reach_edges`` tables as they are (part -> bytes)."""
+        return dict(pack_graph(
+            self.con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
+            self.con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall(),
+        ))
 
     def edges_into(self, nodes: list[int]) -> Iterator[tuple[int, list[InEdge]]]:
         """Per node of ``nodes`` (sorted, once each): the edges into it, each (src, edge kind,

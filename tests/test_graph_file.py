@@ -14,7 +14,6 @@ from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.schema.graph_file import graph_file, graph_token, read_graph_file
 from perfq.schema.index_store import IndexStore
-from perfq.schema.packed_graph import pack_graph
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
@@ -34,8 +33,7 @@ def _table(db: Path) -> tuple[dict[str, bytes], str]:
 def _packed_from_tables(db: Path) -> dict[str, bytes]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return dict(pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
-                               con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
+        return IndexStore(con).packed_from_tables()
     finally:
         con.close()
 

@@ -21,6 +21,7 @@ from perfq.indexer import relink as relink_module
 from perfq.indexer.build import build_index
 from perfq.schema import writer
 from perfq.schema.graph_file import graph_file, read_graph_file
+from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import PARTS, pack_graph
 from perfq.schema.writer import build_lock, write_graph
 from tests.aten_fixture import make_repo, perfq, replace_in
@@ -398,8 +399,7 @@ def _stored_and_packed(db: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
     try:
         token = con.execute("SELECT value FROM meta WHERE key = 'graph_token'").fetchone()[0]
         stored = {part: bytes(data) for part, data in read_graph_file(db, token).items()}
-        packed = dict(pack_graph(con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
-                                 con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall()))
+        packed = IndexStore(con).packed_from_tables()
     finally:
         con.close()
     return stored, packed
