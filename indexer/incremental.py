@@ -130,22 +130,18 @@ def _apply(
     nothing did (a body edit that calls the same things)."""
     ids: dict[int, list[int]] = {}  # file -> its functions' ids, in the order of its facts
     new_ids: dict[int, list[int]] = {}  # file -> the fresh ones
+    fresh: list[tuple[int, Function]] = []
     removed: list[Edge] = []
     dropped: list[tuple[int, str]] = []
     for file_id, (facts, structural) in changed.items():
-        ids[file_id], new_ids[file_id], edges, nodes = _place_functions(patch, file_id, facts, structural)
+        ids[file_id], added, edges, nodes = _place_functions(patch, file_id, facts, structural)
+        new_ids[file_id] = [fid for fid, _ in added]
+        fresh += added
         removed += edges
         dropped += nodes
-    body_only = not any(new_ids.values()) and not dropped
-    fresh = {fid for file_fresh in new_ids.values() for fid in file_fresh}
-    fresh_functions = [
-        (fid, f)
-        for file_id, (facts, _) in changed.items()
-        for fid, f in zip(ids[file_id], facts.functions, strict=True)
-        if fid in fresh
-    ]
-    fresh_nodes = [(fid, "function", str(fid)) for fid, _ in fresh_functions]
-    added_names = {n for _, f in fresh_functions for n in call_names(f.name, f.qualname)}  # calls reach them by
+    body_only = not fresh and not dropped
+    fresh_nodes = [(fid, "function", str(fid)) for fid, _ in fresh]
+    added_names = {n for _, f in fresh for n in call_names(f.name, f.qualname)}  # calls reach them by
 
     # the linker needs every function of the names that resolve anything here: those the changed
     # files call (functors: by operator()); for fresh functions also the names calls reach them by,
@@ -194,11 +190,11 @@ def _apply(
 
 def _place_functions(
     patch: PatchStore, file_id: int, facts: FileFacts, structural: bool
-) -> tuple[list[int], list[int], list[Edge], list[tuple[int, str]]]:
+) -> tuple[list[int], list[tuple[int, Function]], list[Edge], list[tuple[int, str]]]:
     """Give a changed file's functions their ids: those still there keep theirs (their calls
     removed, to be linked again), removed ones are dropped, new ones get fresh ids. Returns
-    the ids in the order of its facts, the fresh ones, and the reachability edges and nodes
-    (id, kind) removed."""
+    the ids in the order of its facts, the new functions (fresh id, facts), and the
+    reachability edges and nodes (id, kind) removed."""
     old = patch.file_functions(file_id)
     kept, gone = _same_functions(old, facts.functions) if structural else ([r[0] for r in old], [])
     edges, nodes = patch.drop_functions(gone)
@@ -208,8 +204,9 @@ def _place_functions(
     fresh = list(range(start, start + kept.count(-1)))
     numbered = iter(fresh)
     ids = [i if i >= 0 else next(numbered) for i in kept]
-    patch.add_functions(file_id, [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0])
-    return ids, fresh, edges, nodes
+    added = [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0]
+    patch.add_functions(file_id, added)
+    return ids, added, edges, nodes
 
 
 def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:
