@@ -156,6 +156,7 @@ class CppCallLinker:
         # within one file, name resolution depends on the caller only through its scope, its
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
+        self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -215,6 +216,20 @@ class CppCallLinker:
                         out.call_edges.append((caller, target, kind, c.line))
                         out.reach.append((target, caller, "call", f"line {c.line}"))
         return out
+
+    def _lookup(self, name: str, last_qual: str, member: bool) -> list[int]:
+        """The functions named ``name`` that a call qualified by ``last_qual`` (a member call:
+        methods only) can reach, whatever its file; kept for every file."""
+        key = (name, last_qual, member)
+        found = self._lookups.get(key)
+        if found is None:
+            found = self._lookups[key] = [
+                fid
+                for fid in self.by_name[name]
+                if (not member or self.rows[fid][2] == "method")
+                and (not last_qual or f"{last_qual}::" in self.rows[fid][1] or f"{last_qual}<" in self.rows[fid][1])
+            ]
+        return found
 
     def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
         """``targets`` without the methods of the calling method's own class that its file
@@ -337,27 +352,19 @@ class CppCallLinker:
     ) -> tuple[list[int], list[int]]:
         """(candidates by the lookup rules, those kept after the ambiguity rule) for a call
         from ``caller`` (its scope), ``excluded`` left out."""
-        cands = self.by_name[name]
         last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
-        caller_scopes = visible_scopes(self.rows[caller][4], usings)
-        targets = []
-        for fid in cands:
-            if fid == excluded:
-                continue
-            cand_file, qualname, cand_kind, internal, cand_ns = self.rows[fid]
-            same_file = cand_file == file_id
-            if internal and not same_file:
-                continue  # internal linkage: same translation unit only
-            if kind == "member" and cand_kind != "method":
-                continue
-            if last_qual and f"{last_qual}::" not in qualname and f"{last_qual}<" not in qualname:
-                continue
-            if not qual and kind != "member" and not same_file:
-                if kind == "address":
-                    continue  # &name of another file's function: almost always a variable
-                if cand_ns not in caller_scopes:
-                    continue  # unqualified lookup only sees enclosing and used namespaces
-            targets.append(fid)
+        rows = self.rows
+        if qual or kind == "member":  # internal linkage: same translation unit only
+            targets = [
+                f for f in self._lookup(name, last_qual, kind == "member")
+                if f != excluded and (not rows[f][3] or rows[f][0] == file_id)
+            ]
+        else:  # unqualified: the same file, else (not &name) the enclosing and used namespaces
+            scopes = visible_scopes(rows[caller][4], usings) if kind != "address" else frozenset()
+            targets = [
+                f for f in self.by_name[name]
+                if f != excluded and (rows[f][0] == file_id or (not rows[f][3] and rows[f][4] in scopes))
+            ]
         if len(targets) > 1:
             targets = self._own_class_definitions(targets, file_id, caller)
         kept = targets
