@@ -20,7 +20,8 @@ CREATE TABLE files (
 );
 
 CREATE TABLE functions (
-  id INTEGER PRIMARY KEY,
+  id INTEGER NOT NULL,             -- unique by construction; no PRIMARY KEY: its index cost a full build
+                                   -- ~0.3 s and every patch a load of the index (so for nodes.id)
   file_id INTEGER NOT NULL,
   qualname TEXT NOT NULL,          -- at::native::(anonymous namespace)::foo, torch.nn.functional.relu
   name TEXT NOT NULL,              -- last component: foo, relu
@@ -154,7 +155,7 @@ CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, f
 
 -- Precomputed reachability graph over nodes (functions, stubs, ops, benchmarks):
 -- 'src' is affected when 'dst' changes. Queries walk it from changed functions.
-CREATE TABLE nodes (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, label TEXT NOT NULL);
+CREATE TABLE nodes (id INTEGER NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, label TEXT NOT NULL);
 CREATE TABLE reach_edges (dst INTEGER NOT NULL, src INTEGER NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 
 -- The same graph packed for queries (indexer/graph.py): edges by dst as arrays, one row per part.
