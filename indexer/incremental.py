@@ -24,7 +24,7 @@ from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from perfq.schema.patch_store import NotAnIndex, PatchStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import UnreadableIndex, replacing, write_graph
+from perfq.schema.writer import UnreadableIndex, index_tables, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 
@@ -65,7 +65,7 @@ def patch_index(
             changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))})
             if changes:
                 graph, token = _repack_graph(store, patch, changes)
-            counts, skipped = store.table_counts(store.tables()), store.skipped_files()
+            counts, skipped = store.table_counts(index_tables()), store.skipped_files()
     except (_Unpatchable, UnreadableIndex, NotAnIndex):
         return None
     if graph:

@@ -455,10 +455,6 @@ class IndexStore:
         counts = dict(self.con.execute(sql).fetchall())  # one query, not a round trip per table
         return {t: counts[i] for i, t in enumerate(names)}
 
-    def tables(self) -> list[str]:
-        """Every table of the index."""
-        return [r[0] for r in self.con.execute("SELECT table_name FROM duckdb_tables()").fetchall()]
-
     def resolution(self) -> dict[str, tuple[int, int]]:
         """(resolved, total) per kind of registration."""
         queries = {
