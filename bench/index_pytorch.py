@@ -4,7 +4,7 @@
 Prints files, functions, edges, ops, benchmarks, wall time and peak RSS of a cold full
 index (benchmarks not traced: `bench/trace_pytorch.py` measures that), the time of an
 incremental re-index after one file changed (the median of seven edits, against anchors timed
-as often), and resolution rates, each with its target.
+beside each edit), and resolution rates, each with its target.
 The floor, measured in the same run (before and after the build, averaged): a header-less
 libclang parse and cursor walk of every C++ file the index reads, on as many processes as the
 build uses; the incremental rows' anchors: the start of a perfq process (``perfq --version``) and
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from child_env import CHILD_ENV
 
-EDITS = 7  # incremental edits of each kind, and runs of each anchor
+EDITS = 7  # incremental edits of each kind (each anchor is timed beside every edit)
 TARGETS = {"full_s": 15.0, "rss_mib": 1024.0, "incremental_s": 0.5, "resolution_pct": 95.0}
 
 
@@ -103,10 +103,18 @@ def main() -> None:
         report = json.loads(out)
         kernel = tree / "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
         body_edits, new_functions = [], []  # the median of EDITS of each: a patch takes under a second
+        starts, duckdbs = [], []  # the anchors, each timed beside each edit: the machine drifts within minutes
+
+        def time_anchors() -> None:
+            starts.append(run([sys.executable, "-m", "perfq", "--version"], tree)[0])
+            duckdbs.append(run([sys.executable, "-c", "import duckdb"], tree)[0])
+
         for i in range(EDITS):
+            time_anchors()
             kernel.write_text(kernel.read_text() + f"\n// perfq bench: one changed file ({i})\n")
             body_edits.append(run(perfq, tree))
         for i in range(EDITS):
+            time_anchors()
             fresh = f"namespace at::native {{ void perfq_bench_new_function_{i}() {{}} }}\n"
             kernel.write_text(kernel.read_text() + fresh)
             new_functions.append(run(perfq, tree))
@@ -119,9 +127,6 @@ def main() -> None:
         stats = json.loads(stats)
         floor_after, floor_cpu_after, _ = parse_floor(tree, jobs)
         floor_s, floor_cpu = (floor_before + floor_after) / 2, (floor_cpu_before + floor_cpu_after) / 2
-        # the anchors timed as often as the edits, compared by the same statistic (median; min too)
-        starts = [run([sys.executable, "-m", "perfq", "--version"], tree)[0] for _ in range(EDITS)]
-        duckdbs = [run([sys.executable, "-c", "import duckdb"], tree)[0] for _ in range(EDITS)]
     finally:
         subprocess.run(["git", "-C", str(args.corpus), "worktree", "remove", "--force", str(tree)], check=False)
     counts = report["counts"]
