@@ -20,6 +20,7 @@ from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
 from perfq.schema.packed_graph import pack_graph
 
+_TORCH_OPS = re.compile(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$")  # torch.ops.aten.add.Tensor
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
 _OP_PREFIXES = {
     "torch": "",
@@ -382,13 +383,21 @@ class NativeLink:
             resolved_cache[dotted] = result
             return result
 
+        ops_cache: dict[tuple[str, str], list[str]] = {}  # the same names are called all over
+
         def ops_of_python(dotted: str, kind: str) -> list[str]:
+            found = ops_cache.get((dotted, kind))
+            if found is None:
+                found = ops_cache[(dotted, kind)] = python_ops(dotted, kind)
+            return found
+
+        def python_ops(dotted: str, kind: str) -> list[str]:
             qual, _, name = dotted.rpartition(".")
             if kind == "member" or (
                 qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
             ):
                 return method_ops.get(name, [])
-            m = re.match(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$", dotted)
+            m = _TORCH_OPS.match(dotted)
             if m:
                 ns, base, overload = m.groups()
                 if ns == "aten":
