@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from perfq.common import git
@@ -17,7 +18,7 @@ from perfq.indexer.incremental import patch_index
 from perfq.indexer.stat_cache import file_digests
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
-from perfq.schema.writer import build_lock
+from perfq.schema.writer import build_lock, copying
 
 
 def build_index(
@@ -55,24 +56,29 @@ def build_index(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
+    patchable = db_path.exists() and not full and not trace and not cfg.compile_commands
     with sigterm_as_interrupt(), build_lock(db_path):
         inputs["indexed_commit"] = git.head(repo)
-        files = discover(repo, cfg)
-        report.timings["discover"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        every = [path for paths in files.values() for path in paths]
-        stat_cache = db_path.with_name(db_path.name + ".stat") if db_path.parent.is_dir() else None
-        digests = file_digests(repo, every, stat_cache)
-        report.timings["hash"] = time.perf_counter() - t1
-        patched = None
-        if db_path.exists() and not full and not trace and not cfg.compile_commands:
-            patched = patch_index(
-                repo,
-                db_path,
-                files,
-                digests,
-                {**inputs, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            )
+        # a patch's copy of the index is made while the files are found and hashed; a re-link
+        # starts after it is gone (it writes its new index at the same scratch path)
+        with copying(db_path) if patchable else nullcontext() as copy:
+            files = discover(repo, cfg)
+            report.timings["discover"] = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            every = [path for paths in files.values() for path in paths]
+            stat_cache = db_path.with_name(db_path.name + ".stat") if db_path.parent.is_dir() else None
+            digests = file_digests(repo, every, stat_cache)
+            report.timings["hash"] = time.perf_counter() - t1
+            patched = None
+            if copy is not None:
+                patched = patch_index(
+                    repo,
+                    db_path,
+                    files,
+                    digests,
+                    {**inputs, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+                    copy,
+                )
         if patched is not None:
             report.reparsed, report.counts, report.skipped = patched.reparsed, patched.counts, patched.skipped
             report.timings.update(patched.timings)

@@ -24,7 +24,7 @@ from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from perfq.schema.patch_store import NotAnIndex, PatchStore
 from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import UnreadableIndex, index_tables, replacing, write_graph
+from perfq.schema.writer import CopyInProgress, UnreadableIndex, index_tables, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 
@@ -44,16 +44,22 @@ class _Unpatchable(Exception):
 
 
 def patch_index(
-    repo: Path, db_path: Path, discovered: dict[str, list[str]], digests: dict[str, str | None], meta: dict[str, str]
+    repo: Path,
+    db_path: Path,
+    discovered: dict[str, list[str]],
+    digests: dict[str, str | None],
+    meta: dict[str, str],
+    copy: CopyInProgress | None = None,
 ) -> Patched | None:
     """Patch ``db_path`` for the files changed since it was built (``digests``: content
     hashes of the discovered files), or None when a full build is needed. One connection,
-    to the copy that replaces the index, both checks and patches."""
+    to the copy that replaces the index (``copy``, when the caller started it), both checks
+    and patches."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     graph: list[tuple[str, bytes]] = []
     try:
-        with replacing(db_path, copy_existing=True) as con:
+        with replacing(db_path, copy_existing=True, copy=copy) as con:
             patch = PatchStore(con)
             files, changed = _changed_files(patch, discovered, digests, meta)
             t0 = time.perf_counter()

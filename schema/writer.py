@@ -9,6 +9,7 @@ import fcntl
 import os
 import re
 import shutil
+import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -143,25 +144,86 @@ class UnreadableIndex(Exception):
     """The index to copy could not be copied or opened (damaged, foreign, unreadable)."""
 
 
+def _scratch(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+
+class CopyInProgress:
+    """A scratch copy of an index made, and connected to, in a thread while the caller does
+    other work (a patch finds and hashes its files meanwhile). ``replacing`` takes it."""
+
+    def __init__(self, target: Path) -> None:
+        self.target, self.tmp = target, _scratch(target)
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._error: Exception | None = None
+        self._taken = False
+        self._thread = threading.Thread(target=self._copy, name="perfq-index-copy", daemon=True)
+        self._thread.start()
+
+    def _copy(self) -> None:
+        try:
+            for leftover in (self.tmp, Path(str(self.tmp) + ".wal")):  # a stale WAL would be replayed
+                leftover.unlink(missing_ok=True)
+            shutil.copyfile(self.target, self.tmp)
+            self._con = duckdb.connect(str(self.tmp))
+        except (OSError, duckdb.Error) as exc:
+            self._error = exc
+
+    def take(self) -> duckdb.DuckDBPyConnection:
+        """The connection to the copy; UnreadableIndex when it could not be made or opened."""
+        self._thread.join()
+        self._taken = True
+        if self._con is None:
+            raise UnreadableIndex(str(self._error))
+        return self._con
+
+    def discard(self) -> None:
+        """Close and remove the copy unless ``replacing`` took it (it cleans up after itself)."""
+        self._thread.join()
+        if self._taken:
+            return
+        if self._con is not None:
+            self._con.close()
+        for path in (self.tmp, Path(str(self.tmp) + ".wal")):
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
-def replacing(target: Path, copy_existing: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to a scratch copy of ``target`` (empty, or a copy of it) that replaces
-    ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
-    is removed and ``target`` is untouched. Readers never see a half-written index.
+def copying(target: Path) -> Iterator[CopyInProgress]:
+    """Start copying ``target`` for a patch (``replacing(target, copy=...)``); the copy is
+    removed on leaving the block if nothing took it."""
+    copy = CopyInProgress(target)
+    try:
+        yield copy
+    finally:
+        copy.discard()
+
+
+@contextlib.contextmanager
+def replacing(
+    target: Path, copy_existing: bool = False, copy: CopyInProgress | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to a scratch copy of ``target`` (empty, a copy of it, or ``copy``'s) that
+    replaces ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch
+    file is removed and ``target`` is untouched. Readers never see a half-written index.
     UnreadableIndex when ``copy_existing`` and the copy cannot be made or opened."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = _scratch(target)
     wal = Path(str(tmp) + ".wal")
     try:
-        for leftover in (tmp, wal):
-            leftover.unlink(missing_ok=True)
-        if copy_existing:
-            try:
-                shutil.copyfile(target, tmp)
-                con = duckdb.connect(str(tmp))
-            except (OSError, duckdb.Error) as exc:
-                raise UnreadableIndex(str(exc)) from exc
+        if copy is not None:
+            con = copy.take()
         else:
-            con = duckdb.connect(str(tmp))
+            for leftover in (tmp, wal):
+                leftover.unlink(missing_ok=True)
+            if copy_existing:
+                try:
+                    shutil.copyfile(target, tmp)
+                    con = duckdb.connect(str(tmp))
+                except (OSError, duckdb.Error) as exc:
+                    raise UnreadableIndex(str(exc)) from exc
+            else:
+                con = duckdb.connect(str(tmp))
         try:
             yield con
             con.execute("CHECKPOINT")

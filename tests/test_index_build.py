@@ -456,3 +456,39 @@ def test_any_structural_patch_equals_a_full_link(indexed_base, added, remove):
         assert _keyed(db) == _keyed(full_db)
     stored, packed = _stored_and_packed(db)
     assert stored == packed
+
+
+@pytest.mark.parametrize("fault", [KeyboardInterrupt, OSError])
+def test_a_build_stopped_while_its_copy_is_made_leaves_the_index_and_no_scratch_copy(
+    repo: Path, tmp_path: Path, monkeypatch, fault
+):
+    """A patch starts copying the index before it finds and hashes the files: Ctrl-C or an error
+    then still leaves the index as it was, and removes the copy nobody took."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    before = _snapshot(db)
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+
+    def stopped(*args, **kwargs):
+        raise fault()
+
+    monkeypatch.setattr(build_module, "file_digests", stopped)
+    with pytest.raises(fault):
+        build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert _snapshot(db) == before
+    assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
+    monkeypatch.undo()
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+
+
+def test_an_index_that_cannot_be_copied_is_rebuilt(repo: Path, tmp_path: Path, monkeypatch):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
+
+    def unreadable(src, dst, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(src))
+
+    monkeypatch.setattr(writer.shutil, "copyfile", unreadable)
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
+    assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
