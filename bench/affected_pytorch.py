@@ -7,7 +7,7 @@ same run: `python -c "import duckdb"` (the issue's anchor) and `python -c "impor
 (DuckDB's engine alone, which is what perfq imports: the least a process that opens the
 index pays). CPU
 seconds (user + sys of the child) hold up better than wall seconds on a busy machine. Uses
-a scratch worktree of the corpus and the corpus's own index (built if missing).
+a scratch worktree of the corpus and the corpus's own index (brought up to date first).
 
     python bench/affected_pytorch.py [--corpus DIR] [--runs N]
 """
@@ -85,8 +85,7 @@ def main() -> None:
     args = ap.parse_args()
     corpus = args.corpus
     db = corpus / ".git/perfq/index.duckdb"
-    if not db.exists():
-        sh([sys.executable, "-m", "perfq", "index", "-q"], corpus)
+    sh([sys.executable, "-m", "perfq", "index", "-q"], corpus)  # built if missing, re-linked if of another schema
     scratch = Path(tempfile.mkdtemp(prefix="perfq-bench-affected-"))
     tree = scratch / "tree"
     sh(["git", "-C", str(corpus), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], corpus)
