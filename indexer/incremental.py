@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
-from perfq.indexer.link_cpp import CppCallLinker, call_names
+from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
-from perfq.schema.patch_store import NotAnIndex, PatchStore
+from perfq.schema.patch_store import LINKED_TABLES, NotAnIndex, PatchStore
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import CopyInProgress, UnreadableIndex, index_tables, replacing, write_graph
 
@@ -136,11 +136,12 @@ def _apply(
     nothing did (a body edit that calls the same things)."""
     ids: dict[int, list[int]] = {}  # file -> its functions' ids, in the order of its facts
     new_ids: dict[int, list[int]] = {}  # file -> the fresh ones
+    extents: dict[int, dict[int, tuple[int, int]]] = {}  # file -> indexed extents of those that stay
     fresh: list[tuple[int, Function]] = []
     removed: list[Edge] = []
     dropped: list[tuple[int, str]] = []
     for file_id, (facts, structural) in changed.items():
-        ids[file_id], added, edges, nodes = _place_functions(patch, file_id, facts, structural)
+        ids[file_id], added, edges, nodes, extents[file_id] = _place_functions(patch, file_id, facts, structural)
         new_ids[file_id] = [fid for fid, _ in added]
         fresh += added
         removed += edges
@@ -170,7 +171,11 @@ def _apply(
     linker = CppCallLinker(functions, patch.aten_ops(), patch.stub_names(), node_of, paths)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
-        linked = linker.link_file(file_id, ids[file_id], facts.calls, usings_of(facts))
+        lines = {fid: (f.start_line, f.end_line) for fid, f in zip(ids[file_id], facts.functions, strict=True)}
+        linked, unlinked = _relinked(
+            patch, linker.link_file(file_id, ids[file_id], facts.calls, usings_of(facts)), extents[file_id], lines
+        )
+        removed += unlinked
         patch.insert("calls", linked.calls)
         patch.insert("call_edges", linked.call_edges)
         patch.insert("op_calls", linked.op_calls)
@@ -196,23 +201,65 @@ def _apply(
 
 def _place_functions(
     patch: PatchStore, file_id: int, facts: FileFacts, structural: bool
-) -> tuple[list[int], list[tuple[int, Function]], list[Edge], list[tuple[int, str]]]:
-    """Give a changed file's functions their ids: those still there keep theirs (their calls
-    removed, to be linked again), removed ones are dropped, new ones get fresh ids. Returns
-    the ids in the order of its facts, the new functions (fresh id, facts), and the
-    reachability edges and nodes (id, kind) removed."""
+) -> tuple[list[int], list[tuple[int, Function]], list[Edge], list[tuple[int, str]], dict[int, tuple[int, int]]]:
+    """Give a changed file's functions their ids: those still there keep theirs, removed ones
+    are dropped, new ones get fresh ids. Returns the ids in the order of its facts, the new
+    functions (fresh id, facts), the reachability edges and nodes (id, kind) removed, and the
+    indexed extents (start, end) of the functions that stay, by id."""
     old = patch.file_functions(file_id)
-    kept, gone = _same_functions(old, facts.functions) if structural else ([r[0] for r in old], [])
+    kept, gone = _same_functions([r[:6] for r in old], facts.functions) if structural else ([r[0] for r in old], [])
     edges, nodes = patch.drop_functions(gone)
-    staying = [(i, f) for i, f in zip(kept, facts.functions, strict=True) if i >= 0]
-    edges += patch.unlink_calls([i for i, _ in staying], [(f.start_line, f.end_line) for _, f in staying])
+    staying = set(kept)
+    extents = {r[0]: (r[6], r[7]) for r in old if r[0] in staying}
     start = patch.next_function_id() if -1 in kept else 0
     fresh = list(range(start, start + kept.count(-1)))
     numbered = iter(fresh)
     ids = [i if i >= 0 else next(numbered) for i in kept]
     added = [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0]
     patch.add_functions(file_id, added)
-    return ids, added, edges, nodes
+    return ids, added, edges, nodes, extents
+
+
+def _relinked(
+    patch: PatchStore, linked: LinkedCalls, extents: dict[int, tuple[int, int]], lines: dict[int, tuple[int, int]]
+) -> tuple[LinkedCalls, list[Edge]]:
+    """The rows of ``linked`` (a changed file's calls, linked again) that the index lacks: those
+    of new functions and of functions whose rows differ from the indexed ones, whose indexed
+    rows are removed (returned: the reachability edges removed). A function that stays as it
+    was keeps its rows; one that only moved gets its new extent (``extents``: the indexed
+    extents of the functions that stay, ``lines``: the new ones, by id)."""
+    reach, seen = [], set()
+    for row in linked.reach:  # as the index holds them: no loop, each (dst, src) once
+        if row[0] != row[1] and row[:2] not in seen:
+            seen.add(row[:2])
+            reach.append(row)
+    new = dict(zip(LINKED_TABLES, (linked.calls, linked.call_edges, linked.op_calls, reach), strict=True))
+    old = patch.linked_rows(list(extents))
+    changed = {
+        fid
+        for table in LINKED_TABLES
+        for fid, _ in _by_caller(table, new[table]).items() ^ _by_caller(table, old[table]).items()
+        if fid in extents
+    }
+    removed = patch.unlink_calls(sorted(changed))
+    moved = [fid for fid in extents if extents[fid] != lines[fid]]
+    patch.move_functions(moved, [lines[fid] for fid in moved])
+    rows = [
+        [row for row in new[table] if row[_CALLER[table]] not in extents or row[_CALLER[table]] in changed]
+        for table in LINKED_TABLES
+    ]
+    return LinkedCalls(*rows), removed
+
+
+_CALLER = {table: 1 if table == "reach_edges" else 0 for table in LINKED_TABLES}  # a row's caller: its place
+
+
+def _by_caller(table: str, rows: list[tuple]) -> dict[int, tuple]:
+    """``rows`` of ``table`` by their caller, each caller's sorted."""
+    out: dict[int, list[tuple]] = {}
+    for row in rows:
+        out.setdefault(row[_CALLER[table]], []).append(row)
+    return {fid: tuple(sorted(group)) for fid, group in out.items()}
 
 
 def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:

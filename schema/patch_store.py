@@ -14,6 +14,11 @@ from perfq.schema.writer import insert_rows
 _IDS = "(SELECT unnest(?::INTEGER[]))"
 _NAMES = "(SELECT unnest(?::TEXT[]))"
 
+# what the link makes of a function's calls: each table, by the column naming the caller
+LINKED_TABLES = ("calls", "call_edges", "op_calls", "reach_edges")
+_LINKED_BY = {"calls": "caller_id", "call_edges": "caller_id", "op_calls": "function_id", "reach_edges": "src"}
+_LINKED_KINDS = dict.fromkeys(LINKED_TABLES, "") | {"reach_edges": " AND kind IN ('call', 'stub_call', 'op_call')"}
+
 
 class NotAnIndex(Exception):
     """The file holds no perfq index of this schema (a query failed)."""
@@ -47,30 +52,46 @@ class PatchStore:
 
     # ---- functions of a changed file
     def file_functions(self, file_id: int) -> list[tuple]:
-        """(id, qualname, name, kind, internal, usr) of a file's functions, by id."""
+        """(id, qualname, name, kind, internal, usr, start_line, end_line) of a file's functions, by id."""
         return self._rows(
-            "SELECT id, qualname, name, kind, internal, usr FROM functions WHERE file_id = ? ORDER BY id", [file_id]
+            "SELECT id, qualname, name, kind, internal, usr, start_line, end_line FROM functions WHERE file_id = ?"
+            " ORDER BY id",
+            [file_id],
         )
 
-    def unlink_calls(self, ids: list[int], lines: list[tuple[int, int]]) -> list[Edge]:
-        """Remove the calls of functions ``ids`` (linked again by the caller) and move them to
-        ``lines`` (start, end); returns the reachability edges removed."""
+    def linked_rows(self, ids: list[int]) -> dict[str, list[tuple]]:
+        """The rows the link made for the calls of functions ``ids``: their ``calls``,
+        ``call_edges``, ``op_calls`` and call ``reach_edges``, in the order of their columns."""
+        if not ids:
+            return dict.fromkeys(LINKED_TABLES, [])
+        return {
+            table: self._rows(f"SELECT * FROM {table} WHERE {_LINKED_BY[table]} IN {_IDS}{_LINKED_KINDS[table]}", [ids])
+            for table in LINKED_TABLES
+        }
+
+    def unlink_calls(self, ids: list[int]) -> list[Edge]:
+        """Remove the calls of functions ``ids`` (linked again by the caller); returns the
+        reachability edges removed."""
         if not ids:
             return []
-        for table, column in (("calls", "caller_id"), ("call_edges", "caller_id"), ("op_calls", "function_id")):
-            self.con.execute(f"DELETE FROM {table} WHERE {column} IN {_IDS}", [ids])
-        removed = self._rows(
-            f"DELETE FROM reach_edges WHERE src IN {_IDS} AND kind IN ('call', 'stub_call', 'op_call')"
+        for table in LINKED_TABLES[:-1]:
+            self.con.execute(f"DELETE FROM {table} WHERE {_LINKED_BY[table]} IN {_IDS}", [ids])
+        return self._rows(
+            f"DELETE FROM reach_edges WHERE src IN {_IDS}{_LINKED_KINDS['reach_edges']}"
             " RETURNING dst, src, kind, detail",
             [ids],
         )
+
+    def move_functions(self, ids: list[int], lines: list[tuple[int, int]]) -> None:
+        """Give functions ``ids`` their new extents ``lines`` (start, end)."""
+        if not ids:
+            return
         self.con.execute(
             "UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FROM"
             " (SELECT unnest(?::INTEGER[]) AS id, unnest(?::INTEGER[]) AS start_line,"
             " unnest(?::INTEGER[]) AS end_line) AS moved WHERE functions.id = moved.id",
             [ids, [start for start, _ in lines], [end for _, end in lines]],
         )
-        return removed
 
     def drop_functions(self, ids: list[int]) -> tuple[list[Edge], list[tuple[int, str]]]:
         """Remove functions and everything that refers to them; returns the reachability edges

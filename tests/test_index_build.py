@@ -83,6 +83,47 @@ def test_body_edit_calling_the_same_functions_keeps_the_graph(repo: Path, tmp_pa
     assert _snapshot(db) == _snapshot(full_db) and _snapshot(db)["graph"] == before
 
 
+LINKED_ROWS = {  # every column, lines and details included, duplicates kept
+    "calls": "SELECT * FROM calls",
+    "call_edges": "SELECT * FROM call_edges",
+    "op_calls": "SELECT * FROM op_calls",
+    "reach_edges": "SELECT * FROM reach_edges",
+    "functions": "SELECT id, file_id, qualname, start_line, end_line FROM functions",
+}
+
+
+def _linked_rows(db: Path) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {name: sorted(con.execute(sql).fetchall()) for name, sql in LINKED_ROWS.items()}
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("  for (int i = 0; i < 4; i++) {\n", "\n\n  for (int i = 0; i < 4; i++) {\n"),  # what follows moves down
+        ("    out[i] = out[i] * 2;\n", "    out[i] = helper(out[i]);\n"),  # one call more, no line moves
+        ("    inner_loop<scalar_t>(", "    helper(0); inner_loop<scalar_t>("),  # the other function's calls
+        ("}  // namespace at::native\n", "}  // namespace at::native\n// a comment\n"),  # nothing to link again
+        ("  });\n}\n}  // namespace\n", "  });\n\n}\n}  // namespace\n"),  # a function only grows
+    ],
+    ids=["lines-move", "one-function", "other-function", "comment", "extent-only"],
+)
+def test_a_body_edit_patches_exactly_the_rows_a_full_link_makes(repo: Path, tmp_path: Path, edit):
+    """Rows of functions whose calls did not change are kept, the others' replaced: every
+    column (call lines, reach details, extents) is what a full link writes."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    replace_in(repo, KERNEL, *edit)
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    full_db = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full_db, jobs=1, quiet=True, full=True)
+    assert _linked_rows(db) == _linked_rows(full_db)
+    assert _snapshot(db)["graph"] == _snapshot(full_db)["graph"]
+
+
 def _keyed(db: Path) -> dict[str, set]:
     """The graph with ids replaced by what they name (ids differ between builds)."""
     con = duckdb.connect(str(db), read_only=True)
