@@ -22,7 +22,7 @@ from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
-from perfq.schema.patch_store import LINKED_TABLES, NotAnIndex, PatchStore
+from perfq.schema.patch_store import CALLER_AT, LINKED_TABLES, NotAnIndex, PatchStore
 from perfq.schema.version import SCHEMA_VERSION
 from perfq.schema.writer import CopyInProgress, UnreadableIndex, index_tables, replacing, write_graph
 
@@ -245,20 +245,17 @@ def _relinked(
     moved = [fid for fid in extents if extents[fid] != lines[fid]]
     patch.move_functions(moved, [lines[fid] for fid in moved])
     rows = [
-        [row for row in new[table] if row[_CALLER[table]] not in extents or row[_CALLER[table]] in changed]
+        [row for row in new[table] if row[CALLER_AT[table]] not in extents or row[CALLER_AT[table]] in changed]
         for table in LINKED_TABLES
     ]
     return LinkedCalls(*rows), removed
-
-
-_CALLER = {table: 1 if table == "reach_edges" else 0 for table in LINKED_TABLES}  # a row's caller: its place
 
 
 def _by_caller(table: str, rows: list[tuple]) -> dict[int, tuple]:
     """``rows`` of ``table`` by their caller, each caller's sorted."""
     out: dict[int, list[tuple]] = {}
     for row in rows:
-        out.setdefault(row[_CALLER[table]], []).append(row)
+        out.setdefault(row[CALLER_AT[table]], []).append(row)
     return {fid: tuple(sorted(group)) for fid, group in out.items()}
 
 

@@ -17,6 +17,7 @@ _NAMES = "(SELECT unnest(?::TEXT[]))"
 # what the link makes of a function's calls: each table, by the column naming the caller
 LINKED_TABLES = ("calls", "call_edges", "op_calls", "reach_edges")
 _LINKED_BY = {"calls": "caller_id", "call_edges": "caller_id", "op_calls": "function_id", "reach_edges": "src"}
+CALLER_AT = {"calls": 0, "call_edges": 0, "op_calls": 0, "reach_edges": 1}  # the caller's place in a row
 _LINKED_KINDS = dict.fromkeys(LINKED_TABLES, "") | {"reach_edges": " AND kind IN ('call', 'stub_call', 'op_call')"}
 
 
