@@ -15,7 +15,7 @@ from perfq.errors import PerfqError
 from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from perfq.indexer.discover import discover
 from perfq.indexer.incremental import patch_index
-from perfq.indexer.stat_cache import file_digests
+from perfq.indexer.stat_cache import stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
 from perfq.schema.writer import build_lock, copying
@@ -59,15 +59,14 @@ def build_index(
     patchable = db_path.exists() and not full and not trace and not cfg.compile_commands
     with sigterm_as_interrupt(), build_lock(db_path):
         inputs["indexed_commit"] = git.head(repo)
-        # a patch's copy of the index is made while the files are found and hashed; a re-link
-        # starts after it is gone (it writes its new index at the same scratch path)
-        with copying(db_path) if patchable else nullcontext() as copy:
+        # a patch's copy of the index is made, and the stat cache read, while the files are found
+        # and hashed; a re-link starts after the copy is gone (it writes at the same scratch path)
+        stat_path = db_path.with_name(db_path.name + ".stat") if db_path.parent.is_dir() else None
+        with copying(db_path) if patchable else nullcontext() as copy, stat_cache(stat_path) as stats:
             files = discover(repo, cfg)
             report.timings["discover"] = time.perf_counter() - t0
             t1 = time.perf_counter()
-            every = [path for paths in files.values() for path in paths]
-            stat_cache = db_path.with_name(db_path.name + ".stat") if db_path.parent.is_dir() else None
-            digests = file_digests(repo, every, stat_cache)
+            digests = stats.digests(repo, [path for paths in files.values() for path in paths])
             report.timings["hash"] = time.perf_counter() - t1
             patched = None
             if copy is not None:

@@ -13,7 +13,9 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from perfq.common.paths import write_atomically
@@ -44,29 +46,74 @@ def _sha256(file: str) -> str | None:
 def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, str | None]:
     """SHA-256 of each of ``paths`` under ``repo`` (None: unreadable), reusing ``cache``'s
     digests of files whose stat did not change, and saving the cache again."""
-    old, saved_ns = _load(cache) if cache is not None else ({}, 0)
-    out: dict[str, str | None] = {}
-    entries: dict[str, list] = {}
-    root = str(repo).rstrip("/")
-    for rel in paths:
-        file = f"{root}/{rel}"  # not Path, nor os.path.join: for thousands of files they cost more than the stat
-        try:
-            st = os.stat(file)
-        except OSError:
-            out[rel] = None
-            continue
-        key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        entry = old.get(rel)
-        fresh = max(st.st_mtime_ns, st.st_ctime_ns) >= saved_ns - RACY_NS
-        if isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and not fresh:
-            out[rel] = entry[4]
-        else:
-            out[rel] = _sha256(file)
-        if out[rel] is not None:
-            entries[rel] = [*key, out[rel]]
-    if cache is not None:
-        _save(cache, entries)
-    return out
+    with stat_cache(cache) as stats:
+        return stats.digests(repo, paths)
+
+
+@contextlib.contextmanager
+def stat_cache(path: Path | None) -> Iterator[StatCache]:
+    """The stat cache at ``path`` (None: none), read in a thread from here on (a build lists
+    its files meanwhile) and saved in a thread after ``digests`` (the build goes on); both are
+    done when the block ends."""
+    cache = StatCache(path)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+class StatCache:
+    """Reads and saves of one stat cache file, each in a thread of its own."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._old: tuple[dict[str, list], int] = ({}, 0)
+        self._loading = self._thread(self._load) if path is not None else None
+        self._saving: threading.Thread | None = None
+
+    def _thread(self, work: Callable[[], None]) -> threading.Thread:
+        thread = threading.Thread(target=work, name="perfq-stat-cache", daemon=True)
+        thread.start()
+        return thread
+
+    def _load(self) -> None:
+        self._old = _load(self.path)
+
+    def digests(self, repo: Path, paths: list[str]) -> dict[str, str | None]:
+        """SHA-256 of each of ``paths`` under ``repo`` (None: unreadable), the cached one for a
+        file whose stat did not change; the cache is saved again meanwhile."""
+        if self._loading is not None:
+            self._loading.join()
+        old, saved_ns = self._old
+        out: dict[str, str | None] = {}
+        entries: dict[str, list] = {}
+        root = str(repo).rstrip("/")
+        for rel in paths:
+            file = f"{root}/{rel}"  # not Path, nor os.path.join: for thousands of files they cost more than the stat
+            try:
+                st = os.stat(file)
+            except OSError:
+                out[rel] = None
+                continue
+            key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+            entry = old.get(rel)
+            fresh = max(st.st_mtime_ns, st.st_ctime_ns) >= saved_ns - RACY_NS
+            if isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and not fresh:
+                out[rel] = entry[4]
+            else:
+                out[rel] = _sha256(file)
+            if out[rel] is not None:
+                entries[rel] = [*key, out[rel]]
+        if self.path is not None:
+            path = self.path
+            self._saving = self._thread(lambda: _save(path, entries))
+        return out
+
+    def close(self) -> None:
+        """Wait for the read and the save."""
+        for thread in (self._loading, self._saving):
+            if thread is not None:
+                thread.join()
 
 
 def _save(path: Path, entries: dict[str, list]) -> None:

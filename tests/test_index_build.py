@@ -513,7 +513,7 @@ def test_a_build_stopped_while_its_copy_is_made_leaves_the_index_and_no_scratch_
     def stopped(*args, **kwargs):
         raise fault()
 
-    monkeypatch.setattr(build_module, "file_digests", stopped)
+    monkeypatch.setattr(build_module, "discover", stopped)
     with pytest.raises(fault):
         build_index(repo, Config(), db, jobs=1, quiet=True)
     assert _snapshot(db) == before

@@ -65,3 +65,26 @@ def test_a_damaged_or_planted_cache_costs_a_hash_not_a_wrong_digest(tmp_path):
                "files": {"a.cpp": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, "0" * 64]}}
     cache.write_text(json.dumps(planted))  # saved long before the file changed: not trusted
     assert file_digests(repo, ["a.cpp"], cache)["a.cpp"] == _sha("void a() {}\n")
+
+
+
+def test_the_cache_read_and_saved_in_threads_is_whole_when_the_block_ends(tmp_path, monkeypatch):
+    """A build reads the cache while it lists its files and saves it while it patches: when
+    the block ends both are done, and the next build reuses every digest."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    names = [f"f{i}.cpp" for i in range(300)]
+    for name in names:
+        (repo / name).write_text(f"void {name[:-4]}() {{}}\n")
+    cache = tmp_path / "index.duckdb.stat"
+    with stat_cache.stat_cache(cache) as stats:
+        first = stats.digests(repo, names)
+    saved = json.loads(cache.read_text())["files"]
+    assert sorted(saved) == sorted(names) and all(saved[n][4] == first[n] for n in names)
+    _age(cache, 10)
+    read = []
+    real = stat_cache._sha256
+    monkeypatch.setattr(stat_cache, "_sha256", lambda f: read.append(f) or real(f))
+    with stat_cache.stat_cache(cache) as stats:
+        assert stats.digests(repo, names) == first
+    assert read == []
