@@ -49,17 +49,17 @@ def patch_index(
     discovered: dict[str, list[str]],
     digests: dict[str, str | None],
     meta: dict[str, str],
-    copy: CopyInProgress | None = None,
+    copy: CopyInProgress,
 ) -> Patched | None:
     """Patch ``db_path`` for the files changed since it was built (``digests``: content
     hashes of the discovered files), or None when a full build is needed. One connection,
-    to the copy that replaces the index (``copy``, when the caller started it), both checks
+    to ``copy`` (the copy of the index the caller started, which replaces it), both checks
     and patches."""
     timings: dict[str, float] = {}
     started = time.perf_counter()
     graph: list[tuple[str, bytes]] = []
     try:
-        with replacing(db_path, copy_existing=True, copy=copy) as con:
+        with replacing(db_path, copy) as con:
             patch = PatchStore(con)
             files, changed = _changed_files(patch, discovered, digests, meta)
             t0 = time.perf_counter()

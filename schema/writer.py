@@ -144,8 +144,10 @@ class UnreadableIndex(Exception):
     """The index to copy could not be copied or opened (damaged, foreign, unreadable)."""
 
 
-def _scratch(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+def _scratch(target: Path) -> tuple[Path, Path]:
+    """The scratch file a build of ``target`` writes, and its WAL."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    return tmp, Path(str(tmp) + ".wal")
 
 
 class CopyInProgress:
@@ -153,7 +155,8 @@ class CopyInProgress:
     other work (a patch finds and hashes its files meanwhile). ``replacing`` takes it."""
 
     def __init__(self, target: Path) -> None:
-        self.target, self.tmp = target, _scratch(target)
+        self.target = target
+        self.tmp, self.wal = _scratch(target)
         self._con: duckdb.DuckDBPyConnection | None = None
         self._error: Exception | None = None
         self._taken = False
@@ -162,7 +165,7 @@ class CopyInProgress:
 
     def _copy(self) -> None:
         try:
-            for leftover in (self.tmp, Path(str(self.tmp) + ".wal")):  # a stale WAL would be replayed
+            for leftover in (self.tmp, self.wal):  # a stale WAL would be replayed
                 leftover.unlink(missing_ok=True)
             shutil.copyfile(self.target, self.tmp)
             self._con = duckdb.connect(str(self.tmp))
@@ -184,7 +187,7 @@ class CopyInProgress:
             return
         if self._con is not None:
             self._con.close()
-        for path in (self.tmp, Path(str(self.tmp) + ".wal")):
+        for path in (self.tmp, self.wal):
             with contextlib.suppress(OSError):
                 path.unlink(missing_ok=True)
 
@@ -201,29 +204,19 @@ def copying(target: Path) -> Iterator[CopyInProgress]:
 
 
 @contextlib.contextmanager
-def replacing(
-    target: Path, copy_existing: bool = False, copy: CopyInProgress | None = None
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to a scratch copy of ``target`` (empty, a copy of it, or ``copy``'s) that
-    replaces ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch
-    file is removed and ``target`` is untouched. Readers never see a half-written index.
-    UnreadableIndex when ``copy_existing`` and the copy cannot be made or opened."""
-    tmp = _scratch(target)
-    wal = Path(str(tmp) + ".wal")
+def replacing(target: Path, copy: CopyInProgress | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to a scratch file (empty, or ``copy``'s copy of ``target``) that replaces
+    ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
+    is removed and ``target`` is untouched. Readers never see a half-written index.
+    UnreadableIndex when ``copy`` could not be made or opened."""
+    tmp, wal = _scratch(target)
     try:
         if copy is not None:
             con = copy.take()
         else:
             for leftover in (tmp, wal):
                 leftover.unlink(missing_ok=True)
-            if copy_existing:
-                try:
-                    shutil.copyfile(target, tmp)
-                    con = duckdb.connect(str(tmp))
-                except (OSError, duckdb.Error) as exc:
-                    raise UnreadableIndex(str(exc)) from exc
-            else:
-                con = duckdb.connect(str(tmp))
+            con = duckdb.connect(str(tmp))
         try:
             yield con
             con.execute("CHECKPOINT")
