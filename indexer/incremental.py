@@ -183,12 +183,7 @@ def _apply(
     for file_id, file_fresh in new_ids.items():
         if file_fresh:
             reach += _edges_into(patch, linker, file_id, file_fresh, node_of)
-    seen: set[tuple[int, int]] = set()
-    unique = []
-    for dst, src, kind, detail in reach:
-        if dst != src and (dst, src) not in seen:
-            seen.add((dst, src))
-            unique.append((dst, src, kind, detail))
+    unique = _each_once(reach)
     patch.insert("nodes", new_nodes)
     patch.insert("reach_edges", unique)
     for file_id, (facts, _) in changed.items():
@@ -228,11 +223,7 @@ def _relinked(
     rows are removed (returned: the reachability edges removed). A function that stays as it
     was keeps its rows; one that only moved gets its new extent (``extents``: the indexed
     extents of the functions that stay, ``lines``: the new ones, by id)."""
-    reach, seen = [], set()
-    for row in linked.reach:  # as the index holds them: no loop, each (dst, src) once
-        if row[0] != row[1] and row[:2] not in seen:
-            seen.add(row[:2])
-            reach.append(row)
+    reach = _each_once(linked.reach)  # as the index holds them
     new = dict(zip(LINKED_TABLES, (linked.calls, linked.call_edges, linked.op_calls, reach), strict=True))
     old = patch.linked_rows(list(extents))
     changed = {
@@ -249,6 +240,17 @@ def _relinked(
         for table in LINKED_TABLES
     ]
     return LinkedCalls(*rows), removed
+
+
+def _each_once(edges: list[tuple]) -> list[tuple]:
+    """Reachability ``edges`` as the index holds them: no loop, the first of each (dst, src)."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for edge in edges:
+        if edge[0] != edge[1] and edge[:2] not in seen:
+            seen.add(edge[:2])
+            out.append(edge)
+    return out
 
 
 def _by_caller(table: str, rows: list[tuple]) -> dict[int, tuple]:
