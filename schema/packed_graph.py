@@ -92,7 +92,7 @@ def pack_graph(nodes: Iterable[tuple], edges: Iterable[tuple]) -> list[tuple[str
     edges = list(edges)
     n = (max((row[0] for row in nodes), default=-1) + 1) if nodes else 0
     node_kinds = sorted({row[1] for row in nodes})
-    kind_code = {k: i for i, k in enumerate(node_kinds)}
+    kind_code = _codes(node_kinds)
     node_kind = np.zeros(n, dtype=np.uint8)
     keys: dict[str, str] = {}  # keys of the nodes a walk needs by key: operators, stubs, benchmarks
     for nid, kind, key, _ in nodes:
@@ -101,8 +101,7 @@ def pack_graph(nodes: Iterable[tuple], edges: Iterable[tuple]) -> list[tuple[str
             keys[str(nid)] = key
     edge_kinds = sorted({e[2] for e in edges})
     details = sorted({e[3] for e in edges})
-    ek = {k: i for i, k in enumerate(edge_kinds)}
-    dk = {d: i for i, d in enumerate(details)}
+    ek, dk = _codes(edge_kinds), _codes(details)
     dst = np.fromiter((e[0] for e in edges), dtype=np.int32, count=len(edges))
     src = np.fromiter((e[1] for e in edges), dtype=np.int32, count=len(edges))
     kind = np.fromiter((ek[e[2]] for e in edges), dtype=np.uint8, count=len(edges))
