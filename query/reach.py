@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from perfq.indexer.devices import device_of_key, layout_of_key
 from perfq.schema.index_store import IndexStore
+from perfq.schema.packed_graph import PackedGraph
 
 
 @dataclass
@@ -96,66 +97,111 @@ def walk_up(
     for node, kind, key, label in store.describe(frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
         r.depth[node] = 0
+    g = _Walked(store.graph())
     depth = 0
     while frontier:
         if depth >= max_depth:
             r.truncated = True
             break
         depth += 1
-        nxt = []
-        append_edge, into_op, depth_of, parent_of = r.edges.append, r.into_op.append, r.depth, r.parent
-        kind_of, key_of, label_of = r.kind, r.key, r.label
-        for dst, edges in store.edges_into(frontier):
-            kernel_fn = any(ekind == "kernel" for _, ekind, _, _, _ in edges)  # the kernel of an operator
-            # C++ functions calling dst: calls of an operator (or of its kernel function), and of a function
-            fanout = sum(
-                1 for _, ekind, _, nkind, _ in edges
-                if (ekind == "op_call" and nkind == "function") or (ekind == "call" and kernel_fn)
-            )
-            callers = sum(1 for _, ekind, _, _, _ in edges if ekind == "call")
-            for src, ekind, detail, nkind, nkey in edges:
-                dev, hops = state[dst]
-                if ekind == "call":
-                    if hops and hub_fanout is not None and callers > hub_fanout:
-                        continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
-                    composite = kernel_fn  # calling an operator's kernel function directly is a composite step
-                else:
-                    composite = ekind == "op_call" and nkind == "function"  # calling an operator through its API
-                if composite or ekind == "backward":
-                    hops += 1
-                    if composite_hops is not None and hops > composite_hops:
-                        continue
-                    if hub_fanout is not None and fanout > hub_fanout:
-                        r.hubs.add(dst)
-                        continue
-                elif ekind in _REGISTRATIONS:
-                    edge_dev = device_of_key(detail)
-                    if dev and edge_dev and edge_dev != dev:
-                        continue  # a CPU change does not reach an op through its CUDA registration
-                    if dev and not edge_dev and ekind == "kernel" and dev in backends.get(nkey, ()):
-                        continue  # a composite kernel the op does not use on this device (it has its own)
-                    dev = dev or edge_dev
-                append_edge((dst, src))
-                if nkind == "op":
-                    into_op((dst, src, ekind, detail))
-                elif nkind == "benchmark":
-                    r.into_benchmark.setdefault(src, set()).add(detail)
-                if src in depth_of:
-                    old_dev, old_hops = state[src]
-                    if (old_dev and not dev) or hops < old_hops:
-                        # reached again with a wider device or fewer composite hops: walk on from there
-                        state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
-                        if nkind != "benchmark":
-                            nxt.append(src)
-                    continue
-                state[src] = (dev, hops)
-                depth_of[src] = depth
-                parent_of[src] = (dst, ekind, detail)
-                kind_of[src], key_of[src], label_of[src] = nkind, nkey, nkey
-                if nkind != "benchmark":
-                    nxt.append(src)
+        nxt: list[int] = []
+        for dst in frontier:
+            g.step(r, state, dst, depth, nxt, composite_hops, hub_fanout, backends)
         frontier = sorted(set(nxt))
     return r
+
+
+class _Walked:
+    """The packed graph as a walk reads it: edge and node kinds compared by their codes, names
+    looked up only for the edges and nodes that need them."""
+
+    def __init__(self, g: PackedGraph) -> None:
+        self.offsets, self.src, self.detail_of, self.node_kind = g.offsets, g.src, g.detail, g.node_kind
+        self.kinds = bytes(g.kind)  # a kind is one byte: ``count`` and ``in`` over a run are C loops
+        self.edge_kinds, self.details, self.node_kinds, self.keys = g.edge_kinds, g.details, g.node_kinds, g.keys
+        ek, nk = g.edge_codes, g.node_codes
+        self.call, self.kernel, self.op_call, self.backward = (ek.get(k, -1) for k in ("call", "kernel", "op_call",
+                                                                                        "backward"))
+        self.registrations = frozenset(ek[k] for k in _REGISTRATIONS if k in ek)
+        self.function, self.op, self.benchmark = (nk.get(k, -1) for k in ("function", "op", "benchmark"))
+
+    def key(self, node: int) -> str:
+        key = self.keys.get(node)
+        return str(node) if key is None else key
+
+    def fanout(self, lo: int, hi: int, kernel_fn: bool, callers: int) -> int:
+        """C++ functions calling an operator (or its kernel function), among the edges ``lo`` to ``hi`` - 1."""
+        kinds, src, node_kind, op_call, function = self.kinds, self.src, self.node_kind, self.op_call, self.function
+        n = sum(1 for i in range(lo, hi) if kinds[i] == op_call and node_kind[src[i]] == function)
+        return n + callers if kernel_fn else n
+
+    def step(
+        self,
+        r: Reach,
+        state: dict[int, tuple[str, int]],
+        dst: int,
+        depth: int,
+        nxt: list[int],
+        composite_hops: int | None,
+        hub_fanout: int | None,
+        backends: dict[str, set[str]],
+    ) -> None:
+        """Follow the edges into ``dst`` (reached at ``depth`` - 1), adding the nodes to walk on from to ``nxt``."""
+        lo, hi = self.offsets[dst], self.offsets[dst + 1]
+        if lo == hi:
+            return
+        run = self.kinds[lo:hi]
+        call, kernel, op_call, backward, function = self.call, self.kernel, self.op_call, self.backward, self.function
+        kernel_fn = kernel >= 0 and kernel in run  # the kernel of an operator (-1: no such edge in the graph)
+        callers = run.count(call) if call >= 0 else 0
+        fanout = None
+        src_of, detail_of, node_kind, details = self.src, self.detail_of, self.node_kind, self.details
+        depth_of = r.depth
+        for i in range(lo, hi):
+            src, ekind, nkind = src_of[i], run[i - lo], node_kind[src_of[i]]
+            dev, hops = state[dst]
+            if ekind == call:
+                if hops and hub_fanout is not None and callers > hub_fanout:
+                    continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
+                composite = kernel_fn  # calling an operator's kernel function directly is a composite step
+            else:
+                composite = ekind == op_call and nkind == function  # calling an operator through its API
+            if composite or ekind == backward:
+                hops += 1
+                if composite_hops is not None and hops > composite_hops:
+                    continue
+                if hub_fanout is not None:
+                    fanout = self.fanout(lo, hi, kernel_fn, callers) if fanout is None else fanout
+                    if fanout > hub_fanout:
+                        r.hubs.add(dst)
+                        continue
+            elif ekind in self.registrations:
+                edge_dev = device_of_key(details[detail_of[i]])
+                if dev and edge_dev and edge_dev != dev:
+                    continue  # a CPU change does not reach an op through its CUDA registration
+                if dev and not edge_dev and ekind == kernel and dev in backends.get(self.key(src), ()):
+                    continue  # a composite kernel the op does not use on this device (it has its own)
+                dev = dev or edge_dev
+            r.edges.append((dst, src))
+            if nkind == self.op:
+                r.into_op.append((dst, src, self.edge_kinds[ekind], details[detail_of[i]]))
+            elif nkind == self.benchmark:
+                r.into_benchmark.setdefault(src, set()).add(details[detail_of[i]])
+            if src in depth_of:
+                old_dev, old_hops = state[src]
+                if (old_dev and not dev) or hops < old_hops:
+                    # reached again with a wider device or fewer composite hops: walk on from there
+                    state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
+                    if nkind != self.benchmark:
+                        nxt.append(src)
+                continue
+            state[src] = (dev, hops)
+            depth_of[src] = depth
+            r.parent[src] = (dst, self.edge_kinds[ekind], details[detail_of[i]])
+            r.kind[src] = self.node_kinds[nkind]
+            r.key[src] = r.label[src] = self.key(src)
+            if nkind != self.benchmark:
+                nxt.append(src)
 
 
 def fill_labels(store: IndexStore, chains: list[tuple[Reach, set[int]]]) -> None:

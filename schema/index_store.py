@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
@@ -114,14 +114,6 @@ class ReachGraph(NamedTuple):
     edges: list[tuple[int, int]]  # (dst, src): src is affected when dst changes
     op_nodes: dict[int, str]  # node id -> op name
     function_nodes: dict[int, int]  # function id -> node id
-
-
-InEdge = tuple[int, str, str, str, str]  # (src, edge kind, detail, kind of src, key of src)
-
-
-def _key(keys: dict[int, str], node: int) -> str:
-    key = keys.get(node)
-    return str(node) if key is None else key
 
 
 def _by_first_op(hits: list[TracedHit], mixed: set[tuple[str, str]]) -> list[TracedHit]:
@@ -268,21 +260,6 @@ class IndexStore:
             self.con.execute("SELECT id, kind, key, label FROM nodes").fetchall(),
             self.con.execute("SELECT dst, src, kind, detail FROM reach_edges").fetchall(),
         ))
-
-    def edges_into(self, nodes: list[int]) -> Iterator[tuple[int, list[InEdge]]]:
-        """Per node of ``nodes`` (sorted, once each): the edges into it, each (src, edge kind,
-        detail, kind of src, key of src), read from the packed arrays with no row per edge
-        built beyond this one tuple. Keys are named for operators, stubs and benchmarks; a
-        function's key is its id (``describe`` has its name)."""
-        g = self.graph()
-        keys, edge_kinds, details, node_kinds, node_kind = g.keys, g.edge_kinds, g.details, g.node_kinds, g.node_kind
-        offsets, src_of, kind_of, detail_of = g.offsets, g.src, g.kind, g.detail
-        for dst in sorted(set(nodes)):
-            lo, hi = offsets[dst], offsets[dst + 1]
-            yield dst, [
-                (src, edge_kinds[kind], details[detail], node_kinds[node_kind[src]], _key(keys, src))
-                for src, kind, detail in zip(src_of[lo:hi], kind_of[lo:hi], detail_of[lo:hi], strict=True)
-            ]
 
     def labels(self, nodes: list[int]) -> dict[int, str]:
         """node -> label (qualified names of functions)."""

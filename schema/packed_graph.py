@@ -55,6 +55,16 @@ class PackedGraph:
         """detail -> its code."""
         return _codes(self.details)
 
+    @functools.cached_property
+    def edge_codes(self) -> dict[str, int]:
+        """edge kind -> its code."""
+        return _codes(self.edge_kinds)
+
+    @functools.cached_property
+    def node_codes(self) -> dict[str, int]:
+        """node kind -> its code."""
+        return _codes(self.node_kinds)
+
 
 def _array(code: str, data: bytes | memoryview) -> array | memoryview:
     """The items of ``data``: a view of the graph file's map as is, table bytes copied."""
