@@ -14,14 +14,15 @@ class DatabaseLocked(PerfqError):
     """Another process holds the database file (a writer, or readers while we want to write)."""
 
 
-def open_db(path: Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open ``path``; a lock held by another process or a corrupt file is a PerfqError."""
+def open_db(path: Path, read_only: bool = False, threads: int | None = None) -> duckdb.DuckDBPyConnection:
+    """Open ``path`` (DuckDB's ``threads``: its default, one per core, when None); a lock held
+    by another process or a corrupt file is a PerfqError."""
     if read_only and not path.exists():
         raise PerfqError(f"no database at {path}")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        return duckdb.connect(str(path), read_only=read_only, config={"threads": threads} if threads else {})
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

@@ -13,11 +13,11 @@ from perfq.schema.version import SCHEMA_VERSION
 
 
 @contextlib.contextmanager
-def open_index(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to the index at ``path``."""
+def open_index(path: Path, threads: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to the index at ``path`` (with DuckDB's ``threads``, see open_db)."""
     if not path.exists():
         raise PerfqError(f"no perfq index at {path}; build one with `perfq index` at the repository root")
-    con = open_db(path, read_only=True)
+    con = open_db(path, read_only=True, threads=threads)
     try:
         try:
             version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
