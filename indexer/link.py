@@ -286,6 +286,14 @@ class NativeLink:
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
 
+    # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to (the
+    # nodes and reach edges after the functions are renumbered to make room for Python's)
+    FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes")
+
+    def heads(self) -> dict[str, list[tuple]]:
+        """The rows of the FINAL_HEADS tables so far: the first rows of what ``finish`` returns."""
+        return {table: self.t.rows[table] for table in self.FINAL_HEADS}
+
     def _make_room(self, functions: list[tuple]) -> None:
         """Number ``functions`` (Python ones) right after the C++ functions, as in a one-step
         link: the nodes the first step made after its functions move up to make room."""

@@ -37,7 +37,7 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream
-from perfq.schema.writer import write_index
+from perfq.schema.writer import Prefill, write_index
 
 T = TypeVar("T")
 
@@ -203,12 +203,26 @@ def _link_and_write(
     events.phase("link", f"{len(python_facts)} Python files, {len(benches)} benchmark files")
     t3 = time.perf_counter()
     derivatives = _derivatives(repo, cfg, upstream)
-    tables = native.finish(python_facts, benches, canaries, traces, derivatives)
-    report.timings["link"] = time.perf_counter() - t3
-    events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
-    t4 = time.perf_counter()
-    rows = dict(tables.rows)
-    rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+    # the C++ rows are written into the new index by a forked child on the core the link leaves idle
+    prefill = Prefill(db_path, native.heads())
+    try:
+        with alongside(prefill.write):
+            tables = native.finish(python_facts, benches, canaries, traces, derivatives)
+        report.timings["link"] = time.perf_counter() - t3
+        events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
+        t4 = time.perf_counter()
+        rows = dict(tables.rows)
+        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+        write_index(db_path, rows, _meta(repo, inputs, report), prefill)
+    except BaseException:
+        prefill.discard()
+        raise
+    report.timings["write"] = time.perf_counter() - t4
+    report.counts = {k: len(v) for k, v in rows.items()}
+
+
+def _meta(repo: Path, inputs: dict[str, str], report: BuildReport) -> dict[str, str]:
+    """The index's meta: what it was built from, and how (``report``'s counts and timings so far)."""
     meta = {
         "perfq_version": __version__,
         "repo": str(repo),
@@ -218,9 +232,7 @@ def _link_and_write(
         "reused_files": str(report.reused),
     }
     meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
-    write_index(db_path, rows, meta)
-    report.timings["write"] = time.perf_counter() - t4
-    report.counts = {k: len(v) for k, v in rows.items()}
+    return meta
 
 
 def _traces(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import operator
 import os
 import re
 import shutil
@@ -204,42 +205,101 @@ def copying(target: Path) -> Iterator[CopyInProgress]:
 
 
 @contextlib.contextmanager
-def replacing(target: Path, copy: CopyInProgress | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to a scratch file (empty, or ``copy``'s copy of ``target``) that replaces
-    ``target`` atomically when the block succeeds; on any error or Ctrl-C the scratch file
-    is removed and ``target`` is untouched. Readers never see a half-written index.
-    UnreadableIndex when ``copy`` could not be made or opened."""
-    tmp, wal = _scratch(target)
+def _write_errors(target: Path) -> Iterator[None]:
+    """An unwritable place or a full disk while writing ``target``'s files: a one-line PerfqError."""
     try:
-        if copy is not None:
-            con = copy.take()
-        else:
-            for leftover in (tmp, wal):
-                leftover.unlink(missing_ok=True)
-            con = duckdb.connect(str(tmp))
-        try:
-            yield con
-            con.execute("CHECKPOINT")
-        finally:
-            con.close()
-        os.replace(tmp, target)
-    except (OSError, duckdb.IOException) as exc:  # unwritable place, disk full
+        yield
+    except (OSError, duckdb.IOException) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
         raise PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)") from None
+
+
+@contextlib.contextmanager
+def replacing(
+    target: Path, copy: CopyInProgress | None = None, prefilled: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to a scratch file (empty, ``copy``'s copy of ``target``, or, ``prefilled``,
+    the one a Prefill wrote) that replaces ``target`` atomically when the block succeeds; on any
+    error or Ctrl-C the scratch file is removed and ``target`` is untouched. Readers never see a
+    half-written index. UnreadableIndex when ``copy`` could not be made or opened."""
+    tmp, wal = _scratch(target)
+    try:
+        with _write_errors(target):
+            if copy is not None:
+                con = copy.take()
+            else:
+                for leftover in (tmp, wal) if not prefilled else ():
+                    leftover.unlink(missing_ok=True)
+                con = duckdb.connect(str(tmp))
+            try:
+                yield con
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            os.replace(tmp, target)
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
             wal.unlink(missing_ok=True)
 
 
-def write_index(target: Path, tables: dict[str, list[tuple]], meta: dict[str, str]) -> None:
-    """Write a complete index to ``target`` atomically, then its graph file (graph_file.py)."""
+class Prefill:
+    """The first rows of a new index's tables (rows the rest of its build only appends to),
+    written into the build's scratch file ahead of the others, typically by a forked child
+    while the build makes them (``common.pool.alongside``); ``write_index`` appends the rest."""
+
+    def __init__(self, target: Path, tables: dict[str, list[tuple]]) -> None:
+        self.target = target
+        self.tmp, self.wal = _scratch(target)  # named here: a forked child has another pid
+        self.tables = {table: list(rows) for table, rows in tables.items()}  # the rows as they are now
+
+    def write(self) -> None:
+        """Write the scratch file: the schema and the rows (safe to repeat)."""
+        with _write_errors(self.target):
+            self.discard()
+            con = duckdb.connect(str(self.tmp))
+            try:
+                con.execute(index_ddl())
+                for table, rows in self.tables.items():
+                    insert_rows(con, table, rows)
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+
+    def heads(self, tables: dict[str, list[tuple]]) -> dict[str, int] | None:
+        """How many rows of each of ``tables`` the scratch file holds: None unless it was
+        written and each table still begins with the very rows written."""
+        if not self.tmp.is_file():
+            return None
+        for table, head in self.tables.items():
+            rows = tables.get(table, [])
+            if len(rows) < len(head) or not all(map(operator.is_, head, rows[: len(head)])):
+                return None
+        return {table: len(head) for table, head in self.tables.items()}
+
+    def discard(self) -> None:
+        """Remove the scratch file and its WAL."""
+        for path in (self.tmp, self.wal):
+            path.unlink(missing_ok=True)
+
+
+def write_index(
+    target: Path, tables: dict[str, list[tuple]], meta: dict[str, str], prefill: Prefill | None = None
+) -> None:
+    """Write a complete index to ``target`` atomically, then its graph file (graph_file.py);
+    with ``prefill``, the rows it wrote are not written again (all are when they are not the
+    heads of ``tables``)."""
     graph = tables.get("graph", [])
-    with replacing(target) as con:
-        con.execute(index_ddl())
+    written = prefill.heads(tables) if prefill is not None else None
+    if prefill is not None and written is None:
+        prefill.discard()
+    with replacing(target, prefilled=written is not None) as con:
+        if written is None:
+            con.execute(index_ddl())
         for table, rows in tables.items():
             if table != "graph":
-                insert_rows(con, table, rows)
+                start = written.get(table, 0) if written else 0
+                insert_rows(con, table, rows[start:] if start else rows)
         insert_rows(con, "meta", sorted({**meta, "schema_version": str(SCHEMA_VERSION)}.items()))
         token = write_graph(con, graph)
     write_graph_file(target, graph, token)
