@@ -371,17 +371,16 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         walk, reached_ops = own, len(own_ops)
     else:
         walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
-    hits = store.traced_hits(own_ops, layouts)
+    requests = [(own_ops, layouts)]
     if inner is not None:
         # tests traced without seeing inside kernels (meta/fake only): the operators whose
         # kernels call one the change implements count too (one step, no hubs)
         callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
         inner_layouts = inner.layouts()
-        caller_layouts = {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}
-        hits += [h for h in store.traced_hits(callers, caller_layouts) if not h.kernels_seen]
-        op_chains = inner
-    else:
-        op_chains = own
+        requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
+    hits, *caller_hits = store.traced_hits(requests)
+    hits += [h for h in caller_hits[0] if not h.kernels_seen] if caller_hits else []
+    op_chains = inner if inner is not None else own
     hits = _usable(hits, families, benches)
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}

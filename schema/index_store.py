@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import groupby
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
@@ -163,20 +163,22 @@ class IndexStore:
         self._meta: dict[str, str] | None = None
         self._graph: PackedGraph | None = None
         self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
+        self._functions: dict[str, list[FunctionRow]] = {}  # functions_in's cache, by path
 
     # ---- files and functions
     def functions_in(self, paths: list[str]) -> list[FunctionRow]:
-        if not paths:
-            return []
-        return [
-            FunctionRow(*r)
+        """The functions of the indexed ``paths`` (the repository's), by id; each file read once per store."""
+        missing = sorted({p for p in paths if p not in self._functions})
+        if missing:
             for r in self.con.execute(
                 "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal"
                 " FROM functions f JOIN files fi ON fi.id = f.file_id"
                 " WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = 'repo' ORDER BY f.id",
-                [paths],
-            ).fetchall()
-        ]
+                [missing],
+            ).fetchall():
+                self._functions.setdefault(r[1], []).append(FunctionRow(*r))
+            self._functions.update((p, []) for p in missing if p not in self._functions)
+        return sorted((row for p in set(paths) for row in self._functions[p]), key=attrgetter("id"))
 
     def file_digests(self, paths: list[str]) -> dict[str, tuple[str, str, int, str, str]]:
         """path -> (sha256, lang, n_lines, status, message) for the indexed ``paths``."""
@@ -285,15 +287,20 @@ class IndexStore:
         ).fetchall()
         return {n: BenchmarkRow(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
 
-    def traced_hits(self, ops: list[str], layouts: dict[str, set[str]] | None = None) -> list[TracedHit]:
-        """Traced tests that execute any overload of ``ops`` (by namespace and base name), on
-        the tensor layouts ``layouts`` gives per op ('any', 'dense', 'quantized'; default any);
-        one per test, operator and layout run, by benchmark, test and operator."""
-        if not ops:
-            return []
+    def traced_hits(
+        self, requests: list[tuple[list[str], dict[str, set[str]] | None]]
+    ) -> list[list[TracedHit]]:
+        """Per request (ops, layouts): the traced tests that execute any overload of its ops (by
+        namespace and base name), on the tensor layouts ``layouts`` gives per op ('any', 'dense',
+        'quantized'; default any); one per test, operator and layout run, by benchmark, test and
+        operator. All requests are answered from one read of the traces."""
+        wanted_ops = sorted({op for ops, _ in requests for op in ops})
+        if not wanted_ops:
+            return [[] for _ in requests]
         overloads: dict[tuple[str, str], list[str]] = {}
         for name, namespace, base in self.con.execute(
-            "SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])) ORDER BY name", [ops]
+            "SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])) ORDER BY name",
+            [wanted_ops],
         ).fetchall():
             overloads.setdefault((namespace, base), []).append(name)
         rows = self.con.execute(
@@ -301,16 +308,24 @@ class IndexStore:
             " t.layout FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
             " SEMI JOIN (SELECT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))) o"
             " ON o.namespace = t.namespace AND o.base = t.base ORDER BY t.bench, t.test, t.base, t.layout",
-            [ops],
+            [wanted_ops],
         ).fetchall()
-        wanted = _Overloads(overloads, layouts or {})
+        return [self._hits(rows, overloads, set(ops), layouts or {}) for ops, layouts in requests]
+
+    @staticmethod
+    def _hits(
+        rows: list[tuple], overloads: dict[tuple[str, str], list[str]], ops: set[str], layouts: dict[str, set[str]]
+    ) -> list[TracedHit]:
+        """The hits of the trace ``rows`` on ``ops``: each row's overloads among ``ops``."""
+        mine = {key: kept for key, names in overloads.items() if (kept := [n for n in names if n in ops])}
+        wanted = _Overloads(mine, layouts)
         make = tuple.__new__  # TracedHit's own __new__ is Python code, and there are tens of thousands
         out = [
             make(TracedHit, (ops_on, bench, test, module, device, mode, seen))
             for bench, test, namespace, base, module, device, mode, seen, layout in rows
             if (ops_on := wanted[namespace, base, layout])
         ]
-        named = any("::" in op for names in overloads.values() for op in names)
+        named = any("::" in op for names in mine.values() for op in names)
         mixed = {h[1:3] for h in out if "::" in h.ops[0]} if named else set()
         return _by_first_op(out, mixed)
 
