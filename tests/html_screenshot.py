@@ -55,8 +55,11 @@ def read_png(path: Path) -> Image.Image:
 def count_color(pixels: Image.Image, hex_color: str, tolerance: int = 8) -> int:
     """Number of pixels within ``tolerance`` (per channel) of ``#rrggbb``."""
     rgb = [int(hex_color.lstrip("#")[i : i + 2], 16) for i in (0, 2, 4)]
+    data = pixels.convert("RGB").tobytes()  # three bytes a pixel (getdata is deprecated in Pillow 12)
     return sum(
-        1 for px in pixels.getdata() if all(abs(c - want) <= tolerance for c, want in zip(px, rgb, strict=True))
+        1
+        for px in zip(data[0::3], data[1::3], data[2::3], strict=True)
+        if all(abs(c - want) <= tolerance for c, want in zip(px, rgb, strict=True))
     )
 
 
