@@ -97,7 +97,7 @@ def walk_up(
     for node, kind, key, label in store.describe(frontier):
         r.kind[node], r.key[node], r.label[node] = kind, key, label
         r.depth[node] = 0
-    g = _Walked(store.graph())
+    walk = _Walk(store.graph(), r, state, composite_hops, hub_fanout, backends)
     depth = 0
     while frontier:
         if depth >= max_depth:
@@ -106,16 +106,26 @@ def walk_up(
         depth += 1
         nxt: list[int] = []
         for dst in frontier:
-            g.step(r, state, dst, depth, nxt, composite_hops, hub_fanout, backends)
+            walk.step(dst, depth, nxt)
         frontier = sorted(set(nxt))
     return r
 
 
-class _Walked:
-    """The packed graph as a walk reads it: edge and node kinds compared by their codes, names
-    looked up only for the edges and nodes that need them."""
+class _Walk:
+    """One walk_up over the packed graph, filling ``r`` and ``state``: edge and node kinds
+    compared by their codes, names looked up only for the edges and nodes that need them."""
 
-    def __init__(self, g: PackedGraph) -> None:
+    def __init__(
+        self,
+        g: PackedGraph,
+        r: Reach,
+        state: dict[int, tuple[str, int]],
+        composite_hops: int | None,
+        hub_fanout: int | None,
+        backends: dict[str, set[str]],
+    ) -> None:
+        self.r, self.state = r, state
+        self.composite_hops, self.hub_fanout, self.backends = composite_hops, hub_fanout, backends
         self.offsets, self.src, self.detail_of, self.node_kind = g.offsets, g.src, g.detail, g.node_kind
         self.kinds = bytes(g.kind)  # a kind is one byte: ``count`` and ``in`` over a run are C loops
         self.edge_kinds, self.details, self.node_kinds, self.keys = g.edge_kinds, g.details, g.node_kinds, g.keys
@@ -135,18 +145,11 @@ class _Walked:
         n = sum(1 for i in range(lo, hi) if kinds[i] == op_call and node_kind[src[i]] == function)
         return n + callers if kernel_fn else n
 
-    def step(
-        self,
-        r: Reach,
-        state: dict[int, tuple[str, int]],
-        dst: int,
-        depth: int,
-        nxt: list[int],
-        composite_hops: int | None,
-        hub_fanout: int | None,
-        backends: dict[str, set[str]],
-    ) -> None:
+    def step(self, dst: int, depth: int, nxt: list[int]) -> None:
         """Follow the edges into ``dst`` (reached at ``depth`` - 1), adding the nodes to walk on from to ``nxt``."""
+        r, state, composite_hops, hub_fanout, backends = (
+            self.r, self.state, self.composite_hops, self.hub_fanout, self.backends
+        )
         lo, hi = self.offsets[dst], self.offsets[dst + 1]
         if lo == hi:
             return
