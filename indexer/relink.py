@@ -42,7 +42,7 @@ from perfq.schema.writer import Prefill, write_index
 T = TypeVar("T")
 
 
-@gc_paused()  # on until the facts are freed: one collection over them cost ~0.8 s, another ~0.6 s at the end
+@gc_paused()  # on until the facts are freed: a collection over them cost ~0.8 s mid-build, another ran at its end
 def relink(
     repo: Path,
     cfg: Config,
