@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import difflib
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -85,7 +84,18 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
     return value
 
 
+def _names_perfq(path: Path) -> bool:
+    """Whether the file mentions perfq at all: a project's own pyproject.toml without a
+    [tool.perfq] table is neither parsed nor judged (unreadable, it is read again to say so)."""
+    try:
+        return b"perfq" in path.read_bytes()
+    except OSError:
+        return True
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    import tomllib  # here: only a config that names perfq is parsed (the import alone costs a query ~5 ms)
+
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
@@ -116,7 +126,7 @@ def load_config(repo: Path, overrides: dict[str, Any] | None = None) -> Config:
             raise PerfqError(f"{perfq_toml}: has a [tool] table without [tool.perfq]; put the keys at the top level "
                              "or under [tool.perfq]")
         cfg = cfg.with_overrides(section if section is not None else data, perfq_toml.name)
-    elif pyproject.is_file():
+    elif pyproject.is_file() and _names_perfq(pyproject):
         tool = _table(_read_toml(pyproject), "tool", str(pyproject))
         section = _table(tool, "perfq", f"{pyproject} [tool]") if tool is not None else None
         if section is not None:

@@ -53,7 +53,7 @@ def indexed(tmp_path_factory) -> Path:
         ("perfq.toml", 'tool = "x"\n', "'tool' must be a table"),
         ("perfq.toml", '[tool]\nperfq = "x"\n', "'perfq' must be a table"),
         ("perfq.toml", "[tool.black]\nline-length = 3\n", "without [tool.perfq]"),
-        ("pyproject.toml", 'tool = "x"\n', "'tool' must be a table"),
+        ("pyproject.toml", 'tool = "perfq"\n', "'tool' must be a table"),  # one naming perfq is read
         ("pyproject.toml", "[tool]\nperfq = 3\n", "'perfq' must be a table"),
         ("pyproject.toml", '[tool.perfq]\nsource_root = ["src"]\n', "did you mean 'source_roots'?"),
         ("perfq.toml", 'python-root = ["py"]\n', "did you mean 'python_roots'?"),

@@ -65,3 +65,13 @@ def test_stats_table_says_when_no_benchmark_was_traced(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert "traced benchmark files: none (indexed with --no-trace, or without torch)" in proc.stdout
     assert "tests ()" not in proc.stdout
+
+
+def test_a_pyproject_that_does_not_name_perfq_is_not_judged(tmp_path: Path):
+    """A project's own pyproject.toml without [tool.perfq] is not parsed: perfq runs on its
+    defaults even when that file is not valid TOML (it is not perfq's to judge)."""
+    (tmp_path / "pyproject.toml").write_text('[project\nname = "torch"\n')
+    assert load_config(tmp_path) == Config()
+    (tmp_path / "pyproject.toml").write_text('[project\nname = "torch"\n[tool.perfq]\nmax_depth = 3\n')
+    with pytest.raises(PerfqError, match="malformed TOML"):
+        load_config(tmp_path)
