@@ -314,6 +314,8 @@ def _stage(staging: _Staging, index: int, src: Source) -> None:
             staging.add_lines(index, src)
     except duckdb.Error as exc:
         raise PerfqError(_one_line(src.shown, exc)) from None
+    except UnicodeDecodeError:  # DuckDB's message about a bad value cut a character in two: not even it decodes
+        raise PerfqError(f"{src.shown}: a result line holds a value DuckDB cannot read") from None
 
 
 def _one_line(path: Path, exc: duckdb.Error) -> str:

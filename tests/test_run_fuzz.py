@@ -198,6 +198,9 @@ VALID_LINES = _valid_lines()
 @given(st.integers(0, len(VALID_LINES) - 1), st.text(max_size=12) | st.sampled_from(
     ["type", "run", "side", "status", "seq", "value", "test", "id", "returncode"]), json_values | st.just(
     "\N{REPLACEMENT CHARACTER}"), st.booleans())
+# found by CI: DuckDB's error about this sample's run reference cuts a character of it in two, and
+# the binding raised UnicodeDecodeError decoding that message instead of a DuckDB error
+@example(index=2, key="run", value={"": '000"\x1f\x1f\x1f', '00"\x1f\x1f\x80\x80': None}, drop=False)
 def test_import_of_mutated_result_lines(index, key, value, drop):
     lines = [dict(line) for line in VALID_LINES]
     if drop:
