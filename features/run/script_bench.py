@@ -61,7 +61,10 @@ def script_benchmarks(extra: dict[str, Any]) -> dict[str, ScriptBench]:
             raise PerfqError(f"{_table_name(name)} must be a table")
         command = entry.get("command")
         if isinstance(command, str):
-            command = shlex.split(command)
+            try:
+                command = shlex.split(command)
+            except ValueError as exc:  # an unclosed quote or a trailing escape
+                raise PerfqError(f"{_table_name(name)} 'command' does not split into words: {exc}") from None
         if not command or not isinstance(command, list) or not all(isinstance(c, str) for c in command):
             raise PerfqError(f"{_table_name(name)} needs a 'command' (string or list of strings)")
         raw = entry.get("pattern") or entry.get("metric_regex")
