@@ -84,25 +84,21 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
     return value
 
 
-def _names_perfq(path: Path) -> bool:
-    """Whether the file mentions perfq at all: a project's own pyproject.toml without a
-    [tool.perfq] table is neither parsed nor judged (unreadable, it is read again to say so)."""
+def _read_bytes(path: Path) -> bytes:
     try:
-        return b"perfq" in path.read_bytes()
-    except OSError:
-        return True
+        return path.read_bytes()
+    except OSError as exc:
+        raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+    """The TOML document ``data`` read from ``path``."""
     import tomllib  # here: only a config that names perfq is parsed (the import alone costs a query ~5 ms)
 
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(data.decode())
     except tomllib.TOMLDecodeError as exc:
         raise PerfqError(f"{path}: malformed TOML: {exc}") from None
-    except OSError as exc:
-        raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
@@ -119,15 +115,16 @@ def load_config(repo: Path, overrides: dict[str, Any] | None = None) -> Config:
     perfq_toml = repo / "perfq.toml"
     pyproject = repo / "pyproject.toml"
     if perfq_toml.is_file():
-        data = _read_toml(perfq_toml)
+        data = _parse_toml(perfq_toml, _read_bytes(perfq_toml))
         tool = _table(data, "tool", str(perfq_toml))
         section = _table(tool, "perfq", f"{perfq_toml} [tool]") if tool is not None else None
         if tool is not None and section is None:
             raise PerfqError(f"{perfq_toml}: has a [tool] table without [tool.perfq]; put the keys at the top level "
                              "or under [tool.perfq]")
         cfg = cfg.with_overrides(section if section is not None else data, perfq_toml.name)
-    elif pyproject.is_file() and _names_perfq(pyproject):
-        tool = _table(_read_toml(pyproject), "tool", str(pyproject))
+    elif pyproject.is_file() and b"perfq" in (text := _read_bytes(pyproject)):
+        # a project's own pyproject.toml that never mentions perfq is neither parsed nor judged
+        tool = _table(_parse_toml(pyproject, text), "tool", str(pyproject))
         section = _table(tool, "perfq", f"{pyproject} [tool]") if tool is not None else None
         if section is not None:
             cfg = cfg.with_overrides(section, f"{pyproject.name} [tool.perfq]")
