@@ -43,13 +43,6 @@ def _sha256(file: str) -> str | None:
         return None
 
 
-def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, str | None]:
-    """SHA-256 of each of ``paths`` under ``repo`` (None: unreadable), reusing ``cache``'s
-    digests of files whose stat did not change, and saving the cache again."""
-    with stat_cache(cache) as stats:
-        return stats.digests(repo, paths)
-
-
 @contextlib.contextmanager
 def stat_cache(path: Path | None) -> Iterator[StatCache]:
     """The stat cache at ``path`` (None: none), read in a thread from here on (a build lists

@@ -9,7 +9,12 @@ import os
 from pathlib import Path
 
 from perfq.indexer import stat_cache
-from perfq.indexer.stat_cache import file_digests
+
+
+def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, str | None]:
+    """The digests of ``paths`` through the stat cache at ``cache``, read and saved as a build does."""
+    with stat_cache.stat_cache(cache) as stats:
+        return stats.digests(repo, paths)
 
 
 def _sha(text: str) -> str:
