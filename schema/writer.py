@@ -136,9 +136,7 @@ def scratch_files(target: Path) -> list[Path]:
 def remove_scratch(target: Path) -> None:
     """Remove the scratch files of builds of ``target`` that died (call with the build lock held:
     no live build has any then)."""
-    for path in scratch_files(target):
-        with contextlib.suppress(OSError):
-            path.unlink()
+    _remove(*scratch_files(target))
 
 
 class UnreadableIndex(Exception):
@@ -149,6 +147,13 @@ def _scratch(target: Path) -> tuple[Path, Path]:
     """The scratch file a build of ``target`` writes, and its WAL."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     return tmp, Path(str(tmp) + ".wal")
+
+
+def _remove(*paths: Path) -> None:
+    """Remove scratch files (a stale WAL would be replayed into a new one) as far as possible."""
+    for path in paths:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 class CopyInProgress:
@@ -166,8 +171,7 @@ class CopyInProgress:
 
     def _copy(self) -> None:
         try:
-            for leftover in (self.tmp, self.wal):  # a stale WAL would be replayed
-                leftover.unlink(missing_ok=True)
+            _remove(self.tmp, self.wal)
             shutil.copyfile(self.target, self.tmp)
             self._con = duckdb.connect(str(self.tmp))
         except (OSError, duckdb.Error) as exc:
@@ -188,9 +192,7 @@ class CopyInProgress:
             return
         if self._con is not None:
             self._con.close()
-        for path in (self.tmp, self.wal):
-            with contextlib.suppress(OSError):
-                path.unlink(missing_ok=True)
+        _remove(self.tmp, self.wal)
 
 
 @contextlib.contextmanager
@@ -228,8 +230,8 @@ def replacing(
             if copy is not None:
                 con = copy.take()
             else:
-                for leftover in (tmp, wal) if not prefilled else ():
-                    leftover.unlink(missing_ok=True)
+                if not prefilled:
+                    _remove(tmp, wal)
                 con = duckdb.connect(str(tmp))
             try:
                 yield con
@@ -238,9 +240,7 @@ def replacing(
                 con.close()
             os.replace(tmp, target)
     finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-            wal.unlink(missing_ok=True)
+        _remove(tmp, wal)
 
 
 class Prefill:
@@ -279,8 +279,7 @@ class Prefill:
 
     def discard(self) -> None:
         """Remove the scratch file and its WAL."""
-        for path in (self.tmp, self.wal):
-            path.unlink(missing_ok=True)
+        _remove(self.tmp, self.wal)
 
 
 def write_index(
