@@ -7,13 +7,15 @@ re-exports, and builds the reachability graph that queries walk.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.devices import device_of_key
+from perfq.indexer.devices import device_of_key, layout_of_key
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
@@ -479,6 +481,7 @@ class NativeLink:
             for op, key, _, fid in t.rows["kernels"]
             if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key)
         }
+        device_kernels = _DeviceKernels(t, origin_of, _implemented_here(t, origin_of), (traces or {}).values())
         for b in benches:
             t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
             bnode = g.node("benchmark", b.name)
@@ -502,7 +505,7 @@ class NativeLink:
                     g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
             trace = (traces or {}).get(b.file)
             if trace is not None:
-                _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels)
+                _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels, device_kernels)
 
         _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
@@ -572,17 +575,26 @@ def _link_trace(
     ops_by_base: dict[str, list[str]],
     library_ops: dict[str, tuple[str, str]],
     own_kernels: set[tuple[str, str]],
+    device_kernels: _DeviceKernels,
 ) -> None:
     """Rows for one benchmark file's trace: the file's status, its tests, the operators each
     test executes (by namespace and base name: any overload), and per-operator bench_ops links.
-    ``own_kernels``: (op base, device family) whose kernel the indexed repo defines itself."""
+    ``own_kernels``: (op base, device family) whose kernel the indexed repo defines itself;
+    ``device_kernels``: what those kernels run, for tests of a device the CPU trace stood in for."""
     t.rows["traces"].append(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
-    per_test = group_ops(trace.tests)
-    for test in trace.tests:  # ops seen inside others in a small CPU run, where the device's kernel is upstream's
-        family = device_of_key(test.device) or "cpu"
-        per_test[test.name] |= {c for p, c in test.nested if (p.partition("::")[2], family) not in own_kernels}
+    # per test, the operators it runs -> '' when the trace saw them, else why they are taken to run
+    per_test = {name: dict.fromkeys(sorted(ops), "") for name, ops in group_ops(trace.tests).items()}
+    for test in trace.tests:
+        ran, family = per_test[test.name], device_of_key(test.device) or "cpu"
+        # seen inside others in its small CPU run, where the device's kernel is upstream's
+        for parent, child in test.nested:
+            if (parent.partition("::")[2], family) not in own_kernels:
+                ran.setdefault(child, "")
+        if family != "cpu":  # traced on the CPU: what the backend's own kernels for its device run
+            for child, why in device_kernels.run_by(ran, family).items():
+                ran.setdefault(child, why)
     inside = kernels_seen(trace.tests)
     linked: set[str] = set()
     for test in trace.tests:
@@ -599,16 +611,106 @@ def _link_trace(
                 inside[test.name],
             )
         )
-    for name, traced in sorted(per_test.items()):
-        for entry in sorted(traced):
+    for name, ran in sorted(per_test.items()):
+        for entry, why in sorted(ran.items()):
             qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
-            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense"))
+            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)
     for op in sorted(linked):
         t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
+
+
+def _implemented_here(t: Tables, origin_of: dict[int, str]) -> set[str]:
+    """Operators (aten by base name, others qualified) with a kernel or library impl, for
+    any dispatch key, in the indexed repo's own code."""
+    out = {op.split(".")[0] for op, _, _, fid in t.rows["kernels"] if fid is not None and origin_of.get(fid) == "repo"}
+    for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
+        if fid is not None and origin_of.get(fid) == "repo":
+            out.add(op.split(".")[0] if namespace == "aten" else op)
+    return out
+
+
+class _DeviceKernels:
+    """The operators a device's kernels run inside them, where a CPU trace cannot see: those the
+    indexed repo's own kernel for that device calls (in its body or one call level down), and
+    those an upstream implementation was seen to run in a small CPU run (``index`` runs
+    ``nonzero``). Measured on torch-xpu-ops' commits: a deeper call tree adds more wrong
+    benchmarks than right ones."""
+
+    DEPTH = 2  # the kernel function and the functions it calls
+
+    def __init__(
+        self, t: Tables, origin_of: dict[int, str], implemented: set[str], traces: Iterable[FileTrace]
+    ) -> None:
+        self.t, self.origin_of = t, origin_of
+        self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
+        for op, key, _, fid in t.rows["kernels"]:
+            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key):
+                self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
+        self.upstream: dict[str, set[str]] = defaultdict(set)  # parent -> children, parents not implemented here
+        for trace in traces:
+            for test in trace.tests:
+                for parent, child in test.nested:
+                    namespace, _, base = parent.partition("::")
+                    if (base if namespace == "aten" else parent) not in implemented:
+                        self.upstream[parent].add(child)
+        self._memo: dict[tuple[str, str], dict[str, str]] = {}
+
+    @functools.cached_property
+    def callees(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = defaultdict(list)
+        for caller, callee, *_ in self.t.rows["call_edges"]:
+            if self.origin_of.get(callee) == "repo":
+                out[caller].append(callee)
+        return out
+
+    @functools.cached_property
+    def op_calls(self) -> dict[int, list[str]]:
+        """function -> the operators it calls, qualified by base name (aten::index)."""
+        out: dict[int, list[str]] = defaultdict(list)
+        for fid, op, *_ in self.t.rows["op_calls"]:
+            out[fid].append(op if "::" in op else "aten::" + op.split(".")[0])
+        return out
+
+    def _runs(self, entry: str, family: str) -> dict[str, str]:
+        """Operators run inside the traced operator ``entry`` on ``family`` -> why."""
+        found = self._memo.get((entry, family))
+        if found is not None:
+            return found
+        name, _, layout = entry.partition("@")
+        namespace, _, base = name.partition("::")
+        found = {} if layout else {c: f"inside {name} in a small CPU run" for c in sorted(self.upstream.get(name, ()))}
+        seen: set[int] = set()
+        frontier = self.kernels.get((base, family, layout or "dense"), []) if namespace == "aten" else []
+        for _ in range(self.DEPTH):
+            nxt = []
+            for fid in frontier:
+                if fid not in seen:
+                    seen.add(fid)
+                    qualname = self.t.rows["functions"][fid][2]
+                    for op in self.op_calls.get(fid, ()):
+                        found.setdefault(op, f"called by {qualname} ({family} kernel of {base})")
+                    nxt += self.callees.get(fid, [])
+            frontier = nxt
+        self._memo[(entry, family)] = found
+        return found
+
+    def run_by(self, ran: dict[str, str], family: str) -> dict[str, str]:
+        """What running the operators ``ran`` on ``family`` runs inside them (to a fixed point) -> why."""
+        out: dict[str, str] = {}
+        frontier = list(ran)
+        while frontier:
+            nxt = []
+            for entry in frontier:
+                for child, why in self._runs(entry, family).items():
+                    if child not in ran and child not in out:
+                        out[child] = f"{why}, which is {out[entry]}" if entry in out else why
+                        nxt.append(child)
+            frontier = nxt
+        return out
 
 
 _STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")

@@ -44,6 +44,7 @@ class Confidence(str, Enum):
 
 class Source(str, Enum):
     traced = "traced"  # a traced test executes a reached operator
+    inferred = "inferred"  # a test of another device is taken to run one inside that device's kernels
     static = "static"  # the benchmark's code reaches it (no usable trace, or a Python path)
     changed = "changed"  # the benchmark file itself changed
 
@@ -503,20 +504,20 @@ def _select_traced(
         by_bench.setdefault(h.bench, []).append(h)
     for bench, bench_hits in by_bench.items():
         ops = list(dict.fromkeys(op for h in bench_hits for op in h.ops))
+        source = Source.inferred if all(h.inferred for h in bench_hits) else Source.traced
         for op in ops[:_REASONS_KEPT]:
             node = op_node[op]
             chain = own.chain(node)
             start = start_of.get(chain[0][0])
-            n_tests = len({h.test for h in bench_hits if op in h.ops})
-            base = op.split(".")[0]
-            text = _chain_text(own, node, files) + (f"benchmark {bench} [traced: {n_tests} test(s) execute {base}]",)
-            weak = any(kind in _WEAK_EDGES for _, kind, _ in chain)
+            how = _hit_text(bench_hits, op)
+            text = _chain_text(own, node, files) + (f"benchmark {bench} [{how}]",)
+            weak = any(kind in _WEAK_EDGES for _, kind, _ in chain) or how.startswith("inferred")
             confidence = start.confidence if start else Confidence.low
             if weak and confidence == Confidence.high:
                 confidence = Confidence.medium
             sel.add(
                 bench,
-                Source.traced,
+                source,
                 confidence,
                 Reason(start.label if start else text[0], text),
                 tests=[h.test for h in bench_hits],
@@ -524,6 +525,16 @@ def _select_traced(
                 ops=ops,
                 distance=own.depth.get(node, 0),
             )
+
+
+def _hit_text(hits: list[TracedHit], op: str) -> str:
+    """How a benchmark's tests are known to run ``op``: traced, or inferred (and why)."""
+    on = [h for h in hits if op in h.ops]
+    base, n_tests = op.split(".")[0], len({h.test for h in on})
+    inferred = next((h.inferred for h in on if h.inferred), "")
+    if inferred and all(h.inferred for h in on):
+        return f"inferred: {n_tests} test(s) run {base}, {inferred}"
+    return f"traced: {n_tests} test(s) execute {base}"
 
 
 def _select_static(

@@ -147,8 +147,11 @@ CREATE TABLE bench_tests (
 );
 -- Operators a test's timed region executes (any overload): aten ops by base name, others too;
 -- layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
+-- inferred: '' when the trace saw the operator run; else why it is taken to run (inside an
+-- upstream operator in a small CPU run; called by the repo's own kernel for the test's device).
 CREATE TABLE trace_ops (
-  bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL
+  bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL,
+  inferred TEXT NOT NULL
 );
 
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);

@@ -51,6 +51,7 @@ class TracedHit(NamedTuple):
     device: str
     mode: str
     kernels_seen: bool
+    inferred: str  # '' when the trace saw the test run the operator, else why it is taken to run
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,7 @@ class IndexStore:
             overloads.setdefault((namespace, base), []).append(name)
         rows = self.con.execute(
             "SELECT DISTINCT t.bench, t.test, t.namespace, t.base, bt.module, bt.device, bt.mode, bt.kernels_seen,"
-            " t.layout FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
+            " t.layout, t.inferred FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
             " SEMI JOIN (SELECT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))) o"
             " ON o.namespace = t.namespace AND o.base = t.base ORDER BY t.bench, t.test, t.base, t.layout",
             [wanted_ops],
@@ -321,8 +322,8 @@ class IndexStore:
         wanted = _Overloads(mine, layouts)
         make = tuple.__new__  # TracedHit's own __new__ is Python code, and there are tens of thousands
         out = [
-            make(TracedHit, (ops_on, bench, test, module, device, mode, seen))
-            for bench, test, namespace, base, module, device, mode, seen, layout in rows
+            make(TracedHit, (ops_on, bench, test, module, device, mode, seen, inferred))
+            for bench, test, namespace, base, module, device, mode, seen, layout, inferred in rows
             if (ops_on := wanted[namespace, base, layout])
         ]
         named = any("::" in op for names in mine.values() for op in names)
