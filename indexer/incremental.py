@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from perfq.indexer.devices import device_of_key
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
@@ -232,6 +233,8 @@ def _relinked(
         for fid, _ in _by_caller(table, new[table]).items() ^ _by_caller(table, old[table]).items()
         if fid in extents
     }
+    if _runs_inside_device_kernels(patch, sorted(changed)):
+        raise _Unpatchable  # what the link inferred those kernels to run is inferred again
     removed = patch.unlink_calls(sorted(changed))
     moved = [fid for fid in extents if extents[fid] != lines[fid]]
     patch.move_functions(moved, [lines[fid] for fid in moved])
@@ -240,6 +243,18 @@ def _relinked(
         for table in LINKED_TABLES
     ]
     return LinkedCalls(*rows), removed
+
+
+def _runs_inside_device_kernels(patch: PatchStore, changed: list[int]) -> bool:
+    """Do functions ``changed`` belong to a device's kernel (are one, or called by one) for an
+    operator that traced tests of that device (traced on the CPU) run? The link inferred from
+    those kernels' calls what such tests run."""
+    around = {(device_of_key(key), op.split(".")[0]) for key, op in patch.kernels_around(changed)}
+    around = {(family, base) for family, base in around if family not in ("", "cpu")}
+    if not around:
+        return False
+    running = patch.devices_running(sorted({base for _, base in around}))
+    return any((device_of_key(device), base) in around for device, base in running)
 
 
 def _each_once(edges: list[tuple]) -> list[tuple]:

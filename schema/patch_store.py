@@ -173,6 +173,25 @@ class PatchStore:
     def kernels(self) -> list[tuple]:
         return self._rows("SELECT op, dispatch_key, kernel_name FROM kernels")
 
+    def kernels_around(self, ids: list[int]) -> list[tuple[str, str]]:
+        """(dispatch key, op) of the kernels that are one of functions ``ids`` or call one
+        directly (what the link reads to infer the operators a device's kernels run)."""
+        if not ids:
+            return []
+        return self._rows(
+            f"SELECT dispatch_key, op FROM kernels WHERE function_id IN {_IDS} UNION SELECT k.dispatch_key, k.op"
+            f" FROM kernels k SEMI JOIN call_edges c ON c.caller_id = k.function_id AND c.callee_id IN {_IDS}",
+            [ids, ids],
+        )
+
+    def devices_running(self, bases: list[str]) -> list[tuple[str, str]]:
+        """(test device, op base) of the traced tests that run aten operators ``bases``."""
+        return self._rows(
+            "SELECT DISTINCT bt.device, t.base FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench"
+            f" AND bt.test = t.test WHERE t.namespace = 'aten' AND t.base IN {_NAMES}",
+            [bases],
+        )
+
     def stub_impls(self) -> list[tuple]:
         return self._rows("SELECT stub, arch, impl_name, file_id, line FROM stub_impls")
 
