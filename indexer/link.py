@@ -212,6 +212,23 @@ class NativeLink:
         def op_node(name: str) -> int:
             return g.node("op", name)
 
+        # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
+        by_suffix: dict[str, list[int]] = defaultdict(list)
+        for file_id, f in enumerate(files):
+            parts = f.path.split("/")
+            for i in range(len(parts)):
+                by_suffix["/".join(parts[i:])].append(file_id)
+        for file_id, f in enumerate(files):
+            if f.lang != "python":
+                for target in f.includes:
+                    if not target.startswith("using:"):
+                        found = by_suffix.get(target, [])
+                        t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+        include_map: dict[int, list[int]] = defaultdict(list)
+        for file_id, _, found_id in t.rows["includes"]:
+            if found_id is not None:
+                include_map[file_id].append(found_id)
+
         # the one set of C++ name-resolution rules (shared with the incremental patch)
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
         cpp_linker = CppCallLinker(
@@ -223,6 +240,7 @@ class NativeLink:
             stub_names,
             g.node,
             {file_id: f.path for file_id, f in enumerate(files)},
+            lambda: include_map,
         )
 
         # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
@@ -264,19 +282,6 @@ class NativeLink:
                 for gid in cands:
                     for on in cpp_linker.library_ops(li.namespace, op):
                         g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
-
-        # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
-        by_suffix: dict[str, list[int]] = defaultdict(list)
-        for file_id, f in enumerate(files):
-            parts = f.path.split("/")
-            for i in range(len(parts)):
-                by_suffix["/".join(parts[i:])].append(file_id)
-        for file_id, f in enumerate(files):
-            if f.lang != "python":
-                for target in f.includes:
-                    if not target.startswith("using:"):
-                        found = by_suffix.get(target, [])
-                        t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
 
         # ---- C++ calls
         for file_id, f in enumerate(files):

@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from perfq.indexer.facts import Call
 
@@ -103,7 +103,11 @@ class CppCallLinker:
         stub_names: set[str],
         node_of: Callable[[str, str], int],
         paths: Mapping[int, str] | None = None,  # file id -> path
+        # -> file id -> the indexed files it includes (read when first needed)
+        includes: Callable[[], Mapping[int, Iterable[int]]] | None = None,
     ) -> None:
+        self._read_includes = includes
+        self._visible: dict[int, frozenset[int]] = {}
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
@@ -230,6 +234,26 @@ class CppCallLinker:
                 and (not last_qual or f"{last_qual}::" in self.rows[fid][1] or f"{last_qual}<" in self.rows[fid][1])
             ]
         return found
+
+    def visible_files(self, file_id: int) -> frozenset[int]:
+        """``file_id`` and the indexed files it includes, directly or not: where the class of a
+        method it calls on an object is defined, when one of the candidates is there."""
+        found = self._visible.get(file_id)
+        if found is None:
+            includes = self.includes
+            seen = {file_id}
+            stack = [file_id]
+            while stack:
+                for inc in includes.get(stack.pop(), ()):
+                    if inc not in seen:
+                        seen.add(inc)
+                        stack.append(inc)
+            found = self._visible[file_id] = frozenset(seen)
+        return found
+
+    @cached_property
+    def includes(self) -> Mapping[int, Iterable[int]]:
+        return self._read_includes() if self._read_includes is not None else {}
 
     def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
         """``targets`` without the methods of the calling method's own class that its file
@@ -367,6 +391,9 @@ class CppCallLinker:
             ]
         if len(targets) > 1:
             targets = self._own_class_definitions(targets, file_id, caller)
+        if kind == "member" and len(targets) > 1 and self._read_includes is not None:
+            visible = self.visible_files(file_id)
+            targets = [f for f in targets if rows[f][0] in visible] or targets
         kept = targets
         if len({self.rows[f][1] for f in targets}) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method
