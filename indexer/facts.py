@@ -82,13 +82,15 @@ def structure_signature(facts: FileFacts) -> str:
 
 
 def registration_signature(facts: FileFacts) -> str:
-    """A digest of the stubs and registrations ``facts`` declares, and its status."""
+    """A digest of the stubs and registrations ``facts`` declares, its includes (where its
+    method calls resolve), and its status: what an in-place patch does not redo."""
     parts = (
         [(s.stub, s.role) for s in facts.stubs],
         [(s.stub, s.arch, s.impl_name) for s in facts.stub_impls],
         [(x.namespace, x.dispatch_key, x.op, x.kernel_name) for x in facts.library_impls],
         [(d.namespace, d.schema) for d in facts.library_defs],
         facts.status,
+        [i for i in facts.includes if not i.startswith("using:")],
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 

@@ -169,7 +169,7 @@ def _apply(
         return nid
 
     paths = patch.paths(sorted({row[1] for row in functions} | set(changed)))
-    linker = CppCallLinker(functions, patch.aten_ops(), patch.stub_names(), node_of, paths)
+    linker = CppCallLinker(functions, patch.aten_ops(), patch.stub_names(), node_of, paths, patch.include_graph)
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
         lines = {fid: (f.start_line, f.end_line) for fid, f in zip(ids[file_id], facts.functions, strict=True)}

@@ -173,6 +173,15 @@ class PatchStore:
     def kernels(self) -> list[tuple]:
         return self._rows("SELECT op, dispatch_key, kernel_name FROM kernels")
 
+    def include_graph(self) -> dict[int, list[int]]:
+        """file id -> the indexed files it includes (those resolved to one)."""
+        out: dict[int, list[int]] = {}
+        for file_id, target in self._rows(
+            "SELECT file_id, target_file_id FROM includes WHERE target_file_id IS NOT NULL ORDER BY ALL"
+        ):
+            out.setdefault(file_id, []).append(target)
+        return out
+
     def kernels_around(self, ids: list[int]) -> list[tuple[str, str]]:
         """(dispatch key, op) of the kernels that are one of functions ``ids`` or call one
         directly (what the link reads to infer the operators a device's kernels run)."""

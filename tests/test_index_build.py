@@ -257,6 +257,16 @@ def test_new_registration_relinks(repo: Path, tmp_path: Path):
     assert (report.mode, report.reparsed) == ("linked", 1)
 
 
+def test_a_new_include_relinks(repo: Path, tmp_path: Path):
+    """Includes decide where a file's method calls resolve, and a patch does not redo them."""
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    text = (repo / KERNEL).read_text()
+    (repo / KERNEL).write_text('#include <ATen/native/SoftmaxOp.h>\n' + text)
+    report = build_index(repo, Config(), db, jobs=1, quiet=True)
+    assert (report.mode, report.reparsed) == ("linked", 1)
+
+
 def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, monkeypatch):
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
