@@ -391,9 +391,6 @@ class CppCallLinker:
             ]
         if len(targets) > 1:
             targets = self._own_class_definitions(targets, file_id, caller)
-        if kind == "member" and len(targets) > 1 and self._read_includes is not None:
-            visible = self.visible_files(file_id)
-            targets = [f for f in targets if rows[f][0] in visible] or targets
         kept = targets
         if len({self.rows[f][1] for f in targets}) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method
@@ -404,4 +401,7 @@ class CppCallLinker:
                 for fid in targets
                 if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
+        if kind == "member" and len(kept) > 1 and self._read_includes is not None:
+            visible = self.visible_files(file_id)
+            kept = [f for f in kept if rows[f][0] in visible] or kept
         return targets, kept
