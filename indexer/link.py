@@ -481,12 +481,7 @@ class NativeLink:
 
         # ---- benchmarks
         origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
-        own_kernels = {
-            (op.split(".")[0], device_of_key(key))
-            for op, key, _, fid in t.rows["kernels"]
-            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key)
-        }
-        device_kernels = _DeviceKernels(t, origin_of, _implemented_here(t, origin_of), (traces or {}).values())
+        device_kernels = _DeviceKernels(t, origin_of, (traces or {}).values())
         for b in benches:
             t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
             bnode = g.node("benchmark", b.name)
@@ -510,7 +505,7 @@ class NativeLink:
                     g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
             trace = (traces or {}).get(b.file)
             if trace is not None:
-                _link_trace(t, b.name, trace, ops_by_base, library_ops, own_kernels, device_kernels)
+                _link_trace(t, b.name, trace, ops_by_base, library_ops, device_kernels)
 
         _python_reached_bench_ops(t, benches, class_methods, class_subs)
 
@@ -579,13 +574,11 @@ def _link_trace(
     trace: FileTrace,
     ops_by_base: dict[str, list[str]],
     library_ops: dict[str, tuple[str, str]],
-    own_kernels: set[tuple[str, str]],
     device_kernels: _DeviceKernels,
 ) -> None:
     """Rows for one benchmark file's trace: the file's status, its tests, the operators each
     test executes (by namespace and base name: any overload), and per-operator bench_ops links.
-    ``own_kernels``: (op base, device family) whose kernel the indexed repo defines itself;
-    ``device_kernels``: what those kernels run, for tests of a device the CPU trace stood in for."""
+    ``device_kernels``: the indexed repo's own kernels per device, and what they run."""
     t.rows["traces"].append(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
@@ -595,7 +588,7 @@ def _link_trace(
         ran, family = per_test[test.name], device_of_key(test.device) or "cpu"
         # seen inside others in its small CPU run, where the device's kernel is upstream's
         for parent, child in test.nested:
-            if (parent.partition("::")[2], family) not in own_kernels:
+            if (parent.partition("::")[2], family) not in device_kernels.own:
                 ran.setdefault(child, "")
         if family != "cpu":  # traced on the CPU: what the backend's own kernels for its device run
             for child, why in device_kernels.run_by(ran, family).items():
@@ -628,33 +621,28 @@ def _link_trace(
         t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
 
 
-def _implemented_here(t: Tables, origin_of: dict[int, str]) -> set[str]:
-    """Operators (aten by base name, others qualified) with a kernel or library impl, for
-    any dispatch key, in the indexed repo's own code."""
-    out = {op.split(".")[0] for op, _, _, fid in t.rows["kernels"] if fid is not None and origin_of.get(fid) == "repo"}
-    for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
-        if fid is not None and origin_of.get(fid) == "repo":
-            out.add(op.split(".")[0] if namespace == "aten" else op)
-    return out
-
-
 class _DeviceKernels:
-    """The operators a device's kernels run inside them, where a CPU trace cannot see: those the
-    indexed repo's own kernel for that device calls (in its body or one call level down), and
-    those an upstream implementation was seen to run in a small CPU run (``index`` runs
-    ``nonzero``). Measured on torch-xpu-ops' commits: a deeper call tree adds more wrong
-    benchmarks than right ones."""
+    """The indexed repo's own kernels, and the operators a device's kernels run inside them,
+    where a CPU trace cannot see: those the repo's own kernel for that device calls (in its
+    body or one call level down), and those an upstream implementation was seen to run in a
+    small CPU run (``index`` runs ``nonzero``). Measured on torch-xpu-ops' commits: a deeper
+    call tree adds more wrong benchmarks than right ones."""
 
     DEPTH = 2  # the kernel function and the functions it calls
 
-    def __init__(
-        self, t: Tables, origin_of: dict[int, str], implemented: set[str], traces: Iterable[FileTrace]
-    ) -> None:
+    def __init__(self, t: Tables, origin_of: dict[int, str], traces: Iterable[FileTrace]) -> None:
         self.t, self.origin_of = t, origin_of
         self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
+        implemented: set[str] = set()  # aten ops by base name, others qualified: a kernel for any key
         for op, key, _, fid in t.rows["kernels"]:
-            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(key):
-                self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
+            if fid is not None and origin_of.get(fid) == "repo":
+                implemented.add(op.split(".")[0])
+                if device_of_key(key):
+                    self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
+        for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
+            if fid is not None and origin_of.get(fid) == "repo":
+                implemented.add(op.split(".")[0] if namespace == "aten" else op)
+        self.own = {(base, family) for base, family, _ in self.kernels}  # (op base, device family)
         self.upstream: dict[str, set[str]] = defaultdict(set)  # parent -> children, parents not implemented here
         for trace in traces:
             for test in trace.tests:
