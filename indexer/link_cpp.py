@@ -103,7 +103,7 @@ class CppCallLinker:
         stub_names: set[str],
         node_of: Callable[[str, str], int],
         paths: Mapping[int, str] | None = None,  # file id -> path
-        # -> file id -> the indexed files it includes (read when first needed)
+        # reads file id -> the indexed files it includes (called when a method call first needs it)
         includes: Callable[[], Mapping[int, Iterable[int]]] | None = None,
     ) -> None:
         self._read_includes = includes

@@ -509,9 +509,9 @@ def _select_traced(
             node = op_node[op]
             chain = own.chain(node)
             start = start_of.get(chain[0][0])
-            how = _hit_text(bench_hits, op)
+            how, inferred = _hit_text(bench_hits, op)
             text = _chain_text(own, node, files) + (f"benchmark {bench} [{how}]",)
-            weak = any(kind in _WEAK_EDGES for _, kind, _ in chain) or how.startswith("inferred")
+            weak = inferred or any(kind in _WEAK_EDGES for _, kind, _ in chain)
             confidence = start.confidence if start else Confidence.low
             if weak and confidence == Confidence.high:
                 confidence = Confidence.medium
@@ -527,14 +527,14 @@ def _select_traced(
             )
 
 
-def _hit_text(hits: list[TracedHit], op: str) -> str:
-    """How a benchmark's tests are known to run ``op``: traced, or inferred (and why)."""
+def _hit_text(hits: list[TracedHit], op: str) -> tuple[str, bool]:
+    """How a benchmark's tests are known to run ``op`` (traced, or inferred and why), and
+    whether only by inference."""
     on = [h for h in hits if op in h.ops]
     base, n_tests = op.split(".")[0], len({h.test for h in on})
-    inferred = next((h.inferred for h in on if h.inferred), "")
-    if inferred and all(h.inferred for h in on):
-        return f"inferred: {n_tests} test(s) run {base}, {inferred}"
-    return f"traced: {n_tests} test(s) execute {base}"
+    if all(h.inferred for h in on):
+        return f"inferred: {n_tests} test(s) run {base}, {on[0].inferred}", True
+    return f"traced: {n_tests} test(s) execute {base}", False
 
 
 def _select_static(
