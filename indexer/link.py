@@ -218,16 +218,15 @@ class NativeLink:
             parts = f.path.split("/")
             for i in range(len(parts)):
                 by_suffix["/".join(parts[i:])].append(file_id)
+        include_map: dict[int, list[int]] = defaultdict(list)  # file -> the indexed files it includes
         for file_id, f in enumerate(files):
             if f.lang != "python":
                 for target in f.includes:
                     if not target.startswith("using:"):
                         found = by_suffix.get(target, [])
                         t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
-        include_map: dict[int, list[int]] = defaultdict(list)
-        for file_id, _, found_id in t.rows["includes"]:
-            if found_id is not None:
-                include_map[file_id].append(found_id)
+                        if len(found) == 1:
+                            include_map[file_id].append(found[0])
 
         # the one set of C++ name-resolution rules (shared with the incremental patch)
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
