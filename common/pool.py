@@ -56,6 +56,8 @@ def die_with_parent(parent: int) -> None:
 def kill_workers(pool: ProcessPoolExecutor) -> None:
     """Cancel what ``pool`` has not started and kill its workers now (not after their tasks)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)  # shutdown forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     for proc in processes:
         with contextlib.suppress(OSError, ValueError):
@@ -63,6 +65,25 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
     for proc in processes:
         with contextlib.suppress(OSError, ValueError, AssertionError):
             proc.join(timeout=5)
+    if manager is not None:
+        manager.join(timeout=1)
+        if manager.is_alive():
+            _end_half_read(pool, results)
+            manager.join(timeout=5)
+
+
+def _end_half_read(pool: ProcessPoolExecutor, results: object) -> None:
+    """Wake the pool's manager thread from the read of a result a killed worker had begun to
+    send: it would wait for the rest forever, and so would this process's exit, which joins
+    the thread. Once the pipe's last writer (this process's copy) is closed it reads EOF and
+    fails the pool; the futures cancelled meanwhile are dropped first, as failing one raises
+    there (CPython < 3.12)."""
+    pending = getattr(pool, "_pending_work_items", None) or {}
+    for work_id in [k for k, item in pending.items() if item.future.cancelled()]:
+        pending.pop(work_id, None)
+    writer = getattr(results, "_writer", None)
+    if writer is not None:
+        writer.close()
 
 
 @contextlib.contextmanager

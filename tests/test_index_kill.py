@@ -74,9 +74,10 @@ def big_repo(tmp_path_factory) -> Path:
 def test_a_killed_build_leaves_no_workers_and_no_lock(big_repo: Path, sig: signal.Signals):
     db = big_repo / ".git/perfq/index.duckdb"
     shutil.rmtree(db.parent, ignore_errors=True)  # no facts cache: every file goes through the pool
-    build = subprocess.Popen(
+    stderr = (big_repo.parent / f"stderr.{sig.name}").open("w+")
+    build = subprocess.Popen(  # a build that hangs shows where: faulthandler prints its stacks on SIGABRT
         [sys.executable, "-m", "perfq", "index", "--full", "-q", "-j", "2", "--no-trace"],
-        cwd=big_repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=big_repo, stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     workers: set[int] = set()
     try:
@@ -85,13 +86,18 @@ def test_a_killed_build_leaves_no_workers_and_no_lock(big_repo: Path, sig: signa
         workers = _children(build.pid)
         assert build.poll() is None, "the build finished before it could be killed; make the fixture bigger"
         build.send_signal(sig)
-        build.wait(timeout=30)
+        if not _wait_for(lambda: build.poll() is not None, 30):
+            build.send_signal(signal.SIGABRT)
+            build.wait(timeout=10)
+            stderr.seek(0)
+            pytest.fail(f"the build did not end within 30 s of {sig.name}:\n{stderr.read()[-4000:]}")
         assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), "pool workers outlived their parent"
     finally:
         for pid in [build.pid, *workers]:  # never leave a failed run's processes behind
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
         build.wait()
+        stderr.close()
     started = time.monotonic()
     proc = perfq(big_repo, "index", "-q", "--no-trace", timeout=240)
     assert proc.returncode == 0, proc.stderr
