@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import subprocess
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,22 +70,3 @@ def run(
         proc.communicate()
         raise
     return ProcResult(proc.returncode, stdout or "", stderr or "")
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM (a CI cancel, ``kill``) raises KeyboardInterrupt like Ctrl-C, so
-    cleanup code runs (scratch files removed, workers killed, sessions marked). Outside the main
-    thread, where signals cannot be handled, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

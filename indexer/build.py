@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from perfq.common import git
-from perfq.common.proc import sigterm_as_interrupt
+from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version

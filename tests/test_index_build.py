@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import signal
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import duckdb
@@ -402,6 +406,26 @@ def test_ctrl_c_is_one_line_and_exit_130(repo: Path, monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(build_module, "build_index", interrupted)
+    monkeypatch.setattr(sys, "argv", ["perfq", "index", "--repo", str(repo), "-q"])
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main()
+    assert exit_info.value.code == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: interrupted") and "\n" not in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_inside_a_duckdb_query_is_one_line_and_exit_130(repo: Path, monkeypatch, capsys, sig):
+    """DuckDB turns the KeyboardInterrupt raised in a query into RuntimeError('Query interrupted');
+    the user still sees the interruption, not a traceback."""
+    from perfq import cli
+
+    def a_long_query(*args, **kwargs):
+        threading.Timer(0.3, os.kill, (os.getpid(), sig)).start()  # DuckDB sees it by the query's end
+        duckdb.connect().execute("SELECT count(*) FROM range(400000000) t(x) WHERE x % 7 = 3").fetchall()
+        raise AssertionError("the query was not interrupted")
+
+    monkeypatch.setattr(build_module, "discover", a_long_query)
     monkeypatch.setattr(sys, "argv", ["perfq", "index", "--repo", str(repo), "-q"])
     with pytest.raises(SystemExit) as exit_info:
         cli.main()

@@ -35,8 +35,8 @@ from perfq.bisect.request import BisectRequest, apply_options, benchmark_name, i
 from perfq.bisect.search import Outcome, bisect, estimated_steps, relative_change
 from perfq.bisect.session import Session
 from perfq.common import git
+from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.common.paths import default_history_path
-from perfq.common.proc import sigterm_as_interrupt
 from perfq.errors import PerfqError
 from perfq.runner.affected_flow import affected_for_range
 

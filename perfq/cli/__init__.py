@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
 from perfq import __version__
 from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from perfq.common.interrupt import interrupted, noting_interrupts
 from perfq.errors import PerfqError
 
 # every command (or command group) and the module whose register(app) adds it
@@ -104,27 +105,40 @@ _INTERRUPTED = "error: interrupted; nothing was half-written (indexes and result
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point (``argv``: the arguments, default ``sys.argv[1:]``): PerfqError becomes
-    ``error: ...`` and its exit code, Ctrl-C one line and 130, usage errors Typer's usual
-    message; never a traceback for those."""
+    ``error: ...`` and its exit code, Ctrl-C (or SIGTERM, or an error it caused) one line and
+    130, usage errors Typer's usual message; never a traceback for those."""
     args = sys.argv[1:] if argv is None else argv
     app = build_app(args[0] if args else None)
-    try:
-        code = app(args=args, prog_name="perfq", standalone_mode=False)
-    except PerfqError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_ERROR if exc.exit_code is None else exc.exit_code)
-    except (KeyboardInterrupt, typer.Abort):
-        print(_INTERRUPTED, file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:
-        show = getattr(exc, "show", None)
-        if callable(show) and isinstance(getattr(exc, "exit_code", None), int):  # click usage errors
-            show()
-            sys.exit(exc.exit_code)
-        raise
+    with noting_interrupts():
+        try:
+            code = app(args=args, prog_name="perfq", standalone_mode=False)
+        except (KeyboardInterrupt, typer.Abort):
+            _exit_interrupted()
+        except Exception as exc:
+            _exit_on(exc)
     if code == EXIT_INTERRUPTED:  # Typer (not standalone) turns Ctrl-C into a silent 130
         print(_INTERRUPTED, file=sys.stderr)
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _exit_interrupted() -> NoReturn:
+    print(_INTERRUPTED, file=sys.stderr)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _exit_on(exc: Exception) -> NoReturn:
+    """Exit as ``exc`` says: a PerfqError's one line, an interruption when a signal came first
+    (DuckDB reports one as RuntimeError), Typer's exit or a click usage error's message."""
+    if isinstance(exc, PerfqError):
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_ERROR if exc.exit_code is None else exc.exit_code)
+    if interrupted():
+        _exit_interrupted()
+    if isinstance(exc, typer.Exit):
+        sys.exit(exc.exit_code)
+    show = getattr(exc, "show", None)
+    if callable(show) and isinstance(getattr(exc, "exit_code", None), int):  # click usage errors
+        show()
+        sys.exit(exc.exit_code)
+    raise exc
