@@ -47,6 +47,8 @@ _NOT_TYPES = KEYWORDS | {
 }  # fmt: skip
 # a word before '{' that does not name a variable (``class X final {``, ``f() const {``, ``try {``)
 _NOT_VARIABLES = _NOT_TYPES | {"try", "else", "do"}
+# words that can stand before a variable's first mention without declaring it
+_NOT_A_TYPE_BEFORE = {"return", "case", "throw", "new", "delete", "else", "do", "sizeof", "co_return"}
 _MACRO_CASE = re.compile(r"[A-Z][A-Z0-9_]+")
 _STATEMENT_END = re.compile(r"[;{}]")
 
@@ -179,6 +181,69 @@ class _Text:
                 return self.callee_before(launch)
         less = template_start(self.code, greater)
         return self.word_before(less) if less > 0 else None
+
+
+def receiver_type(text: _Text, name_start: int, body_start: int) -> str:
+    """The declared type of the variable a member call's name at ``name_start`` is called on
+    (``Device d`` ... ``d.index()``: 'Device'), read where the variable is first named after
+    ``body_start`` (a parameter or a local); '' when the receiver is not a plain variable or
+    its first mention does not declare it."""
+    code = text.code
+    j = name_start - 1
+    while j >= 0 and code[j] in _SPACE:
+        j -= 1
+    var = text.word_before(j if code[j] == "." else j - 1)
+    if var is None or _receiver_is_qualified(code, var[0]):
+        return ""
+    first = _first_mention(code, code[var[0] : var[1]], body_start, var[0])
+    return _type_before(text, first) if first >= 0 else ""
+
+
+def _receiver_is_qualified(code: str, start: int) -> bool:
+    """``a.b.foo()``, ``p->b.foo()``, ``ns::b.foo()``: the receiver is not a plain variable."""
+    j = start - 1
+    while j >= 0 and code[j] in _SPACE:
+        j -= 1
+    return j >= 0 and (code[j] in ".:" or (code[j] == ">" and j > 0 and code[j - 1] == "-"))
+
+
+def _first_mention(code: str, name: str, start: int, end: int) -> int:
+    """Offset of the first whole-word ``name`` in ``code[start:end]``, -1 for none."""
+    k = code.find(name, start, end)
+    while k >= 0:
+        after = k + len(name)
+        if (k == 0 or not (code[k - 1].isalnum() or code[k - 1] == "_")) and not (
+            code[after].isalnum() or code[after] == "_"
+        ):
+            return k
+        k = code.find(name, after, end)
+    return -1
+
+
+def _type_before(text: _Text, name_start: int) -> str:
+    """The type written before the variable named at ``name_start`` (``const at::Tensor& x``:
+    'at::Tensor'; ``std::vector<int64_t> x``: 'std::vector<int64_t>'), '' when no type is."""
+    code = text.code
+    j = name_start - 1
+    while j >= 0 and code[j] in _SPACE + "&*":
+        j -= 1
+    end = j + 1
+    if j >= 0 and code[j] == ">":
+        less = template_start(code, j)
+        if less <= 0:
+            return ""
+        j = less - 1
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
+    word = text.word_before(j + 1)
+    if word is None or word[1] != j + 1:
+        return ""
+    if code[word[0] : word[1]] == "const":  # ``Tensor const& x``
+        return _type_before(text, word[0])
+    if code[word[0] : word[1]] in _NOT_TYPES or code[word[0] : word[1]] in _NOT_A_TYPE_BEFORE:
+        return ""
+    _, before = _qualifiers(code, word[0])
+    return _SPACES.sub("", code[before + 1 : end]).lstrip("(,;{}=!<")
 
 
 def _declared_type(text: _Text, name_start: int) -> tuple[int, int] | None:
@@ -334,6 +399,8 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
             start = declared[0]
             name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
+        if kind == "member":
+            qual += receiver_type(text, start, lines.offset_of(f.start_line))
         calls.append(Call(idx, name, qual, kind, line))
     for start, end in _brace_declarations(text):
         line = line_of(start)

@@ -33,6 +33,27 @@ _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-n
 _AMBIGUOUS_METHOD = 6
 
 
+# the declared types of a receiver whose member calls can be Tensor methods: a tensor (a type
+# named so, not a template like cute's Tensor<Engine, Layout>) or a holder of one
+_TENSORS = frozenset({"Tensor", "TensorBase", "Variable", "OptionalTensorRef"})
+_HOLDERS = frozenset({"optional", "MaybeOwned", "ExclusivelyOwned", "reference_wrapper", "intrusive_ptr"})
+_TENSOR_WORD = re.compile(r"\bTensor\b")
+
+
+@lru_cache(maxsize=4096)
+def may_be_tensor(qualifier: str) -> bool:
+    """Whether a member call with ``qualifier`` ('.' and its receiver's declared type, read by
+    the extractor: '.at::Tensor', '.Device', '.' unknown) may be a Tensor method call."""
+    receiver = qualifier[1:]
+    if receiver in ("", "auto") or receiver.startswith("decltype"):
+        return True
+    outer, _, args = receiver.partition("<")
+    outer = outer.rpartition("::")[2]
+    if outer in _HOLDERS:
+        return bool(_TENSOR_WORD.search(args))
+    return not args and (outer in _TENSORS or outer.endswith("Tensor"))
+
+
 def namespace_of(qualname: str) -> str:
     """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
     return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0] if "::" in qualname else ""
@@ -307,7 +328,7 @@ class CppCallLinker:
             if op:
                 self._op_call(out, caller, op, "at::_ops", c.line)
             return
-        if kind == "member":
+        if kind == "member" and may_be_tensor(qual):
             for op in self.method_ops.get(name, ()):
                 self._op_call(out, caller, op, f".{name}()", c.line)
         elif qual in _ATEN_API_NAMESPACES and name in self.aten_api:
@@ -327,7 +348,7 @@ class CppCallLinker:
             kind = "address"  # a function passed by name: like &name
         if qual.startswith("at::_ops::") and name in ("call", "redispatch"):
             return []
-        if kind == "member" and name in self.method_ops:
+        if kind == "member" and name in self.method_ops and may_be_tensor(qual):
             return []  # tensor.foo(): the operator, not every C++ method named foo
         if kind != "member" and qual == "at" and name in self.aten_api:
             return []

@@ -1,0 +1,62 @@
+"""A member call links to the Tensor method of the same name only when its receiver may be a
+tensor: ``device.index()`` on a ``Device`` parameter is not the operator ``index`` (on
+torch-xpu-ops that false call made every script's copy run ``nonzero``), ``scalar.to<double>()``
+is not ``to``; ``self.index(...)`` on a ``const Tensor&`` is, and so is a receiver whose type is
+not written where it is declared (``auto``) or not a plain variable."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perfq.indexer.extract import file_facts
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.link import link
+from perfq.indexer.native_yaml import OpFacts
+
+SOURCE = """
+namespace at::native {
+struct Device {
+  int index() const { return 0; }
+};
+bool on_peer(Device dst_device, const Tensor& self, Tensor const& other, std::vector<int64_t> sizes) {
+  auto copy = self.contiguous();
+  Scalar scale = 2;
+  at::Tensor picked = self.index(other);
+  return dst_device.index() > 0 && copy.index(other).numel() > sizes.size() && scale.to<double>() > 0;
+}
+}
+"""
+
+OPS = [
+    OpFacts(f"{name}.Tensor", name, "Tensor", f"{name}.Tensor(Tensor self) -> Tensor", False, None,
+            "function, method", "", None, [("CPU", f"{name}_cpu")])
+    for name in ("index", "to", "size", "contiguous", "numel")
+]
+
+
+def facts() -> FileFacts:
+    out = file_facts("cpp", "aten/src/ATen/native/Peer.cpp", textwrap.dedent(SOURCE).lstrip("\n").encode())
+    assert isinstance(out, FileFacts) and out.status == "ok"
+    return out
+
+
+def test_the_receivers_declared_type_is_read_with_the_call():
+    receivers = {(c.callee_name, c.line, c.qualifier) for c in facts().calls if c.kind == "member"}
+    assert receivers == {
+        ("contiguous", 6, ".Tensor"),  # const Tensor& self
+        ("index", 8, ".Tensor"),
+        ("index", 9, ".Device"),  # Device dst_device
+        ("index", 9, "."),  # auto copy: not written
+        ("numel", 9, "."),  # copy.index(other).numel(): not a plain variable
+        ("size", 9, ".std::vector<int64_t>"),
+        ("to", 9, ".Scalar"),
+    }
+
+
+def test_only_receivers_that_may_be_tensors_call_operators():
+    tables = link([facts()], [], OPS, [], {}, [])
+    calls = {(op.split(".")[0], line) for _, op, _, line in tables.rows["op_calls"]}
+    assert calls == {("contiguous", 6), ("index", 8), ("index", 9), ("numel", 9)}
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    edges = {(name[caller], name[callee], line) for caller, callee, _, line in tables.rows["call_edges"]}
+    assert ("at::native::on_peer", "at::native::Device::index", 9) in edges  # the C++ method it is
