@@ -129,6 +129,7 @@ class CppCallLinker:
     ) -> None:
         self._read_includes = includes
         self._visible: dict[int, frozenset[int]] = {}
+        self._visible_units: dict[int, frozenset] = {}
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
@@ -270,6 +271,14 @@ class CppCallLinker:
                         seen.add(inc)
                         stack.append(inc)
             found = self._visible[file_id] = frozenset(seen)
+        return found
+
+    def visible_units(self, file_id: int) -> frozenset[tuple[str, str]]:
+        """The C++ units (a header with its .cpp) of the files ``file_id`` sees: a method
+        defined out of line in ``X.cpp`` is visible where ``X.h`` is."""
+        found = self._visible_units.get(file_id)
+        if found is None:
+            found = self._visible_units[file_id] = frozenset(self._units.get(f) for f in self.visible_files(file_id))
         return found
 
     @cached_property
@@ -422,7 +431,8 @@ class CppCallLinker:
                 for fid in targets
                 if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
-        if kind == "member" and len(kept) > 1 and self._read_includes is not None:
-            visible = self.visible_files(file_id)
-            kept = [f for f in kept if rows[f][0] in visible] or kept
+        if kind == "member" and kept and self._read_includes is not None and self._units:
+            units = self.visible_units(file_id)  # calling a method needs its class's definition
+            seen = [f for f in kept if self._units.get(rows[f][0]) in units]
+            kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
         return targets, kept

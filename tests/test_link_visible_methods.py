@@ -2,7 +2,8 @@
 to those the calling file can see through its includes, when it sees any: a radix sort's
 ``method.run`` is not a reduction's ``ReduceOp::run`` (a false edge that made every sort
 benchmark a reduction's). With none visible (a header that relies on its includer), every
-candidate stays."""
+candidate stays, unless there is only one: ``queue.wait()`` on a SYCL queue is not the one indexed
+``WorkXCCL::wait``. A method defined out of line in ``X.cpp`` is visible where ``X.h`` is."""
 
 from __future__ import annotations
 
@@ -57,3 +58,37 @@ def test_includes_are_followed_through_other_headers():
 
 def test_with_no_candidate_visible_every_candidate_stays():
     assert callees_of("") == {"at::native::xpu::RadixSortUpsweep::run", "at::native::xpu::ReduceOp::run"}
+
+
+def single_candidate_callees(caller_include: str, out_of_line: bool = False) -> set[str]:
+    """Callees of ``copy_kernel``'s ``queue.wait()`` when the only indexed ``wait`` is a
+    method of WorkXCCL (defined in its header, or out of line in its .cpp)."""
+    header = "namespace c10d {\nstruct WorkXCCL {\n  bool wait(int timeout)%s\n};\n}\n"
+    files = [facts("src/xccl/WorkXCCL.hpp", header % (";" if out_of_line else " { return timeout > 0; }"))]
+    if out_of_line:
+        files.append(facts(
+            "src/xccl/WorkXCCL.cpp",
+            '#include "xccl/WorkXCCL.hpp"\nnamespace c10d {\n'
+            "bool WorkXCCL::wait(int timeout) { return timeout > 0; }\n}\n",
+        ))
+    files.append(facts(
+        "src/ATen/native/xpu/Copy.cpp",
+        f"{caller_include}\nnamespace at::native::xpu {{\n"
+        "void copy_kernel(sycl::queue& queue) {\n  queue.wait();\n}\n}\n",
+    ))
+    tables = link(files, [], [], [], {}, [])
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    return {name[callee] for caller, callee, *_ in tables.rows["call_edges"] if name[caller].endswith("copy_kernel")}
+
+
+def test_the_only_candidate_is_not_called_where_its_class_is_not_visible():
+    assert single_candidate_callees("") == set()
+
+
+def test_the_only_candidate_is_called_where_its_class_is_visible():
+    assert single_candidate_callees('#include "xccl/WorkXCCL.hpp"') == {"c10d::WorkXCCL::wait"}
+
+
+def test_a_method_defined_out_of_line_is_visible_where_its_header_is():
+    assert single_candidate_callees('#include "xccl/WorkXCCL.hpp"', out_of_line=True) == {"c10d::WorkXCCL::wait"}
+    assert single_candidate_callees("", out_of_line=True) == set()
