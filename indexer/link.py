@@ -641,6 +641,11 @@ class _DeviceKernels:
         for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
             if fid is not None and origin_of.get(fid) == "repo":
                 implemented.add(op.split(".")[0] if namespace == "aten" else op)
+        served = _ops_of_stubs(t)
+        for stub, arch, _, fid, _, _ in t.rows["stub_impls"]:  # a device's DispatchStub impl: its op's kernel
+            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(arch):
+                for op, layout in served.get(stub, ()):  # (run by the op's upstream code: not implemented here)
+                    self.kernels[(op.split(".")[0], device_of_key(arch), layout)].append(fid)
         self.own = {(base, family) for base, family, _ in self.kernels}  # (op base, device family)
         self.upstream: dict[str, set[str]] = defaultdict(set)  # parent -> children, parents not implemented here
         for trace in traces:
@@ -703,6 +708,23 @@ class _DeviceKernels:
                         nxt.append(child)
             frontier = nxt
         return out
+
+
+def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
+    """DispatchStub -> (operator, layout) it serves: operators whose kernel calls it, and for
+    a stub an upstream declares, those named like it."""
+    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in ("stub", "op")}
+    kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for op, key, _, fid in t.rows["kernels"]:
+        if fid is not None:
+            kernel_of[fid].append((op, layout_of_key(key)))
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for dst, src, kind, detail in t.rows["reach_edges"]:
+        if kind == "stub_name" and dst in named and src in named:
+            out[named[dst]].add((named[src], layout_of_key(detail)))
+        elif kind == "stub_call" and dst in named:  # a composite kernel's stub serves dense tensors
+            out[named[dst]].update((op, layout.replace("any", "dense")) for op, layout in kernel_of.get(src, ()))
+    return out
 
 
 _STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")

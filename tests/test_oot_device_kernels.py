@@ -86,6 +86,30 @@ Tensor masked_select_xpu(const Tensor& self, const Tensor& mask) {
 
 } // namespace at::native
 """,
+    "src/ATen/native/xpu/sycl/DistanceKernels.cpp": """\
+#include <ATen/ATen.h>
+#include <ATen/native/DispatchStub.h>
+
+namespace at::native::xpu {
+
+static void cdist_kernel_xpu(Tensor& result, const Tensor& x1, const Tensor& x2, double p) {
+  result.copy_(at::sum(x1));
+}
+
+} // namespace at::native::xpu
+
+namespace at::native {
+REGISTER_XPU_DISPATCH(cdist_stub, &xpu::cdist_kernel_xpu);
+} // namespace at::native
+""",
+    "test/microbench/distance.cdist.py": script(
+        """
+        x = torch.randn(64, 8, device=device)
+        """,
+        """
+        output = torch.cdist(x, x)
+        """,
+    ),
     "test/microbench/scan.masked_select.py": script(
         """
         x = torch.randn(256, 256, device=device)
@@ -136,6 +160,16 @@ def test_ops_run_inside_device_kernels_are_recorded_as_inferred(oot: OotRepo):
     assert "masked_select_out_impl" in why["index"] and "xpu kernel of masked_select" in why["index"]
     assert why["nonzero"].startswith("inside aten::index in a small CPU run")
     assert index_rows["nonzero"] == ""  # its own small CPU run saw index run nonzero
+
+
+def test_a_device_dispatch_stub_impl_is_the_kernel_of_its_operator(oot: OotRepo):
+    """The XPU impl of the upstream ``cdist_stub`` runs what it calls for a script running cdist."""
+    con = duckdb.connect(str(oot.path / ".git/perfq/index.duckdb"), read_only=True)
+    try:
+        why = dict(con.execute("SELECT base, inferred FROM trace_ops WHERE bench = 'distance.cdist'").fetchall())
+    finally:
+        con.close()
+    assert why["sum"] == "called by at::native::xpu::cdist_kernel_xpu (xpu kernel of cdist)"
 
 
 def test_a_device_kernel_change_selects_scripts_whose_kernels_run_it(oot: OotRepo):
