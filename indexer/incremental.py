@@ -246,10 +246,11 @@ def _relinked(
 
 
 def _runs_inside_device_kernels(patch: PatchStore, changed: list[int]) -> bool:
-    """Do functions ``changed`` belong to a device's kernel (are one, or called by one) for an
-    operator that traced tests of that device (traced on the CPU) run? The link inferred from
-    those kernels' calls what such tests run."""
-    around = {(device_of_key(key), op.split(".")[0]) for key, op in patch.kernels_around(changed)}
+    """Do functions ``changed`` belong to a device's kernel or DispatchStub impl (are one, or
+    called by one) for an operator that traced tests of that device (traced on the CPU) run?
+    The link inferred from those kernels' calls what such tests run."""
+    kernels = patch.kernels_around(changed) + patch.stub_kernels_around(changed)
+    around = {(device_of_key(key), op.split(".")[0]) for key, op in kernels}
     around = {(family, base) for family, base in around if family not in ("", "cpu")}
     if not around:
         return False

@@ -203,3 +203,19 @@ def test_a_new_call_in_a_device_kernel_is_linked_again_not_patched(oot: OotRepo)
     finally:
         con.close()
     assert why["sum"] == "called by at::native::masked_select_xpu (xpu kernel of masked_select)"
+
+
+def test_a_new_call_in_a_device_stub_impl_is_linked_again_not_patched(oot: OotRepo):
+    oot.commit_edit(
+        "src/ATen/native/xpu/sycl/DistanceKernels.cpp", "  result.copy_(at::sum(x1));\n",
+        "  result.copy_(at::sum(x1));\n  (void)at::prod(x2);\n", "a prod in the cdist impl"
+    )
+    proc = run_perfq(oot.path, "index", "--format", "json", "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["mode"] == "linked"
+    con = duckdb.connect(str(oot.path / ".git/perfq/index.duckdb"), read_only=True)
+    try:
+        why = dict(con.execute("SELECT base, inferred FROM trace_ops WHERE bench = 'distance.cdist'").fetchall())
+    finally:
+        con.close()
+    assert why["prod"] == "called by at::native::xpu::cdist_kernel_xpu (xpu kernel of cdist)"
