@@ -461,7 +461,9 @@ _FACTORIES = {"randn", "rand", "zeros", "ones", "empty", "full", "randint", "ran
 
 def _small_tensors():
     """A TorchFunctionMode that creates tensors with every dimension cut to ``_SMALL``: the
-    script's operators run for real on the CPU, cheaply, so what their kernels call shows."""
+    script's operators run for real on the CPU, cheaply, so what their kernels call shows.
+    ``empty`` tensors are zeroed and ints written into integer tensors taken modulo ``_SMALL``,
+    so indices the script makes in Python still fall inside the cut tensors they index."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -474,10 +476,18 @@ def _small_tensors():
             ]
         return value
 
+    def is_index(tensor, value) -> bool:  # idx[i] = random.randint(0, n): a non-negative int, integer tensor
+        return (
+            isinstance(value, int) and not isinstance(value, bool) and value >= 0 and isinstance(tensor, torch.Tensor)
+            and not (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool)
+        )
+
     class Small(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
+            if name == "__setitem__" and len(args) == 3 and is_index(args[0], args[2]):
+                args = (args[0], args[1], args[2] % _SMALL)  # an index into a cut dimension, likely
             if name in _FACTORIES:
                 if name == "randint":  # (high, size) or (low, high, size): only the size
                     args = (*args[:-1], cut(args[-1])) if args and not isinstance(args[-1], int) else args
@@ -487,6 +497,8 @@ def _small_tensors():
                     args = tuple(cut(a) for a in args)
                 if "size" in kwargs:
                     kwargs["size"] = cut(kwargs["size"])
+                if name == "empty":  # what the script leaves unset must index the cut tensors too
+                    return func(*args, **kwargs).zero_()
             return func(*args, **kwargs)
 
     return Small()

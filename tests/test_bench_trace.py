@@ -127,3 +127,36 @@ def test_script_runs_past_missing_meta_kernels_and_data_dependent_ops(tmp_path: 
     (test,) = result.tests
     assert {"aten::multilabel_margin_loss_backward", "aten::nonzero"} <= set(test.ops)
     assert test.mode in (TraceMode.meta, TraceMode.fake)
+
+
+BAGS = """\
+import random
+import torch
+
+device = "xpu"
+dict_len, batch = 2500000, 1024
+emb = torch.nn.EmbeddingBag(dict_len, 128, mode="sum", device=device)
+input = torch.empty([batch], dtype=torch.long, device=device)
+for i in range(batch):
+    input[i] = random.randint(0, dict_len - 1)
+bag = torch.empty([batch], dtype=torch.long, device=device)
+for i in range(batch):
+    bag[i] = i
+grad = torch.randn(batch, 128, device=device)
+with torch.profiler.profile() as prof:
+    for _ in range(20):
+        output = emb(input, bag)
+        output.backward(grad)
+"""
+
+
+def test_the_small_cpu_run_keeps_indices_written_by_python_within_its_small_tensors(tmp_path: Path):
+    """The small run cuts a 2.5M-row table to a few rows; indices the script writes into an
+    integer tensor from Python, and what it leaves uninitialised, must still fall inside it, or
+    the run stops at the forward and never shows what runs inside the backward."""
+    pytest.importorskip("torch")
+    script = tmp_path / "embedding_bag_bench.py"
+    script.write_text(BAGS)
+    result = trace_files([TraceJob("embedding_bag_bench.py", "script", script)], TraceOptions(parallel=1))
+    (test,) = result["embedding_bag_bench.py"].tests
+    assert ("aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward") in set(map(tuple, test.nested))
