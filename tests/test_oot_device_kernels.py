@@ -189,33 +189,31 @@ def test_a_device_kernel_change_selects_scripts_whose_kernels_run_it(oot: OotRep
     assert "masked_select_out_impl" in chain
 
 
-def test_a_new_call_in_a_device_kernel_is_linked_again_not_patched(oot: OotRepo):
-    oot.commit_edit(
-        "src/ATen/native/xpu/Indexing.cpp", "  Tensor result = at::empty({0}, self.options());\n",
-        "  Tensor result = at::empty({0}, self.options());\n  (void)at::sum(mask);\n", "a sum in masked_select"
-    )
-    proc = run_perfq(oot.path, "index", "--format", "json", "-q")
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["mode"] == "linked"  # a patch would keep what the kernel was taken to run
-    con = duckdb.connect(str(oot.path / ".git/perfq/index.duckdb"), read_only=True)
-    try:
-        why = dict(con.execute("SELECT base, inferred FROM trace_ops WHERE bench = 'scan.masked_select'").fetchall())
-    finally:
-        con.close()
-    assert why["sum"] == "called by at::native::masked_select_xpu (xpu kernel of masked_select)"
-
-
-def test_a_new_call_in_a_device_stub_impl_is_linked_again_not_patched(oot: OotRepo):
-    oot.commit_edit(
-        "src/ATen/native/xpu/sycl/DistanceKernels.cpp", "  result.copy_(at::sum(x1));\n",
-        "  result.copy_(at::sum(x1));\n  (void)at::prod(x2);\n", "a prod in the cdist impl"
-    )
+def inferred_after_a_new_call(oot: OotRepo, path: str, line: str, call: str, bench: str) -> dict[str, str]:
+    """Commit ``call`` after ``line`` of ``path``, index, check the build re-linked (a patch
+    would keep what the kernel was taken to run) and return ``bench``'s op -> why inferred."""
+    oot.commit_edit(path, line, f"{line}  {call}\n", f"a new call in {path}")
     proc = run_perfq(oot.path, "index", "--format", "json", "-q")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["mode"] == "linked"
     con = duckdb.connect(str(oot.path / ".git/perfq/index.duckdb"), read_only=True)
     try:
-        why = dict(con.execute("SELECT base, inferred FROM trace_ops WHERE bench = 'distance.cdist'").fetchall())
+        return dict(con.execute("SELECT base, inferred FROM trace_ops WHERE bench = ?", [bench]).fetchall())
     finally:
         con.close()
+
+
+def test_a_new_call_in_a_device_kernel_is_linked_again_not_patched(oot: OotRepo):
+    why = inferred_after_a_new_call(
+        oot, "src/ATen/native/xpu/Indexing.cpp", "  Tensor result = at::empty({0}, self.options());\n",
+        "(void)at::sum(mask);", "scan.masked_select",
+    )
+    assert why["sum"] == "called by at::native::masked_select_xpu (xpu kernel of masked_select)"
+
+
+def test_a_new_call_in_a_device_stub_impl_is_linked_again_not_patched(oot: OotRepo):
+    why = inferred_after_a_new_call(
+        oot, "src/ATen/native/xpu/sycl/DistanceKernels.cpp", "  result.copy_(at::sum(x1));\n",
+        "(void)at::prod(x2);", "distance.cdist",
+    )
     assert why["prod"] == "called by at::native::xpu::cdist_kernel_xpu (xpu kernel of cdist)"
