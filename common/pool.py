@@ -111,6 +111,19 @@ def _forked_child(fn: Callable[..., object], args: tuple) -> None:
         os._exit(1)
 
 
+_GRACE = 5.0  # seconds a stopped child has to act on SIGTERM before it is killed
+
+
+def _stop(child: multiprocessing.Process) -> None:
+    """SIGTERM ``child``, then SIGKILL it if it is still running after a grace period (a child
+    inside a long C call, a DuckDB write, acts on SIGTERM only when the call returns)."""
+    child.terminate()
+    child.join(timeout=_GRACE)
+    if child.is_alive():
+        child.kill()
+        child.join()
+
+
 @contextlib.contextmanager
 def alongside(fn: Callable[..., object], *args: object) -> Iterator[None]:
     """Run ``fn(*args)`` in a forked child while the block runs, on a core the block leaves idle
@@ -127,8 +140,7 @@ def alongside(fn: Callable[..., object], *args: object) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        child.terminate()
-        child.join()
+        _stop(child)
         raise
     child.join()
     if child.exitcode != 0:

@@ -4,6 +4,7 @@ facts cache is saved this way during an index build's link and write)."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -47,3 +48,19 @@ def test_a_failing_block_stops_the_child(tmp_path: Path):
     assert time.monotonic() - started < 10
     time.sleep(0.3)
     assert not out.exists()
+
+
+def _deaf_to_sigterm(path: Path) -> None:
+    """A child busy where SIGTERM is not acted on (inside a long C call, here ignored outright)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(60)
+    path.write_text("finished")
+
+
+def test_a_failing_block_does_not_wait_for_a_child_deaf_to_sigterm(tmp_path: Path):
+    started = time.monotonic()
+    with pytest.raises(KeyError), alongside(_deaf_to_sigterm, tmp_path / "out"):
+        time.sleep(0.3)  # the child has started
+        raise KeyError("interrupted")
+    assert time.monotonic() - started < 20
+    assert not (tmp_path / "out").exists()
