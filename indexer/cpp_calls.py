@@ -183,11 +183,11 @@ class _Text:
         return self.word_before(less) if less > 0 else None
 
 
-def receiver_type(text: _Text, name_start: int, body_start: int) -> str:
+def receiver_type(text: _Text, name_start: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
     """The declared type of the variable a member call's name at ``name_start`` is called on
     (``Device d`` ... ``d.index()``: 'Device'), read where the variable is first named after
     ``body_start`` (a parameter or a local); '' when the receiver is not a plain variable or
-    its first mention does not declare it."""
+    its first mention does not declare it. ``declared`` keeps what was read per (body, variable)."""
     code = text.code
     j = name_start - 1
     while j >= 0 and code[j] in _SPACE:
@@ -195,8 +195,14 @@ def receiver_type(text: _Text, name_start: int, body_start: int) -> str:
     var = text.word_before(j if code[j] == "." else j - 1)
     if var is None or _receiver_is_qualified(code, var[0]):
         return ""
-    first = _first_mention(code, code[var[0] : var[1]], body_start, var[0])
-    return _type_before(text, first) if first >= 0 else ""
+    key = (body_start, code[var[0] : var[1]])
+    found = declared.get(key)
+    if found is None:
+        first = _first_mention(code, key[1], body_start, var[0])
+        if first < 0:
+            return ""
+        found = declared[key] = _type_before(text, first)
+    return found
 
 
 def _receiver_is_qualified(code: str, start: int) -> bool:
@@ -384,6 +390,7 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
     n_owner = len(owner)
     calls: list[Call] = []
     line_of = lines.line_of
+    receivers: dict[tuple[int, str], str] = {}  # (function body, variable) -> its declared type
     for name, start in _names(text):
         if name in KEYWORDS:
             continue
@@ -400,7 +407,7 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
             name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
         if kind == "member":
-            qual += receiver_type(text, start, lines.offset_of(f.start_line))
+            qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers)
         calls.append(Call(idx, name, qual, kind, line))
     for start, end in _brace_declarations(text):
         line = line_of(start)
