@@ -128,8 +128,7 @@ class CppCallLinker:
         includes: Callable[[], Mapping[int, Iterable[int]]] | None = None,
     ) -> None:
         self._read_includes = includes
-        self._visible: dict[int, frozenset[int]] = {}
-        self._visible_units: dict[int, frozenset] = {}
+        self._visible_units: dict[int, frozenset[tuple[str, str] | None]] = {}
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
@@ -257,10 +256,11 @@ class CppCallLinker:
             ]
         return found
 
-    def visible_files(self, file_id: int) -> frozenset[int]:
-        """``file_id`` and the indexed files it includes, directly or not: where the class of a
-        method it calls on an object is defined, when one of the candidates is there."""
-        found = self._visible.get(file_id)
+    def visible_units(self, file_id: int) -> frozenset[tuple[str, str] | None]:
+        """The C++ units (a header with its .cpp) of ``file_id`` and the indexed files it
+        includes, directly or not: where the class of a method it calls on an object can be
+        defined (a method defined out of line in ``X.cpp`` is visible where ``X.h`` is)."""
+        found = self._visible_units.get(file_id)
         if found is None:
             includes = self.includes
             seen = {file_id}
@@ -270,15 +270,7 @@ class CppCallLinker:
                     if inc not in seen:
                         seen.add(inc)
                         stack.append(inc)
-            found = self._visible[file_id] = frozenset(seen)
-        return found
-
-    def visible_units(self, file_id: int) -> frozenset[tuple[str, str]]:
-        """The C++ units (a header with its .cpp) of the files ``file_id`` sees: a method
-        defined out of line in ``X.cpp`` is visible where ``X.h`` is."""
-        found = self._visible_units.get(file_id)
-        if found is None:
-            found = self._visible_units[file_id] = frozenset(self._units.get(f) for f in self.visible_files(file_id))
+            found = self._visible_units[file_id] = frozenset(self._units.get(f) for f in seen)
         return found
 
     @cached_property
