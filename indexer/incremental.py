@@ -20,6 +20,7 @@ from perfq.indexer.devices import device_of_key
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
+from perfq.indexer.trace import any_installed
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
@@ -93,6 +94,8 @@ def _changed_files(
     relinks = ("config", "source_sha:", "canaries", "upstream", "tracer")
     if any(old_meta.get(k) != v for k, v in meta.items() if k.startswith(relinks)):
         raise _Unpatchable
+    if "tracer" in meta and any_installed(old_meta.get("trace_missing_modules", "").split(",")):
+        raise _Unpatchable  # a trace failed for want of a module that is installed now: trace it again
     if set(discovered["cpp"]) | set(discovered["python"]) != set(files) or set(discovered["benchmark"]) != set(benches):
         raise _Unpatchable
     if any(digests[p] != benches[p] for p in discovered["benchmark"]):

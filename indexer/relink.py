@@ -113,8 +113,10 @@ def relink(
     # the facts cache is saved by a forked child while this process links and writes
     saving = report.reparsed or set(kept) != set(cache)
     with alongside(_save_cache, cache_path, kept, lines) if saving else contextlib.nullcontext():
+        missing = sorted({m for t in traces.values() if (m := t.missing_module())})
+        inputs = {"native_functions_reader": reader, "trace_missing_modules": ",".join(missing), **inputs}
         _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces,
-                        report, {"native_functions_reader": reader, **inputs}, yaml_warnings, events)
+                        report, inputs, yaml_warnings, events)
     report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
 
@@ -245,7 +247,8 @@ def _traces(
     events: BuildEvents,
 ) -> dict[str, FileTrace]:
     """Traced tests per benchmark file: cached ones whose file, torch and tracer are
-    unchanged, and new traces of the others when torch is importable (``trace`` None: when
+    unchanged (unless one failed for want of a module that is installed now), and new traces of
+    the others when torch is importable (``trace`` None: when
     it is; True: required; False: never). Without torch, earlier traces of unchanged files
     are kept."""
     version = torch_available() if trace is not False else None
@@ -258,9 +261,11 @@ def _traces(
         key = f"trace:{b.file}"
         cached = cache.get(key)
         wanted = cache_key(sha, version) if version else None
-        if cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:"))):
+        earlier = FileTrace.from_json(cached[2]) if cached is not None else None
+        current = cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:")))
+        if earlier is not None and current and not (wanted is not None and earlier.installed_since()):
             kept[key] = cached
-            out[b.file] = FileTrace.from_json(cached[2])
+            out[b.file] = earlier
         elif wanted is not None and b.status == "ok":
             todo.append((b, wanted))
     if todo:

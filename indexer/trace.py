@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,24 @@ class FileTrace:
             max_rss_mb=int(d.get("max_rss_mb", 0)),
             torch=str(d.get("torch", "")),
         )
+
+    def missing_module(self) -> str | None:
+        """The top-level module a failed trace could not import, when that is why it failed (a
+        missing submodule of an installed package is not one an install is likely to bring)."""
+        found = _MISSING_MODULE.search(self.reason) if self.status == TraceStatus.failed else None
+        return found.group(1) if found and "." not in found.group(1) else None
+
+    def installed_since(self) -> bool:
+        """A failed trace's missing module can be imported now (the environment changed)."""
+        return any_installed([self.missing_module() or ""])
+
+
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")  # ModuleNotFoundError's message
+
+
+def any_installed(modules: Iterable[str]) -> bool:
+    """One of the top-level ``modules`` can be imported by this Python (which the tracer runs)."""
+    return any(m and importlib.util.find_spec(m) is not None for m in modules)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 python -m pip install -q -e .
 # torch (the CPU wheel) lets `perfq index` trace what each benchmark test executes, the
 # selection's first source of truth; without it the index links benchmarks statically
-python -m pip install -q torch==2.13.0 || echo "note: torch==2.13.0 not installable; benchmarks linked statically"
+# expecttest: torch.testing._internal imports it, and so do benchmarks that import that (fill_test)
+python -m pip install -q torch==2.13.0 expecttest || echo "note: torch==2.13.0 not installable; benchmarks linked statically"
 corpus=$(scripts/fetch-pytorch-source.sh | tail -n 1)
 perfq index --repo "$corpus"
 perfq stats --repo "$corpus"
