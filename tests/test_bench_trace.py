@@ -160,3 +160,41 @@ def test_the_small_cpu_run_keeps_indices_written_by_python_within_its_small_tens
     result = trace_files([TraceJob("embedding_bag_bench.py", "script", script)], TraceOptions(parallel=1))
     (test,) = result["embedding_bag_bench.py"].tests
     assert ("aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward") in set(map(tuple, test.nested))
+
+
+PROBING = """\
+import operator_benchmark as op_bench
+import torch
+
+if torch.cuda.is_available():  # as torch.testing._internal does at import (fill_test imports it)
+    torch.cuda.current_device()
+
+configs = op_bench.config_list(
+    attr_names=["N"], attrs=[[8], [16]], cross_product_configs={"device": ["cpu", "cuda"]}, tags=["short"]
+)
+
+
+class FillBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, N, device):
+        self.inputs = {"x": torch.zeros(N, device=device)}
+        self.set_module_name("fill_")
+
+    def forward(self, x):
+        return x.fill_(10)
+
+
+op_bench.generate_pt_test(configs, FillBenchmark)
+"""
+
+
+@pytest.mark.corpus
+def test_a_module_that_probes_the_cuda_device_at_import_is_still_traced(opbench_repo: Path):
+    pytest.importorskip("torch")
+    path = opbench_repo / BENCH / "pt/probe_test.py"
+    path.write_text(PROBING)
+    rel = str(path.relative_to(opbench_repo))
+    result = trace_files([TraceJob(rel, "operator_benchmark", path)], TraceOptions(parallel=1))[rel]
+    assert result.status == TraceStatus.ok, result.reason
+    tests = {t.name: t for t in result.tests}
+    assert {"fill__N8_cpu", "fill__N16_cpu", "fill__N8_cuda", "fill__N16_cuda"} <= set(tests)
+    assert "aten::fill_" in tests["fill__N8_cuda"].ops
