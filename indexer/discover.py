@@ -136,18 +136,25 @@ def _under(files: list[str], roots: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
+def under_benchmark_root(path: str, cfg: Config) -> bool:
+    """A Python file under a benchmark root: a benchmark, or a module of its tree."""
+    roots = (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
+    return path.endswith(".py") and any(path.startswith(r.strip("/") + "/") for r in roots)
+
+
+def is_benchmark_file(path: str, cfg: Config) -> bool:
+    """A benchmark file: ``*_test.py`` under a benchmark root, or any script under a script root."""
+    if not under_benchmark_root(path, cfg) or path.endswith("__init__.py"):
+        return False
+    return path.endswith("_test.py") or any(path.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots)
+
+
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
     every = _listed(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
     cpp = [p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES)]
     cpp = _without(cpp, cfg.exclude)
-    bench = [
-        p
-        for p in _under(every, bench_roots)
-        if p.endswith(".py")
-        and not p.endswith("__init__.py")
-        and (p.endswith("_test.py") or any(p.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots))
-    ]
+    bench = [p for p in _under(every, bench_roots) if is_benchmark_file(p, cfg)]
     python = _without([p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py")], cfg.exclude)
     return {"cpp": cpp, "python": python, "benchmark": bench}
 

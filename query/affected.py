@@ -398,9 +398,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
     _select_traced(sel, hits, op_chains, op_node, start_of, files)
     _select_static(sel, walk, start_of, files, benches)
-    for path in cs.benchmark_files:
-        name = Path(path).stem
-        sel.add(name, Source.changed, Confidence.high, Reason(path, (f"benchmark file {path} changed",)))
+    unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
     canary = _canaries(patterns, unbounded, own_ops, hits, benches, sets, cfg)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
@@ -419,7 +417,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         ops=tuple(k for _, k in ops_reached),
         no_benchmark_ops=tuple(k for _, k in ops_reached if k not in covered),
         unmapped_changes=tuple(unmapped),
-        ignored_files=tuple(cs.ignored),
+        ignored_files=tuple(cs.ignored + unused_modules),
         warnings=tuple(
             inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
@@ -565,6 +563,23 @@ def _select_static(
             ops=ops,
             distance=walk.depth[node],
         )
+
+
+def _select_changed_benchmarks(sel: _Selection, cs: ChangeSet, benches: dict[str, BenchmarkRow]) -> list[str]:
+    """Changed benchmark files, and the benchmarks that import a changed module of their tree
+    (shared configs); returns the changed modules no benchmark imports."""
+    unused = []
+    for path in cs.benchmark_files:  # a new one too: it is not in the index yet
+        sel.add(Path(path).stem, Source.changed, Confidence.high, Reason(path, (f"benchmark file {path} changed",)))
+    by_file = {b.file: name for name, b in benches.items()}
+    for path in cs.benchmark_modules:
+        users = sorted(by_file[f] for f in cs.benchmark_importers.get(path, ()) if f in by_file)
+        for name in users:
+            why = f"benchmark file {benches[name].file} imports {path}, which changed"
+            sel.add(name, Source.changed, Confidence.high, Reason(path, (why,)))
+        if not users:
+            unused.append(f"{path} (no benchmark imports it)")
+    return unused
 
 
 def _canaries(

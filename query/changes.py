@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.discover import CPP_SUFFIXES, excluded
+from perfq.indexer.discover import CPP_SUFFIXES, excluded, is_benchmark_file, under_benchmark_root
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.extents import parse_extents
 
@@ -52,6 +52,8 @@ class ChangeSet:
     file_level: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, why)
     yaml_ops: list[tuple[str, str]] = field(default_factory=list)  # (op, why)
     benchmark_files: list[str] = field(default_factory=list)
+    benchmark_modules: list[str] = field(default_factory=list)  # other modules of a benchmark tree
+    benchmark_importers: dict[str, set[str]] = field(default_factory=dict)  # module -> files importing it
     compile_paths: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -68,15 +70,13 @@ def _innermost(functions: list[Function], line: int) -> Function | None:
 
 
 def source_kind(path: str, cfg: Config) -> str:
-    """native_yaml | derivatives | benchmark | cpp | python | other."""
+    """native_yaml | derivatives | benchmark | benchmark_module | cpp | python | other."""
     if any(path == p for p in cfg.native_functions):
         return "native_yaml"
     if path.endswith("derivatives.yaml"):
         return "derivatives"
-    if path.endswith(".py") and any(
-        path.startswith(r.strip("/") + "/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
-    ):
-        return "benchmark"
+    if under_benchmark_root(path, cfg):
+        return "benchmark" if is_benchmark_file(path, cfg) else "benchmark_module"
     if excluded(path, cfg.exclude):
         return "other"  # tests, third_party: not indexed, nothing a benchmark runs
     if path.endswith(CPP_SUFFIXES):
@@ -128,8 +128,12 @@ def changed_functions(
             continue
         if any(fnmatch.fnmatch(fc.path, p) for p in ("torch/_inductor/*", "torch/_dynamo/*")):
             cs.compile_paths.append(fc.path)
-        if kind == "benchmark":
-            cs.benchmark_files.append(fc.path)
+        if kind in ("benchmark", "benchmark_module"):
+            if _layout_only(fc, base_text, head_text, tokens):
+                lines = sorted(fc.added | fc.removed)[:20]
+                cs.no_ops.append(ChangedFunction(fc.path, "", "", lines, "both", "modified"))
+            else:
+                (cs.benchmark_files if kind == "benchmark" else cs.benchmark_modules).append(fc.path)
             continue
         if kind in ("native_yaml", "derivatives"):
             key = "func" if kind == "native_yaml" else "name"
@@ -223,10 +227,7 @@ def _same_tokens(
     old, new = base_text(fc.old_path), head_text(fc.new_path)
     if old is None or new is None or (fc.hunks and not _maybe_layout_only(fc, kind)):
         return None
-    if tokens is None:
-        from perfq.indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
-
-        tokens = code_tokens
+    tokens = _tokenizer(tokens)
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
         return None
@@ -249,6 +250,28 @@ _COMMENTS = {
     "cpp": re.compile(r"//[^\n]*|/\*.*?(\*/|$)|^[^\n]*?\*/", re.DOTALL | re.MULTILINE),
     "python": re.compile(r"#[^\n]*"),
 }
+
+
+def _layout_only(fc: FileChange, base_text: TextOf, head_text: TextOf, tokens: Tokens | None) -> bool:
+    """A Python file whose change leaves its code tokens as they were (comments, blank lines)."""
+    if not (fc.old_path and fc.new_path and fc.hunks and _maybe_layout_only(fc, "python")):
+        return False
+    old, new = base_text(fc.old_path), head_text(fc.new_path)
+    if old is None or new is None:
+        return False
+    tokens = _tokenizer(tokens)
+    old_tokens, new_tokens = tokens("python", fc.old_path, old), tokens("python", fc.new_path, new)
+    return old_tokens is not None and new_tokens is not None and [t.text for t in old_tokens.all()] == [
+        t.text for t in new_tokens.all()
+    ]
+
+
+def _tokenizer(tokens: Tokens | None) -> Tokens:
+    if tokens is not None:
+        return tokens
+    from perfq.indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
+
+    return code_tokens
 
 
 def _maybe_layout_only(fc: FileChange, kind: str) -> bool:

@@ -16,6 +16,7 @@ from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
+from perfq.query.bench_imports import importers
 from perfq.query.changes import changed_functions, source_kind
 from perfq.query.extents import parse_extents, shifted_extents
 from perfq.schema.index_store import IndexStore
@@ -66,6 +67,21 @@ def _texts(
     else:
         head_texts = {**read(head, [p for p in head_paths if p not in checked_out]), **checked_out}
     return base_texts, head_texts
+
+
+def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[str, bytes | None]) -> dict[str, bytes]:
+    """The Python files under the benchmark roots at ``head`` (None: the working tree), with
+    the changed ones as the change leaves them."""
+    roots = [r.strip("/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)]
+    if head:
+        listed = git.out(repo, "ls-tree", "-r", "--name-only", head, "--", *roots).splitlines()
+        paths = [p for p in listed if p.endswith(".py") and p not in head_texts]
+        texts = {p: data for (_, p), data in git.read_blobs(repo, [(head, p) for p in paths]).items()}
+    else:
+        files = [f for r in roots for f in (repo / r).rglob("*.py") if f.is_file()]
+        texts = {str(f.relative_to(repo)): f.read_bytes() for f in files}
+    texts.update({p: data for p, data in head_texts.items() if p.endswith(".py")})
+    return {p: data for p, data in texts.items() if data is not None}
 
 
 def _checked_out(repo: Path, changes: list[FileChange]) -> dict[str, bytes]:
@@ -194,6 +210,8 @@ def affected_for_ref(
             return extents.get((path, data))  # the very texts _extents hashed: no second digest
 
         cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse)
+        if cs.benchmark_modules:  # changed modules of a benchmark tree that are not benchmarks
+            cs.benchmark_importers = importers(cs.benchmark_modules, _benchmark_tree(repo, head, cfg, head_texts))
         indexed = store.meta().get("indexed_commit", "")
         if indexed and base and indexed != base:
             proc = git.git(repo, "merge-base", "--is-ancestor", indexed, base, check=False)
