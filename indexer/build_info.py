@@ -22,6 +22,7 @@ _EXTRACTOR_SOURCES = [
         "benchmarks.py",
         "cpp.py",
         "cpp_calls.py",
+        "cpp_local_names.py",
         "cpp_fallback.py",
         "extract.py",
         "facts.py",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from perfq.indexer.cpp_local_names import resolve_local_names
 from perfq.indexer.facts import Call, Function
 from perfq.indexer.source_text import NOT_CALLED, LineIndex
 
@@ -430,4 +431,4 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
         idx = owner[line] if line < n_owner else -1
         if idx >= 0 and name not in KEYWORDS:
             calls.append(Call(idx, name, qual, "direct", line))
-    return calls
+    return resolve_local_names(code, calls, owner, line_of, KEYWORDS)
