@@ -296,6 +296,17 @@ class CppCallLinker:
         unit = self._units.get(file_id)
         return [f for f in targets if self._method_key(f) not in local or self._units.get(self.rows[f][0]) == unit]
 
+    def _class_scope(self, targets: list[int], caller: int, name: str) -> list[int]:
+        """C++ lookup of an unqualified call: in a method, its own class's members hide other
+        functions of the name; in a free function, another class's method (not a constructor)
+        cannot be called without an object."""
+        own_class = self._method_key(caller).rpartition("::")[0]
+        if own_class:
+            members = [f for f in targets if self._method_key(f).rpartition("::")[0] == own_class]
+            return members or targets
+        free = [f for f in targets if not (key := self._method_key(f)) or key.split("::")[-2:] == [name, name]]
+        return free or targets
+
     def _method_key(self, fid: int) -> str:
         """A method's qualified name without template arguments, '' for other functions."""
         key = self._methods.get(fid)
@@ -413,6 +424,8 @@ class CppCallLinker:
             ]
         if len(targets) > 1:
             targets = self._own_class_definitions(targets, file_id, caller)
+        if len(targets) > 1 and kind == "direct" and not qual:
+            targets = self._class_scope(targets, caller, name)
         kept = targets
         if len({self.rows[f][1] for f in targets}) > (_AMBIGUOUS_METHOD if kind == "member" else _AMBIGUOUS):
             # a very common name: keep the same file and the caller's namespace; for a method

@@ -1,0 +1,66 @@
+"""An unqualified call inside a method finds its own class's member first: C++ name lookup stops
+at class scope, so a free function of the same name is not called. torch-xpu-ops' single-workgroup
+topk functor has its own ``findPattern`` and ``countRadixUsingMask``; the free ones of the header
+it includes (SortingRadixSelect.h) serve kthvalue and median, which no script runs. Linking both
+made a change to the header's ``findPattern`` select the topk scripts; and a free function cannot
+call another class's method (other than a constructor) without an object."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perfq.indexer.extract import file_facts
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.link import link
+
+HEADER = """
+namespace at::native::xpu {
+template <typename scalar_t>
+void findPattern(scalar_t* smem, int desired) {
+  smem[0] = desired;
+}
+}  // namespace at::native::xpu
+"""
+
+KERNEL = """
+#include "SortingRadixSelect.h"
+namespace at::native::xpu {
+template <typename scalar_t>
+struct GatherFunctor {
+  void findPattern(scalar_t* smem, int desired) const {
+    smem[1] = desired;
+  }
+  void radixSelect(scalar_t* smem) const {
+    findPattern(smem, 3);
+  }
+};
+
+template <typename scalar_t>
+void kthvalue_kernel(scalar_t* smem) {
+  findPattern(smem, 1);
+}
+}  // namespace at::native::xpu
+"""
+
+
+def _facts(path: str, source: str) -> FileFacts:
+    out = file_facts("cpp", path, textwrap.dedent(source).lstrip("\n").encode())
+    assert isinstance(out, FileFacts) and out.status == "ok"
+    return out
+
+
+def test_an_unqualified_call_in_a_method_calls_its_own_class_member():
+    files = [
+        _facts("src/xpu/sycl/SortingRadixSelect.h", HEADER),
+        _facts("src/xpu/sycl/TopKKernel.cpp", KERNEL),
+    ]
+    tables = link(files, [], [], [], {}, [])
+    qualname = {row[0]: row[2] for row in tables.rows["functions"]}
+    edges = {(qualname[caller], qualname[callee]) for caller, callee, *_ in tables.rows["call_edges"]}
+    ns = "at::native::xpu::"
+    radix = f"{ns}GatherFunctor::radixSelect"
+    assert (radix, f"{ns}GatherFunctor::findPattern") in edges
+    assert (radix, f"{ns}findPattern<scalar_t>") not in edges
+    kth = f"{ns}kthvalue_kernel<scalar_t>"
+    assert (kth, f"{ns}findPattern<scalar_t>") in edges  # a free function's call
+    assert (kth, f"{ns}GatherFunctor::findPattern") not in edges  # a method needs an object
