@@ -16,6 +16,7 @@ from perfq.config import Config
 from perfq.indexer.discover import CPP_SUFFIXES, excluded, is_benchmark_file, under_benchmark_root
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.extents import parse_extents
+from perfq.query.loose_lines import sort_loose
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
@@ -164,7 +165,7 @@ def _map_source(
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
     loose: list[int] = []
-    for side, facts, lines in (("base", base, fc.removed), ("head", head, fc.added)):
+    for side, facts, lines, text_of in (("base", base, fc.removed, base_text), ("head", head, fc.added, head_text)):
         if facts is None:
             continue
         if facts.status == "skipped":  # not parsed (binary, larger than the limit): say so, keep the lines
@@ -177,16 +178,32 @@ def _map_source(
             [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions
         )
         classes = [f for f in facts.functions if f.kind in ("class", "alias")] if kind == "python" else []
+        names = {f.qualname: f.name for f in facts.functions}
+        outside: list[int] = []
+        hits: list[tuple[str, int]] = []
         for line in sorted(lines):
             f = _innermost(funcs, line) or _innermost(classes, line)
             if f is None:
-                loose.append(line)
-                continue
-            key = (facts.path, f.qualname)
+                outside.append(line)
+            else:
+                hits.append((f.qualname, line))
+        if outside and kind == "cpp":  # a class's fields and head belong to its methods
+            text = text_of(fc.old_path if side == "base" else fc.new_path)
+            sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts) if text else None
+            if sorted_out is not None:
+                hits += [(q, line) for q, ls in sorted_out.members.items() for line in ls]
+                outside = sorted_out.other
+                if sorted_out.includes:
+                    cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")
+                if sorted_out.comments:
+                    cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
+        loose += outside
+        for qualname, line in hits:
+            key = (facts.path, qualname)
             cf = found.get(key)
             if cf is None:
                 status = {"added": "added", "deleted": "deleted"}.get(fc.status, "modified")
-                cf = found[key] = ChangedFunction(facts.path, f.qualname, f.name, [], side, status)
+                cf = found[key] = ChangedFunction(facts.path, qualname, names[qualname], [], side, status)
             elif cf.side != side:
                 cf.side = "both"
             if line not in cf.lines:

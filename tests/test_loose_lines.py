@@ -1,0 +1,69 @@
+"""Changed C++ lines outside function bodies: a functor's fields and ``template <...>`` head belong
+to its methods, ``#include`` lines and comments select nothing; only other lines (globals, macros,
+declarations) fall back to the whole file. torch-xpu-ops' index_add/index_select rewrite (commit
+b0e262470a) changed fields of its functors and two includes, and the fallback selected every
+indexing script (12) where three run the changed kernels."""
+
+from __future__ import annotations
+
+import difflib
+
+from perfq.common.diff import parse_diff
+from perfq.config import Config
+from perfq.query.changes import changed_functions
+
+PATH = "aten/src/ATen/native/xpu/sycl/Indexing.cpp"
+
+BASE = """\
+#include <ATen/ops/empty.h>
+
+namespace at::native::xpu {
+
+template <typename T, typename IndexType>
+struct IndexAddFunctor {
+  void operator()(int item) const {
+    dst_[item] += src_[item];
+  }
+  IndexAddFunctor(T* dst, const T* src) : dst_(dst), src_(src) {}
+
+ private:
+  T* dst_;
+  const T* src_;
+};
+
+static int kSlmSize = 1024;
+
+void index_fill_kernel(int n) {
+  fill(n);
+}
+}  // namespace at::native::xpu
+"""
+
+
+def _changed(new: str):
+    diff = "".join(difflib.unified_diff(BASE.splitlines(True), new.splitlines(True), f"a/{PATH}", f"b/{PATH}", n=0))
+    files = parse_diff(f"diff --git a/{PATH} b/{PATH}\n{diff}")
+    return changed_functions(files, lambda _p: BASE.encode(), lambda _p: new.encode(), Config(source_roots=("aten",)))
+
+
+def test_a_changed_field_or_template_head_is_a_change_of_the_class_methods():
+    cs = _changed(BASE.replace("  const T* src_;\n", "  const T* src_;\n  IndexType slm_offset_;\n"))
+    assert {cf.qualname for cf in cs.functions} == {
+        "at::native::xpu::IndexAddFunctor::operator()",
+        "at::native::xpu::IndexAddFunctor::IndexAddFunctor",
+    }
+    assert cs.file_level == []
+    cs = _changed(BASE.replace("typename IndexType>", "typename IndexType, int VEC>"))
+    assert "at::native::xpu::IndexAddFunctor::operator()" in {cf.qualname for cf in cs.functions}
+    assert cs.file_level == []
+
+
+def test_include_and_comment_lines_select_nothing_other_globals_fall_back():
+    include = "#include <ATen/ops/empty.h>\n"
+    cs = _changed(BASE.replace(include, include + "#include <ATen/ops/gather.h>\n", 1))
+    assert cs.functions == [] and cs.file_level == []
+    assert any("#include" in note for note in cs.notes)
+    cs = _changed(BASE.replace("static int kSlmSize", "// the work-group's local memory\nstatic int kSlmSize"))
+    assert cs.file_level == []
+    cs = _changed(BASE.replace("kSlmSize = 1024", "kSlmSize = 4096"))
+    assert [path for path, _, _ in cs.file_level] == [PATH]  # a global: every function of the file
