@@ -77,6 +77,14 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     return frozenset(scopes)
 
 
+def _namespace(qualname: str) -> str:
+    """'at::native::foo<T>' -> 'at::native' (template arguments dropped)."""
+    previous = None
+    while previous != qualname:
+        previous, qualname = qualname, re.sub(r"<[^<>]*>", "", qualname)
+    return qualname.rpartition("::")[0]
+
+
 def _strip_args(name: str) -> str:
     return re.sub(r"<.*", "", name)
 
@@ -190,7 +198,10 @@ class CppCallLinker:
             return []
         name = kernel_name.split("::")[-1]
         found = self.by_name.get(name) or self.by_words.get(tuple(sorted(name.split("_"))), [])
-        return [f for f in found if "::meta::" not in self.rows[f][1]]
+        # the dispatcher's registrations call at::native::<name>: a same-named helper of another
+        # namespace or class (xpu::pstl::sort, CPUGeneratorImpl::clone) is not the kernel
+        scope = kernel_name.rpartition("::")[0] if "::" in kernel_name else "at::native"
+        return [f for f in found if _namespace(self.rows[f][1]) == scope]
 
     def registered_targets(self, impl_name: str, file_id: int) -> list[int]:
         """Definitions a REGISTER_*_DISPATCH in ``file_id`` names: its own file's first."""
