@@ -140,10 +140,18 @@ def _qualifiers(code: str, start: int) -> tuple[list[str], int]:
     return parts[::-1], j
 
 
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
 def qualifier(code: str, start: int) -> tuple[str, str]:
     """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
     ('.', 'member') or ('', 'direct')."""
     parts, j = _qualifiers(code, start)
+    if not parts and j >= 7 and code[j - 7 : j + 1] == "template" and not _is_word_char(code[j - 8 : j - 7]):
+        j -= 8  # ``obj.template launch<T>(...)``: a member template called through a dependent object
+        while j >= 0 and code[j] in _SPACE:
+            j -= 1
     if not parts and j >= 0 and (code[j] == "." or (code[j] == ">" and j > 0 and code[j - 1] == "-")):
         return ".", "member"
     return "::".join(parts), "direct"

@@ -39,6 +39,30 @@ template <typename scalar_t>
 void kthvalue_kernel(scalar_t* smem) {
   findPattern(smem, 1);
 }
+
+struct KthValueLauncher {
+  template <typename scalar_t, int Dim>
+  void launch(scalar_t* smem) const {
+    kthvalue_kernel<scalar_t>(smem);
+  }
+};
+
+struct MedianLauncher {
+  template <typename scalar_t, int Dim>
+  void launch(scalar_t* smem) const {
+    kthvalue_kernel<scalar_t>(smem);
+  }
+};
+
+template <typename func_t>
+void launch(func_t f) {  // a free function of the same name
+  f();
+}
+
+template <typename scalar_t, typename Launcher>
+void run_launcher(scalar_t* smem, const Launcher& l) {
+  l.template launch<scalar_t, 1>(smem);  // a member template through a dependent object
+}
 }  // namespace at::native::xpu
 """
 
@@ -64,3 +88,5 @@ def test_an_unqualified_call_in_a_method_calls_its_own_class_member():
     kth = f"{ns}kthvalue_kernel<scalar_t>"
     assert (kth, f"{ns}findPattern<scalar_t>") in edges  # a free function's call
     assert (kth, f"{ns}GatherFunctor::findPattern") not in edges  # a method needs an object
+    launcher = f"{ns}run_launcher<scalar_t, Launcher>"
+    assert {(launcher, f"{ns}{c}Launcher::launch<scalar_t, Dim>") for c in ("KthValue", "Median")} <= edges
