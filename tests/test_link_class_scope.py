@@ -7,11 +7,8 @@ call another class's method (other than a constructor) without an object."""
 
 from __future__ import annotations
 
-import textwrap
-
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
+from tests.cpp_facts import call_edges, cpp_facts
 
 HEADER = """
 namespace at::native::xpu {
@@ -67,20 +64,10 @@ void run_launcher(scalar_t* smem, const Launcher& l) {
 """
 
 
-def _facts(path: str, source: str) -> FileFacts:
-    out = file_facts("cpp", path, textwrap.dedent(source).lstrip("\n").encode())
-    assert isinstance(out, FileFacts) and out.status == "ok"
-    return out
-
 
 def test_an_unqualified_call_in_a_method_calls_its_own_class_member():
-    files = [
-        _facts("src/xpu/sycl/SortingRadixSelect.h", HEADER),
-        _facts("src/xpu/sycl/TopKKernel.cpp", KERNEL),
-    ]
-    tables = link(files, [], [], [], {}, [])
-    qualname = {row[0]: row[2] for row in tables.rows["functions"]}
-    edges = {(qualname[caller], qualname[callee]) for caller, callee, *_ in tables.rows["call_edges"]}
+    files = [cpp_facts("src/xpu/sycl/SortingRadixSelect.h", HEADER), cpp_facts("src/xpu/sycl/TopKKernel.cpp", KERNEL)]
+    edges = call_edges(link(files, [], [], [], {}, []))
     ns = "at::native::xpu::"
     radix = f"{ns}GatherFunctor::radixSelect"
     assert (radix, f"{ns}GatherFunctor::findPattern") in edges

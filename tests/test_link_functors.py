@@ -4,11 +4,8 @@ functor reaches its operator(): SYCL kernels (intel/torch-xpu-ops) are launched 
 
 from __future__ import annotations
 
-import textwrap
-
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
+from tests.cpp_facts import call_edges, cpp_facts
 
 KERNELS = """
 namespace at::native::xpu {
@@ -84,20 +81,13 @@ inline void ffn(int n) {}
 """
 
 
-def facts(path: str, source: str) -> FileFacts:
-    out = file_facts("cpp", path, textwrap.dedent(source).lstrip("\n").encode())
-    assert isinstance(out, FileFacts) and out.status == "ok"
-    return out
-
 
 def test_constructing_a_functor_reaches_its_call_operator():
     files = [
-        facts("src/xpu/sycl/AdaptiveAveragePooling2dKernels.cpp", KERNELS),
-        facts("src/xpu/sycl/CopyFunctors.h", HELPERS),
+        cpp_facts("src/xpu/sycl/AdaptiveAveragePooling2dKernels.cpp", KERNELS),
+        cpp_facts("src/xpu/sycl/CopyFunctors.h", HELPERS),
     ]
-    tables = link(files, [], [], [], {}, [])
-    qualname = {row[0]: row[2] for row in tables.rows["functions"]}
-    edges = {(qualname[caller], qualname[callee]) for caller, callee, *_ in tables.rows["call_edges"]}
+    edges = call_edges(link(files, [], [], [], {}, []))
     ns = "at::native::xpu::"
     assert (
         f"{ns}adaptive_avg_pool2d_backward_kernel",

@@ -7,12 +7,9 @@ the kernel of upstream's ``sort`` op, so the walk from the radix-sort kernels st
 
 from __future__ import annotations
 
-import textwrap
-
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
 from perfq.indexer.native_yaml import OpFacts
+from tests.cpp_facts import cpp_facts
 
 SOURCE = """
 namespace at::native::xpu::pstl {
@@ -46,8 +43,7 @@ def _op(name: str, kernels: list[tuple[str, str]]) -> OpFacts:
 
 
 def test_a_dispatch_kernel_is_the_at_native_function_of_its_name():
-    facts = file_facts("cpp", "src/ATen/native/xpu/Sorting.cpp", textwrap.dedent(SOURCE).lstrip("\n").encode())
-    assert isinstance(facts, FileFacts) and facts.status == "ok"
+    facts = cpp_facts("src/ATen/native/xpu/Sorting.cpp", SOURCE)
     ops = [
         _op("sort", [("CompositeExplicitAutograd", "sort")]),  # upstream's kernel: not in this repo
         _op("clone", [("CompositeExplicitAutograd", "clone")]),

@@ -6,11 +6,8 @@ reached no operator (commit b9bb647953, 'Fix read/write races in topk single-wor
 
 from __future__ import annotations
 
-import textwrap
-
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
+from tests.cpp_facts import call_edges, cpp_facts
 
 TOPK = """
 namespace at::native::xpu {
@@ -60,11 +57,7 @@ void topk_kernel(const Tensor& self) {
 
 
 def test_calls_through_a_local_type_alias_and_a_function_like_macro_are_linked():
-    facts = file_facts("cpp", "src/xpu/sycl/TopKKernel.cpp", textwrap.dedent(TOPK).lstrip("\n").encode())
-    assert isinstance(facts, FileFacts) and facts.status == "ok"
-    tables = link([facts], [], [], [], {}, [])
-    qualname = {row[0]: row[2] for row in tables.rows["functions"]}
-    edges = {(qualname[caller], qualname[callee]) for caller, callee, *_ in tables.rows["call_edges"]}
+    edges = call_edges(link([cpp_facts("src/xpu/sycl/TopKKernel.cpp", TOPK)], [], [], [], {}, []))
     ns = "at::native::xpu::"
     assert (f"{ns}launch_impl<scalar_t, VEC>", f"{ns}GatherFunctor::operator()") in edges  # via Functor
     assert (f"{ns}launch_kernel<scalar_t>", f"{ns}launch_impl<scalar_t, VEC>") in edges  # via LAUNCH

@@ -4,11 +4,8 @@ architecture's; the files of one unit (``ivalue.h`` and ``ivalue_inl.h``) still 
 
 from __future__ import annotations
 
-import textwrap
-
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
+from tests.cpp_facts import cpp_facts
 
 ARCH = """
 namespace at::vec {{
@@ -48,19 +45,14 @@ inline IValue::IValue(std::vector<int64_t> v) : tag(Tag::List) { store(std::move
 """
 
 
-def facts(path: str, source: str) -> FileFacts:
-    out = file_facts("cpp", path, textwrap.dedent(source).lstrip("\n").encode())
-    assert isinstance(out, FileFacts) and out.status == "ok"
-    return out
-
 
 def test_a_class_per_architecture_calls_its_own_definitions():
     files = [
-        facts("aten/src/ATen/cpu/vec/vec256/vec256_float.h", ARCH.format(intrinsic="_mm256_set1_ps")),
-        facts("aten/src/ATen/cpu/vec/vec512/vec512_float.h", ARCH.format(intrinsic="_mm512_set1_ps")),
-        facts("aten/src/ATen/native/cpu/AbsKernel.cpp", KERNEL),
-        facts("aten/src/ATen/core/ivalue.h", UNIT_H),
-        facts("aten/src/ATen/core/ivalue_inl.h", UNIT_INL),
+        cpp_facts("aten/src/ATen/cpu/vec/vec256/vec256_float.h", ARCH.format(intrinsic="_mm256_set1_ps")),
+        cpp_facts("aten/src/ATen/cpu/vec/vec512/vec512_float.h", ARCH.format(intrinsic="_mm512_set1_ps")),
+        cpp_facts("aten/src/ATen/native/cpu/AbsKernel.cpp", KERNEL),
+        cpp_facts("aten/src/ATen/core/ivalue.h", UNIT_H),
+        cpp_facts("aten/src/ATen/core/ivalue_inl.h", UNIT_INL),
     ]
     tables = link(files, [], [], [], {}, [])
     where = {row[0]: (files[row[1]].path.rpartition("/")[2], row[3]) for row in tables.rows["functions"]}
