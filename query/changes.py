@@ -192,6 +192,8 @@ def _map_source(
             sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts) if text else None
             if sorted_out is not None:
                 hits += [(q, line) for q, ls in sorted_out.members.items() for line in ls]
+                hits += [(name, line) for name, ls in sorted_out.declared.items() for line in ls]
+                names.update({name: name for name in sorted_out.declared})
                 outside = sorted_out.other
                 if sorted_out.includes:
                     cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")

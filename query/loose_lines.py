@@ -1,6 +1,7 @@
 """Changed C++ lines outside any function body, told apart before they fall back to the whole
-file: lines without code (comments, blank), ``#include`` lines, and lines of a class's
-definition (its fields, its ``template <...>`` head), which belong to the class's methods."""
+file: lines without code (comments, blank), ``#include`` lines, lines of a class's definition
+(its fields, its ``template <...>`` head), which belong to the class's methods, and lines of a
+function's declaration (a header's prototype), which belong to the functions of its name."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from perfq.indexer.facts import FileFacts
 from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
 
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
+_DECLARED = re.compile(r"(\w+)\s*\($")  # the name before a declaration's parameter list
+_NOT_DECLARED = frozenset({"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"})
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^{]*)?$")
 
 
 @dataclass
 class LooseLines:
     members: dict[str, list[int]] = field(default_factory=dict)  # method qualname -> lines of its class
+    declared: dict[str, list[int]] = field(default_factory=dict)  # function name -> lines of a prototype
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
     other: list[int] = field(default_factory=list)  # still outside: globals, macros, declarations
@@ -42,9 +46,28 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
         methods = _methods(facts, max(inside)[1]) if inside else []
         for qualname in methods:
             out.members.setdefault(qualname, []).append(line)
-        if not methods:
+        name = None if methods or inside else _declared_name(code, offset)
+        if name:
+            out.declared.setdefault(name, []).append(line)
+        elif not methods:
             out.other.append(line)
     return out
+
+
+def _declared_name(code: str, offset: int) -> str | None:
+    """The function a declaration (``Tensor& f(const Tensor& x);``, no body) around ``offset``
+    declares, else None."""
+    start = max(code.rfind(c, 0, offset) for c in ";{}") + 1
+    ends = [i for i in (code.find(";", offset), code.find("{", offset)) if i >= 0]
+    if not ends or code[min(ends)] != ";":
+        return None
+    statement = code[start : min(ends)]
+    if "(" not in statement or statement.lstrip().startswith(("#", "using", "typedef", "return")):
+        return None
+    named = _DECLARED.search(statement[: statement.index("(") + 1])
+    if not named or named.group(1) in _NOT_DECLARED or named.group(1).isupper():
+        return None  # a statement, or a macro (REGISTER_XPU_DISPATCH(...);): the file falls back
+    return named.group(1)
 
 
 def _class_spans(code: str) -> list[tuple[int, int, str]]:

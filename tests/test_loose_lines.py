@@ -67,3 +67,36 @@ def test_include_and_comment_lines_select_nothing_other_globals_fall_back():
     assert cs.file_level == []
     cs = _changed(BASE.replace("kSlmSize = 1024", "kSlmSize = 4096"))
     assert [path for path, _, _ in cs.file_level] == [PATH]  # a global: every function of the file
+
+
+HEADER = """\
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace at::native::xpu {
+
+TORCH_XPU_API void index_select_kernel(
+    const Tensor& self,
+    int64_t dim,
+    const Tensor& index,
+    Tensor& out);
+
+REGISTER_XPU_DISPATCH(index_stub, &index_kernel);
+
+}  // namespace at::native::xpu
+"""
+
+
+def test_a_changed_prototype_is_a_change_of_the_function_it_declares():
+    path = "src/ATen/native/xpu/sycl/IndexingKernels.h"
+    new = HEADER.replace("TORCH_XPU_API void index_select_kernel(", "TORCH_XPU_API Tensor& index_select_kernel(")
+    new = new.replace("    Tensor& out);", "    Tensor& out,\n    bool use_slm);")
+    diff = "".join(difflib.unified_diff(HEADER.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}", n=0))
+    files = parse_diff(f"diff --git a/{path} b/{path}\n{diff}")
+    cs = changed_functions(files, lambda _p: HEADER.encode(), lambda _p: new.encode(), Config(source_roots=("src",)))
+    assert {cf.name for cf in cs.functions} == {"index_select_kernel"} and cs.file_level == []
+    moved = HEADER.replace("&index_kernel);", "&index_kernel_v2);")  # a registration: the file falls back
+    diff = "".join(difflib.unified_diff(HEADER.splitlines(True), moved.splitlines(True), f"a/{path}", f"b/{path}", n=0))
+    files = parse_diff(f"diff --git a/{path} b/{path}\n{diff}")
+    cs = changed_functions(files, lambda _p: HEADER.encode(), lambda _p: moved.encode(), Config(source_roots=("src",)))
+    assert cs.functions == [] and [p for p, _, _ in cs.file_level] == [path]
