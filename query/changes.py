@@ -193,6 +193,7 @@ def _map_source(
             if sorted_out is not None:
                 hits += [(q, line) for q, ls in sorted_out.members.items() for line in ls]
                 hits += [(name, line) for name, ls in sorted_out.declared.items() for line in ls]
+                hits += [(q, line) for q, ls in sorted_out.users.items() for line in ls]
                 names.update({name: name for name in sorted_out.declared})
                 outside = sorted_out.other
                 if sorted_out.includes:

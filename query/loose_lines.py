@@ -14,12 +14,14 @@ from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
 _DECLARED = re.compile(r"(\w+)\s*\($")  # the name before a declaration's parameter list
 _NOT_DECLARED = frozenset({"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"})
-_CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^{]*)?$")
+_CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<[^{;]*>\s*)?(?:final\s*)?(?::[^{]*)?$")
+_VARIABLE = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?$")  # the name a namespace-scope declaration defines
 
 
 @dataclass
 class LooseLines:
     members: dict[str, list[int]] = field(default_factory=dict)  # method qualname -> lines of its class
+    users: dict[str, list[int]] = field(default_factory=dict)  # function qualname -> lines of a global it uses
     declared: dict[str, list[int]] = field(default_factory=dict)  # function name -> lines of a prototype
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
@@ -47,22 +49,45 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
         for qualname in methods:
             out.members.setdefault(qualname, []).append(line)
         name = None if methods or inside else _declared_name(code, offset)
+        users = [] if methods or inside or name else _users_of_global(code, offset, facts, index)
         if name:
             out.declared.setdefault(name, []).append(line)
-        elif not methods:
+        for qualname in users:
+            out.users.setdefault(qualname, []).append(line)
+        if not (methods or name or users):
             out.other.append(line)
     return out
+
+
+def _statement(code: str, offset: int) -> str | None:
+    """The declaration around ``offset`` (from the last ';', '{' or '}' before it to the next ';'),
+    or None when a '{' comes first (a definition)."""
+    start = max(code.rfind(c, 0, offset) for c in ";{}") + 1
+    ends = [i for i in (code.find(";", offset), code.find("{", offset)) if i >= 0]
+    if not ends or code[min(ends)] != ";":
+        return None
+    return code[start : min(ends)]
+
+
+def _users_of_global(code: str, offset: int, facts: FileFacts, index: LineIndex) -> list[str]:
+    """The functions of the file that name the variable a namespace-scope declaration around
+    ``offset`` defines (``static IndexReduceAddFunctor reduce_add;``)."""
+    statement = _statement(code, offset)
+    if statement is None or "(" in statement.split("=")[0] or statement.lstrip().startswith(("#", "using", "typedef")):
+        return []
+    named = _VARIABLE.search(statement.strip())
+    if not named or named.group(1).isupper() or len(statement.split("=")[0].split()) < 2:
+        return []  # a macro's name, or no type before the name (not a declaration)
+    word = re.compile(rf"\b{re.escape(named.group(1))}\b")
+    spans = ((f.qualname, index.offset_of(f.start_line), index.offset_of(f.end_line + 1)) for f in facts.functions)
+    return [qualname for qualname, start, end in spans if word.search(code, start, end)]
 
 
 def _declared_name(code: str, offset: int) -> str | None:
     """The function a declaration (``Tensor& f(const Tensor& x);``, no body) around ``offset``
     declares, else None."""
-    start = max(code.rfind(c, 0, offset) for c in ";{}") + 1
-    ends = [i for i in (code.find(";", offset), code.find("{", offset)) if i >= 0]
-    if not ends or code[min(ends)] != ";":
-        return None
-    statement = code[start : min(ends)]
-    if "(" not in statement or statement.lstrip().startswith(("#", "using", "typedef", "return")):
+    statement = _statement(code, offset)
+    if statement is None or "(" not in statement or statement.lstrip().startswith(("#", "using", "typedef", "return")):
         return None
     named = _DECLARED.search(statement[: statement.index("(") + 1])
     if not named or named.group(1) in _NOT_DECLARED or named.group(1).isupper():

@@ -100,3 +100,48 @@ def test_a_changed_prototype_is_a_change_of_the_function_it_declares():
     files = parse_diff(f"diff --git a/{path} b/{path}\n{diff}")
     cs = changed_functions(files, lambda _p: HEADER.encode(), lambda _p: moved.encode(), Config(source_roots=("src",)))
     assert cs.functions == [] and [p for p, _, _ in cs.file_level] == [path]
+
+
+SPECIALIZED = """\
+namespace at::native::xpu {
+
+template <typename T>
+struct AddFunctor {
+  void operator()(T* dst, const T* src) const {
+    *dst += *src;
+  }
+};
+
+template <>
+struct AddFunctor<bool> {
+  void operator()(bool* dst, const bool* src) const {
+    *dst = *dst || *src;
+  }
+};
+
+static AddFunctor<float> reduce_add;
+
+void index_add_kernel(float* dst, const float* src) {
+  reduce_add(dst, src);
+}
+
+void index_fill_kernel(float* dst) {
+  *dst = 0;
+}
+}  // namespace at::native::xpu
+"""
+
+
+def _changed_cpp(old: str, new: str):
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{PATH}", f"b/{PATH}", n=0))
+    files = parse_diff(f"diff --git a/{PATH} b/{PATH}\n{diff}")
+    return changed_functions(files, lambda _p: old.encode(), lambda _p: new.encode(), Config(source_roots=("aten",)))
+
+
+def test_an_explicit_specialization_head_and_a_global_belong_to_their_users():
+    head = "template <>\nstruct AddFunctor<bool> {"
+    cs = _changed_cpp(SPECIALIZED, SPECIALIZED.replace(head, head.replace(" {", " final {")))
+    assert {cf.qualname for cf in cs.functions} == {"at::native::xpu::AddFunctor::operator()"}
+    assert cs.file_level == []
+    cs = _changed_cpp(SPECIALIZED, SPECIALIZED.replace("AddFunctor<float> reduce_add", "AddFunctor<double> reduce_add"))
+    assert {cf.qualname for cf in cs.functions} == {"at::native::xpu::index_add_kernel"} and cs.file_level == []
