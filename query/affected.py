@@ -18,6 +18,7 @@ Selection, in order of trust:
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -189,18 +190,23 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
         by_file.setdefault(row.path, []).append(row)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
-        ids = [r.id for r in indexed if r.qualname == cf.qualname] or [r.id for r in indexed if r.name == cf.name]
+        tail = _tail(cf.qualname)  # a method by its class too: a file has many operator()s
+        ids = [r.id for r in indexed if r.qualname == cf.qualname] or [
+            r.id for r in indexed if r.name == cf.name and _tail(r.qualname) == tail
+        ]
         label = f"{cf.path}:{cf.qualname}"
         dev = device_of_path(cf.path)
         if ids:
             starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
-        callers = store.callers_named(cf.name)
+        # a functor's operator() is reached where the functor is made: by its class's name
+        called_as = tail.split("::")[0] if cf.name.startswith("operator") and "::" in tail else cf.name
+        callers = store.callers_named(called_as)
         if callers:
-            why = f"{cf.status} function, reached through callers of {cf.name}"
+            why = f"{cf.status} function, reached through callers of {called_as}"
             starts += [Start(i, label, Confidence.medium, why, dev) for i in callers]
         else:
-            reason = f"{cf.status} function not in the index and nothing calls {cf.name}"
+            reason = f"{cf.status} function not in the index and nothing calls {called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     for path, lines, why in cs.file_level:
         own = [r.id for r in by_file.get(path, [])]
@@ -223,6 +229,14 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _tail(qualname: str) -> str:
+    """'ns::Functor<T>::operator()' -> 'Functor::operator()': a function's class and name."""
+    previous = None
+    while previous != qualname:
+        previous, qualname = qualname, re.sub(r"<[^<>]*>", "", qualname)
+    return "::".join(qualname.split("::")[-2:]) if "::" in qualname else qualname
 
 
 def _label(r: Reach, node: int, files: dict[int, str]) -> str:
