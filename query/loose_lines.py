@@ -1,7 +1,8 @@
 """Changed C++ lines outside any function body, told apart before they fall back to the whole
 file: lines without code (comments, blank), ``#include`` lines, lines of a class's definition
-(its fields, its ``template <...>`` head), which belong to the class's methods, and lines of a
-function's declaration (a header's prototype), which belong to the functions of its name."""
+(its fields, its ``template <...>`` head), which belong to the class's methods, lines of a
+function's declaration (a header's prototype), which belong to the functions of its name, and a
+namespace-scope variable's declaration, which belongs to the file's functions that name it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class LooseLines:
     declared: dict[str, list[int]] = field(default_factory=dict)  # function name -> lines of a prototype
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
-    other: list[int] = field(default_factory=list)  # still outside: globals, macros, declarations
+    other: list[int] = field(default_factory=list)  # still outside: macros, registrations, other globals
 
 
 def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
