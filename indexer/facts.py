@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -98,3 +99,8 @@ def registration_signature(facts: FileFacts) -> str:
 def usings_of(facts: FileFacts) -> tuple[str, ...]:
     """The namespaces of the file's ``using namespace`` directives."""
     return tuple(i[6:] for i in facts.includes if i.startswith("using:"))
+
+
+def namespace_of(qualname: str) -> str:
+    """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
+    return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0] if "::" in qualname else ""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
-from perfq.indexer.facts import Call
+from perfq.indexer.facts import Call, namespace_of
 
 _ATEN_API_NAMESPACES = {
     "",
@@ -54,11 +54,6 @@ def may_be_tensor(qualifier: str) -> bool:
     return not args and (outer in _TENSORS or outer.endswith("Tensor"))
 
 
-def namespace_of(qualname: str) -> str:
-    """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
-    return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0] if "::" in qualname else ""
-
-
 @lru_cache(maxsize=65536)
 def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     """Namespaces an unqualified call from a function in ``namespace`` can find names in:
@@ -75,14 +70,6 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     scopes |= {f"{s}::CPU_CAPABILITY" for s in list(scopes) if s}
     scopes |= {f"{s}::(anonymous namespace)" for s in list(scopes) if s}
     return frozenset(scopes)
-
-
-def _namespace(qualname: str) -> str:
-    """'at::native::foo<T>' -> 'at::native' (template arguments dropped)."""
-    previous = None
-    while previous != qualname:
-        previous, qualname = qualname, re.sub(r"<[^<>]*>", "", qualname)
-    return qualname.rpartition("::")[0]
 
 
 def _strip_args(name: str) -> str:
@@ -201,7 +188,7 @@ class CppCallLinker:
         # the dispatcher's registrations call at::native::<name>: a same-named helper of another
         # namespace or class (xpu::pstl::sort, CPUGeneratorImpl::clone) is not the kernel
         scope = kernel_name.rpartition("::")[0] if "::" in kernel_name else "at::native"
-        return [f for f in found if _namespace(self.rows[f][1]) == scope]
+        return [f for f in found if namespace_of(self.rows[f][1]) == scope]
 
     def registered_targets(self, impl_name: str, file_id: int) -> list[int]:
         """Definitions a REGISTER_*_DISPATCH in ``file_id`` names: its own file's first."""

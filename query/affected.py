@@ -18,7 +18,6 @@ Selection, in order of trust:
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -27,6 +26,7 @@ from pathlib import Path
 from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.devices import device_of_key, device_of_path
+from perfq.indexer.facts import namespace_of
 from perfq.query.changes import ChangedFunction, ChangeSet
 from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
@@ -190,9 +190,9 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
         by_file.setdefault(row.path, []).append(row)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
-        tail = _tail(cf.qualname)  # a method by its class too: a file has many operator()s
+        scope = _scope(cf.qualname)  # a method by its class too: a file has many operator()s
         ids = [r.id for r in indexed if r.qualname == cf.qualname] or [
-            r.id for r in indexed if r.name == cf.name and _tail(r.qualname) == tail
+            r.id for r in indexed if r.name == cf.name and _scope(r.qualname) == scope
         ]
         label = f"{cf.path}:{cf.qualname}"
         dev = device_of_path(cf.path)
@@ -200,7 +200,7 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
             starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
         # a functor's operator() is reached where the functor is made: by its class's name
-        called_as = tail.split("::")[0] if cf.name.startswith("operator") and "::" in tail else cf.name
+        called_as = scope if cf.name.startswith("operator") and scope else cf.name
         callers = store.callers_named(called_as)
         if callers:
             why = f"{cf.status} function, reached through callers of {called_as}"
@@ -231,12 +231,9 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
 # --------------------------------------------------------------------------- helpers
 
 
-def _tail(qualname: str) -> str:
-    """'ns::Functor<T>::operator()' -> 'Functor::operator()': a function's class and name."""
-    previous = None
-    while previous != qualname:
-        previous, qualname = qualname, re.sub(r"<[^<>]*>", "", qualname)
-    return "::".join(qualname.split("::")[-2:]) if "::" in qualname else qualname
+def _scope(qualname: str) -> str:
+    """'ns::Functor<T>::operator()' -> 'Functor': the innermost class or namespace of a function."""
+    return namespace_of(qualname).rpartition("::")[2]
 
 
 def _label(r: Reach, node: int, files: dict[int, str]) -> str:
