@@ -191,10 +191,7 @@ def _map_source(
             text = text_of(fc.old_path if side == "base" else fc.new_path)
             sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts) if text else None
             if sorted_out is not None:
-                hits += [(q, line) for q, ls in sorted_out.members.items() for line in ls]
-                hits += [(name, line) for name, ls in sorted_out.declared.items() for line in ls]
-                hits += [(q, line) for q, ls in sorted_out.users.items() for line in ls]
-                names.update({name: name for name in sorted_out.declared})
+                hits += [(owner, line) for owner, ls in sorted_out.functions.items() for line in ls]
                 outside = sorted_out.other
                 if sorted_out.includes:
                     cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")
@@ -206,7 +203,8 @@ def _map_source(
             cf = found.get(key)
             if cf is None:
                 status = {"added": "added", "deleted": "deleted"}.get(fc.status, "modified")
-                cf = found[key] = ChangedFunction(facts.path, qualname, names[qualname], [], side, status)
+                name = names.get(qualname, qualname)  # a prototype's function: named by its declaration
+                cf = found[key] = ChangedFunction(facts.path, qualname, name, [], side, status)
             elif cf.side != side:
                 cf.side = "both"
             if line not in cf.lines:

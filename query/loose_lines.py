@@ -21,9 +21,9 @@ _VARIABLE = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?$")  # the name a 
 
 @dataclass
 class LooseLines:
-    members: dict[str, list[int]] = field(default_factory=dict)  # method qualname -> lines of its class
-    users: dict[str, list[int]] = field(default_factory=dict)  # function qualname -> lines of a global it uses
-    declared: dict[str, list[int]] = field(default_factory=dict)  # function name -> lines of a prototype
+    # function -> lines that belong to it: its class's (qualname), a global it names (qualname),
+    # its prototype's (the declared name: the header may not define it)
+    functions: dict[str, list[int]] = field(default_factory=dict)
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
     other: list[int] = field(default_factory=list)  # still outside: macros, registrations, other globals
@@ -46,16 +46,13 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
             continue
         offset = index.offset_of(line)
         inside = [(start, name) for start, end, name in classes if start <= offset <= end]
-        methods = _methods(facts, max(inside)[1]) if inside else []
-        for qualname in methods:
-            out.members.setdefault(qualname, []).append(line)
-        name = None if methods or inside else _declared_name(code, offset)
-        users = [] if methods or inside or name else _users_of_global(code, offset, facts, index)
-        if name:
-            out.declared.setdefault(name, []).append(line)
-        for qualname in users:
-            out.users.setdefault(qualname, []).append(line)
-        if not (methods or name or users):
+        if inside:
+            owners = _methods(facts, max(inside)[1])
+        else:
+            owners = _declaration_owners(_statement(code, offset), code, facts, index)
+        for owner in owners:
+            out.functions.setdefault(owner, []).append(line)
+        if not owners:
             out.other.append(line)
     return out
 
@@ -70,11 +67,19 @@ def _statement(code: str, offset: int) -> str | None:
     return code[start : min(ends)]
 
 
-def _users_of_global(code: str, offset: int, facts: FileFacts, index: LineIndex) -> list[str]:
-    """The functions of the file that name the variable a namespace-scope declaration around
-    ``offset`` defines (``static IndexReduceAddFunctor reduce_add;``)."""
-    statement = _statement(code, offset)
-    if statement is None or "(" in statement.split("=")[0] or statement.lstrip().startswith(("#", "using", "typedef")):
+def _declaration_owners(statement: str | None, code: str, facts: FileFacts, index: LineIndex) -> list[str]:
+    """The functions a namespace-scope declaration belongs to: the function it declares, else
+    those naming the variable it defines."""
+    if statement is None:
+        return []
+    declared = _declared_name(statement)
+    return [declared] if declared else _users_of_global(statement, code, facts, index)
+
+
+def _users_of_global(statement: str, code: str, facts: FileFacts, index: LineIndex) -> list[str]:
+    """The functions of the file that name the variable a namespace-scope declaration
+    ``statement`` defines (``static IndexReduceAddFunctor reduce_add;``)."""
+    if "(" in statement.split("=")[0] or statement.lstrip().startswith(("#", "using", "typedef")):
         return []
     named = _VARIABLE.search(statement.strip())
     if not named or named.group(1).isupper() or len(statement.split("=")[0].split()) < 2:
@@ -84,11 +89,9 @@ def _users_of_global(code: str, offset: int, facts: FileFacts, index: LineIndex)
     return [qualname for qualname, start, end in spans if word.search(code, start, end)]
 
 
-def _declared_name(code: str, offset: int) -> str | None:
-    """The function a declaration (``Tensor& f(const Tensor& x);``, no body) around ``offset``
-    declares, else None."""
-    statement = _statement(code, offset)
-    if statement is None or "(" not in statement or statement.lstrip().startswith(("#", "using", "typedef", "return")):
+def _declared_name(statement: str) -> str | None:
+    """The function a declaration ``statement`` (``Tensor& f(const Tensor& x)``, no body) declares, else None."""
+    if "(" not in statement or statement.lstrip().startswith(("#", "using", "typedef", "return")):
         return None
     named = _DECLARED.search(statement[: statement.index("(") + 1])
     if not named or named.group(1) in _NOT_DECLARED or named.group(1).isupper():
