@@ -261,9 +261,9 @@ def _traces(
         key = f"trace:{b.file}"
         cached = cache.get(key)
         wanted = cache_key(sha, version) if version else None
-        earlier = FileTrace.from_json(cached[2]) if cached is not None else None
         current = cached is not None and (cached[1] == wanted or (wanted is None and cached[1].startswith(f"{sha}:")))
-        if earlier is not None and current and not (wanted is not None and earlier.installed_since()):
+        earlier = FileTrace.from_json(cached[2]) if current else None
+        if earlier is not None and not (wanted is not None and earlier.installed_since()):
             kept[key] = cached
             out[b.file] = earlier
         elif wanted is not None and b.status == "ok":
