@@ -136,17 +136,20 @@ def _under(files: list[str], roots: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
+def _in_roots(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path.startswith(r.strip("/") + "/") for r in roots)
+
+
 def under_benchmark_root(path: str, cfg: Config) -> bool:
     """A Python file under a benchmark root: a benchmark, or a module of its tree."""
-    roots = (*cfg.benchmark_roots, *cfg.script_benchmark_roots)
-    return path.endswith(".py") and any(path.startswith(r.strip("/") + "/") for r in roots)
+    return path.endswith(".py") and _in_roots(path, (*cfg.benchmark_roots, *cfg.script_benchmark_roots))
 
 
 def is_benchmark_file(path: str, cfg: Config) -> bool:
     """A benchmark file: ``*_test.py`` under a benchmark root, or any script under a script root."""
     if not under_benchmark_root(path, cfg) or path.endswith("__init__.py"):
         return False
-    return path.endswith("_test.py") or any(path.startswith(r.strip("/") + "/") for r in cfg.script_benchmark_roots)
+    return path.endswith("_test.py") or _in_roots(path, tuple(cfg.script_benchmark_roots))
 
 
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
