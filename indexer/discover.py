@@ -16,7 +16,7 @@ from perfq.errors import PerfqError
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm")
 
 
-def _listed(repo: Path, roots: tuple[str, ...]) -> list[str]:
+def listed_files(repo: Path, roots: tuple[str, ...]) -> list[str]:
     """Repo-relative files below ``roots``: git's list when in git, else a walk."""
     roots = tuple(r.strip("/") for r in roots if r)
     if not roots:
@@ -154,7 +154,7 @@ def is_benchmark_file(path: str, cfg: Config) -> bool:
 
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
-    every = _listed(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
+    every = listed_files(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
     cpp = [p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES)]
     cpp = _without(cpp, cfg.exclude)
     bench = [p for p in _under(every, bench_roots) if is_benchmark_file(p, cfg)]

@@ -14,6 +14,7 @@ from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, pars
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
+from perfq.indexer.discover import listed_files
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
 from perfq.query.bench_imports import importers
@@ -72,14 +73,14 @@ def _texts(
 def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[str, bytes | None]) -> dict[str, bytes]:
     """The Python files under the benchmark roots at ``head`` (None: the working tree), with
     the changed ones as the change leaves them."""
-    roots = [r.strip("/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots)]
+    roots = tuple(r.strip("/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots))
     if head:
         listed = git.out(repo, "ls-tree", "-r", "--name-only", head, "--", *roots).splitlines()
         paths = [p for p in listed if p.endswith(".py") and p not in head_texts]
         texts = {p: data for (_, p), data in git.read_blobs(repo, [(head, p) for p in paths]).items()}
-    else:
-        files = [f for r in roots for f in (repo / r).rglob("*.py") if f.is_file()]
-        texts = {str(f.relative_to(repo)): f.read_bytes() for f in files}
+    else:  # the working tree, as the index lists it
+        paths = [p for p in listed_files(repo, roots) if p.endswith(".py") and p not in head_texts]
+        texts = {p: (repo / p).read_bytes() for p in paths if (repo / p).is_file()}
     texts.update({p: data for p, data in head_texts.items() if p.endswith(".py")})
     return {p: data for p, data in texts.items() if data is not None}
 
