@@ -22,6 +22,9 @@ How a test is traced:
   ``cat``, quantized modules run aten ops). Every other config (long, other tags, other devices)
   runs under ``FakeTensorMode``: no compute, no memory. Devices in ``remap`` (cuda, xpu...) run
   as CPU, and keep their own test names. A config that fails under fake tensors runs for real.
+  Configs of one benchmark that differ only in sizes form a group: its smallest and largest
+  configs run, and when they dispatch the same operators the others take them unrun
+  (``sampled``; ``"sample_sizes": false`` in the request runs them all).
 - A backward test's timed region is its backward pass only, as in the framework.
 - Operators come from one ``torch.profiler`` session per job, split by a marker per test. Under
   fake tensors, what runs inside a non-composite operator is the fake kernel's own work and is
@@ -39,6 +42,7 @@ import contextlib
 import ctypes
 import importlib
 import json
+import math
 import os
 import re
 import resource
@@ -220,6 +224,7 @@ class _OpBenchTracer:
         self.remap = set(request.get("remap", []))
         self.real_tags = set(request.get("real_tags", ["short"]))
         self.fake_allowed = not request.get("no_fake", False)
+        self.sample_sizes = request.get("sample_sizes", True)
         self.config_seconds = int(request.get("config_seconds", 20))
         self.real_bytes = int(request.get("real_mb", 256)) * 2**20
         self.tests: list[dict] = []
@@ -268,18 +273,65 @@ class _OpBenchTracer:
             (real if item[2] in self.real_tags and item[3] not in self.remap else other).append(item)
         self._pass(real, "real")
         self._save()
-        self._pass(other, "fake" if self.fake_allowed else "inferred")
+        if not self.fake_allowed:
+            self._pass(other, "inferred")
+        elif self.sample_sizes:
+            self._sampled_pass(other)
+        else:
+            self._pass(other, "fake")
         return {"tests": self.tests, "errors": self.errors}
+
+    def _sampled_pass(self, items: list[tuple]) -> None:
+        """The shapes-only pass, sampled: configs of one benchmark that differ only in sizes
+        dispatch the same operators (unless a size decides the path), so the smallest and the
+        largest of each such group are traced and, when they agree, the others take their
+        operators without running (``sampled``)."""
+        groups: dict[tuple, list[tuple]] = {}
+        for item in items:
+            groups.setdefault(_without_sizes(item), []).append(item)
+        groups = {key: sorted(group, key=_size) for key, group in groups.items()}
+        ends = [g[0] for g in groups.values()] + [g[-1] for g in groups.values() if len(g) > 1]
+        spans = dict(zip(map(id, ends), self._pass(ends, "fake"), strict=True))
+        self._save()
+        rest = []
+        for group in groups.values():
+            first, last = (self.tests[slice(*spans[id(end)])] for end in (group[0], group[-1]))
+            if _same_operators(first, last):
+                for item in group[1:-1]:
+                    self._copy(item, first)
+            else:
+                rest += group[1:-1]
+        self._pass(rest, "fake")
+
+    def _copy(self, item: tuple, like: list[dict]) -> None:
+        """The tests of config ``item``, named as the framework would, with the operators of
+        ``like`` (the tests of a config of the same group, case by case)."""
+        meta, config, tag, device = item
+        bench = meta[1]()
+        bench.set_module_name(like[0]["module"])
+        attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
+        # one case, or with auto_set() gradients one per input after one for all of them
+        inputs = [None] if len(like) == 1 else ["all", *range(1, len(like))]
+        self.device = device
+        for bwd, entry in zip(inputs, like, strict=True):
+            _, case = self.core._create_test(bench, attrs, tag, meta[2], meta[3], bwd)
+            mode = "inferred" if entry["mode"] == "inferred" else "sampled"
+            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"]})
 
     def _save(self) -> None:
         with open(self.checkpoint, "w", encoding="utf-8") as fh:
             json.dump({"tests": self.tests, "errors": self.errors}, fh)
 
-    def _pass(self, items: list[tuple], mode: str) -> None:
+    def _pass(self, items: list[tuple], mode: str) -> list[tuple[int, int]]:
+        """Run ``items`` in one profiler session; the span of ``self.tests`` each one added."""
         from torch.profiler import ProfilerActivity, profile
+
+        if not items:
+            return []
 
         first = len(self.tests)
         modes: dict[str, str] = {}
+        spans = []
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for meta, config, tag, device in items:
                 self.device = device
@@ -293,11 +345,13 @@ class _OpBenchTracer:
                         self.errors.append(f"{tag}/{device}: {type(exc).__name__}: {str(exc)[:160]}")
                 finally:
                     signal.alarm(0)
+                spans.append((done, len(self.tests)))
         events = prof.profiler.kineto_results.events()
         ops = _ops_per_marker(events, _markers(events), modes)
         for i in range(first, len(self.tests)):
             if self.tests[i]["mode"] != "inferred":
                 self.tests[i]["ops"] = sorted(ops.get(str(i), ()))
+        return spans
 
     def _local(self, config, target: str, remap: set[str]) -> list[dict]:
         """The config with its device values in ``remap`` replaced by ``target``."""
@@ -407,6 +461,37 @@ class _OpBenchTracer:
         entry["ops"] = sorted(set().union(*(t.get("ops", ()) for t in same)))
         self.tests.append(entry)
         return True
+
+
+def _without_sizes(item: tuple) -> tuple:
+    """A config's benchmark, device and attributes, with every size (an int, or a shape of
+    ints) kept only as its structure: what decides the operators a shapes-only run dispatches."""
+
+    def shape(value):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return "#"
+        if isinstance(value, list | tuple):
+            return tuple(map(shape, value))
+        return repr(value)
+
+    meta, config, _, device = item
+    return (id(meta), device, tuple((k, shape(v)) for a in config for k, v in a.items() if k != "tags"))
+
+
+def _size(item: tuple) -> int:
+    """The product of a config's sizes: how big its tensors are, roughly."""
+    return math.prod(n for attr in item[1] for value in attr.values() for n in _ints(value))
+
+
+def _ints(value) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    return [n for v in value for n in _ints(v)] if isinstance(value, list | tuple) else []
+
+
+def _same_operators(first: list[dict], last: list[dict]) -> bool:
+    """Did two configs of a group trace the same operators, case by case?"""
+    return len(first) == len(last) > 0 and all(a["ops"] == b["ops"] for a, b in zip(first, last, strict=True))
 
 
 def _trace_opbench(job: dict, request: dict, checkpoint: str) -> dict:

@@ -35,6 +35,8 @@ class TraceMode(str, Enum):
     meta = "meta"  # ran on the meta device (shapes only): the operators it dispatches
     fake = "fake"  # ran under FakeTensorMode: the operators it dispatches
     inferred = "inferred"  # could not run fake: the operators of the real tests of its module
+    sampled = "sampled"  # not run: the operators of the traced configs of its group (same benchmark,
+    # device and attributes but sizes), which agreed
 
 
 class TraceStatus(str, Enum):

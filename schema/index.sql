@@ -142,7 +142,7 @@ CREATE TABLE bench_tests (
   tag TEXT NOT NULL,               -- short | long | ...
   backward BOOLEAN NOT NULL,
   device TEXT NOT NULL,            -- as configured (cuda/xpu tests are traced on the CPU)
-  mode TEXT NOT NULL,              -- real | meta | fake | inferred
+  mode TEXT NOT NULL,              -- real | meta | fake | inferred | sampled
   kernels_seen BOOLEAN NOT NULL    -- its ops include those kernels call (real, or borrowed from its module's real tests)
 );
 -- Operators a test's timed region executes (any overload): aten ops by base name, others too;

@@ -198,3 +198,59 @@ def test_a_module_that_probes_the_cuda_device_at_import_is_still_traced(opbench_
     tests = {t.name: t for t in result.tests}
     assert {"fill__N8_cpu", "fill__N16_cpu", "fill__N8_cuda", "fill__N16_cuda"} <= set(tests)
     assert "aten::fill_" in tests["fill__N8_cuda"].ops
+
+
+SIZES = """\
+import operator_benchmark as op_bench
+import torch
+
+configs = op_bench.cross_product_configs(
+    N=[2, 4, 8, 16], K=[2, 3], dtype=[torch.float, torch.double], device=["cpu"], tags=["long"]
+)
+
+
+class PlainBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, N, K, dtype, device):
+        self.inputs = {"x": torch.ones(N, K, dtype=dtype, device=device, requires_grad=self.auto_set())}
+        self.set_module_name("plain")
+
+    def forward(self, x):
+        return x.mul(2)
+
+
+class ThresholdBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, N, K, dtype, device):
+        self.inputs = {"x": torch.ones(N, K, dtype=dtype, device=device)}
+        self.set_module_name("threshold")
+
+    def forward(self, x):
+        return torch.cumsum(x, 0) if x.numel() >= 32 else x.sum(0)  # a size decides the path
+
+
+op_bench.generate_pt_test(configs, PlainBenchmark)
+op_bench.generate_pt_gradient_test(configs, PlainBenchmark)
+op_bench.generate_pt_test(configs, ThresholdBenchmark)
+"""
+
+
+@pytest.mark.corpus
+def test_configs_that_differ_only_in_sizes_take_the_operators_of_their_smallest_and_largest(opbench_repo: Path):
+    pytest.importorskip("torch")
+    path = opbench_repo / BENCH / "pt/sizes_test.py"
+    path.write_text(SIZES)
+    rel = str(path.relative_to(opbench_repo))
+    job = [TraceJob(rel, "operator_benchmark", path)]
+    sampled = trace_files(job, TraceOptions(parallel=1))[rel]
+    every = trace_files(job, TraceOptions(parallel=1, extra={"sample_sizes": False}))[rel]
+    assert sampled.status == every.status == TraceStatus.ok, (sampled.reason, every.reason)
+    # the same tests, named as the framework names them (gradient tests: bwdall, bwd1), the same operators
+    assert {t.name: set(t.ops) for t in sampled.tests} == {t.name: set(t.ops) for t in every.tests}
+    assert "plain_N4_K3_dtypetorch.float32_cpu_bwd1" in {t.name for t in sampled.tests}
+    modes = {t.name: t.mode for t in sampled.tests}
+    assert modes["plain_N4_K3_dtypetorch.float32_cpu"] == TraceMode.sampled
+    assert modes["plain_N2_K2_dtypetorch.float32_cpu"] != TraceMode.sampled  # the smallest ran
+    # where the smallest and largest disagree (sum below 32 elements, cumsum from 32), all ran
+    assert not any(m == TraceMode.sampled for n, m in modes.items() if n.startswith("threshold"))
+    assert "aten::cumsum" in {op for t in sampled.tests if t.name.startswith("threshold_N16") for op in t.ops}
+    # the 6 middles of plain's 4 groups: forward (1 case each), backward (2: all, bwd1)
+    assert len([t for t in sampled.tests if t.mode == TraceMode.sampled]) == 2 * 6 + 2 * 6 * 2
