@@ -90,9 +90,11 @@ def main() -> None:
     tree = scratch / "tree"
     sh(["git", "-C", str(corpus), "worktree", "add", "-q", "--detach", str(tree), "HEAD"], corpus)
     git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
-    # the installed console script, as a user runs it (python -m perfq adds runpy's start-up)
-    script = shutil.which("perfq")
-    perfq = [script] if script else [sys.executable, "-m", "perfq"]
+    # the console script installed beside the anchors' Python, as a user runs it (python -m
+    # perfq adds runpy's start-up; a `perfq` found first on PATH can be a version manager's
+    # shim, pyenv's here, which adds a bash and `pyenv exec`: 50-100 ms the anchors do not pay)
+    script = Path(sys.executable).parent / "perfq"
+    perfq = [str(script)] if script.is_file() else [sys.executable, "-m", "perfq"]
     perfq += ["affected", "HEAD~1", "--format", "json"]
     try:
         kernel = tree / "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
