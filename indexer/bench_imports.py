@@ -1,5 +1,6 @@
-"""Which benchmark files import a changed helper module of a benchmark tree (``pt/configs.py``,
-the harness's ``benchmark_core.py``), directly or through other modules of the tree."""
+"""Imports within a benchmark tree: which benchmark files import a changed helper module
+(``pt/configs.py``, the harness's ``benchmark_core.py``), and which modules a benchmark file's
+trace depends on, directly or through other modules of the tree."""
 
 from __future__ import annotations
 
@@ -40,33 +41,41 @@ def imported_names(path: str, source: bytes) -> set[str]:
     return out
 
 
+def import_graph(sources: dict[str, bytes], also: Iterable[str] = ()) -> dict[str, set[str]]:
+    """path -> the files of ``sources`` (and ``also``: paths that may have no source, a deleted
+    module) that it imports directly."""
+    by_name: dict[str, set[str]] = {}
+    for path in (*sources, *also):
+        for name in module_names(path):
+            by_name.setdefault(name, set()).add(path)
+    return {
+        path: {target for name in imported_names(path, source) for target in by_name.get(name, ()) if target != path}
+        for path, source in sources.items()
+    }
+
+
+def _closure(start: str, edges: dict[str, set[str]]) -> set[str]:
+    seen: set[str] = set()
+    frontier = [start]
+    while frontier:
+        frontier = [n for node in frontier for n in edges.get(node, ()) if n not in seen and n != start]
+        seen.update(frontier)
+    return seen
+
+
 def importers(changed: Iterable[str], sources: dict[str, bytes]) -> dict[str, set[str]]:
     """For each of the ``changed`` paths, the files of ``sources`` (path -> text) that import
     it, directly or through other files of ``sources``."""
-    by_name: dict[str, set[str]] = {}
-    for path in sources:
-        for name in module_names(path):
-            by_name.setdefault(name, set()).add(path)
-    for path in changed:
-        for name in module_names(path):
-            by_name.setdefault(name, set()).add(path)
+    changed = list(changed)
     imported_by: dict[str, set[str]] = {}
-    for path, source in sources.items():
-        for name in imported_names(path, source):
-            for target in by_name.get(name, ()):
-                if target != path:
-                    imported_by.setdefault(target, set()).add(path)
-    out: dict[str, set[str]] = {}
-    for path in changed:
-        seen: set[str] = set()
-        frontier = [path]
-        while frontier:
-            nxt = []
-            for target in frontier:
-                for user in imported_by.get(target, ()):
-                    if user not in seen and user != path:
-                        seen.add(user)
-                        nxt.append(user)
-            frontier = nxt
-        out[path] = seen
-    return out
+    for path, targets in import_graph(sources, changed).items():
+        for target in targets:
+            imported_by.setdefault(target, set()).add(path)
+    return {path: _closure(path, imported_by) for path in changed}
+
+
+def dependencies(paths: Iterable[str], sources: dict[str, bytes]) -> dict[str, set[str]]:
+    """For each of ``paths`` (files of ``sources``), the files of ``sources`` it imports,
+    directly or through others."""
+    graph = import_graph(sources)
+    return {path: _closure(path, graph) for path in paths}

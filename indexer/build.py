@@ -68,6 +68,9 @@ def build_index(
             t1 = time.perf_counter()
             digests = stats.digests(repo, [path for paths in files.values() for path in paths])
             report.timings["hash"] = time.perf_counter() - t1
+            # a changed module of a benchmark tree (the harness, shared configs) changes the tests
+            # of the benchmarks importing it: they are traced again, in a re-link
+            inputs["source_sha:benchmark_modules"] = _digest_of({p: digests[p] for p in files["benchmark_module"]})
             patched = None
             if copy is not None:
                 patched = patch_index(
@@ -89,6 +92,11 @@ def build_index(
         relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
                jobs=jobs, quiet=quiet, trace=trace, started=t0)
     return report
+
+
+def _digest_of(digests: dict[str, str | None]) -> str:
+    joined = "".join(f"{path}\0{digest}\n" for path, digest in sorted(digests.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()
 
 
 def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path]:

@@ -8,7 +8,7 @@ import functools
 import os
 import re
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from perfq.config import Config
 from perfq.errors import PerfqError
@@ -107,7 +107,7 @@ def require_sources(repo: Path, cfg: Config, files: dict[str, list[str]]) -> Non
             base = root.strip("/")
             if not any(p == base or p.startswith(base + "/") for p in files[kind]):
                 raise PerfqError(f"{key}: {root!r} holds no {what} to index (outside the exclude patterns)")
-    if any(files.values()) or cfg.upstream:
+    if any(files[kind] for kind, _ in ROOTS.values()) or cfg.upstream:
         return
     raise PerfqError(
         f"nothing to index in {repo}: no C++, Python or benchmark file under the configured roots; "
@@ -116,8 +116,9 @@ def require_sources(repo: Path, cfg: Config, files: dict[str, list[str]]) -> Non
 
 
 def discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
-    """Files to index by kind: 'cpp', 'python', 'benchmark'; PerfqError when a configured root is
-    missing or there is nothing to index."""
+    """Files to index by kind: 'cpp', 'python', 'benchmark', and the 'benchmark_module's the
+    benchmarks may import; PerfqError when a configured root is missing or there is nothing to
+    index."""
     check_roots(repo, cfg)
     files = _discover(repo, cfg)
     require_sources(repo, cfg, files)
@@ -140,26 +141,39 @@ def _in_roots(path: str, roots: tuple[str, ...]) -> bool:
     return any(path.startswith(r.strip("/") + "/") for r in roots)
 
 
-def under_benchmark_root(path: str, cfg: Config) -> bool:
-    """A Python file under a benchmark root: a benchmark, or a module of its tree."""
-    return path.endswith(".py") and _in_roots(path, (*cfg.benchmark_roots, *cfg.script_benchmark_roots))
+def benchmark_trees(cfg: Config) -> tuple[str, ...]:
+    """The folders benchmarks run from, whose other Python files they may import: an
+    operator_benchmark root's parent (``pt``'s holds the harness, ``benchmark_core.py``) and
+    each script root."""
+    roots = [r.strip("/") for r in cfg.benchmark_roots if r.strip("/")]
+    parents = [str(PurePosixPath(r).parent) if "/" in r else r for r in roots]
+    return tuple(dict.fromkeys([*parents, *(r.strip("/") for r in cfg.script_benchmark_roots if r.strip("/"))]))
+
+
+def in_benchmark_tree(path: str, cfg: Config) -> bool:
+    """A Python file of a benchmark tree: a benchmark, or a module benchmarks may import."""
+    return path.endswith(".py") and _in_roots(path, benchmark_trees(cfg))
 
 
 def is_benchmark_file(path: str, cfg: Config) -> bool:
     """A benchmark file: ``*_test.py`` under a benchmark root, or any script under a script root."""
-    if not under_benchmark_root(path, cfg) or path.endswith("__init__.py"):
+    if not path.endswith(".py") or path.endswith("__init__.py"):
         return False
-    return path.endswith("_test.py") or _in_roots(path, tuple(cfg.script_benchmark_roots))
+    return (path.endswith("_test.py") and _in_roots(path, cfg.benchmark_roots)) or _in_roots(
+        path, cfg.script_benchmark_roots
+    )
 
 
 def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
-    bench_roots = tuple(cfg.benchmark_roots) + tuple(cfg.script_benchmark_roots)
-    every = listed_files(repo, (*cfg.source_roots, *bench_roots, *cfg.python_roots))  # one git call for all roots
+    trees = benchmark_trees(cfg)
+    every = listed_files(repo, (*cfg.source_roots, *trees, *cfg.python_roots))  # one git call for all roots
     cpp = [p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES)]
     cpp = _without(cpp, cfg.exclude)
-    bench = [p for p in _under(every, bench_roots) if is_benchmark_file(p, cfg)]
+    in_trees = [p for p in _under(every, trees) if p.endswith(".py")]
+    bench = [p for p in in_trees if is_benchmark_file(p, cfg)]
+    modules = [p for p in in_trees if not is_benchmark_file(p, cfg)]
     python = _without([p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py")], cfg.exclude)
-    return {"cpp": cpp, "python": python, "benchmark": bench}
+    return {"cpp": cpp, "python": python, "benchmark": bench, "benchmark_module": modules}
 
 
 def _without(paths: list[str], patterns: tuple[str, ...]) -> list[str]:

@@ -19,6 +19,7 @@ from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
+from perfq.indexer.bench_imports import dependencies
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.build_info import BuildEvents, BuildReport, extractor_version
 from perfq.indexer.compile_db import load_compile_db
@@ -34,6 +35,7 @@ from perfq.indexer.trace import (
     TraceStatus,
     cache_key,
     torch_available,
+    trace_content,
     trace_files,
 )
 from perfq.indexer.upstream import Upstream
@@ -107,7 +109,8 @@ def relink(
     file_facts = [*native_link.files, *python_facts]
     benches = _facts(kept, "benchmark")
     t_trace = time.perf_counter()
-    traces = _traces(repo, benches, cache, kept, trace, jobs, events)
+    imports = _benchmark_imports(repo, benches, files["benchmark_module"], digests)
+    traces = _traces(repo, benches, imports, cache, kept, trace, jobs, events)
     report.timings["trace"] = time.perf_counter() - t_trace
     report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
     # the facts cache is saved by a forked child while this process links and writes
@@ -237,27 +240,47 @@ def _meta(repo: Path, inputs: dict[str, str], report: BuildReport) -> dict[str, 
     return meta
 
 
+def _benchmark_imports(
+    repo: Path, benches: list[BenchmarkFacts], modules: list[str], digests: dict[str, str | None]
+) -> dict[str, dict[str, str | None]]:
+    """Per benchmark file, the files of its tree it imports (directly or not), with their digests."""
+    paths = [*(b.file for b in benches), *modules]
+    sources = {p: data for p in paths if (data := _read(repo / p)) is not None}
+    return {
+        file: {p: digests.get(p) for p in imported}
+        for file, imported in dependencies([b.file for b in benches], sources).items()
+    }
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
 def _traces(
     repo: Path,
     benches: list[BenchmarkFacts],
+    imports: dict[str, dict[str, str | None]],
     cache: dict,
     kept: dict,
     trace: bool | None,
     jobs: int | None,
     events: BuildEvents,
 ) -> dict[str, FileTrace]:
-    """Traced tests per benchmark file: cached ones whose file, torch and tracer are
-    unchanged (unless one failed for want of a module that is installed now), and new traces of
-    the others when torch is importable (``trace`` None: when
+    """Traced tests per benchmark file: cached ones whose file, the files of its tree it
+    ``imports``, torch and tracer are unchanged (unless one failed for want of a module that is
+    installed now), and new traces of the others when torch is importable (``trace`` None: when
     it is; True: required; False: never). Without torch, earlier traces of unchanged files
-    are kept."""
+    (and imports) are kept."""
     version = torch_available() if trace is not False else None
     if trace is True and version is None:
         raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
     out: dict[str, FileTrace] = {}
     todo: list[tuple[BenchmarkFacts, str]] = []
     for b in benches:
-        sha = kept[f"benchmark:{b.file}"][1]
+        sha = trace_content(kept[f"benchmark:{b.file}"][1], imports.get(b.file, {}))
         key = f"trace:{b.file}"
         cached = cache.get(key)
         wanted = cache_key(sha, version) if version else None

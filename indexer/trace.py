@@ -167,6 +167,15 @@ def driver_digest() -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
+def trace_content(file_sha: str, imports: dict[str, str | None]) -> str:
+    """What a benchmark file's trace depends on in its repo: the file's content and that of
+    the files of its tree it imports (the harness, shared configs: they decide its tests)."""
+    if not imports:
+        return file_sha
+    joined = "".join(f"{path}\0{digest}\n" for path, digest in sorted(imports.items()))
+    return f"{file_sha}+{hashlib.sha256(joined.encode()).hexdigest()[:12]}"
+
+
 def cache_key(content_sha: str, torch_version: str) -> str:
     return f"{content_sha}:{torch_version}:{driver_digest()}"
 

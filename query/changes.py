@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.discover import CPP_SUFFIXES, excluded, is_benchmark_file, under_benchmark_root
+from perfq.indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.extents import parse_extents
 from perfq.query.loose_lines import sort_loose
@@ -76,7 +76,7 @@ def source_kind(path: str, cfg: Config) -> str:
         return "native_yaml"
     if path.endswith("derivatives.yaml"):
         return "derivatives"
-    if under_benchmark_root(path, cfg):
+    if in_benchmark_tree(path, cfg):
         return "benchmark" if is_benchmark_file(path, cfg) else "benchmark_module"
     if excluded(path, cfg.exclude):
         return "other"  # tests, third_party: not indexed, nothing a benchmark runs

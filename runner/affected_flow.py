@@ -14,10 +14,10 @@ from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, pars
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
-from perfq.indexer.discover import listed_files
+from perfq.indexer.bench_imports import importers
+from perfq.indexer.discover import benchmark_trees, listed_files
 from perfq.indexer.facts import FileFacts, Function
 from perfq.query.affected import AffectedDoc, AffectedInput, affected
-from perfq.query.bench_imports import importers
 from perfq.query.changes import changed_functions, source_kind
 from perfq.query.extents import parse_extents, shifted_extents
 from perfq.schema.index_store import IndexStore
@@ -71,9 +71,9 @@ def _texts(
 
 
 def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[str, bytes | None]) -> dict[str, bytes]:
-    """The Python files under the benchmark roots at ``head`` (None: the working tree), with
+    """The Python files of the benchmark trees at ``head`` (None: the working tree), with
     the changed ones as the change leaves them."""
-    roots = tuple(r.strip("/") for r in (*cfg.benchmark_roots, *cfg.script_benchmark_roots))
+    roots = benchmark_trees(cfg)
     if head:
         listed = git.out(repo, "ls-tree", "-r", "--name-only", head, "--", *roots).splitlines()
         paths = [p for p in listed if p.endswith(".py") and p not in head_texts]

@@ -12,7 +12,7 @@ import pytest
 from perfq.config import Config
 from perfq.indexer.build import build_index
 from perfq.indexer.trace import TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
-from tests.conftest import CORPUS, db_rows
+from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"
 
@@ -254,3 +254,59 @@ def test_configs_that_differ_only_in_sizes_take_the_operators_of_their_smallest_
     assert "aten::cumsum" in {op for t in sampled.tests if t.name.startswith("threshold_N16") for op in t.ops}
     # the 6 middles of plain's 4 groups: forward (1 case each), backward (2: all, bwd1)
     assert len([t for t in sampled.tests if t.mode == TraceMode.sampled]) == 2 * 6 + 2 * 6 * 2
+
+
+SHARED_SIZES = "SIZES = [8, 16]\n"
+
+USES_SHARED = """\
+import operator_benchmark as op_bench
+import torch
+
+from pt import shared_sizes
+
+configs = op_bench.cross_product_configs(N=shared_sizes.SIZES, device=["cpu"], tags=["short"])
+
+
+class NegBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, N, device):
+        self.inputs = {"x": torch.ones(N, device=device)}
+        self.set_module_name("neg")
+
+    def forward(self, x):
+        return torch.neg(x)
+
+
+op_bench.generate_pt_test(configs, NegBenchmark)
+"""
+
+
+@pytest.mark.corpus
+def test_a_benchmark_is_traced_again_when_a_module_it_imports_changes(tmp_path: Path, corpus: Path):
+    """The tests of a benchmark come from the modules it imports too (shared configs, the
+    harness): its cached trace is reused only while they are unchanged."""
+    pytest.importorskip("torch")
+    repo = tmp_path / "repo"
+    native = repo / "aten/src/ATen/native"
+    native.mkdir(parents=True)
+    shutil.copy(corpus / "aten/src/ATen/native/native_functions.yaml", native)
+    (repo / BENCH / "pt").mkdir(parents=True)
+    for path in (corpus / BENCH).glob("*.py"):  # the harness: benchmark_core.py, benchmark_pytorch.py...
+        shutil.copy(path, repo / BENCH / path.name)
+    (repo / BENCH / "pt/__init__.py").write_text("")
+    (repo / BENCH / "pt/shared_sizes.py").write_text(SHARED_SIZES)
+    (repo / BENCH / "pt/neg_test.py").write_text(USES_SHARED)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a benchmark whose sizes live in a shared module")
+    db = repo / ".git/perfq/index.duckdb"
+
+    def tests() -> set[str]:
+        return {t for (t,) in db_rows(db, "SELECT test FROM bench_tests WHERE bench = 'neg_test'")}
+
+    first = run_perfq(repo, "index", "-q")
+    assert first.returncode == 0, first.stderr
+    assert tests() == {"neg_N8_cpu", "neg_N16_cpu"}
+    (repo / BENCH / "pt/shared_sizes.py").write_text("SIZES = [8, 32]\n")  # the benchmark file is unchanged
+    again = run_perfq(repo, "index", "-q")
+    assert again.returncode == 0, again.stderr
+    assert tests() == {"neg_N8_cpu", "neg_N32_cpu"}

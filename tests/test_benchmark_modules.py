@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from perfq.query.bench_imports import imported_names, importers, module_names
+from perfq.indexer.bench_imports import imported_names, importers, module_names
 from tests.aten_fixture import FILES, commit_all, git, write_tree
 from tests.conftest import run_perfq
 
@@ -47,6 +47,9 @@ TREE = {  # modules of the benchmark root (pt/, the default) that are not benchm
     f"{BENCH}/pt/configs.py": "from pt.shapes import SIZES\n\nshort_configs = [8]\n",
     f"{BENCH}/pt/shapes.py": "SIZES = (8, 16)\n",
     f"{BENCH}/pt/helpers_nobody_uses.py": "VALUE = 1\n",
+    # the harness, beside the benchmark root: every benchmark imports it through operator_benchmark
+    f"{BENCH}/operator_benchmark.py": "from benchmark_core import *\n",
+    f"{BENCH}/benchmark_core.py": "def run(n):\n    return n\n",
 }
 
 
@@ -95,3 +98,8 @@ def test_a_changed_benchmark_module_selects_the_benchmarks_that_import_it(tmp_pa
     doc = _selected(root, "HEAD~1")
     assert doc["benchmarks"] == []
     assert {c["file"] for c in doc["no_op_changes"]} == {f"{BENCH}/pt/shapes.py", f"{BENCH}/pt/fancy_test.py"}
+
+    (root / f"{BENCH}/benchmark_core.py").write_text("def run(n):\n    return n + 0\n")
+    commit_all(root, "the harness")
+    doc = _selected(root, "HEAD~1")
+    assert {b["name"] for b in doc["benchmarks"]} == {"softmax_op_test", "fancy_test", "qthing_test"}
