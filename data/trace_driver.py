@@ -379,15 +379,19 @@ class _OpBenchTracer:
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.profiler import record_function
 
-        if mode == "fake":
-            fake = FakeTensorMode(allow_non_fake_inputs=True)
-        elif mode == "meta":
-            fake = torch.device("meta")
-        else:
-            fake = contextlib.nullcontext()
+        def shapes_only() -> contextlib.ExitStack:
+            stack = contextlib.ExitStack()
+            if mode == "fake":
+                stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+            elif mode == "meta":
+                stack.enter_context(torch.device("meta"))
+            if mode != "real":
+                stack.enter_context(_no_quantized_tensors())
+            return stack
+
         generated = self.core._build_test([config], *meta[1:])
         while True:
-            with fake:
+            with shapes_only():
                 try:
                     _, case = next(generated)
                 except StopIteration:
@@ -443,24 +447,39 @@ class _OpBenchTracer:
     def _infer(self, meta, config, tag: str, device: str) -> bool:
         """A config that cannot run fake (quantized tensors, packed weights...) takes the
         operators of the real tests of its module and direction, without running."""
-        bench_op, test_case, run_backward = meta[1], meta[2], meta[3]
-        op_name_function = meta[4] if len(meta) > 4 else None
-        bench = bench_op()
-        if op_name_function is not None:
-            bench.set_module_name(op_name_function["op_name"])
+        added = []
+        for case in self._cases(meta, config, tag):
+            entry = self._entry(case, device, "inferred")
+            same = [
+                t
+                for t in self.tests
+                if t["mode"] == "real" and t["module"] == entry["module"] and t["backward"] == entry["backward"]
+            ] or [t for t in self.tests if t["mode"] == "real" and t["class"] == entry["class"]]
+            if not same:
+                return False
+            added.append({**entry, "ops": sorted(set().union(*(t.get("ops", ()) for t in same)))})
+        self.tests += added
+        return bool(added)
+
+    def _cases(self, meta, config, tag: str) -> list:
+        """The framework's test cases of ``config``, unrun: built on the meta device or under
+        fake tensors, so that their names are the framework's (an init may name its module, a
+        gradient test has one case per input); named from the config alone when neither builds."""
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        on_meta = self._local(config, "meta", self.remap | {"cpu"})
+        for context, local in ((torch.device("meta"), on_meta), (FakeTensorMode(allow_non_fake_inputs=True), config)):
+            try:
+                with context:
+                    return [case for _, case in self.core._build_test([local], *meta[1:])]
+            except Exception:
+                continue
+        bench = meta[1]()
+        if len(meta) > 4 and meta[4] is not None:  # op_list benchmarks: the op's name
+            bench.set_module_name(meta[4]["op_name"])
         attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
-        _, case = self.core._create_test(bench, attrs, tag, test_case, run_backward, None)
-        entry = self._entry(case, device, "inferred")
-        same = [
-            t
-            for t in self.tests
-            if t["mode"] == "real" and t["module"] == entry["module"] and t["backward"] == entry["backward"]
-        ] or [t for t in self.tests if t["mode"] == "real" and t["class"] == entry["class"]]
-        if not same:
-            return False
-        entry["ops"] = sorted(set().union(*(t.get("ops", ()) for t in same)))
-        self.tests.append(entry)
-        return True
+        return [self.core._create_test(bench, attrs, tag, meta[2], meta[3], None)[1]]
 
 
 def _without_sizes(item: tuple) -> tuple:
@@ -521,6 +540,34 @@ def _script_code(path: str):
     with open(path, encoding="utf-8") as fh:
         tree = ast.parse(fh.read(), filename=path)
     return compile(ast.fix_missing_locations(_FewerLoops().visit(tree)), path, "exec")
+
+
+_QUANTIZED_FACTORIES = {
+    "quantize_per_tensor",
+    "quantize_per_tensor_dynamic",
+    "quantize_per_channel",
+    "_empty_affine_quantized",
+    "_empty_per_channel_affine_quantized",
+    "_make_per_tensor_quantized_tensor",
+    "_make_per_channel_quantized_tensor",
+}
+
+
+def _no_quantized_tensors():
+    """A function mode for the shapes-only runs: on the meta device and under fake tensors a
+    quantized tensor comes out a plain float one (``quantize_per_tensor`` returns float32), so
+    a quantized config would be traced running dense operators. Making one raises instead:
+    the config then takes the operators of its module's real tests, or runs for real. (A
+    function mode: a dispatch mode would change what the profiler nests under each operator.)"""
+    from torch.overrides import TorchFunctionMode
+
+    class NoQuantized(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in _QUANTIZED_FACTORIES:
+                raise NotImplementedError(f"{func.__name__}: no quantized tensors in a shapes-only run")
+            return func(*args, **(kwargs or {}))
+
+    return NoQuantized()
 
 
 def _meta_gaps():
@@ -687,10 +734,11 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         if mode in ("meta", "meta-gaps"):
             remapping.target = "meta"
             gaps = [_meta_gaps()] if mode == "meta-gaps" else []
-            return [torch.device("meta"), remapping.mode, *gaps]
+            return [torch.device("meta"), remapping.mode, *gaps, _no_quantized_tensors()]
         remapping.target = "cpu"
         if mode == "fake":
-            return [FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()), remapping.mode]
+            fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+            return [fake, remapping.mode, _no_quantized_tensors()]
         return [remapping.mode]
 
     code = _script_code(script)

@@ -310,3 +310,44 @@ def test_a_benchmark_is_traced_again_when_a_module_it_imports_changes(tmp_path: 
     again = run_perfq(repo, "index", "-q")
     assert again.returncode == 0, again.stderr
     assert tests() == {"neg_N8_cpu", "neg_N32_cpu"}
+
+
+QUANTIZED = """\
+import operator_benchmark as op_bench
+import torch
+
+long_configs = op_bench.cross_product_configs(N=[8, 16, 32], dtype=[torch.quint8], tags=["long"])
+short_configs = op_bench.config_list(attr_names=["N", "dtype"], attrs=[[4, torch.quint8]], tags=["short"])
+
+
+class QTopkBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, N, dtype):
+        self.inputs = {"q": torch.quantize_per_tensor(torch.rand(N, N), 0.1, 0, dtype)}
+        self.set_module_name("qtopk")
+
+    def forward(self, q):
+        return torch.topk(q, 2)
+
+
+op_bench.generate_pt_test(short_configs + long_configs, QTopkBenchmark)
+"""
+
+
+@pytest.mark.corpus
+def test_quantized_configs_are_not_traced_as_dense_ones_on_the_meta_device(opbench_repo: Path):
+    """The meta device and fake tensors make ``quantize_per_tensor`` return a float tensor: a
+    long quantized config traced there ran dense topk. It takes its real tests' operators."""
+    pytest.importorskip("torch")
+    path = opbench_repo / BENCH / "pt/qtopk_only_test.py"
+    path.write_text(QUANTIZED)
+    rel = str(path.relative_to(opbench_repo))
+    result = trace_files([TraceJob(rel, "operator_benchmark", path)], TraceOptions(parallel=1))[rel]
+    assert result.status == TraceStatus.ok, result.reason
+    tests = {t.name: t for t in result.tests}
+    # named as the framework names them (its init sets the module name), not after the class
+    assert set(tests) == {f"qtopk_N{n}_dtypetorch.quint8" for n in (4, 8, 16, 32)}
+    assert tests["qtopk_N4_dtypetorch.quint8"].mode == TraceMode.real
+    for n in (8, 16, 32):
+        test = tests[f"qtopk_N{n}_dtypetorch.quint8"]
+        assert test.mode == TraceMode.inferred
+        assert "aten::topk@quantized" in test.ops and "aten::topk" not in test.ops
