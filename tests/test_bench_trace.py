@@ -11,7 +11,7 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
-from perfq.indexer.trace import TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
+from perfq.indexer.trace import FileTrace, TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"
@@ -40,6 +40,14 @@ def opbench_repo(tmp_path: Path, corpus: Path) -> Path:
     for name in ("__init__.py", "configs.py", "softmax_test.py", "stack_test.py", "qactivation_test.py"):
         shutil.copy(corpus / BENCH / "pt" / name, repo / BENCH / "pt" / name)
     return repo
+
+
+def _trace_new_benchmark(repo: Path, name: str, source: str, **extra) -> FileTrace:
+    """Write ``source`` as ``pt/<name>`` of ``repo``'s operator benchmarks and trace it alone."""
+    path = repo / BENCH / "pt" / name
+    path.write_text(source)
+    rel = str(path.relative_to(repo))
+    return trace_files([TraceJob(rel, "operator_benchmark", path)], TraceOptions(parallel=1, extra=extra))[rel]
 
 
 @pytest.mark.corpus
@@ -190,10 +198,7 @@ op_bench.generate_pt_test(configs, FillBenchmark)
 @pytest.mark.corpus
 def test_a_module_that_probes_the_cuda_device_at_import_is_still_traced(opbench_repo: Path):
     pytest.importorskip("torch")
-    path = opbench_repo / BENCH / "pt/probe_test.py"
-    path.write_text(PROBING)
-    rel = str(path.relative_to(opbench_repo))
-    result = trace_files([TraceJob(rel, "operator_benchmark", path)], TraceOptions(parallel=1))[rel]
+    result = _trace_new_benchmark(opbench_repo, "probe_test.py", PROBING)
     assert result.status == TraceStatus.ok, result.reason
     tests = {t.name: t for t in result.tests}
     assert {"fill__N8_cpu", "fill__N16_cpu", "fill__N8_cuda", "fill__N16_cuda"} <= set(tests)
@@ -236,12 +241,8 @@ op_bench.generate_pt_test(configs, ThresholdBenchmark)
 @pytest.mark.corpus
 def test_configs_that_differ_only_in_sizes_take_the_operators_of_their_smallest_and_largest(opbench_repo: Path):
     pytest.importorskip("torch")
-    path = opbench_repo / BENCH / "pt/sizes_test.py"
-    path.write_text(SIZES)
-    rel = str(path.relative_to(opbench_repo))
-    job = [TraceJob(rel, "operator_benchmark", path)]
-    sampled = trace_files(job, TraceOptions(parallel=1))[rel]
-    every = trace_files(job, TraceOptions(parallel=1, extra={"sample_sizes": False}))[rel]
+    sampled = _trace_new_benchmark(opbench_repo, "sizes_test.py", SIZES)
+    every = _trace_new_benchmark(opbench_repo, "sizes_test.py", SIZES, sample_sizes=False)
     assert sampled.status == every.status == TraceStatus.ok, (sampled.reason, every.reason)
     # the same tests, named as the framework names them (gradient tests: bwdall, bwd1), the same operators
     assert {t.name: set(t.ops) for t in sampled.tests} == {t.name: set(t.ops) for t in every.tests}
@@ -338,10 +339,7 @@ def test_quantized_configs_are_not_traced_as_dense_ones_on_the_meta_device(opben
     """The meta device and fake tensors make ``quantize_per_tensor`` return a float tensor: a
     long quantized config traced there ran dense topk. It takes its real tests' operators."""
     pytest.importorskip("torch")
-    path = opbench_repo / BENCH / "pt/qtopk_only_test.py"
-    path.write_text(QUANTIZED)
-    rel = str(path.relative_to(opbench_repo))
-    result = trace_files([TraceJob(rel, "operator_benchmark", path)], TraceOptions(parallel=1))[rel]
+    result = _trace_new_benchmark(opbench_repo, "qtopk_only_test.py", QUANTIZED)
     assert result.status == TraceStatus.ok, result.reason
     tests = {t.name: t for t in result.tests}
     # named as the framework names them (its init sets the module name), not after the class
