@@ -296,27 +296,22 @@ class _OpBenchTracer:
         rest = []
         for group in groups.values():
             first, last = (self.tests[slice(*spans[id(end)])] for end in (group[0], group[-1]))
-            if _same_operators(first, last):
-                for item in group[1:-1]:
-                    self._copy(item, first)
-            else:
-                rest += group[1:-1]
+            agree = _same_operators(first, last)
+            rest += [item for item in group[1:-1] if not (agree and self._copy(item, first))]
         self._pass(rest, "fake")
 
-    def _copy(self, item: tuple, like: list[dict]) -> None:
-        """The tests of config ``item``, named as the framework would, with the operators of
-        ``like`` (the tests of a config of the same group, case by case)."""
+    def _copy(self, item: tuple, like: list[dict]) -> bool:
+        """Add the tests of config ``item`` (built unrun, to be named) with the operators of
+        ``like``, the tests of a config of its group, case by case; False when they do not pair."""
         meta, config, tag, device = item
-        bench = meta[1]()
-        bench.set_module_name(like[0]["module"])
-        attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
-        # one case, or with auto_set() gradients one per input after one for all of them
-        inputs = [None] if len(like) == 1 else ["all", *range(1, len(like))]
         self.device = device
-        for bwd, entry in zip(inputs, like, strict=True):
-            _, case = self.core._create_test(bench, attrs, tag, meta[2], meta[3], bwd)
+        cases = self._cases(meta, config, tag)
+        if len(cases) != len(like):
+            return False
+        for case, entry in zip(cases, like, strict=True):
             mode = "inferred" if entry["mode"] == "inferred" else "sampled"
             self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"]})
+        return True
 
     def _save(self) -> None:
         with open(self.checkpoint, "w", encoding="utf-8") as fh:
