@@ -15,7 +15,7 @@ from perfq.errors import PerfqError
 from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from perfq.indexer.discover import discover
 from perfq.indexer.incremental import patch_index
-from perfq.indexer.stat_cache import stat_cache
+from perfq.indexer.stat_cache import combined_digest, stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
 from perfq.schema.writer import build_lock, copying
@@ -70,7 +70,7 @@ def build_index(
             report.timings["hash"] = time.perf_counter() - t1
             # a changed module of a benchmark tree (the harness, shared configs) changes the tests
             # of the benchmarks importing it: they are traced again, in a re-link
-            inputs["source_sha:benchmark_modules"] = _digest_of({p: digests[p] for p in files["benchmark_module"]})
+            inputs["source_sha:benchmark_modules"] = combined_digest({p: digests[p] for p in files["benchmark_module"]})
             patched = None
             if copy is not None:
                 patched = patch_index(
@@ -92,11 +92,6 @@ def build_index(
         relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
                jobs=jobs, quiet=quiet, trace=trace, started=t0)
     return report
-
-
-def _digest_of(digests: dict[str, str | None]) -> str:
-    joined = "".join(f"{path}\0{digest}\n" for path, digest in sorted(digests.items()))
-    return hashlib.sha256(joined.encode()).hexdigest()
 
 
 def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path]:

@@ -43,6 +43,12 @@ def _sha256(file: str) -> str | None:
         return None
 
 
+def combined_digest(digests: dict[str, str | None]) -> str:
+    """One digest for several files' (path -> digest): changes when any of them does."""
+    joined = "".join(f"{path}\0{digest}\n" for path, digest in sorted(digests.items()))
+    return hashlib.sha256(joined.encode()).hexdigest()
+
+
 @contextlib.contextmanager
 def stat_cache(path: Path | None) -> Iterator[StatCache]:
     """The stat cache at ``path`` (None: none), read in a thread from here on (a build lists

@@ -22,6 +22,8 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 
+from perfq.indexer.stat_cache import combined_digest
+
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
 DEFAULT_MEMORY_MB = 3072  # per benchmark file (its child is killed past it)
 REMAPPED_DEVICES = ("cuda", "xpu", "mps", "hpu")
@@ -170,10 +172,7 @@ def driver_digest() -> str:
 def trace_content(file_sha: str, imports: dict[str, str | None]) -> str:
     """What a benchmark file's trace depends on in its repo: the file's content and that of
     the files of its tree it imports (the harness, shared configs: they decide its tests)."""
-    if not imports:
-        return file_sha
-    joined = "".join(f"{path}\0{digest}\n" for path, digest in sorted(imports.items()))
-    return f"{file_sha}+{hashlib.sha256(joined.encode()).hexdigest()[:12]}"
+    return f"{file_sha}+{combined_digest(imports)[:12]}" if imports else file_sha
 
 
 def cache_key(content_sha: str, torch_version: str) -> str:
