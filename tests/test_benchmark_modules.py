@@ -84,6 +84,10 @@ def test_a_changed_benchmark_module_selects_the_benchmarks_that_import_it(tmp_pa
     (reason,) = picked["softmax_op_test"]["reasons"]
     why = f"benchmark file {BENCH}/pt/softmax_op_test.py imports {BENCH}/pt/configs.py, which changed"
     assert reason["chain"] == [why]
+    table = run_perfq(root, "affected", base, "--format", "table", env={"COLUMNS": "200"})
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if "softmax_op_test" in line)
+    assert "benchmark file softmax_op_test.py imports configs.py, which changed" in row  # its "why"
     assert picked["brand_new_test"]["source"] == "changed"
     assert f"{BENCH}/pt/helpers_nobody_uses.py (no benchmark imports it)" in doc["ignored_files"]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
@@ -30,9 +32,15 @@ def gha_matrix(doc: AffectedDoc) -> dict:
     return {"include": include}
 
 
+_FILE_STEP = "benchmark file "
+
+
 def _step(step: str) -> str:
-    """A chain step without its edge tag and file path: ``softmax_lastdim_kernel_impl``."""
+    """A chain step without its edge tag and file paths: ``softmax_lastdim_kernel_impl``,
+    ``benchmark file add_test.py imports benchmark_core.py, which changed``."""
     text = step.split(" [")[0]
+    if text.startswith(_FILE_STEP):
+        return re.sub(r"\S+/(\S+)", r"\1", text)
     if ":" in text and not text.startswith(("op ", "stub ", "benchmark ")):
         text = text.rsplit("::", 1)[-1] if "::" in text else text.rsplit(":", 1)[-1]
     return text
@@ -42,7 +50,8 @@ def _why(b: SelectedBenchmark) -> str:
     """The first reason as 'changed function -> ... -> op'."""
     if not b.reasons:
         return ""
-    steps = [_step(s) for s in b.reasons[0].chain if not s.startswith("benchmark ")]
+    # the benchmark node itself ends a chain; a changed benchmark file (or module it imports) is the reason
+    steps = [_step(s) for s in b.reasons[0].chain if s.startswith(_FILE_STEP) or not s.startswith("benchmark ")]
     if len(steps) > 4:
         steps = [steps[0], "…", *steps[-2:]]
     return " → ".join(steps)
