@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from perfq import __version__
+from perfq.common import git
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
@@ -245,18 +246,11 @@ def _benchmark_imports(
 ) -> dict[str, dict[str, str | None]]:
     """Per benchmark file, the files of its tree it imports (directly or not), with their digests."""
     paths = [*(b.file for b in benches), *modules]
-    sources = {p: data for p in paths if (data := _read(repo / p)) is not None}
+    sources = {p: data for p in paths if (data := git.show(repo, None, p)) is not None}
     return {
         file: {p: digests.get(p) for p in imported}
         for file, imported in dependencies([b.file for b in benches], sources).items()
     }
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
 
 
 def _traces(

@@ -80,7 +80,7 @@ def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[
         texts = {p: data for (_, p), data in git.read_blobs(repo, [(head, p) for p in paths]).items()}
     else:  # the working tree, as the index lists it
         paths = [p for p in listed_files(repo, roots) if p.endswith(".py") and p not in head_texts]
-        texts = {p: (repo / p).read_bytes() for p in paths if (repo / p).is_file()}
+        texts = {p: git.show(repo, None, p) for p in paths}
     texts.update({p: data for p, data in head_texts.items() if p.endswith(".py")})
     return {p: data for p, data in texts.items() if data is not None}
 
