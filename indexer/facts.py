@@ -104,3 +104,8 @@ def usings_of(facts: FileFacts) -> tuple[str, ...]:
 def namespace_of(qualname: str) -> str:
     """'at::native::(anonymous namespace)::foo<T>' -> 'at::native::(anonymous namespace)'."""
     return re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0] if "::" in qualname else ""
+
+
+def scope_name(qualname: str) -> str:
+    """'ns::Functor<T>::operator()' -> 'Functor': the innermost class (or namespace) of a function."""
+    return namespace_of(qualname).rpartition("::")[2]

@@ -78,7 +78,7 @@ def _strip_args(name: str) -> str:
 
 def _class_of(qualname: str) -> str:
     """'at::native::xpu::Functor<T>::operator()' -> 'at::native::xpu::Functor' (template arguments dropped)."""
-    return _strip_args(re.sub(r"<[^<>]*>", "", qualname).rpartition("::")[0])
+    return _strip_args(namespace_of(qualname))
 
 
 def call_names(name: str, qualname: str) -> set[str]:

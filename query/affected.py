@@ -26,7 +26,7 @@ from pathlib import Path
 from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.devices import device_of_key, device_of_path
-from perfq.indexer.facts import namespace_of
+from perfq.indexer.facts import scope_name
 from perfq.query.changes import ChangedFunction, ChangeSet
 from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
@@ -190,9 +190,9 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
         by_file.setdefault(row.path, []).append(row)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
-        scope = _scope(cf.qualname)  # a method by its class too: a file has many operator()s
+        scope = scope_name(cf.qualname)  # a method by its class too: a file has many operator()s
         ids = [r.id for r in indexed if r.qualname == cf.qualname] or [
-            r.id for r in indexed if r.name == cf.name and _scope(r.qualname) == scope
+            r.id for r in indexed if r.name == cf.name and scope_name(r.qualname) == scope
         ]
         label = f"{cf.path}:{cf.qualname}"
         dev = device_of_path(cf.path)
@@ -229,11 +229,6 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _scope(qualname: str) -> str:
-    """'ns::Functor<T>::operator()' -> 'Functor': the innermost class or namespace of a function."""
-    return namespace_of(qualname).rpartition("::")[2]
 
 
 def _label(r: Reach, node: int, files: dict[int, str]) -> str:

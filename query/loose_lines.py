@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from perfq.indexer.facts import FileFacts
+from perfq.indexer.facts import FileFacts, scope_name
 from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
 
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
@@ -121,5 +121,4 @@ def _class_spans(code: str) -> list[tuple[int, int, str]]:
 
 def _methods(facts: FileFacts, name: str) -> list[str]:
     """Qualified names of the methods of class ``name`` that ``facts`` defines."""
-    member = re.compile(rf"(?:^|::){re.escape(name)}(?:<[^:]*>)?::[^:]+$")
-    return [f.qualname for f in facts.functions if member.search(f.qualname)]
+    return [f.qualname for f in facts.functions if scope_name(f.qualname) == name]
