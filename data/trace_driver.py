@@ -357,7 +357,7 @@ class _OpBenchTracer:
         (shapes only), else under fake tensors; a config that neither can run raises."""
         if mode == "real":
             local = self._local(config, "cpu", self.remap)
-            if self._bytes_needed(meta, local) <= self.real_bytes:
+            if self._bytes_needed(meta, local, tag) <= self.real_bytes:
                 self._build_and_run(meta, local, tag, device, "real", modes)
                 return
         if mode == "inferred":
@@ -403,11 +403,10 @@ class _OpBenchTracer:
                         case.run_forward(1, False, False)
             self.tests.append(self._entry(case, device, mode))
 
-    def _bytes_needed(self, meta, config) -> int:
-        """Bytes of the tensors a config's first test holds, measured on a fake build
-        (0 when fake tensors cannot build it)."""
+    def _bytes_needed(self, meta, config, tag: str) -> int:
+        """Bytes of the tensors a config's first test holds, measured on a build of its cases
+        unrun (0 when they cannot be built)."""
         import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
 
         def size(value) -> int:
             if isinstance(value, torch.Tensor):
@@ -420,12 +419,7 @@ class _OpBenchTracer:
                 return sum(size(v) for v in value)
             return 0
 
-        try:
-            with FakeTensorMode(allow_non_fake_inputs=True):
-                _, case = next(self.core._build_test([config], *meta[1:]))
-                return sum(size(v) for v in vars(case.op_bench).values())
-        except Exception:
-            return 0
+        return sum(size(v) for v in vars(self._cases(meta, config, tag)[0].op_bench).values())
 
     @staticmethod
     def _entry(case, device: str, mode: str) -> dict:
