@@ -169,9 +169,10 @@ def _discover(repo: Path, cfg: Config) -> dict[str, list[str]]:
     every = listed_files(repo, (*cfg.source_roots, *trees, *cfg.python_roots))  # one git call for all roots
     cpp = [p for p in _under(every, tuple(cfg.source_roots)) if p.endswith(CPP_SUFFIXES)]
     cpp = _without(cpp, cfg.exclude)
-    in_trees = [p for p in _under(every, trees) if p.endswith(".py")]
-    bench = [p for p in in_trees if is_benchmark_file(p, cfg)]
-    modules = [p for p in in_trees if not is_benchmark_file(p, cfg)]
+    bench, modules = [], []
+    for p in _under(every, trees):
+        if p.endswith(".py"):
+            (bench if is_benchmark_file(p, cfg) else modules).append(p)
     python = _without([p for p in _under(every, tuple(cfg.python_roots)) if p.endswith(".py")], cfg.exclude)
     return {"cpp": cpp, "python": python, "benchmark": bench, "benchmark_module": modules}
 
