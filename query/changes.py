@@ -158,6 +158,21 @@ def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFa
     return None if data is None else parse(kind, path, data)
 
 
+def _sort_outside(
+    text: bytes, outside: list[int], facts: FileFacts, side: str, hits: list[tuple[str, int]], cs: ChangeSet
+) -> list[int]:
+    """Sort a C++ file's changed lines outside function bodies: those of a function (its class's
+    fields, its prototype, a global it names) join ``hits``, #include and comment lines go to
+    ``cs``'s notes and no-ops; the lines still outside are returned."""
+    sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts)
+    hits += [(owner, line) for owner, lines in sorted_out.functions.items() for line in lines]
+    if sorted_out.includes:
+        cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")
+    if sorted_out.comments:
+        cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
+    return sorted_out.other
+
+
 def _map_source(
     fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None
 ) -> None:
@@ -189,14 +204,8 @@ def _map_source(
                 hits.append((f.qualname, line))
         if outside and kind == "cpp":  # a class's fields and head belong to its methods
             text = text_of(fc.old_path if side == "base" else fc.new_path)
-            sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts) if text else None
-            if sorted_out is not None:
-                hits += [(owner, line) for owner, ls in sorted_out.functions.items() for line in ls]
-                outside = sorted_out.other
-                if sorted_out.includes:
-                    cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")
-                if sorted_out.comments:
-                    cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
+            if text:
+                outside = _sort_outside(text, outside, facts, side, hits, cs)
         loose += outside
         for qualname, line in hits:
             key = (facts.path, qualname)
