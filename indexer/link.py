@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.devices import device_of_key, layout_of_key
@@ -507,6 +508,7 @@ class NativeLink:
                 _link_trace(t, b.name, trace, ops_by_base, library_ops, device_kernels)
 
         _python_reached_bench_ops(t, benches, class_methods, class_subs)
+        t.rows["bench_tests"] = _numbered_tests(t.rows["bench_tests"])
 
         t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
         for c in canaries:
@@ -618,6 +620,14 @@ def _link_trace(
                 linked.add(qualified)
     for op in sorted(linked):
         t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
+
+
+def _numbered_tests(rows: list[tuple]) -> list[tuple]:
+    """bench_tests rows with their ids: numbered in the order queries read them (benchmark,
+    test, then what a hit reports of it: module, device, mode, kernels_seen), so a test's
+    copies that differ in nothing a hit reports (class, tag) have consecutive ids."""
+    order = itemgetter(0, 1, 2, 6, 7, 8, 3, 4, 5)  # rows are (bench, test, module, class, tag, backward, ...)
+    return [(i, *row) for i, row in enumerate(sorted(rows, key=order))]
 
 
 class _DeviceKernels:

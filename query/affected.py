@@ -509,6 +509,8 @@ def _select_traced(
     for bench, bench_hits in by_bench.items():
         ops = list(dict.fromkeys(op for h in bench_hits for op in h.ops))
         source = Source.inferred if all(h.inferred for h in bench_hits) else Source.traced
+        tests = [t for h in bench_hits for t in h.tests]
+        modules = [h.module for h in bench_hits]
         for op in ops[:_REASONS_KEPT]:
             node = op_node[op]
             chain = own.chain(node)
@@ -524,8 +526,8 @@ def _select_traced(
                 source,
                 confidence,
                 Reason(start.label if start else text[0], text),
-                tests=[h.test for h in bench_hits],
-                modules=[h.module for h in bench_hits],
+                tests=tests,
+                modules=modules,
                 ops=ops,
                 distance=own.depth.get(node, 0),
             )
@@ -535,7 +537,7 @@ def _hit_text(hits: list[TracedHit], op: str) -> tuple[str, bool]:
     """How a benchmark's tests are known to run ``op`` (traced, or inferred and why), and
     whether only by inference."""
     on = [h for h in hits if op in h.ops]
-    base, n_tests = op.split(".")[0], len({h.test for h in on})
+    base, n_tests = op.split(".")[0], len({t for h in on for t in h.tests})
     if all(h.inferred for h in on):
         return f"inferred: {n_tests} test(s) run {base}, {on[0].inferred}", True
     return f"traced: {n_tests} test(s) execute {base}", False

@@ -135,6 +135,7 @@ CREATE TABLE traces (
   torch TEXT NOT NULL              -- torch version it was traced with
 );
 CREATE TABLE bench_tests (
+  id INTEGER NOT NULL,             -- numbered by bench, test, module, device, mode, kernels_seen
   bench TEXT NOT NULL,
   test TEXT NOT NULL,              -- the framework's test name: add_M8_N32_K256_cuda
   module TEXT NOT NULL,            -- its --operators name: add

@@ -7,7 +7,6 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import groupby
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
@@ -42,16 +41,17 @@ class NodeRow(NamedTuple):
 
 
 class TracedHit(NamedTuple):
-    """A traced test that executes an operator: the overloads of it that were asked about."""
+    """Traced tests of one benchmark that execute an operator, and what they share (module,
+    device, mode, why inferred): the overloads of it that were asked about."""
 
     ops: tuple[str, ...]  # name.overload, sorted
     bench: str
-    test: str
+    tests: tuple[str, ...]  # in the order of their names
     module: str
     device: str
     mode: str
     kernels_seen: bool
-    inferred: str  # '' when the trace saw the test run the operator, else why it is taken to run
+    inferred: str  # '' when the trace saw the tests run the operator, else why they are taken to run
 
 
 @dataclass(frozen=True)
@@ -117,38 +117,21 @@ class ReachGraph(NamedTuple):
     function_nodes: dict[int, int]  # function id -> node id
 
 
-def _by_first_op(hits: list[TracedHit], mixed: set[tuple[str, str]]) -> list[TracedHit]:
-    """``hits`` (ordered by benchmark, test and base name) ordered by benchmark, test and first
-    op name: only a test with an op named with its namespace (``quantized::add``; ``mixed``
-    holds their (benchmark, test)) can differ."""
-    if not mixed:
-        return hits
-    out: list[TracedHit] = []
-    for key, group in groupby(hits, key=itemgetter(1, 2)):
-        if key in mixed:
-            out += sorted(group, key=_first_op)
-        else:
-            out += group
-    return out
-
-
-def _first_op(hit: TracedHit) -> str:
-    return hit.ops[0]
-
-
 class _Overloads(dict):
-    """(namespace, base, layout) -> the overloads asked about that a test on that layout runs,
-    computed on first use."""
+    """(key index, layout) -> the overloads asked about that a test on that layout runs, of
+    the operator ``keys[index]`` (namespace, base name), computed on first use."""
 
-    def __init__(self, overloads: dict[tuple[str, str], list[str]], layouts: dict[str, set[str]]) -> None:
+    def __init__(
+        self, keys: list[tuple[str, str]], overloads: dict[tuple[str, str], list[str]], layouts: dict[str, set[str]]
+    ) -> None:
         super().__init__()
-        self.overloads, self.layouts = overloads, layouts
+        self.keys, self.overloads, self.layouts = keys, overloads, layouts
 
-    def __missing__(self, key: tuple[str, str, str]) -> tuple[str, ...]:
-        namespace, base, layout = key
+    def __missing__(self, key: tuple[int, str]) -> tuple[str, ...]:
+        index, layout = key
         value = self[key] = tuple(
             op
-            for op in self.overloads.get((namespace, base), ())
+            for op in self.overloads.get(self.keys[index], ())
             if "any" in self.layouts.get(op, ("any",)) or layout in self.layouts[op]
         )
         return value
@@ -304,31 +287,50 @@ class IndexStore:
             [wanted_ops],
         ).fetchall():
             overloads.setdefault((namespace, base), []).append(name)
-        rows = self.con.execute(
-            "SELECT DISTINCT t.bench, t.test, t.namespace, t.base, bt.module, bt.device, bt.mode, bt.kernels_seen,"
-            " t.layout, t.inferred FROM trace_ops t JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
-            " SEMI JOIN (SELECT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))) o"
-            " ON o.namespace = t.namespace AND o.base = t.base ORDER BY t.bench, t.test, t.base, t.layout",
-            [wanted_ops],
+        keys = sorted(overloads)
+        # tests come back as numbers and grouped (a row of names per test and operator, tens of
+        # thousands for a wide change, cost more to hand to Python than the query); tests are
+        # numbered by benchmark and name (schema/index.sql) and their names read once
+        groups = self.con.execute(
+            "WITH w AS (SELECT unnest(?::TEXT[]) AS ns, unnest(?::TEXT[]) AS b, unnest(range(?)) AS k),"
+            " hit AS (SELECT DISTINCT bt.id, bt.bench, bt.module, bt.device, bt.mode, bt.kernels_seen, w.k,"
+            " t.layout, t.inferred FROM trace_ops t JOIN w ON w.ns = t.namespace AND w.b = t.base"
+            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test)"
+            " SELECT min(id), bench, module, device, mode, kernels_seen, k, layout, inferred, list(id ORDER BY id)"
+            " FROM hit GROUP BY ALL",
+            [[k[0] for k in keys], [k[1] for k in keys], len(keys)],
         ).fetchall()
-        return [self._hits(rows, overloads, set(ops), layouts or {}) for ops, layouts in requests]
+        ids = sorted({i for g in groups for i in g[-1]})
+        names = dict(
+            self.con.execute(
+                "SELECT id, test FROM bench_tests WHERE id IN (SELECT unnest(?::INTEGER[]))", [ids]
+            ).fetchall()
+        )
+        return [self._hits(groups, names, keys, overloads, set(ops), layouts or {}) for ops, layouts in requests]
 
     @staticmethod
     def _hits(
-        rows: list[tuple], overloads: dict[tuple[str, str], list[str]], ops: set[str], layouts: dict[str, set[str]]
+        groups: list[tuple],
+        names: dict[int, str],
+        keys: list[tuple[str, str]],
+        overloads: dict[tuple[str, str], list[str]],
+        ops: set[str],
+        layouts: dict[str, set[str]],
     ) -> list[TracedHit]:
-        """The hits of the trace ``rows`` on ``ops``: each row's overloads among ``ops``."""
+        """The hits of the trace ``groups`` (first test id, benchmark, module, device, mode,
+        kernels seen, index into ``keys``, layout, why inferred, test ids) on ``ops``: each
+        group's overloads among ``ops``; by benchmark, first test and first operator."""
         mine = {key: kept for key, names in overloads.items() if (kept := [n for n in names if n in ops])}
-        wanted = _Overloads(mine, layouts)
-        make = tuple.__new__  # TracedHit's own __new__ is Python code, and there are tens of thousands
-        out = [
-            make(TracedHit, (ops_on, bench, test, module, device, mode, seen, inferred))
-            for bench, test, namespace, base, module, device, mode, seen, layout, inferred in rows
-            if (ops_on := wanted[namespace, base, layout])
-        ]
-        named = any("::" in op for names in mine.values() for op in names)
-        mixed = {h[1:3] for h in out if "::" in h.ops[0]} if named else set()
-        return _by_first_op(out, mixed)
+        wanted = _Overloads(keys, mine, layouts)
+        found = []
+        for first, bench, module, device, mode, seen, k, layout, inferred, test_ids in groups:
+            ops_on = wanted[k, layout]
+            if ops_on:
+                tests = tuple(dict.fromkeys(names[i] for i in test_ids))  # a test's copies (class, tag) once
+                hit = TracedHit(ops_on, bench, tests, module, device, mode, seen, inferred)
+                found.append(((bench, first, ops_on[0], layout, module, device, mode, seen, inferred), hit))
+        found.sort(key=itemgetter(0))
+        return [hit for _, hit in found]
 
     def executed(self, ops: list[str]) -> set[str]:
         """Those of ``ops`` that some traced test executes (any overload, any layout)."""

@@ -1,0 +1,71 @@
+"""The traced tests a change's operators are executed by, as the index store reads them: one
+hit per benchmark, operator and what its tests share (module, device, mode, why inferred),
+its tests named once each, in the order of their names; a tensor layout the change does not
+reach is no hit."""
+
+from __future__ import annotations
+
+import duckdb
+
+from perfq.indexer.link import _numbered_tests
+from perfq.schema.index_store import IndexStore
+from perfq.schema.writer import index_ddl
+
+OPS = [  # name, base, overload, namespace
+    ("add.Tensor", "add", "Tensor", "aten"),
+    ("add.out", "add", "out", "aten"),
+    ("mul.Tensor", "mul", "Tensor", "aten"),
+    ("add", "add", "", "quantized"),
+]
+TESTS = [  # bench, test, module, class, tag, backward, device, mode, kernels_seen
+    ("binary_test", "add_M8_cpu", "add", "AddBenchmark", "short", False, "cpu", "real", True),
+    ("binary_test", "add_M8_cpu", "add", "AddBenchmark", "long", False, "cpu", "real", True),  # a copy by tag
+    ("binary_test", "add_M64_cpu", "add", "AddBenchmark", "long", False, "cpu", "sampled", True),
+    ("binary_test", "add_M8_cuda", "add", "AddBenchmark", "short", False, "cuda", "meta", False),
+    ("binary_test", "mul_M8_cpu", "mul", "MulBenchmark", "short", False, "cpu", "real", True),
+    ("aa_test", "qadd_cpu", "qadd", "QAddBenchmark", "short", False, "cpu", "inferred", False),
+]
+TRACE_OPS = [  # bench, test, namespace, base, layout, inferred
+    ("binary_test", "add_M8_cpu", "aten", "add", "dense", ""),
+    ("binary_test", "add_M8_cpu", "aten", "mul", "dense", ""),
+    ("binary_test", "add_M64_cpu", "aten", "add", "dense", ""),
+    ("binary_test", "add_M8_cuda", "aten", "add", "dense", ""),
+    ("binary_test", "mul_M8_cpu", "aten", "mul", "dense", ""),
+    ("aa_test", "qadd_cpu", "quantized", "add", "quantized", "its module's real tests run it"),
+    ("aa_test", "qadd_cpu", "aten", "add", "quantized", "its module's real tests run it"),
+]
+
+
+def _store() -> IndexStore:
+    con = duckdb.connect()
+    con.execute(index_ddl())
+    con.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, '', false, NULL, 'function', '', NULL)", OPS)
+    con.executemany("INSERT INTO bench_tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _numbered_tests(TESTS))
+    con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?)", TRACE_OPS)
+    return IndexStore(con)
+
+
+def test_hits_group_tests_by_what_they_share_and_name_each_test_once():
+    (hits,) = _store().traced_hits([(["add.Tensor", "add.out"], None)])
+    assert [(h.bench, h.tests, h.mode, h.device, h.ops) for h in hits] == [
+        ("aa_test", ("qadd_cpu",), "inferred", "cpu", ("add.Tensor", "add.out")),
+        ("binary_test", ("add_M64_cpu",), "sampled", "cpu", ("add.Tensor", "add.out")),
+        ("binary_test", ("add_M8_cpu",), "real", "cpu", ("add.Tensor", "add.out")),
+        ("binary_test", ("add_M8_cuda",), "meta", "cuda", ("add.Tensor", "add.out")),
+    ]
+    assert hits[0].inferred == "its module's real tests run it" and not hits[0].kernels_seen
+    assert hits[2].inferred == "" and hits[2].kernels_seen
+
+
+def test_hits_of_several_requests_and_layouts_from_one_read():
+    store = _store()
+    dense_add, both = store.traced_hits(
+        [(["add.Tensor"], {"add.Tensor": {"dense"}}), (["mul.Tensor", "add"], None)]
+    )
+    assert {h.bench for h in dense_add} == {"binary_test"}  # the quantized test's add is not the dense kernel's
+    assert [(h.bench, h.tests, h.ops) for h in both] == [
+        ("aa_test", ("qadd_cpu",), ("add",)),
+        ("binary_test", ("add_M8_cpu",), ("mul.Tensor",)),
+        ("binary_test", ("mul_M8_cpu",), ("mul.Tensor",)),
+    ]
+    assert store.traced_hits([([], None)]) == [[]]
