@@ -188,20 +188,22 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
     by_file: dict[str, list] = {}
     for row in store.functions_in(sorted(set(paths).union(*includers.values()))):
         by_file.setdefault(row.path, []).append(row)
+    found = []  # (changed function, its indexed ids, the name a caller calls it by)
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
         scope = scope_name(cf.qualname)  # a method by its class too: a file has many operator()s
         ids = [r.id for r in indexed if r.qualname == cf.qualname] or [
             r.id for r in indexed if r.name == cf.name and scope_name(r.qualname) == scope
         ]
-        label = f"{cf.path}:{cf.qualname}"
-        dev = device_of_path(cf.path)
+        # a functor's operator() is reached where the functor is made: by its class's name
+        found.append((cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
+    callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
+    for cf, ids, called_as in found:
+        label, dev = f"{cf.path}:{cf.qualname}", device_of_path(cf.path)
         if ids:
             starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
-        # a functor's operator() is reached where the functor is made: by its class's name
-        called_as = scope if cf.name.startswith("operator") and scope else cf.name
-        callers = store.callers_named(called_as)
+        callers = callers_of.get(called_as, [])
         if callers:
             why = f"{cf.status} function, reached through callers of {called_as}"
             starts += [Start(i, label, Confidence.medium, why, dev) for i in callers]

@@ -192,12 +192,20 @@ class IndexStore:
             ).fetchall()
         )
 
-    def callers_named(self, name: str, limit: int = 500) -> list[int]:
-        """Functions with a call site naming ``name`` (for a changed function the index lacks)."""
-        rows = self.con.execute(
-            "SELECT DISTINCT caller_id FROM calls WHERE callee_name = ? ORDER BY 1 LIMIT ?", [name, limit]
-        ).fetchall()
-        return [r[0] for r in rows]
+    def callers_named(self, names: list[str], limit: int = 500) -> dict[str, list[int]]:
+        """name -> the functions (at most ``limit``, by id) with a call site naming it, for those
+        of ``names`` something calls (changed functions the index lacks), in one read."""
+        if not names:
+            return {}
+        out: dict[str, list[int]] = {}
+        for name, caller in self.con.execute(
+            "SELECT callee_name, caller_id FROM (SELECT DISTINCT callee_name, caller_id FROM calls"
+            " WHERE callee_name IN (SELECT unnest(?::TEXT[]))) QUALIFY row_number() OVER"
+            " (PARTITION BY callee_name ORDER BY caller_id) <= ? ORDER BY 1, 2",
+            [sorted(set(names)), limit],
+        ).fetchall():
+            out.setdefault(name, []).append(caller)
+        return out
 
     def includers(self, paths: list[str]) -> dict[str, list[str]]:
         """path -> the indexed files that include it (resolved includes), for those of ``paths``

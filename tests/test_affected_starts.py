@@ -6,9 +6,12 @@ is reached through the places that construct its class, not through every call o
 
 from __future__ import annotations
 
+import duckdb
+
 from perfq.query.affected import Confidence, _starts
 from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.schema.index_store import FunctionRow
+from perfq.schema.index_store import FunctionRow, IndexStore
+from perfq.schema.writer import index_ddl
 
 PATH = "src/ATen/native/xpu/sycl/Indexing.cpp"
 ROWS = [
@@ -25,8 +28,9 @@ class FakeStore:
     def functions_in(self, paths):
         return [r for r in ROWS if r.path in paths]
 
-    def callers_named(self, name):
-        return {"IndexSelectFunctor": [40], "operator()": [1, 2, 3, 40]}.get(name, [])
+    def callers_named(self, names):
+        callers = {"IndexSelectFunctor": [40], "operator()": [1, 2, 3, 40]}
+        return {name: callers[name] for name in names if name in callers}
 
 
 def _start_ids(qualname: str) -> tuple[set[int], list]:
@@ -47,3 +51,21 @@ def test_a_functor_the_index_lacks_is_reached_where_its_class_is_constructed():
     assert [(s.node, s.confidence) for s in starts] == [(40, Confidence.medium)]
     ids, unmapped = _start_ids("at::native::xpu::GoneFunctor::operator()")
     assert ids == set() and "nothing calls GoneFunctor" in unmapped[0].reason
+
+
+def test_callers_of_several_lacking_functions_are_read_at_once_and_bounded():
+    con = duckdb.connect()
+    con.execute(index_ddl())
+    calls = [(caller, "IndexSelectFunctor", "", "direct", 1) for caller in (7, 3, 5, 3)]
+    calls += [(caller, "gone_helper", "", "direct", 1) for caller in (9, 8)]
+    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?)", calls)
+    store = IndexStore(con)
+    assert store.callers_named(["IndexSelectFunctor", "gone_helper", "never_called"]) == {
+        "IndexSelectFunctor": [3, 5, 7],
+        "gone_helper": [8, 9],
+    }
+    assert store.callers_named(["IndexSelectFunctor", "gone_helper"], limit=2) == {
+        "IndexSelectFunctor": [3, 5],
+        "gone_helper": [8, 9],
+    }
+    assert store.callers_named([]) == {}
