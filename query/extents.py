@@ -96,7 +96,18 @@ def shifted_extents(
     if base.status != "ok" or not fc.hunks:
         return None
     lines = base_text.decode("utf-8", "replace").splitlines()
-    bodies = [(opens, f.end_line) for f in base.functions if (opens := _body_opens(lines, f)) is not None]
+    opens_of: dict[Function, int | None] = {}  # read for the functions around a change only
+
+    def inside_body(first: int, last: int) -> bool:
+        for f in base.functions:
+            if f.start_line < first and last < f.end_line:
+                if f not in opens_of:
+                    opens_of[f] = _body_opens(lines, f)
+                opens = opens_of[f]
+                if opens is not None and opens < first:
+                    return True
+        return False
+
     moves: list[tuple[int, int]] = []  # (first old line that moves, lines added - removed)
     for removed, before, old_texts, new_texts in _change_groups(fc):
         old_braces, new_braces = _braces(old_texts), _braces(new_texts)
@@ -105,7 +116,7 @@ def shifted_extents(
         if new_braces[0] != old_braces[0] or new_braces[1] < old_braces[1]:
             return None
         first, last = (min(removed), max(removed)) if removed else (before, before - 1)
-        if not any(opens < first and last < end for opens, end in bodies):
+        if not inside_body(first, last):
             return None
         moves.append((last + 1, len(new_texts) - len(removed)))
 
