@@ -57,6 +57,7 @@ class FileChange:
     binary: bool = False
     hunks: list[Hunk] = field(default_factory=list)
     new_blob: str | None = None  # the new side's object id, when the diff names it in full (--full-index)
+    old_blob: str | None = None  # the old side's, likewise
 
     @property
     def path(self) -> str:
@@ -95,7 +96,8 @@ def _hunk(raw) -> Hunk:
 def _file_change(pf) -> FileChange:
     old = None if pf.is_added_file else _strip(pf.source_file)
     new = None if pf.is_removed_file else _strip(pf.target_file)
-    fc = FileChange(old, new, binary=pf.is_binary_file, new_blob=_new_blob(pf.patch_info))
+    old_blob, new_blob = _blob_ids(pf.patch_info)
+    fc = FileChange(old, new, binary=pf.is_binary_file, new_blob=new_blob, old_blob=old_blob)
     for raw in pf:
         fc.hunks.append(_hunk(raw))
         for line in raw:
@@ -110,13 +112,14 @@ def _file_change(pf) -> FileChange:
     return fc
 
 
-def _new_blob(header: list[str] | None) -> str | None:
-    """The new object id of an ``index OLD..NEW [mode]`` header line given in full."""
+def _blob_ids(header: list[str] | None) -> tuple[str | None, str | None]:
+    """The (old, new) object ids of an ``index OLD..NEW [mode]`` header line, each when given
+    in full and not the null id (an added file's old side, a deleted one's new side)."""
     for line in header or ():
         if line.startswith("index ") and ".." in line:
-            blob = line.split()[1].partition("..")[2]
-            return blob if len(blob) in (40, 64) and blob.strip("0") else None
-    return None
+            old, _, new = line.split()[1].partition("..")
+            return tuple(b if len(b) in (40, 64) and b.strip("0") else None for b in (old, new))  # type: ignore[return-value]
+    return None, None
 
 
 def parse_diff(text: str) -> list[FileChange]:

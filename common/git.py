@@ -257,10 +257,11 @@ def parents(repo: Path, sha: str) -> list[str]:
 
 
 def read_blobs(repo: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
-    """Contents of many (rev, path) blobs with one ``git cat-file --batch`` process."""
+    """Contents of many (rev, path) blobs with one ``git cat-file --batch`` process; a rev
+    of None names the blob by the object id in ``path`` (no tree to walk: a third of the time)."""
     if not wanted:
         return {}
-    request = "".join(f"{rev}:{path}\n" for rev, path in wanted).encode()
+    request = "".join(f"{path}\n" if rev is None else f"{rev}:{path}\n" for rev, path in wanted).encode()
     data, pos = git(repo, "cat-file", "--batch", check=False, text=False, stdin=request).stdout, 0
     blobs: dict[tuple[str, str], bytes | None] = {}
     for key in wanted:

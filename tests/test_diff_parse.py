@@ -119,9 +119,10 @@ def test_hints_and_history_read_header_lookalikes_as_content():
     assert [(c.path, c.ranges) for c in parse_log(log.splitlines(keepends=True))] == [("x.lua", ((1, 3), (10, 12)))]
 
 
-def test_new_blob_ids_are_git_s_own(tmp_path):
-    """A --full-index diff names each new side's blob; blob_id computes the same id from the
-    bytes (how affected knows a working-tree file is the committed version)."""
+def test_blob_ids_are_git_s_own(tmp_path):
+    """A --full-index diff names each side's blob; blob_id computes the same id from the
+    bytes (how affected knows a working-tree file is the committed version), and read_blobs
+    reads a blob by its id as by its revision and path."""
     from tests.aten_fixture import commit_all, git
 
     git(tmp_path, "init", "-q", "-b", "main")
@@ -138,8 +139,14 @@ def test_new_blob_ids_are_git_s_own(tmp_path):
         assert changes[path].new_blob == expected
         assert gitmod.blob_id((tmp_path / path).read_bytes(), expected) == expected
     assert changes["gone.cpp"].new_blob is None  # deleted: no new side
+    assert changes["new.cpp"].old_blob is None  # added: no old side
+    for path in ("a.cpp", "gone.cpp"):
+        old = changes[path].old_blob
+        assert old == git(tmp_path, "rev-parse", f"{base}:{path}").strip()
+        by_id, by_path = gitmod.read_blobs(tmp_path, [(None, old), (base, path)]).values()
+        assert by_id == by_path == (b"int a;\n" if path == "a.cpp" else b"int g;\n")
     abbreviated = gitmod.out(tmp_path, "diff", base, head)  # git's default short ids name nothing in full
-    assert all(fc.new_blob is None for fc in parse_diff(abbreviated))
+    assert all(fc.new_blob is None and fc.old_blob is None for fc in parse_diff(abbreviated))
 
 
 def test_resolve_refs_asks_once_and_names_the_unknown_ref(tmp_path):
