@@ -147,22 +147,25 @@ class _Walk:
 
     def step(self, dst: int, depth: int, nxt: list[int]) -> None:
         """Follow the edges into ``dst`` (reached at ``depth`` - 1), adding the nodes to walk on from to ``nxt``."""
-        r, state, composite_hops, hub_fanout, backends = (
-            self.r, self.state, self.composite_hops, self.hub_fanout, self.backends
-        )
         lo, hi = self.offsets[dst], self.offsets[dst + 1]
         if lo == hi:
             return
+        r, state, composite_hops, hub_fanout = self.r, self.state, self.composite_hops, self.hub_fanout
         run = self.kinds[lo:hi]
         call, kernel, op_call, backward, function = self.call, self.kernel, self.op_call, self.backward, self.function
+        op, benchmark, registrations = self.op, self.benchmark, self.registrations
         kernel_fn = kernel >= 0 and kernel in run  # the kernel of an operator (-1: no such edge in the graph)
         callers = run.count(call) if call >= 0 else 0
         fanout = None
-        src_of, detail_of, node_kind, details = self.src, self.detail_of, self.node_kind, self.details
-        depth_of = r.depth
-        for i in range(lo, hi):
-            src, ekind, nkind = src_of[i], run[i - lo], node_kind[src_of[i]]
-            dev, hops = state[dst]
+        node_kind, details, edge_kinds, node_kinds, keys = (
+            self.node_kind, self.details, self.edge_kinds, self.node_kinds, self.keys
+        )
+        depth_of, parent, kind_of, key_of, label_of = r.depth, r.parent, r.kind, r.key, r.label
+        add_edge = r.edges.append
+        dst_dev, dst_hops = state[dst]  # an edge into dst from dst itself never widens it
+        for src, ekind, detail in zip(self.src[lo:hi], run, self.detail_of[lo:hi], strict=True):
+            nkind = node_kind[src]
+            dev, hops = dst_dev, dst_hops
             if ekind == call:
                 if hops and hub_fanout is not None and callers > hub_fanout:
                     continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
@@ -178,32 +181,33 @@ class _Walk:
                     if fanout > hub_fanout:
                         r.hubs.add(dst)
                         continue
-            elif ekind in self.registrations:
-                edge_dev = device_of_key(details[detail_of[i]])
+            elif ekind in registrations:
+                edge_dev = device_of_key(details[detail])
                 if dev and edge_dev and edge_dev != dev:
                     continue  # a CPU change does not reach an op through its CUDA registration
-                if dev and not edge_dev and ekind == kernel and dev in backends.get(self.key(src), ()):
+                if dev and not edge_dev and ekind == kernel and dev in self.backends.get(self.key(src), ()):
                     continue  # a composite kernel the op does not use on this device (it has its own)
                 dev = dev or edge_dev
-            r.edges.append((dst, src))
-            if nkind == self.op:
-                r.into_op.append((dst, src, self.edge_kinds[ekind], details[detail_of[i]]))
-            elif nkind == self.benchmark:
-                r.into_benchmark.setdefault(src, set()).add(details[detail_of[i]])
+            add_edge((dst, src))
+            if nkind == op:
+                r.into_op.append((dst, src, edge_kinds[ekind], details[detail]))
+            elif nkind == benchmark:
+                r.into_benchmark.setdefault(src, set()).add(details[detail])
             if src in depth_of:
                 old_dev, old_hops = state[src]
                 if (old_dev and not dev) or hops < old_hops:
                     # reached again with a wider device or fewer composite hops: walk on from there
                     state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
-                    if nkind != self.benchmark:
+                    if nkind != benchmark:
                         nxt.append(src)
                 continue
             state[src] = (dev, hops)
             depth_of[src] = depth
-            r.parent[src] = (dst, self.edge_kinds[ekind], details[detail_of[i]])
-            r.kind[src] = self.node_kinds[nkind]
-            r.key[src] = r.label[src] = self.key(src)
-            if nkind != self.benchmark:
+            parent[src] = (dst, edge_kinds[ekind], details[detail])
+            kind_of[src] = node_kinds[nkind]
+            key = keys.get(src)
+            key_of[src] = label_of[src] = str(src) if key is None else key
+            if nkind != benchmark:
                 nxt.append(src)
 
 
