@@ -17,12 +17,12 @@ Selection, in order of trust:
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from perfq.common import globs
 from perfq.common.documents import to_json
 from perfq.config import Config
 from perfq.indexer.devices import device_of_key, device_of_path
@@ -337,8 +337,8 @@ def _pattern_canaries(
     """Canary sets whose path globs or function patterns match the change, with the match."""
     out = []
     for s in sets:
-        hit = next((p for p in paths for g in s.paths if fnmatch.fnmatch(p, g)), None)
-        hit = hit or next((q for q in qualnames for g in s.functions if fnmatch.fnmatch(q, g)), None)
+        hit = next((p for p in paths for g in s.paths if globs.match(p, g)), None)
+        hit = hit or next((q for q in qualnames for g in s.functions if globs.match(q, g)), None)
         if hit:
             out.append((s, hit))
     return out

@@ -4,12 +4,12 @@ so an index some commits away still maps lines exactly."""
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from perfq.common import globs
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
@@ -127,7 +127,7 @@ def changed_functions(
         if kind == "other":
             cs.ignored.append(fc.path)
             continue
-        if any(fnmatch.fnmatch(fc.path, p) for p in ("torch/_inductor/*", "torch/_dynamo/*")):
+        if any(globs.match(fc.path, p) for p in ("torch/_inductor/*", "torch/_dynamo/*")):
             cs.compile_paths.append(fc.path)
         if kind in ("benchmark", "benchmark_module"):
             if _layout_only(fc, base_text, head_text, tokens):
