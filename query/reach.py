@@ -223,10 +223,8 @@ def fill_labels(store: IndexStore, chains: list[tuple[Reach, set[int]]]) -> None
 def op_backends(store: IndexStore) -> dict[str, set[str]]:
     """op -> device families that have a backend kernel of their own (CPU, CUDA...)."""
     out: dict[str, set[str]] = {}
-    for op, key in store.kernel_keys():
-        family = device_of_key(key)
-        if family and key in ("CPU", "CUDA", "MPS", "XPU", "HIP"):
-            out.setdefault(op, set()).add(family)
+    for op, key in store.kernel_keys(["CPU", "CUDA", "MPS", "XPU", "HIP"]):
+        out.setdefault(op, set()).add(device_of_key(key))
     return out
 
 

@@ -232,9 +232,11 @@ class IndexStore:
             [names_or_bases, names_or_bases],
         ).fetchall()
 
-    def kernel_keys(self) -> list[tuple[str, str]]:
-        """(op, dispatch key) of every dispatch kernel."""
-        return self.con.execute("SELECT op, dispatch_key FROM kernels").fetchall()
+    def kernel_keys(self, keys: list[str]) -> list[tuple[str, str]]:
+        """(op, dispatch key) of the dispatch kernels registered for one of ``keys``."""
+        return self.con.execute(
+            "SELECT DISTINCT op, dispatch_key FROM kernels WHERE dispatch_key IN (SELECT unnest(?::TEXT[]))", [keys]
+        ).fetchall()
 
     # ---- the reachability graph
     def graph(self) -> PackedGraph:
