@@ -166,8 +166,9 @@ def _sort_outside(
     ``cs``'s notes and no-ops; the lines still outside are returned."""
     sorted_out = sort_loose(text.decode("utf-8", "replace"), outside, facts)
     hits += [(owner, line) for owner, lines in sorted_out.functions.items() for line in lines]
-    if sorted_out.includes:
-        cs.notes.append(f"{facts.path}: #include lines changed (nothing selected for them)")
+    note = f"{facts.path}: #include lines changed (nothing selected for them)"
+    if sorted_out.includes and note not in cs.notes:  # once for a file, whichever side holds them
+        cs.notes.append(note)
     if sorted_out.comments:
         cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
     return sorted_out.other

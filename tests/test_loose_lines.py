@@ -63,6 +63,9 @@ def test_include_and_comment_lines_select_nothing_other_globals_fall_back():
     cs = _changed(BASE.replace(include, include + "#include <ATen/ops/gather.h>\n", 1))
     assert cs.functions == [] and cs.file_level == []
     assert any("#include" in note for note in cs.notes)
+    cs = _changed(BASE.replace(include, "#include <ATen/ops/empty_like.h>\n", 1))  # removed and added
+    includes = [note for note in cs.notes if "#include" in note]
+    assert includes == [f"{PATH}: #include lines changed (nothing selected for them)"]
     cs = _changed(BASE.replace("static int kSlmSize", "// the work-group's local memory\nstatic int kSlmSize"))
     assert cs.file_level == []
     cs = _changed(BASE.replace("kSlmSize = 1024", "kSlmSize = 4096"))
