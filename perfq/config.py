@@ -27,6 +27,7 @@ class Config:
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")
     reach_bound: int = 100  # more ops reached than this: shared infrastructure (canary); see README
     hub_fanout: int = 25  # an op called from more C++ functions than this is a hub; see README
+    shared_fraction: float = 0.5  # own ops executed by this share of traced benchmarks: shared infrastructure
     max_depth: int = 24
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -73,6 +74,10 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise PerfqError(f"{source}: {raw_key!r} must be a list of strings")
         return tuple(value)
+    if isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise PerfqError(f"{source}: {raw_key!r} must be a fraction in (0, 1], not {value!r}")
+        return float(value)
     if isinstance(current, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise PerfqError(f"{source}: {raw_key!r} must be an integer, not {value!r}")

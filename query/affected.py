@@ -10,8 +10,9 @@ Selection, in order of trust:
    operators (any overload), on the devices the change can be seen on.
 3. Static links, for benchmarks that could not be traced and for Python changes: the walk
    on through composite callers (not out of hub operators) into benchmark code.
-4. Shared infrastructure (a canary set's paths or functions, or more own ops than
-   ``reach_bound``): flagged, with a canary set: the few traced benchmarks that cover the
+4. Shared infrastructure (a canary set's paths or functions, more own ops than
+   ``reach_bound``, or own ops that ``shared_fraction`` of the traced benchmarks execute):
+   flagged, with a canary set: the few traced benchmarks that cover the
    operators it reaches (greedy set cover), a quick first signal before the full selection.
 """
 
@@ -33,6 +34,7 @@ from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, Tra
 
 _WEAK_EDGES = {"subclass", "method_of"}
 _TRACED = ("ok", "partial")
+_SHARED_MIN_BENCHMARKS = 10  # fewer benchmarks executing a change's operators are never "shared" by breadth
 _REASONS_KEPT = 3
 
 
@@ -263,6 +265,15 @@ def _families(changed_paths: Iterable[str]) -> set[str]:
     return set() if not families or "" in families else families
 
 
+def _traced_benchmarks(benches: dict[str, BenchmarkRow], families: set[str]) -> set[str]:
+    """Benchmarks with a usable trace on a device the change can reach."""
+    return {
+        name
+        for name, b in benches.items()
+        if b.trace_status in _TRACED and any(_device_ok(d, families) for d in b.devices or ("",))
+    }
+
+
 def _device_ok(device: str, families: set[str]) -> bool:
     family = device_of_key(device) if device else ""
     return not families or not family or family in families
@@ -388,6 +399,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
     hits, *caller_hits = store.traced_hits(requests)
+    executing = {h.bench for h in _usable(hits, families, benches)}  # the change's own operators
+    traced = _traced_benchmarks(benches, families)
+    broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
     hits += [h for h in caller_hits[0] if not h.kernels_seen] if caller_hits else []
     op_chains = inner if inner is not None else own
     hits = _usable(hits, families, benches)
@@ -408,7 +422,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     _select_static(sel, walk, start_of, files, benches)
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
-    canary = _canaries(patterns, unbounded, own_ops, hits, benches, sets, cfg)
+    canary = _canaries(patterns, broad, own_ops, hits, benches, sets)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     selected = _finish(sel, benches, families, modes)
@@ -416,8 +430,14 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         base=inp.base,
         head=inp.head,
         compile_mode=compile_mode,
-        shared_infrastructure=shared,
-        reach={"first_tier_ops": len(own_ops), "ops": reached_ops, "bound": cfg.reach_bound},
+        shared_infrastructure=bool(patterns or broad),
+        reach={
+            "first_tier_ops": len(own_ops),
+            "ops": reached_ops,
+            "bound": cfg.reach_bound,
+            "benchmarks_executing": len(executing),
+            "benchmarks_traced": len(traced),
+        },
         changed_functions=tuple(cs.functions),
         no_op_changes=tuple(cs.no_ops),
         benchmarks=tuple(selected),
@@ -592,14 +612,27 @@ def _select_changed_benchmarks(sel: _Selection, cs: ChangeSet, benches: dict[str
     return unused
 
 
+def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], cfg: Config) -> str:
+    """Why a change is shared infrastructure by its breadth ('' when it is not): it implements
+    more than ``reach_bound`` operators (``unbounded``), or its operators are executed by ``shared_fraction``
+    of the traced benchmarks (and at least ``_SHARED_MIN_BENCHMARKS``: a small suite runs whole)."""
+    if unbounded:
+        return f"implements {n_ops} operators (bound {cfg.reach_bound})"
+    if len(executing) >= max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
+        return (
+            f"its operators are executed by {len(executing)} of the {len(traced)} traced benchmarks"
+            f" (shared_fraction {cfg.shared_fraction:g})"
+        )
+    return ""
+
+
 def _canaries(
     patterns: list[tuple[CanarySetRow, str]],
-    unbounded: bool,
+    broad: str,
     own_ops: list[str],
     hits: list[TracedHit],
     benches: dict[str, BenchmarkRow],
     sets: list[CanarySetRow],
-    cfg: Config,
 ) -> list[CanaryHit]:
     """Canary sets for shared infrastructure: the fewest traced benchmarks covering the
     operators the change implements; the set's own list (indexed benchmarks only) when
@@ -616,10 +649,9 @@ def _canaries(
     out = [
         CanaryHit(s.name, f"changed {hit} matches the {s.name} set", s.description, members(s)) for s, hit in patterns
     ]
-    if unbounded and not patterns:
-        broad = next((s for s in sets if s.name == "broad"), None)
-        trigger = f"implements {len(own_ops)} operators (bound {cfg.reach_bound})"
-        out.append(CanaryHit("broad", trigger, broad.description if broad else "shared infrastructure", members(broad)))
+    if broad and not patterns:
+        s = next((s for s in sets if s.name == "broad"), None)
+        out.append(CanaryHit("broad", broad, s.description if s else "shared infrastructure", members(s)))
     return out
 
 

@@ -22,10 +22,12 @@ def test_defaults_are_pytorchs(tmp_path: Path):
 
 def test_pyproject_section_then_flags(tmp_path: Path):
     (tmp_path / "pyproject.toml").write_text(
-        '[tool.perfq]\nsource-roots = ["src"]\nreach_bound = 7\n[tool.perfq.ir.benchmarks]\nadd_test = ["k:add"]\n'
+        '[tool.perfq]\nsource-roots = ["src"]\nreach_bound = 7\nshared_fraction = 1\n'
+        '[tool.perfq.ir.benchmarks]\nadd_test = ["k:add"]\n'
     )
     cfg = load_config(tmp_path, {"python_roots": ["py"], "benchmark_roots": None})
     assert cfg.source_roots == ("src",) and cfg.reach_bound == 7 and cfg.python_roots == ("py",)
+    assert cfg.shared_fraction == 1.0 and isinstance(cfg.shared_fraction, float)
     assert cfg.benchmark_roots == Config().benchmark_roots
     assert cfg.extra["ir"] == {"benchmarks": {"add_test": ["k:add"]}}
 
