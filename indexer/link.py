@@ -623,9 +623,8 @@ def _link_trace(
 
 
 def _numbered_tests(rows: list[tuple]) -> list[tuple]:
-    """bench_tests rows with their ids: numbered in the order queries read them (benchmark,
-    test, then what a hit reports of it: module, device, mode, kernels_seen), so a test's
-    copies that differ in nothing a hit reports (class, tag) have consecutive ids."""
+    """bench_tests rows with their ids, numbered in the order hits report tests (benchmark,
+    test name, then module, device, mode, kernels_seen): a query sorts by the ids it reads."""
     order = itemgetter(0, 1, 2, 6, 7, 8, 3, 4, 5)  # rows are (bench, test, module, class, tag, backward, ...)
     return [(i, *row) for i, row in enumerate(sorted(rows, key=order))]
 

@@ -398,13 +398,13 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
-    hits, *caller_hits = store.traced_hits(requests)
-    executing = {h.bench for h in _usable(hits, families, benches)}  # the change's own operators
+    own_hits, *caller_hits = store.traced_hits(requests)
+    hits = _usable(own_hits, families, benches)
+    executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     traced = _traced_benchmarks(benches, families)
     broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
-    hits += [h for h in caller_hits[0] if not h.kernels_seen] if caller_hits else []
+    hits += _usable([h for h in caller_hits[0] if not h.kernels_seen], families, benches) if caller_hits else []
     op_chains = inner if inner is not None else own
-    hits = _usable(hits, families, benches)
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}
     chains = [
