@@ -49,25 +49,21 @@ def _texts(
     A head version the working tree holds as is (its file is the blob the diff names) is read
     from there; the other committed versions come from one ``git cat-file`` process, by the
     object ids our diff names (a bare patch's may be of another repository: by path)."""
-    base_paths = [c.old_path for c in changes if c.old_path]
-    head_paths = [] if patch else [c.new_path for c in changes if c.new_path]
     checked_out = _checked_out(repo, changes) if head and not patch else {}
-    blob_of = {} if patch else {(c.old_path, "old"): c.old_blob for c in changes} | {
-        (c.new_path, "new"): c.new_blob for c in changes
+
+    def name(rev: str, path: str, blob: str | None) -> tuple[str | None, str]:
+        return (None, blob) if blob and not patch else (rev, path)
+
+    old = {c.old_path: name(base, c.old_path, c.old_blob) for c in changes if c.old_path and base}
+    new = {
+        c.new_path: name(head, c.new_path, c.new_blob)
+        for c in changes
+        if c.new_path and head and not patch and c.new_path not in checked_out
     }
-
-    def key(rev: str, path: str, side: str) -> tuple[str | None, str]:
-        blob = blob_of.get((path, side))
-        return (None, blob) if blob else (rev, path)
-
-    keys = {(path, "old"): key(base, path, "old") for path in base_paths if base}
-    keys |= {(path, "new"): key(head, path, "new") for path in head_paths if head and path not in checked_out}
-    blobs = git.read_blobs(repo, list(dict.fromkeys(keys.values())))
-
-    def read(rev: str | None, paths: list[str], side: str) -> dict[str, bytes | None]:
-        return {p: blobs[keys[p, side]] if rev else git.show(repo, None, p) for p in paths}
-
-    base_texts = read(base, base_paths, "old")
+    blobs = git.read_blobs(repo, list(dict.fromkeys([*old.values(), *new.values()])))
+    base_texts = {
+        c.old_path: blobs[old[c.old_path]] if base else git.show(repo, None, c.old_path) for c in changes if c.old_path
+    }
     if patch:
         head_texts = {
             c.new_path: apply_hunks(base_texts.get(c.old_path) if c.old_path else None, c)
@@ -75,7 +71,8 @@ def _texts(
             if c.new_path
         }
     else:
-        head_texts = {**read(head, [p for p in head_paths if p not in checked_out], "new"), **checked_out}
+        unread = [c.new_path for c in changes if c.new_path and c.new_path not in checked_out]
+        head_texts = {p: blobs[new[p]] if head else git.show(repo, None, p) for p in unread} | checked_out
     return base_texts, head_texts
 
 
