@@ -80,10 +80,14 @@ def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[
     """The Python files of the benchmark trees at ``head`` (None: the working tree), with
     the changed ones as the change leaves them."""
     roots = benchmark_trees(cfg)
-    if head:
-        listed = git.out(repo, "ls-tree", "-r", "--name-only", head, "--", *roots).splitlines()
-        paths = [p for p in listed if p.endswith(".py") and p not in head_texts]
-        texts = {p: data for (_, p), data in git.read_blobs(repo, [(head, p) for p in paths]).items()}
+    if head:  # read by the blob ids the listing gives (no tree walk per file)
+        ids = {}  # "<mode> blob <id>\t<path>"
+        for line in git.out(repo, "ls-tree", "-r", head, "--", *roots).splitlines():
+            entry, _, path = line.partition("\t")
+            if path.endswith(".py") and path not in head_texts:
+                ids[path] = entry.split()[2]
+        blobs = git.read_blobs(repo, [(None, blob) for blob in ids.values()])
+        texts = {p: blobs[None, blob] for p, blob in ids.items()}
     else:  # the working tree, as the index lists it
         paths = [p for p in listed_files(repo, roots) if p.endswith(".py") and p not in head_texts]
         texts = {p: git.show(repo, None, p) for p in paths}
