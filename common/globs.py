@@ -36,5 +36,5 @@ def matching(strings: list[str], pattern: str, rooted: bool = False) -> list[str
 
 
 def match(string: str, pattern: str) -> bool:
-    """Whether ``pattern`` matches ``string`` (as ``fnmatch.fnmatchcase``)."""
-    return bool(matching([string], pattern))
+    """Whether ``pattern`` matches ``string`` (as ``fnmatch.fnmatchcase``), literals first."""
+    return all(part in string for part in _literals(pattern)) and _expression(pattern, False).match(string) is not None

@@ -18,6 +18,7 @@ PATTERN = st.text(alphabet="ab/._*?[]!", max_size=10)
 @given(strings=st.lists(TEXT, max_size=5), pattern=PATTERN)
 def test_matching_agrees_with_fnmatch(strings, pattern):
     assert globs.matching(strings, pattern) == [s for s in strings if fnmatch.fnmatchcase(s, pattern)]
+    assert [s for s in strings if globs.match(s, pattern)] == globs.matching(strings, pattern)
     rooted = ["/" + s for s in strings]
     expected = [r for r in rooted if fnmatch.fnmatchcase(r, pattern) or fnmatch.fnmatchcase(r[1:], pattern)]
     assert globs.matching(rooted, pattern, rooted=True) == expected
