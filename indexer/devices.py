@@ -4,6 +4,8 @@ indexer and the queries)."""
 from __future__ import annotations
 
 import functools
+from collections import defaultdict
+from collections.abc import Iterable
 
 
 @functools.lru_cache(maxsize=8192)  # a walk asks for the same few hundred keys a hundred thousand times
@@ -29,6 +31,21 @@ def layout_of_key(key: str) -> str:
         if word in key:
             return layout
     return "dense"
+
+
+def ops_of_stubs(
+    named: Iterable[tuple[str, str, str]], called: Iterable[tuple[str, str, str]]
+) -> dict[str, set[tuple[str, str]]]:
+    """DispatchStub -> (operator, layout) it serves: ``named`` (stub, operator, layout hint),
+    for a stub an upstream declares, the operators named like it; ``called`` (stub, operator,
+    dispatch key), the operators whose kernel calls it (a composite kernel's stub serves dense
+    tensors)."""
+    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for stub, op, hint in named:
+        out[stub].add((op, layout_of_key(hint)))
+    for stub, op, key in called:
+        out[stub].add((op, layout_of_key(key).replace("any", "dense")))
+    return out
 
 
 def device_of_path(path: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from perfq.indexer.devices import device_of_key
+from perfq.indexer.devices import device_of_key, ops_of_stubs
 from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
@@ -252,7 +252,9 @@ def _runs_inside_device_kernels(patch: PatchStore, changed: list[int]) -> bool:
     """Do functions ``changed`` belong to a device's kernel or DispatchStub impl (are one, or
     called by one) for an operator that traced tests of that device (traced on the CPU) run?
     The link inferred from those kernels' calls what such tests run."""
-    kernels = patch.kernels_around(changed) + patch.stub_kernels_around(changed)
+    impls = patch.stub_impls_around(changed)
+    served = ops_of_stubs(*patch.stub_links(sorted({stub for stub, _ in impls})))
+    kernels = patch.kernels_around(changed) + [(arch, op) for stub, arch in impls for op, _ in served.get(stub, ())]
     around = {(device_of_key(key), op.split(".")[0]) for key, op in kernels}
     around = {(family, base) for family, base in around if family not in ("", "cpu")}
     if not around:

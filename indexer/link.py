@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 
 from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.devices import device_of_key, layout_of_key
+from perfq.indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
@@ -720,20 +720,19 @@ class _DeviceKernels:
 
 
 def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
-    """DispatchStub -> (operator, layout) it serves: operators whose kernel calls it, and for
-    a stub an upstream declares, those named like it."""
+    """DispatchStub -> (operator, layout) it serves (``ops_of_stubs`` over the link's edges)."""
     named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in ("stub", "op")}
     kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for op, key, _, fid in t.rows["kernels"]:
         if fid is not None:
-            kernel_of[fid].append((op, layout_of_key(key)))
-    out: dict[str, set[tuple[str, str]]] = defaultdict(set)
+            kernel_of[fid].append((op, key))
+    by_name, by_call = [], []
     for dst, src, kind, detail in t.rows["reach_edges"]:
         if kind == "stub_name" and dst in named and src in named:
-            out[named[dst]].add((named[src], layout_of_key(detail)))
-        elif kind == "stub_call" and dst in named:  # a composite kernel's stub serves dense tensors
-            out[named[dst]].update((op, layout.replace("any", "dense")) for op, layout in kernel_of.get(src, ()))
-    return out
+            by_name.append((named[dst], named[src], detail))
+        elif kind == "stub_call" and dst in named:
+            by_call += [(named[dst], op, key) for op, key in kernel_of.get(src, ())]
+    return ops_of_stubs(by_name, by_call)
 
 
 _STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")

@@ -193,29 +193,35 @@ class PatchStore:
             [ids, ids],
         )
 
-    def stub_kernels_around(self, ids: list[int]) -> list[tuple[str, str]]:
-        """(arch, op) of the DispatchStub impls that are one of functions ``ids`` or call one
-        directly, for each operator their stub serves (named like it, or whose kernel calls it)."""
+    def stub_impls_around(self, ids: list[int]) -> list[tuple[str, str]]:
+        """(stub, arch) of the DispatchStub impls that are one of functions ``ids`` or call one
+        directly."""
         if not ids:
             return []
-        stubs = self._rows(
+        return self._rows(
             f"SELECT stub, arch FROM stub_impls WHERE function_id IN {_IDS} UNION SELECT s.stub, s.arch"
             f" FROM stub_impls s SEMI JOIN call_edges c ON c.caller_id = s.function_id AND c.callee_id IN {_IDS}",
             [ids, ids],
         )
+
+    def stub_links(self, stubs: list[str]) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        """What links DispatchStubs ``stubs`` to operators: (stub, operator, layout hint) of the
+        operators named like a stub an upstream declares, and (stub, operator, dispatch key) of
+        the kernels that call one."""
         if not stubs:
-            return []
-        arches: dict[str, set[str]] = {}
-        for stub, arch in stubs:
-            arches.setdefault(stub, set()).add(arch)
-        served = self._rows(
-            "SELECT n.key, o.key FROM reach_edges e JOIN nodes n ON n.id = e.dst JOIN nodes o ON o.id = e.src"
-            f" WHERE e.kind = 'stub_name' AND n.kind = 'stub' AND o.kind = 'op' AND n.key IN {_NAMES}"
-            " UNION SELECT n.key, k.op FROM reach_edges e JOIN nodes n ON n.id = e.dst"
-            f" JOIN kernels k ON k.function_id = e.src WHERE e.kind = 'stub_call' AND n.key IN {_NAMES}",
-            [sorted(arches), sorted(arches)],
+            return [], []
+        named = self._rows(
+            "SELECT n.key, o.key, e.detail FROM reach_edges e JOIN nodes n ON n.id = e.dst JOIN nodes o ON o.id = e.src"
+            f" WHERE e.kind = 'stub_name' AND n.kind = 'stub' AND o.kind = 'op' AND n.key IN {_NAMES}",
+            [stubs],
         )
-        return [(arch, op) for stub, op in served for arch in sorted(arches[stub])]
+        called = self._rows(
+            "SELECT n.key, k.op, k.dispatch_key FROM reach_edges e JOIN nodes n ON n.id = e.dst"
+            " JOIN kernels k ON k.function_id = e.src"
+            f" WHERE e.kind = 'stub_call' AND n.kind = 'stub' AND n.key IN {_NAMES}",
+            [stubs],
+        )
+        return named, called
 
     def devices_running(self, bases: list[str]) -> list[tuple[str, str]]:
         """(test device, op base) of the traced tests that run aten operators ``bases``."""
