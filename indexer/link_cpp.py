@@ -227,11 +227,18 @@ class CppCallLinker:
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
         # are then only used for stubs, operators, and callees clang could not find here
         exact = frozenset((c.func_index, c.callee_name, c.line) for c in calls if c.kind == "resolved")
+        # a caller's second call of the same name reaches the same functions, already linked
+        # from its first (unless clang resolved some of its calls: they are told apart by line)
+        sites: set[tuple] = set()
         for c in calls:
             caller = ids[c.func_index]
             if c.kind != "resolved":
                 out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 self._operator_and_stub_edges(c, caller, out)
+            site = (c.func_index, c.callee_name, c.qualifier, c.kind, c.line if exact else 0)
+            if site in sites:
+                continue
+            sites.add(site)
             for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
                 for target in [callee, *self.invoked(callee)]:
                     if (caller, target) not in linked and target != caller:
