@@ -392,6 +392,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     else:
         walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
     requests = [(own_ops, layouts)]
+    callers: list[str] = []
     if inner is not None:
         # tests traced without seeing inside kernels (meta/fake only): the operators whose
         # kernels call one the change implements count too (one step, no hubs)
@@ -403,7 +404,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     traced = _traced_benchmarks(benches, families)
     broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
-    hits += _usable([h for h in caller_hits[0] if not h.kernels_seen], families, benches) if caller_hits else []
+    if caller_hits:
+        hidden = _direct_callers(inner, callers) if inner is not None else set()
+        hits += _usable([h for h in caller_hits[0] if not h.kernels_seen or set(h.ops) & hidden], families, benches)
     op_chains = inner if inner is not None else own
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}
@@ -450,6 +453,16 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
+
+
+def _direct_callers(inner: Reach, callers: list[str]) -> set[str]:
+    """Of the operators one composite step above the change, those whose kernels call the
+    changed code as plain C++ functions (``at::native::split(...)``), past the dispatcher: a
+    trace that saw inside kernels shows them run, never the operator the change implements."""
+    node_of = {inner.key[n]: n for n in inner.nodes_of("op")}
+    return {
+        op for op in callers if not any(kind in ("op_call", "backward") for _, kind, _ in inner.chain(node_of[op]))
+    }
 
 
 def _composite_walk(
