@@ -31,6 +31,11 @@ _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-n
 # x.get(), x.size(): a method name many classes share says little without types (the
 # overrides of one virtual are fewer); both bounds count distinct qualified names
 _AMBIGUOUS_METHOD = 6
+# a structured kernel's TORCH_META_FUNC / TORCH_IMPL_FUNC body is a method of a generated
+# class deriving from MetaBase, or TensorIteratorBase (``structured_inherits``): its
+# unqualified calls (``build_unary_op(...)``, ``device_type()``) find their members
+_STRUCTURED_KINDS = frozenset({"structured_meta", "structured_impl"})
+_STRUCTURED_BASES = frozenset({"at::TensorIteratorBase", "at::impl::MetaBase"})
 
 
 # the declared types of a receiver whose member calls can be Tensor methods: a tensor (a type
@@ -302,12 +307,14 @@ class CppCallLinker:
         return [f for f in targets if self._method_key(f) not in local or self._units.get(self.rows[f][0]) == unit]
 
     def _class_scope(self, targets: list[int], caller: int, name: str) -> list[int]:
-        """C++ lookup of an unqualified call: in a method, its own class's members hide other
+        """C++ lookup of an unqualified call: in a method (a structured kernel's body is one of
+        a class deriving from its structured base), its own class's members hide other
         functions of the name; in a free function, another class's method (not a constructor)
         cannot be called without an object."""
         own_class = self._method_key(caller).rpartition("::")[0]
-        if own_class:
-            members = [f for f in targets if self._method_key(f).rpartition("::")[0] == own_class]
+        classes = {own_class} if own_class else _STRUCTURED_BASES if self.rows[caller][2] in _STRUCTURED_KINDS else ()
+        if classes:
+            members = [f for f in targets if self._method_key(f).rpartition("::")[0] in classes]
             return members or targets
         free = [f for f in targets if not (key := self._method_key(f)) or key.split("::")[-2:] == [name, name]]
         return free or targets
@@ -423,6 +430,8 @@ class CppCallLinker:
             ]
         else:  # unqualified: the same file, else (not &name) the enclosing and used namespaces
             scopes = visible_scopes(rows[caller][4], usings) if kind != "address" else frozenset()
+            if rows[caller][2] in _STRUCTURED_KINDS:
+                scopes |= _STRUCTURED_BASES
             targets = [
                 f for f in self.by_name[name]
                 if f != excluded and (rows[f][0] == file_id or (not rows[f][3] and rows[f][4] in scopes))
