@@ -37,6 +37,7 @@ class EditKind(str, Enum):
     comment = "comment"  # insert comment lines (``text``) after the anchor line
     whitespace = "whitespace"  # re-indent ``count`` lines from the anchor by ``indent`` spaces
     reformat = "reformat"  # replace ``count`` lines from the anchor by ``replacement``, same non-blank characters
+    splice = "splice"  # replace ``count`` lines, ``offset`` lines below the anchor, by ``lines`` (a diff's hunk)
 
 
 class CaseError(ValueError):
@@ -52,6 +53,8 @@ class Edit:
     count: int = 1
     indent: int = 0
     before: bool = False  # insert_after/comment: insert before the anchor line instead
+    offset: int = 0  # splice: where the replaced lines start, below the anchor line
+    lines: tuple[str, ...] = ()  # splice: the new lines
 
     def to_json(self) -> dict:
         return {k: (v.value if isinstance(v, Enum) else v) for k, v in asdict(self).items()}
@@ -62,7 +65,7 @@ class Case:
     id: str
     klass: str
     file: str
-    edit: Edit
+    edits: tuple[Edit, ...]  # in file order, anchors in the unedited file
     changed_function: str
     expected_ops: tuple[str, ...]
     expected_benchmarks: tuple[str, ...]
@@ -77,11 +80,16 @@ class Case:
         return self.no_op or not self.expected_benchmarks
 
 
+def _edit(doc: dict) -> Edit:
+    fields = dict(doc)
+    kind = EditKind(fields.pop("kind"))
+    return Edit(kind=kind, **{k: tuple(v) if k == "lines" else v for k, v in fields.items()})
+
+
 def case_from_json(doc: dict) -> Case:
-    edit = dict(doc["edit"])
     return Case(
         id=doc["id"], klass=doc["class"], file=doc["file"],
-        edit=Edit(kind=EditKind(edit.pop("kind")), **edit),
+        edits=tuple(_edit(e) for e in (doc["edits"] if "edits" in doc else [doc["edit"]])),
         changed_function=doc["changed_function"],
         expected_ops=tuple(doc["expected_ops"]), expected_benchmarks=tuple(doc["expected_benchmarks"]),
         acceptable_benchmarks=tuple(doc["acceptable_benchmarks"]),
@@ -138,6 +146,9 @@ def edited_lines(lines: list[str], edit: Edit) -> list[str]:
     if edit.kind is EditKind.replace:
         line = re.sub(edit.anchor, lambda _: edit.replacement, lines[at].rstrip("\n"), count=1)
         return lines[:at] + _text_lines(line) + lines[at + 1 :]
+    if edit.kind is EditKind.splice:
+        start = at + edit.offset
+        return lines[:start] + [line + "\n" for line in edit.lines] + lines[start + edit.count :]
     end = at + edit.count
     if edit.kind is EditKind.whitespace:
         return lines[:at] + [_reindent(x, edit.indent) for x in lines[at:end]] + lines[end:]
@@ -147,11 +158,18 @@ def edited_lines(lines: list[str], edit: Edit) -> list[str]:
     return lines[:at] + new + lines[end:]
 
 
+def case_lines(lines: list[str], case: Case) -> list[str]:
+    """The file's lines after every edit of ``case`` (the last first: the others' lines stay put)."""
+    for edit in reversed(case.edits):
+        lines = edited_lines(lines, edit)
+    return lines
+
+
 def apply_edit(tree: Path, case: Case) -> None:
     """Apply ``case``'s edit to its file under ``tree`` (a checkout of the corpus commit)."""
     path = tree / case.file
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    new = "".join(edited_lines(text.splitlines(keepends=True), case.edit))
+    new = "".join(case_lines(text.splitlines(keepends=True), case))
     if new == text:
         raise CaseError(f"case {case.id}: the edit leaves {case.file} unchanged")
     path.write_text(new, encoding="utf-8", errors="surrogateescape")

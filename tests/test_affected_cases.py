@@ -10,6 +10,8 @@ cases. Marked ``corpus``: deselect with ``-m "not corpus"``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.affected_cases import (
@@ -19,6 +21,7 @@ from tests.affected_cases import (
     Edit,
     EditKind,
     Scratch,
+    case_lines,
     commit_case,
     edited_lines,
     failures,
@@ -28,6 +31,7 @@ from tests.affected_cases import (
 )
 
 CASES = load_cases()
+HELDOUT = load_cases(Path(__file__).parents[1] / "bench" / "pytorch-heldout-cases.json")  # bench/eval_cases.py --cases
 needs_corpus = pytest.mark.skipif(not (CORPUS / ".git").exists(), reason="PyTorch 2.6.0 corpus not fetched")
 
 
@@ -37,16 +41,17 @@ def test_cases_cover_the_classes():
             "whitespace", "header-template", "quantized-path", "negative"} <= classes
     assert len({case.id for case in CASES}) == len(CASES) >= 12
     for case in CASES:
-        assert case.no_op == (case.edit.kind in (EditKind.comment, EditKind.whitespace, EditKind.reformat)), case.id
+        no_token = (EditKind.comment, EditKind.whitespace, EditKind.reformat)
+        assert case.no_op == all(edit.kind in no_token for edit in case.edits), case.id
         assert not set(case.expected_benchmarks) & set(case.acceptable_benchmarks), case.id
 
 
 @needs_corpus
 @pytest.mark.corpus
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", CASES + HELDOUT, ids=[case.id for case in CASES + HELDOUT])
 def test_edit_applies_to_the_corpus(case: Case):
     lines = (CORPUS / case.file).read_text(encoding="utf-8", errors="surrogateescape").splitlines(keepends=True)
-    new = edited_lines(lines, case.edit)
+    new = case_lines(lines, case)
     assert new != lines
 
 
@@ -85,3 +90,14 @@ def test_affected_case(case: Case, corpus_scratch: Scratch):
     result = score(case, doc, wall)
     problems = failures(case, result)
     assert not problems, f"{case.id}: {'; '.join(problems)} (selected: {', '.join(result.selected) or 'nothing'})"
+
+
+def test_a_splice_replaces_lines_below_its_anchor_and_a_case_applies_its_edits_from_the_last():
+    lines = ["int f(int a) {\n", "  int b = a;\n", "  return b;\n", "}\n", "int g() {\n", "  return 1;\n", "}\n"]
+    first = Edit(EditKind.splice, r"^int f\(int a\) \{$", offset=1, count=2, lines=("  return a + 0;",))
+    second = Edit(EditKind.splice, r"^int g\(\) \{$", offset=1, count=0, lines=("  // two", "  (void)0;"))
+    case = Case("c", "k", "f.cpp", (first, second), "f", (), (), (), False, False, "")
+    assert case_lines(lines, case) == [
+        "int f(int a) {\n", "  return a + 0;\n", "}\n",
+        "int g() {\n", "  // two\n", "  (void)0;\n", "  return 1;\n", "}\n",
+    ]
