@@ -27,6 +27,7 @@ What links a script to a kernel here runs through upstream code that is not in t
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -482,3 +483,22 @@ def make_oot_repo(root: Path) -> OotRepo:
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "mini xpu backend")
     return OotRepo(repo, git(repo, "rev-parse", "HEAD"))
+
+
+def make_indexed_oot_repo(root: Path, files: dict[str, str], yaml_entries: str, message: str) -> OotRepo:
+    """The fixture with ``files`` added and ``yaml_entries`` appended to its yaml, committed as
+    ``message`` and indexed (the CLI, in a subprocess)."""
+    repo = make_oot_repo(root)
+    for rel, text in files.items():
+        path = repo.path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    yaml = repo.path / "yaml/native/native_functions.yaml"
+    yaml.write_text(yaml.read_text() + yaml_entries)
+    git(repo.path, "add", "-A")
+    git(repo.path, "commit", "-qm", message)
+    proc = subprocess.run([sys.executable, "-m", "perfq", "index", "-q"], cwd=repo.path, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"perfq index failed: {proc.stderr.strip()}")
+    return OotRepo(repo.path, git(repo.path, "rev-parse", "HEAD"))
+

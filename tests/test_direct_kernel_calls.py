@@ -14,7 +14,7 @@ import pytest
 from perfq.query.affected import _direct_callers
 from perfq.query.reach import Reach
 from tests.conftest import run_perfq
-from tests.oot_fixture import OotRepo, git, make_oot_repo, script
+from tests.oot_fixture import OotRepo, make_indexed_oot_repo, script
 
 pytestmark = [pytest.mark.torch]
 
@@ -74,16 +74,8 @@ std::vector<Tensor> unsafe_split_xpu(const Tensor& self, int64_t split_size, int
 @pytest.fixture(scope="module")
 def oot(tmp_path_factory: pytest.TempPathFactory) -> OotRepo:
     pytest.importorskip("torch")
-    repo = make_oot_repo(tmp_path_factory.mktemp("oot-direct-calls"))
-    for rel, text in FILES.items():
-        (repo.path / rel).write_text(text)
-    yaml = repo.path / "yaml/native/native_functions.yaml"
-    yaml.write_text(yaml.read_text() + YAML_ENTRIES)
-    git(repo.path, "add", "-A")
-    git(repo.path, "commit", "-qm", "split and unsafe_split kernels")
-    proc = run_perfq(repo.path, "index", "-q")
-    assert proc.returncode == 0, proc.stderr
-    return OotRepo(repo.path, git(repo.path, "rev-parse", "HEAD"))
+    root = tmp_path_factory.mktemp("oot-direct-calls")
+    return make_indexed_oot_repo(root, FILES, YAML_ENTRIES, "split and unsafe_split kernels")
 
 
 def test_a_kernel_called_directly_selects_the_benchmarks_running_its_caller(oot: OotRepo):

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from tests.conftest import run_perfq
-from tests.oot_fixture import OotRepo, git, make_oot_repo, script
+from tests.oot_fixture import OotRepo, make_indexed_oot_repo, script
 
 pytestmark = [pytest.mark.torch]
 
@@ -134,16 +134,8 @@ REGISTER_XPU_DISPATCH(cdist_stub, &xpu::cdist_kernel_xpu);
 @pytest.fixture(scope="module")
 def oot(tmp_path_factory: pytest.TempPathFactory) -> OotRepo:
     pytest.importorskip("torch")
-    repo = make_oot_repo(tmp_path_factory.mktemp("oot-kernels"))
-    for rel, text in FILES.items():
-        (repo.path / rel).write_text(text)
-    yaml = repo.path / "yaml/native/native_functions.yaml"
-    yaml.write_text(yaml.read_text() + YAML_ENTRIES)
-    git(repo.path, "add", "-A")
-    git(repo.path, "commit", "-qm", "nonzero and masked_select kernels")
-    proc = run_perfq(repo.path, "index", "-q")
-    assert proc.returncode == 0, proc.stderr
-    return OotRepo(repo.path, git(repo.path, "rev-parse", "HEAD"))
+    root = tmp_path_factory.mktemp("oot-kernels")
+    return make_indexed_oot_repo(root, FILES, YAML_ENTRIES, "nonzero and masked_select kernels")
 
 
 def test_ops_run_inside_device_kernels_are_recorded_as_inferred(oot: OotRepo):
