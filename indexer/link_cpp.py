@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -311,13 +311,20 @@ class CppCallLinker:
         a class deriving from its structured base), its own class's members hide other
         functions of the name; in a free function, another class's method (not a constructor)
         cannot be called without an object."""
-        own_class = self._method_key(caller).rpartition("::")[0]
-        classes = {own_class} if own_class else _STRUCTURED_BASES if self.rows[caller][2] in _STRUCTURED_KINDS else ()
+        classes = self._classes_of(caller)
         if classes:
             members = [f for f in targets if self._method_key(f).rpartition("::")[0] in classes]
             return members or targets
         free = [f for f in targets if not (key := self._method_key(f)) or key.split("::")[-2:] == [name, name]]
         return free or targets
+
+    def _classes_of(self, caller: int) -> Collection[str]:
+        """The classes whose members ``caller``'s unqualified calls find first: a method's
+        own, a structured kernel body's structured bases, none for a free function."""
+        own_class = self._method_key(caller).rpartition("::")[0]
+        if own_class:
+            return (own_class,)
+        return _STRUCTURED_BASES if self.rows[caller][2] in _STRUCTURED_KINDS else ()
 
     def _method_key(self, fid: int) -> str:
         """A method's qualified name without template arguments, '' for other functions."""

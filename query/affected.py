@@ -392,10 +392,10 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     else:
         walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
     requests = [(own_ops, layouts)]
-    callers: list[str] = []
     if inner is not None:
-        # tests traced without seeing inside kernels (meta/fake only): the operators whose
-        # kernels call one the change implements count too (one step, no hubs)
+        # the operators whose kernels call one the change implements (one step, no hubs) count
+        # for tests traced without seeing inside kernels (meta/fake only), and for every test
+        # when the call is a plain C++ call, which no profiler records
         callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
@@ -404,8 +404,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     traced = _traced_benchmarks(benches, families)
     broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
-    if caller_hits:
-        hidden = _direct_callers(inner, callers) if inner is not None else set()
+    if inner is not None:
+        hidden = _direct_callers(inner, callers)
         hits += _usable([h for h in caller_hits[0] if not h.kernels_seen or set(h.ops) & hidden], families, benches)
     op_chains = inner if inner is not None else own
     # explanations name the functions on the chains to the traced operators and benchmarks
