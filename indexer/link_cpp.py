@@ -6,6 +6,7 @@ Shared by the full link and by the incremental patch, so both produce the same e
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -79,6 +80,16 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
 
 def _strip_args(name: str) -> str:
     return re.sub(r"<.*", "", name)
+
+
+_TEMPLATE_ARGS = re.compile(r"<([^<>]*)>")
+
+
+@functools.cache  # asked once per qualified call site, of a few thousand template callers
+def template_params(qualname: str) -> frozenset[str]:
+    """The template parameters a function's qualified name spells (its own and its classes'):
+    'ns::Foo<T>::run<out_ndims, F>' -> {T, out_ndims, F}."""
+    return frozenset(arg.strip().split(" ")[-1] for args in _TEMPLATE_ARGS.findall(qualname) for arg in args.split(","))
 
 
 def _class_of(qualname: str) -> str:
@@ -414,7 +425,8 @@ class CppCallLinker:
         if name not in self.by_name:
             return []
         _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
-        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings)
+        by_param = bool(qual) and qual.split("::")[-1] in template_params(caller_qualname)
+        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings, by_param)
         memo = self._memo.get(key)
         if memo is None:
             found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
@@ -430,7 +442,15 @@ class CppCallLinker:
         from ``caller`` (its scope), ``excluded`` left out."""
         last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
         rows = self.rows
-        if qual or kind == "member":  # internal linkage: same translation unit only
+        # ``F::f()`` in a template of F: a member of whichever class F is, in the caller's top namespace
+        by_param = bool(last_qual) and last_qual in template_params(rows[caller][1])
+        if by_param:
+            top = rows[caller][1].split("::", 1)[0]
+            targets = [
+                f for f in self._lookup(name, "", True)
+                if f != excluded and (not rows[f][3] or rows[f][0] == file_id) and rows[f][1].split("::", 1)[0] == top
+            ]
+        elif qual or kind == "member":  # internal linkage: same translation unit only
             targets = [
                 f for f in self._lookup(name, last_qual, kind == "member")
                 if f != excluded and (not rows[f][3] or rows[f][0] == file_id)
@@ -457,7 +477,7 @@ class CppCallLinker:
                 for fid in targets
                 if self.rows[fid][0] == file_id or (kind != "member" and self.rows[fid][1].startswith(scope + "::"))
             ]
-        if kind == "member" and kept and self._read_includes is not None and self._units:
+        if (kind == "member" or by_param) and kept and self._read_includes is not None and self._units:
             units = self.visible_units(file_id)  # calling a method needs its class's definition
             seen = [f for f in kept if self._units.get(rows[f][0]) in units]
             kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
