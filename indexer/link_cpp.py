@@ -92,6 +92,11 @@ def template_params(qualname: str) -> frozenset[str]:
     return frozenset(arg.strip().split(" ")[-1] for args in _TEMPLATE_ARGS.findall(qualname) for arg in args.split(","))
 
 
+def _through_param(caller_qualname: str, qual: str, kind: str) -> bool:
+    """Is a call qualified by one of its caller's template parameters (``F::f()`` in a template of F)?"""
+    return bool(qual) and kind != "member" and qual.split("::")[-1] in template_params(caller_qualname)
+
+
 def _class_of(qualname: str) -> str:
     """'at::native::xpu::Functor<T>::operator()' -> 'at::native::xpu::Functor' (template arguments dropped)."""
     return _strip_args(namespace_of(qualname))
@@ -425,7 +430,7 @@ class CppCallLinker:
         if name not in self.by_name:
             return []
         _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
-        by_param = bool(qual) and qual.split("::")[-1] in template_params(caller_qualname)
+        by_param = _through_param(caller_qualname, qual, kind)
         key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings, by_param)
         memo = self._memo.get(key)
         if memo is None:
@@ -442,9 +447,8 @@ class CppCallLinker:
         from ``caller`` (its scope), ``excluded`` left out."""
         last_qual = qual.split("::")[-1] if qual and kind != "member" else ""
         rows = self.rows
-        # ``F::f()`` in a template of F: a member of whichever class F is, in the caller's top namespace
-        by_param = bool(last_qual) and last_qual in template_params(rows[caller][1])
-        if by_param:
+        by_param = _through_param(rows[caller][1], qual, kind)
+        if by_param:  # a member of whichever class F is, in the caller's top namespace
             top = rows[caller][1].split("::", 1)[0]
             targets = [
                 f for f in self._lookup(name, "", True)
