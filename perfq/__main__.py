@@ -1,3 +1,3 @@
-from perfq.cli import main
+from perfq.cli import run
 
-main()
+run()

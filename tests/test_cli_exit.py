@@ -1,0 +1,67 @@
+"""The console script ends the process at once after a command (perfq.cli.run), and still
+behaves as a normal exit: the same exit codes, every line written, atexit handlers run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfq import __version__
+
+RUN = """
+import atexit, sys, threading, time
+{setup}
+sys.argv = ["perfq", *{args!r}]
+from perfq.cli import run
+run()
+"""
+
+
+def _run(args: list[str], setup: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+    code = RUN.format(setup=setup, args=args)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_success_flushes_output_and_runs_atexit_handlers():
+    proc = _run(["--version"], setup="atexit.register(lambda: print('atexit ran', flush=True))")
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == [f"perfq {__version__}", "atexit ran"]
+
+
+def test_a_perfq_error_keeps_its_line_and_exit_code(tmp_path):
+    proc = _run(["affected", "HEAD~1"], cwd=tmp_path)  # not a git repository
+    assert proc.returncode == 4
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_usage_error_exit_code():
+    proc = _run(["affected", "--no-such-option"])
+    assert proc.returncode == 2 and "No such option" in proc.stderr
+
+
+def test_a_live_thread_is_joined_as_at_a_normal_exit():
+    setup = "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done', flush=True))).start()"
+    proc = _run(["--version"], setup=setup)
+    assert proc.returncode == 0
+    assert "thread done" in proc.stdout
+
+
+def test_output_through_a_pipe_is_the_same_as_after_a_normal_exit():
+    def piped(code: str) -> bytes:
+        with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 0
+        return out
+
+    quick = piped(RUN.format(setup="", args=["--help"]))
+    normal = piped("import sys\nfrom perfq.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass")
+    assert len(quick) > 2000 and quick == normal
+
+
+@pytest.mark.parametrize("entry", [["-m", "perfq"]])
+def test_python_dash_m_uses_the_same_exit(entry):
+    proc = subprocess.run([sys.executable, *entry, "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"perfq {__version__}"
