@@ -61,6 +61,13 @@ def test_output_through_a_pipe_is_the_same_as_after_a_normal_exit():
     assert len(quick) > 2000 and quick == normal
 
 
+def test_a_profiler_still_gets_to_write_its_profile(tmp_path):
+    out = tmp_path / "perfq.prof"
+    proc = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "perfq", "--version"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and out.stat().st_size > 0
+
+
 @pytest.mark.parametrize("entry", [["-m", "perfq"]])
 def test_python_dash_m_uses_the_same_exit(entry):
     proc = subprocess.run([sys.executable, *entry, "--version"], capture_output=True, text=True, timeout=120)

@@ -130,14 +130,15 @@ def run() -> NoReturn:
     """The console script and ``python -m perfq``: main(), then the process ends at once.
     atexit handlers run and the standard streams are flushed as at a normal exit, but the
     interpreter does not take its modules and objects apart one by one first: 20-30 ms of a
-    0.3 s ``perfq affected``, 0.15 s after an index build. Only from the main thread alone
-    (another thread is joined by the usual exit); a crash takes the usual way (its traceback)."""
+    0.3 s ``perfq affected``, 0.15 s after an index build. The usual exit is kept when another
+    thread runs (it joins it), a profiler or tracer is on (``python -m cProfile -m perfq``,
+    coverage: they save their data after the program) and for a crash (its traceback)."""
     try:
         main()
         code: object = EXIT_OK
     except SystemExit as exc:
         code = exc.code
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     if code is None:
         code = EXIT_OK
