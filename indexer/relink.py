@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from perfq import __version__
 from perfq.common import git
+from perfq.common.lifetime import keep_until_exit
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
@@ -123,6 +124,7 @@ def relink(
                         report, inputs, yaml_warnings, events)
     report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
+    keep_until_exit(kept, cache, lines, native_link, file_facts, benches, traces)  # not freed one by one
 
 
 def load_canaries(text: str) -> list[dict]:

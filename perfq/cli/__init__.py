@@ -24,6 +24,7 @@ import typer
 from perfq import __version__
 from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from perfq.common.interrupt import interrupted, noting_interrupts
+from perfq.common.lifetime import free_at_exit
 from perfq.errors import PerfqError
 
 # every command (or command group) and the module whose register(app) adds it
@@ -133,6 +134,7 @@ def run() -> NoReturn:
     0.3 s ``perfq affected``, 0.15 s after an index build. The usual exit is kept when another
     thread runs (it joins it), a profiler or tracer is on (``python -m cProfile -m perfq``,
     coverage: they save their data after the program) and for a crash (its traceback)."""
+    free_at_exit()
     try:
         main()
         code: object = EXIT_OK
