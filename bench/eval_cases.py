@@ -6,7 +6,7 @@ benchmarks, the share of cases with every expected benchmark, extra benchmarks p
 expected + acceptable), and the negatives (ops without a benchmark) and no-op changes (comments,
 whitespace) that select nothing. The corpus is not written: the cases run in a shared clone
 (``--work``, kept and reused when given) whose index ``--index-cmd`` builds once.
-``--cases bench/pytorch-heldout-cases.json`` scores the 30 held-out cases labelled apart from
+``--cases bench/pytorch-heldout-cases.json`` scores the 42 held-out cases labelled apart from
 perfq (by hand from the sources and profiler runs, never from its output; each diff stored as
 its hunks' new lines below a unique anchor line).
 
