@@ -195,23 +195,74 @@ class _Text:
 def receiver_type(text: _Text, name_start: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
     """The declared type of the variable a member call's name at ``name_start`` is called on
     (``Device d`` ... ``d.index()``: 'Device'), read where the variable is first named after
-    ``body_start`` (a parameter or a local); '' when the receiver is not a plain variable or
-    its first mention does not declare it. ``declared`` keeps what was read per (body, variable)."""
+    ``body_start`` (a parameter or a local); for a parenthesized expression (``(x * k).erf()``),
+    that of its first variable with a declared type (arithmetic keeps its operands' type: a
+    Vectorized, a Tensor); '' when the receiver is not a plain variable or such a group, or no
+    first mention declares one. ``declared`` keeps what was read per (body, variable)."""
     code = text.code
     j = name_start - 1
     while j >= 0 and code[j] in _SPACE:
         j -= 1
-    var = text.word_before(j if code[j] == "." else j - 1)
+    end = j if code[j] == "." else j - 1  # just after the receiver
+    k = end - 1
+    while k >= 0 and code[k] in _SPACE:
+        k -= 1
+    if k >= 0 and code[k] == ")":
+        return _group_type(text, k, body_start, declared)
+    var = text.word_before(end)
     if var is None or _receiver_is_qualified(code, var[0]):
         return ""
-    key = (body_start, code[var[0] : var[1]])
+    return _variable_type(text, code[var[0] : var[1]], var[0], body_start, declared)
+
+
+def _variable_type(text: _Text, name: str, at: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
+    """The type declared at the first mention of the variable ``name`` (used at ``at``) after
+    ``body_start``; '' when that mention declares none."""
+    key = (body_start, name)
     found = declared.get(key)
     if found is None:
-        first = _first_mention(code, key[1], body_start, var[0])
+        first = _first_mention(text.code, name, body_start, at)
         if first < 0:
             return ""
         found = declared[key] = _type_before(text, first)
     return found
+
+
+_GROUP_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _group_type(text: _Text, close: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
+    """The type of the parenthesized expression closing at ``close`` (not a call's or a cast's
+    argument list): that of its first plain variable with a declared type other than ``auto``."""
+    code = text.code
+    depth, j = 0, close
+    while j >= body_start:
+        if code[j] == ")":
+            depth += 1
+        elif code[j] == "(":
+            depth -= 1
+            if depth == 0:
+                break
+        elif code[j] in ";{}":
+            return ""
+        j -= 1
+    else:
+        return ""
+    before = j - 1
+    while before >= 0 and code[before] in _SPACE:
+        before -= 1
+    word = text.word_before(before + 1) if before >= 0 and _is_word_char(code[before]) else None
+    called = word is not None and code[word[0] : word[1]] not in _NOT_A_TYPE_BEFORE  # not ``return (...)``
+    if called or (before >= 0 and code[before] in ">]"):
+        return ""  # f(x).m(), cast<T>(x).m(), a[i](x).m(): a result whose type is not written here
+    for m in _GROUP_WORD.finditer(code, j + 1, close):
+        name, after = m.group(), code[m.end() : m.end() + 2].lstrip()
+        if name in _NOT_TYPES or after.startswith(("(", "<", "::")) or _receiver_is_qualified(code, m.start()):
+            continue  # a function, a template, a qualifier, a member
+        found = _variable_type(text, name, m.start(), body_start, declared)
+        if found and found != "auto":
+            return found
+    return ""
 
 
 def _receiver_is_qualified(code: str, start: int) -> bool:
