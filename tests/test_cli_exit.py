@@ -3,6 +3,7 @@ behaves as a normal exit: the same exit codes, every line written, atexit handle
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfq import __version__
+from perfq.run.results import EXPORT_FORMAT
 
 RUN = """
 import atexit, sys, threading, time
@@ -72,3 +74,20 @@ def test_a_profiler_still_gets_to_write_its_profile(tmp_path):
 def test_python_dash_m_uses_the_same_exit(entry):
     proc = subprocess.run([sys.executable, *entry, "--version"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == f"perfq {__version__}"
+
+
+def test_a_history_written_before_the_quick_exit_is_complete_for_the_next_process(tmp_path):
+    """``perfq import`` ends with os._exit: what it committed must be there for the next reader."""
+    runs = [{"label": "L", "side": side, "status": "complete", "started_at": "2025-01-01T00:00:00",
+             "samples": [{"seq": i, "repeat_index": 0, "benchmark": "b_test", "test": "t1", "mode": "eager",
+                          "device": "cpu", "metric": "forward_time", "unit": "us", "value": 10.0 + i}
+                         for i in range(50)], "failures": []} for side in ("base", "head")]
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({"format": EXPORT_FORMAT, "version": 1, "runs": runs}))
+    history = tmp_path / "history.duckdb"
+    proc = _run(["import", str(result), "--history", str(history)])
+    assert proc.returncode == 0, proc.stderr
+    reader = subprocess.run([sys.executable, "-c", f"import duckdb; c = duckdb.connect({str(history)!r}, "
+                             "read_only=True); print(c.execute('SELECT count(*) FROM samples').fetchone()[0])"],
+                            capture_output=True, text=True, timeout=120)
+    assert reader.stdout.strip() == "100", reader.stderr
