@@ -158,8 +158,8 @@ class NativeLink:
     """The link in two steps. The first, on constructing, links what C++ files and operators
     make on their own (kernels, stubs, registrations, includes, C++ calls), so that a build can
     run it while its Python files are still being parsed; ``finish`` adds the Python files and
-    benchmarks. The tables are the same as in one step: files and functions are numbered C++
-    first, and node ids equal function ids."""
+    benchmarks. Files are numbered C++ first; node ids equal function ids: the C++ functions
+    come first, the Python ones after the nodes the first step made (so none moves)."""
 
     op_by_name: dict[str, OpFacts]
     ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
@@ -293,31 +293,19 @@ class NativeLink:
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
 
-    # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to (the
-    # nodes and reach edges after the functions are renumbered to make room for Python's)
-    FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes")
+    # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to
+    FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes", "nodes", "reach_edges")
 
     def heads(self) -> dict[str, list[tuple]]:
         """The rows of the FINAL_HEADS tables so far: the first rows of what ``finish`` returns."""
         return {table: self.t.rows[table] for table in self.FINAL_HEADS}
 
-    def _make_room(self, functions: list[tuple]) -> None:
-        """Number ``functions`` (Python ones) right after the C++ functions, as in a one-step
-        link: the nodes the first step made after its functions move up to make room."""
-        first, n = len(self.func_rows), len(functions)
-        g, t = self.g, self.t
-        if n:
-            g.node_ids = {k: i + n if i >= first else i for k, i in g.node_ids.items()}
-            nodes = t.rows["nodes"]
-            t.rows["nodes"] = nodes[:first] + [(i + n, *rest) for i, *rest in nodes[first:]]
-            t.rows["reach_edges"] = [
-                (d + n if d >= first else d, s + n if s >= first else s, kind, detail)
-                for d, s, kind, detail in t.rows["reach_edges"]
-            ]
-            g.seen = {(d, s) for d, s, _, _ in t.rows["reach_edges"]}
-        for gid, *_ in functions:
-            g.node_ids[("pyfunction", str(gid))] = gid
-        t.rows["nodes"][first:first] = [(gid, "pyfunction", str(gid), qualname) for gid, _, qualname, *_ in functions]
+    def _add_python_nodes(self, functions: list[tuple]) -> None:
+        """The nodes of ``functions`` (Python ones, numbered from the first free node id: node
+        id == function id, with no renumbering of the first step's nodes and edges)."""
+        for gid, _, qualname, *_ in functions:
+            if self.g.node("pyfunction", str(gid), qualname) != gid:
+                raise AssertionError("Python functions must be numbered from the first free node id")
 
     def finish(
         self,
@@ -332,8 +320,9 @@ class NativeLink:
         op_by_name, ops_by_base, method_ops = self.op_by_name, self.ops_by_base, self.method_ops
         library_ops = self.library_ops
         files = [*self.files, *python_files]
-        py_rows, py_base = _file_rows(t, python_files, len(self.files), len(self.func_rows))
-        self._make_room(py_rows)
+        py_first = len(g.node_ids)
+        py_rows, py_base = _file_rows(t, python_files, len(self.files), py_first)
+        self._add_python_nodes(py_rows)
         func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
         t.rows["functions"] = func_rows
         py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == "python"}
@@ -439,12 +428,12 @@ class NativeLink:
         for cls, methods in class_methods.items():
             if len(methods) <= _HUB_METHODS:
                 for method in methods:
-                    if func_rows[method][3] not in _SETUP_METHODS:
+                    if py_rows[method - py_first][3] not in _SETUP_METHODS:
                         g.edge(method, cls, "method_of", "")
 
         def constructor(cls: int) -> int | None:
             """Calling a class from Python code runs its __init__ (not every method)."""
-            return py_by_qual.get(f"{func_rows[cls][2]}.__init__")
+            return py_by_qual.get(f"{py_rows[cls - py_first][2]}.__init__")
 
         for file_id, f in enumerate(files):
             if f.lang != "python":
@@ -456,14 +445,14 @@ class NativeLink:
                 t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 if c.kind == "member_of":
                     continue
-                if c.kind == "ref" and func_rows[caller][4] != "alias":
+                if c.kind == "ref" and py_rows[caller - py_first][4] != "alias":
                     continue  # named as a value in a body (isinstance, tables of overrides), not called
                 target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
                 if c.kind == "base":
                     if target is not None:
                         class_subs[target].append(caller)
                     continue
-                if target is not None and func_rows[target][4] == "class" and c.kind == "python":
+                if target is not None and py_rows[target - py_first][4] == "class" and c.kind == "python":
                     target = constructor(target)
                     if target is None:
                         continue

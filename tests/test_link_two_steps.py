@@ -1,7 +1,7 @@
 """The link runs in two steps (indexer/link.py NativeLink): C++ files and operators first, while a
 build still parses its Python files, then Python files and benchmarks. Python functions are
-numbered right after the C++ ones, so the nodes the first step made (operators, stubs) move up;
-every edge must still join the same things, and the order files come in must not matter."""
+numbered after the nodes the first step made (operators, stubs), which keep their ids; node ids
+equal function ids, every edge joins the same things, and the order files come in does not matter."""
 
 from __future__ import annotations
 
@@ -66,25 +66,32 @@ def named_edges(tables) -> set[tuple]:
     return {(name[dst], name[src], kind, detail) for dst, src, kind, detail in tables.rows["reach_edges"]}
 
 
-def test_python_functions_follow_the_cpp_ones_and_every_edge_keeps_its_ends():
+def test_python_functions_follow_the_first_steps_nodes_and_every_edge_keeps_its_ends():
     cpp = [facts("cpp", p, s) for p, s in CPP.items()]
     python = [facts("python", p, s) for p, s in PYTHON.items()]
     native = NativeLink(cpp, OPS)
     first_step = named_edges(native.t)
+    first_nodes = list(native.t.rows["nodes"])
+    first_edges = list(native.t.rows["reach_edges"])
     tables = native.finish(python, [], [], {}, [])
 
     n_cpp = sum(len(f.functions) for f in cpp)
     functions = tables.rows["functions"]
-    assert [row[0] for row in functions] == list(range(len(functions)))  # dense, C++ first
+    ids = [row[0] for row in functions]
+    assert ids[:n_cpp] == list(range(n_cpp))  # C++ first, from 0
+    assert ids[n_cpp:] == list(range(len(first_nodes), len(first_nodes) + 3))  # after the first step's nodes
     assert {row[2] for row in functions[n_cpp:]} == {"torch.nn.functional.plus", "torch.nn.functional.twice",
                                                      "torch.nn.other.times"}
     nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
     assert sorted(nodes) == list(range(len(nodes)))
     for gid, *_ in functions:  # node id == function id
         assert nodes[gid] == ("function" if gid < n_cpp else "pyfunction", str(gid))
+    # nothing the first step made moved: those rows are written ahead, while finish runs
+    assert tables.rows["nodes"][: len(first_nodes)] == first_nodes
+    assert tables.rows["reach_edges"][: len(first_edges)] == first_edges
 
     edges = named_edges(tables)
-    assert first_step <= edges  # the first step's edges, their ends renumbered, join the same things
+    assert first_step <= edges
     assert (("op", "add.Tensor"), ("pyfunction", "torch.nn.functional.plus"), "op_call",
             "torch.add line 4") in edges
     assert (("stub", "add_stub"), ("function", "at::native::add_cpu"), "stub_call", "line 3") in edges
