@@ -439,6 +439,38 @@ def _template_values(text: _Text) -> list[tuple[str, str, int]]:
     return [(name, qual, start) for name, qual, start, _ in found]
 
 
+_TEMPLATE_ARGUMENT = re.compile(r"\s*((?:\w+\s*::\s*)*)(\w+)\s*$")
+
+
+def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
+    """(qualifier, name) of the template arguments that are plain (qualified) names in the
+    template-id whose name ends at ``name_end`` (``impl_<ExponentialStub, Generator>(``:
+    ('', 'ExponentialStub'), ('', 'Generator')); [] when no '<' follows the name."""
+    j = name_end
+    while j < len(code) and code[j] in _SPACE:
+        j += 1
+    if j >= len(code) or code[j] != "<" or code.startswith("<<", j):
+        return []
+    out, depth, start = [], 0, j + 1
+    for k in range(j, min(len(code), j + 1500)):
+        ch = code[k]
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+            if depth == 0:
+                if (m := _TEMPLATE_ARGUMENT.fullmatch(code, start, k)) is not None:
+                    out.append((_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)))
+                return out
+        elif ch in ";{}":
+            return []
+        elif ch == "," and depth == 1:
+            if (m := _TEMPLATE_ARGUMENT.fullmatch(code, start, k)) is not None:
+                out.append((_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)))
+            start = k + 1
+    return []
+
+
 def call_sites(code: str, functions: list[Function], lines: LineIndex | None = None) -> list[Call]:
     """Every call site inside ``functions`` (``code``: comments and strings blanked;
     ``lines``: its line index, when at hand)."""
@@ -469,6 +501,9 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
         if kind == "member":
             qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers)
         calls.append(Call(idx, name, qual, kind, line))
+        for arg_qual, arg in template_arguments(code, start + len(name)):
+            if arg not in KEYWORDS and not arg[0].isdigit():  # a class it may construct and call
+                calls.append(Call(idx, arg, arg_qual, "template_arg", line))
     for start, end in _brace_declarations(text):
         line = line_of(start)
         idx = owner[line] if line < n_owner else -1

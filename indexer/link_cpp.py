@@ -367,6 +367,8 @@ class CppCallLinker:
 
     def _operator_and_stub_edges(self, c: Call, caller: int, out: LinkedCalls) -> None:
         name, qual, kind = c.callee_name, c.qualifier, c.kind
+        if kind == "template_arg":  # a type, not a call of an operator or a stub
+            return
         if name in self.stub_names and kind != "member":
             out.reach.append((self.node_of("stub", name), caller, "stub_call", f"line {c.line}"))
             return
@@ -389,6 +391,9 @@ class CppCallLinker:
         name, qual, kind = c.callee_name, c.qualifier, c.kind
         if kind == "resolved":
             return [(f, "resolved") for f in self.by_usr.get(qual, ()) if f != caller]
+        if kind == "template_arg":  # impl_<ExponentialStub>(...): the template calls the functor it is given
+            found = self._functor_targets(file_id, caller, name, qual, usings) if name in self.functors else []
+            return [(f, "template_arg") for f in found]
         if name in self.stub_names and kind != "member":
             return []
         if kind == "value":

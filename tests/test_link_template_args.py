@@ -1,0 +1,91 @@
+"""A functor passed as a template argument is called by the template it is given to: PyTorch's
+random kernels run ``templates::exponential_impl_<ExponentialStub, Generator>(self, ...)``, whose
+body calls ``exponential_kernel<RNG>()(iter, ...)``, and ``ExponentialStub::operator()`` calls the
+DispatchStub. Without the link a change to the CPU kernel behind ``exponential_stub`` reached no
+operator (held-out h04: ``unary_test``'s ``exponential_`` missed); a type that is not a functor
+(``Generator``) links nothing."""
+
+from __future__ import annotations
+
+import textwrap
+
+from perfq.indexer.extract import file_facts
+from perfq.indexer.facts import FileFacts
+from perfq.indexer.link import link
+from perfq.indexer.native_yaml import OpFacts
+
+TEMPLATES = """
+namespace at::native::templates {
+template<template<typename> class exponential_kernel, typename RNG>
+Tensor& exponential_impl_(Tensor& self, double lambda, std::optional<Generator> gen) {
+  auto iter = TensorIterator::borrowing_nullary_op(self);
+  exponential_kernel<RNG>()(iter, lambda, gen);
+  return self;
+}
+}
+"""
+
+DISTRIBUTIONS = """
+namespace at::native {
+DEFINE_DISPATCH(exponential_stub);
+template<typename RNG>
+struct ExponentialStub {
+  void operator()(TensorIteratorBase& iter, double lambda, std::optional<Generator> gen) {
+    exponential_stub(iter.device_type(), iter, lambda, gen);
+  }
+};
+struct Generator {
+  Generator() {}
+};
+Tensor& exponential_(Tensor& self, double lambda, std::optional<Generator> gen) {
+  return at::native::templates::exponential_impl_<ExponentialStub, Generator>(self, lambda, std::move(gen));
+}
+}
+"""
+
+KERNEL = """
+namespace at::native {
+namespace {
+void exponential_kernel(TensorIteratorBase& iter, double lambda, std::optional<Generator> gen) {
+  parallel_for(0, 10, 800, [](int64_t b, int64_t e) {});
+}
+}
+REGISTER_DISPATCH(exponential_stub, &exponential_kernel)
+}
+"""
+
+OPS = [OpFacts("exponential_", "exponential_", "", "exponential_(Tensor(a!) self, float lambd=1) -> Tensor(a!)",
+               False, None, "method", "", None, [("CPU", "exponential_")])]
+
+
+def facts(path: str, source: str) -> FileFacts:
+    out = file_facts("cpp", path, textwrap.dedent(source).lstrip("\n").encode())
+    assert isinstance(out, FileFacts) and out.status == "ok"
+    return out
+
+
+def test_a_functor_given_as_a_template_argument_is_called():
+    files = [facts("aten/src/ATen/native/DistributionTemplates.h", TEMPLATES),
+             facts("aten/src/ATen/native/Distributions.cpp", DISTRIBUTIONS),
+             facts("aten/src/ATen/native/cpu/DistributionKernels.cpp", KERNEL)]
+    args = {(c.callee_name, c.kind) for c in files[1].calls if c.kind == "template_arg"}
+    assert args == {("ExponentialStub", "template_arg"), ("Generator", "template_arg")}
+    tables = link(files, [], OPS, [], {}, [])
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    edges = {(name[caller], name[callee]) for caller, callee, _, _ in tables.rows["call_edges"]}
+    assert ("at::native::exponential_", "at::native::ExponentialStub::operator()") in edges
+    assert not any(callee.endswith("Generator::Generator") for _, callee in edges)  # not a functor
+
+    # the kernel behind the stub reaches the operator: kernel -> stub -> operator() -> exponential_ -> op
+    nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
+    up: dict[int, set[int]] = {}
+    for dst, src, _, _ in tables.rows["reach_edges"]:
+        up.setdefault(dst, set()).add(src)
+    kernel = next(gid for gid, q in name.items() if q.endswith("exponential_kernel"))
+    seen, todo = {kernel}, [kernel]
+    while todo:
+        for nxt in up.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    assert ("op", "exponential_") in {nodes[n] for n in seen}
