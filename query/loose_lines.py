@@ -2,7 +2,8 @@
 file: lines without code (comments, blank), ``#include`` lines, lines of a class's definition
 (its fields, its ``template <...>`` head), which belong to the class's methods, lines of a
 function's declaration (a header's prototype), which belong to the functions of its name, and a
-namespace-scope variable's declaration, which belongs to the file's functions that name it."""
+namespace-scope variable's declaration, which belongs to the file's functions that name it, and
+the lines of a ``#define``, which belong to the file's functions that use the macro."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import re
 from dataclasses import dataclass, field
 
 from perfq.indexer.facts import FileFacts, scope_name
-from perfq.indexer.source_text import LineIndex, blank_strings, strip_c_comments
+from perfq.indexer.source_text import LineIndex, blank_strings, preprocessor_spans, strip_c_comments
 
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
+_DEFINE = re.compile(r"#\s*define\s+(\w+)")
 _DECLARED = re.compile(r"(\w+)\s*\($")  # the name before a declaration's parameter list
 _NOT_DECLARED = frozenset({"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"})
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<[^{;]*>\s*)?(?:final\s*)?(?::[^{]*)?$")
@@ -26,7 +28,7 @@ class LooseLines:
     functions: dict[str, list[int]] = field(default_factory=dict)
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
-    other: list[int] = field(default_factory=list)  # still outside: macros, registrations, other globals
+    other: list[int] = field(default_factory=list)  # still outside: macro bodies, registrations, other globals
 
 
 def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
@@ -35,6 +37,7 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
     index = LineIndex(code)
     rows = code.split("\n")
     classes = _class_spans(code)
+    directives = preprocessor_spans(code)[0]
     out = LooseLines()
     for line in lines:
         row = rows[line - 1] if 0 < line <= len(rows) else ""
@@ -45,6 +48,14 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
             out.includes.append(line)
             continue
         offset = index.offset_of(line)
+        macro = next(((start, end) for start, end in directives if start <= offset <= end), None)
+        if macro is not None:  # a #define's lines: its calls declare nothing (``sycl_kernel_submit(...);``)
+            owners = _macro_users(code, macro[0], facts, index)
+            for owner in owners:
+                out.functions.setdefault(owner, []).append(line)
+            if not owners:
+                out.other.append(line)
+            continue
         inside = [(start, name) for start, end, name in classes if start <= offset <= end]
         if inside:
             owners = _methods(facts, max(inside)[1])
@@ -84,6 +95,17 @@ def _users_of_global(statement: str, code: str, facts: FileFacts, index: LineInd
     named = _VARIABLE.search(statement.strip())
     if not named or named.group(1).isupper() or len(statement.split("=")[0].split()) < 2:
         return []  # a macro's name, or no type before the name (not a declaration)
+    word = re.compile(rf"\b{re.escape(named.group(1))}\b")
+    spans = ((f.qualname, index.offset_of(f.start_line), index.offset_of(f.end_line + 1)) for f in facts.functions)
+    return [qualname for qualname, start, end in spans if word.search(code, start, end)]
+
+
+def _macro_users(code: str, directive: int, facts: FileFacts, index: LineIndex) -> list[str]:
+    """The functions of the file that use the macro the ``#define`` at offset ``directive``
+    defines (they expand its body); [] for another directive or a macro no function names."""
+    named = _DEFINE.match(code, directive)
+    if not named:
+        return []
     word = re.compile(rf"\b{re.escape(named.group(1))}\b")
     spans = ((f.qualname, index.offset_of(f.start_line), index.offset_of(f.end_line + 1)) for f in facts.functions)
     return [qualname for qualname, start, end in spans if word.search(code, start, end)]

@@ -148,3 +148,39 @@ def test_an_explicit_specialization_head_and_a_global_belong_to_their_users():
     assert cs.file_level == []
     cs = _changed_cpp(SPECIALIZED, SPECIALIZED.replace("AddFunctor<float> reduce_add", "AddFunctor<double> reduce_add"))
     assert {cf.qualname for cf in cs.functions} == {"at::native::xpu::index_add_kernel"} and cs.file_level == []
+
+
+MACRO = """\
+namespace at::native::xpu {
+
+#define DWCONV_LAUNCH                                              \\
+  {                                                                \\
+    int64_t global_range = std::min(n / 256 + 1, (int64_t)65536);  \\
+    auto kfn = KernelClass(input, output);                         \\
+    sycl_kernel_submit(global_range, 256, queue, kfn);             \\
+  }
+
+void conv_depthwise3d_kernel(int n) {
+  DWCONV_LAUNCH
+}
+
+void conv_depthwise3d_backward(int n) {
+  other(n);
+}
+}  // namespace at::native::xpu
+"""
+
+
+def test_a_changed_macro_body_is_a_change_of_the_functions_that_use_the_macro():
+    """Calls in a ``#define``'s body are not prototypes (held-out x06 on torch-xpu-ops: a launch
+    macro's ``sycl_kernel_submit(...)`` line read as a declaration of that helper, which every
+    kernel calls, selected all 75 scripts): the macro's users changed."""
+    new = MACRO.replace("std::min(n / 256 + 1, (int64_t)65536);  ", "xpuKernelLoopGroupRange(n, 256);           ")
+    new = new.replace("(global_range, 256, queue, kfn);", "(global_range, 128, queue, kfn);")
+    cs = _changed_cpp(MACRO, new)
+    assert {cf.qualname for cf in cs.functions} == {"at::native::xpu::conv_depthwise3d_kernel"}
+    assert cs.file_level == []
+    use = "void conv_depthwise3d_kernel(int n) {\n  DWCONV_LAUNCH\n}"
+    unused, changed = (text.replace(use, "void conv_depthwise3d_kernel(int n) {}") for text in (MACRO, new))
+    cs = _changed_cpp(unused, changed)  # a macro nothing here uses: the file falls back, as before
+    assert cs.functions == [] and [p for p, _, _ in cs.file_level] == [PATH]
