@@ -60,7 +60,7 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
         if inside:
             owners = _methods(facts, max(inside)[1])
         else:
-            owners = _declaration_owners(_statement(code, offset), code, facts, index)
+            owners = _declaration_owners(_statement(code, offset, directives), code, facts, index)
         for owner in owners:
             out.functions.setdefault(owner, []).append(line)
         if not owners:
@@ -68,10 +68,10 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
     return out
 
 
-def _statement(code: str, offset: int) -> str | None:
-    """The declaration around ``offset`` (from the last ';', '{' or '}' before it to the next ';'),
-    or None when a '{' comes first (a definition)."""
-    start = max(code.rfind(c, 0, offset) for c in ";{}") + 1
+def _statement(code: str, offset: int, directives: list[tuple[int, int]]) -> str | None:
+    """The declaration around ``offset`` (from the last ';', '{', '}' or preprocessor directive
+    before it to the next ';'), or None when a '{' comes first (a definition)."""
+    start = max([code.rfind(c, 0, offset) for c in ";{}"] + [end for _, end in directives if end <= offset]) + 1
     ends = [i for i in (code.find(";", offset), code.find("{", offset)) if i >= 0]
     if not ends or code[min(ends)] != ";":
         return None

@@ -184,3 +184,23 @@ def test_a_changed_macro_body_is_a_change_of_the_functions_that_use_the_macro():
     unused, changed = (text.replace(use, "void conv_depthwise3d_kernel(int n) {}") for text in (MACRO, new))
     cs = _changed_cpp(unused, changed)  # a macro nothing here uses: the file falls back, as before
     assert cs.functions == [] and [p for p, _, _ in cs.file_level] == [PATH]
+
+
+def test_a_declaration_after_a_macro_is_read_from_the_macros_end():
+    """``constexpr int N = 1024;`` right after a ``#define`` whose body calls ``item.get_local_range(0)``
+    is a global, not a prototype of ``get_local_range`` (held-out x06 again: every kernel calls the
+    SYCL member of that name, and the deleted 'function' was reached through all of them)."""
+    old = """\
+#define KERNEL_LOOP(item, i, n)                     \\
+  for (int i = item.get_local_range(0); i < (n);   \\
+       i += item.get_group_range(0))
+
+constexpr int NUM_THREADS = 1024;
+
+void fill_kernel(int n) {
+  other(n);
+}
+"""
+    new = old.replace("constexpr int NUM_THREADS = 1024;\n", "")
+    cs = _changed_cpp(old, new)
+    assert cs.functions == [] and [p for p, _, _ in cs.file_level] == [PATH]
