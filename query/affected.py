@@ -180,8 +180,17 @@ class AffectedInput:
 # --------------------------------------------------------------------------- starts
 
 
-def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmapped], list[str]]:
-    """Index nodes the changes start from, what could not be mapped, and warnings."""
+_CALLER_EDGES = frozenset({"call", "python_call"})
+
+
+def _starts(
+    store: IndexStore, cs: ChangeSet, other_tree: bool = False
+) -> tuple[list[Start], list[Unmapped], list[str]]:
+    """Index nodes the changes start from, what could not be mapped, and warnings. ``other_tree``:
+    the index was built from a tree other than the change's head (a later commit, for a
+    backtest or an old change): a function the change adds that the index holds already has
+    that tree's callers there, not the base's (the change's own callers are changed functions,
+    started from anyway), so only what registers it (a stub, an operator) is started from."""
     starts: list[Start] = []
     unmapped: list[Unmapped] = []
     warnings: list[str] = []
@@ -200,8 +209,14 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
         # a functor's operator() is reached where the functor is made: by its class's name
         found.append((cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
     callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
+    later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
         label, dev = f"{cf.path}:{cf.qualname}", device_of_path(cf.path)
+        if ids and other_tree and cf.status == "added":
+            later.update(ids)  # nor from the file's functions, when the file falls back
+            upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
+            starts += [Start(n, label, Confidence.high, "added function, where it is registered", dev) for n in upper]
+            continue
         if ids:
             starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
@@ -213,9 +228,9 @@ def _starts(store: IndexStore, cs: ChangeSet) -> tuple[list[Start], list[Unmappe
             reason = f"{cf.status} function not in the index and nothing calls {called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     for path, lines, why in cs.file_level:
-        own = [r.id for r in by_file.get(path, [])]
+        own = [r.id for r in by_file.get(path, []) if r.id not in later]
         including = includers.get(path, [])
-        from_includers = sorted(r.id for q in including for r in by_file.get(q, []))
+        from_includers = sorted(r.id for q in including for r in by_file.get(q, []) if r.id not in later)
         note = f"; falling back to the {len(own)} functions of the file" if own else ""
         if including:
             note += f" and of the {len(including)} files that include it"
@@ -358,7 +373,9 @@ def _pattern_canaries(
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     """The ``perfq affected`` document (see README for its JSON shape)."""
     cs = inp.changes
-    starts, unmapped, start_warnings = _starts(store, cs)
+    indexed = store.meta().get("indexed_commit", "")
+    other_tree = bool(indexed) and indexed not in (inp.base, inp.head)
+    starts, unmapped, start_warnings = _starts(store, cs, other_tree)
     start_of = {s.node: s for s in starts}
     start_devices = {s.node: s.device for s in starts}
     backends = op_backends(store)

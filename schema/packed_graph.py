@@ -30,6 +30,11 @@ class PackedGraph:
         self.detail = _array("i", parts["detail"])
         self.node_kind = _array("B", parts["node_kind"])
 
+    def into(self, node: int) -> list[tuple[int, str]]:
+        """(source node, edge kind) of the edges into ``node``: what reaches it one step up."""
+        lo, hi = self.offsets[node], self.offsets[node + 1]
+        return [(self.src[i], self.edge_kinds[self.kind[i]]) for i in range(lo, hi)]
+
     @functools.cached_property
     def _names(self) -> dict:
         return json.loads(self.names_json)
