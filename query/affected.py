@@ -413,7 +413,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         # the operators whose kernels call one the change implements (one step, no hubs) count
         # for tests traced without seeing inside kernels (meta/fake only), and for every test
         # when the call is a plain C++ call, which no profiler records
-        callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops))
+        # (not through a backward formula: a trace records the backward operators a test runs)
+        callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops) - _via_backward(inner))
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
     own_hits, *caller_hits = store.traced_hits(requests)
@@ -470,6 +471,14 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
+
+
+def _via_backward(inner: Reach) -> set[str]:
+    """The operators of ``inner`` reached from the change through a backward formula only (a
+    forward operator whose derivative runs the changed backward operator)."""
+    return {
+        inner.key[n] for n in inner.nodes_of("op") if any(kind == "backward" for _, kind, _ in inner.chain(n))
+    }
 
 
 def _direct_callers(inner: Reach, callers: list[str]) -> set[str]:

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from perfq.query.affected import _direct_callers
+from perfq.query.affected import _direct_callers, _via_backward
 from perfq.query.reach import Reach
 from tests.conftest import run_perfq
 from tests.oot_fixture import OotRepo, make_indexed_oot_repo, script
@@ -113,3 +113,16 @@ def test_only_callers_reached_by_plain_calls_are_hidden_from_a_trace():
     })
     callers = ["unsafe_split.Tensor", "chunk", "split_backward"]
     assert _direct_callers(r, callers) == {"unsafe_split.Tensor"}
+
+
+def test_a_forward_operator_reached_through_its_backward_formula_is_not_a_traced_caller():
+    """A change to ``max_pool2d_with_indices_backward``'s kernel reaches ``max_pool2d_with_indices``
+    through derivatives.yaml; a test whose trace ran the forward only never ran the change (held-out
+    x01 on torch-xpu-ops: pooling.max_unpool2d, forward only, was selected), and a test that ran the
+    backward shows the backward operator itself in its trace."""
+    r = _reach({
+        "max_pool2d_with_indices_backward": [("op", "kernel")],
+        "max_pool2d_with_indices": [("op", "kernel"), ("op", "backward")],
+        "max_pool2d": [("op", "kernel"), ("function", "op_call"), ("op", "kernel")],
+    })
+    assert _via_backward(r) == {"max_pool2d_with_indices"}
