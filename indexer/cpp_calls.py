@@ -451,7 +451,7 @@ def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
         j += 1
     if j >= len(code) or code[j] != "<" or code.startswith("<<", j):
         return []
-    out, depth, start = [], 0, j + 1
+    spans, depth, start = [], 0, j + 1  # each argument's (start, end), split on top-level commas
     for k in range(j, min(len(code), j + 1500)):
         ch = code[k]
         if ch in "<([":
@@ -459,16 +459,17 @@ def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
         elif ch in ">)]":
             depth -= 1
             if depth == 0:
-                if (m := _TEMPLATE_ARGUMENT.fullmatch(code, start, k)) is not None:
-                    out.append((_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)))
-                return out
+                spans.append((start, k))
+                break
         elif ch in ";{}":
             return []
         elif ch == "," and depth == 1:
-            if (m := _TEMPLATE_ARGUMENT.fullmatch(code, start, k)) is not None:
-                out.append((_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)))
+            spans.append((start, k))
             start = k + 1
-    return []
+    else:
+        return []
+    names = (_TEMPLATE_ARGUMENT.fullmatch(code, s, e) for s, e in spans)
+    return [(_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)) for m in names if m is not None]
 
 
 def call_sites(code: str, functions: list[Function], lines: LineIndex | None = None) -> list[Call]:
