@@ -95,9 +95,7 @@ def _users_of_global(statement: str, code: str, facts: FileFacts, index: LineInd
     named = _VARIABLE.search(statement.strip())
     if not named or named.group(1).isupper() or len(statement.split("=")[0].split()) < 2:
         return []  # a macro's name, or no type before the name (not a declaration)
-    word = re.compile(rf"\b{re.escape(named.group(1))}\b")
-    spans = ((f.qualname, index.offset_of(f.start_line), index.offset_of(f.end_line + 1)) for f in facts.functions)
-    return [qualname for qualname, start, end in spans if word.search(code, start, end)]
+    return _functions_naming(named.group(1), code, facts, index)
 
 
 def _macro_users(code: str, directive: int, facts: FileFacts, index: LineIndex) -> list[str]:
@@ -106,7 +104,12 @@ def _macro_users(code: str, directive: int, facts: FileFacts, index: LineIndex) 
     named = _DEFINE.match(code, directive)
     if not named:
         return []
-    word = re.compile(rf"\b{re.escape(named.group(1))}\b")
+    return _functions_naming(named.group(1), code, facts, index)
+
+
+def _functions_naming(name: str, code: str, facts: FileFacts, index: LineIndex) -> list[str]:
+    """Qualified names of the file's functions whose text names ``name`` as a whole word."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
     spans = ((f.qualname, index.offset_of(f.start_line), index.offset_of(f.end_line + 1)) for f in facts.functions)
     return [qualname for qualname, start, end in spans if word.search(code, start, end)]
 
