@@ -6,12 +6,11 @@ Shared by the full link and by the incremental patch, so both produce the same e
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cache, cached_property, lru_cache
 
 from perfq.indexer.facts import Call, namespace_of
 
@@ -85,7 +84,7 @@ def _strip_args(name: str) -> str:
 _TEMPLATE_ARGS = re.compile(r"<([^<>]*)>")
 
 
-@functools.cache  # asked once per qualified call site, of a few thousand template callers
+@cache  # asked once per qualified call site, of a few thousand template callers
 def template_params(qualname: str) -> frozenset[str]:
     """The template parameters a function's qualified name spells (its own and its classes'):
     'ns::Foo<T>::run<out_ndims, F>' -> {T, out_ndims, F}."""
