@@ -268,11 +268,6 @@ _KEY_COLUMNS = ("benchmark", "test", "mode", "device", "metric", "unit")
 _EMPTY = "''"
 
 
-def label_samples(history: Path, label: str) -> LabelSamples:
-    """Every finite sample of ``label``'s base and head runs, in columns (no Python object per sample)."""
-    return side_samples(history, (label, "base"), (label, "head"))
-
-
 def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) -> LabelSamples:
     """Every finite sample of two stored sides, each a (label, side), in columns: ``head[i]`` is
     True for the second.

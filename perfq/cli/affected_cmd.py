@@ -36,6 +36,8 @@ def register(app: typer.Typer) -> None:
             rich_help_panel="What changed", help="Refresh the index first."),
         explain: bool = typer.Option(False, "--explain",
             rich_help_panel="Output", help="Print the full chain for each benchmark."),
+        graph: Path = typer.Option(None, "--graph", rich_help_panel="Output",
+            help="Also write the explained chains as a graph: FILE.graphml, .gexf or .gml (networkx)."),
         fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format",
             rich_help_panel="Output",
             help="table, json, markdown (PR comment), gha-matrix (one entry per benchmark x mode x device), names."),
@@ -60,6 +62,8 @@ def register(app: typer.Typer) -> None:
             git diff origin/main | perfq affected --diff -
 
             perfq affected origin/main --format gha-matrix
+
+            perfq affected origin/main --graph why.graphml      # the chains as a picture (yEd, Gephi)
 
             perfq affected origin/main --fail-on-no-benchmark      # exit 3 on an op without benchmark
         """
@@ -100,6 +104,10 @@ def register(app: typer.Typer) -> None:
                 con.close()
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
+        if graph is not None:
+            from perfq.query.chain_graph import write_chain_graph  # networkx: only when a graph is asked for
+
+            write_chain_graph(doc, graph)
         if fmt == AffectedFormat.json:
             print_json(doc.to_json())
             if fail_on_no_benchmark and doc.no_benchmark_ops:
