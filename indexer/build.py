@@ -18,7 +18,7 @@ from perfq.indexer.incremental import patch_index
 from perfq.indexer.stat_cache import combined_digest, stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
-from perfq.schema.writer import build_lock, copying
+from perfq.schema.writer import build_lock, check_replaceable, copying
 
 
 def build_index(
@@ -40,6 +40,7 @@ def build_index(
     events = events or BuildEvents()
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
+    check_replaceable(db_path)
     report = BuildReport()
     t0 = time.perf_counter()
     upstream = resolve_upstream(cfg.upstream, repo)
