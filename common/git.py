@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfq.common import files
 from perfq.errors import PerfqError
 
 _HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full object id (SHA-1 or SHA-256)
@@ -215,8 +216,8 @@ def blob_id(data: bytes, like: str) -> str:
 def show(repo: Path, rev: str | None, path: str) -> bytes | None:
     """Content of ``path`` at ``rev`` (None: the working tree), or None when absent."""
     if rev is None:
-        try:
-            return (repo / path).read_bytes()
+        try:  # a regular file inside the tree: never a device, a pipe or a link leaving it
+            return b"".join(files.chunks(str(repo), path))
         except OSError:
             return None
     proc = git(repo, "show", f"{rev}:{path}", check=False, text=False)

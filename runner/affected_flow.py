@@ -9,7 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from perfq.common import git
+from perfq.common import files, git
 from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
@@ -102,7 +102,7 @@ def _checked_out(repo: Path, changes: list[FileChange]) -> dict[str, bytes]:
     for c in changes:
         if c.new_path and c.new_blob:
             try:
-                data = (repo / c.new_path).read_bytes()
+                data = b"".join(files.chunks(str(repo), c.new_path))  # never a device or a link out
             except OSError:
                 continue
             if git.blob_id(data, c.new_blob) == c.new_blob:

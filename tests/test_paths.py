@@ -4,14 +4,19 @@ source symlinks leaving the repository or pointing at devices are skipped (issue
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from perfq.common.cli import EXIT_ERROR
-from perfq.config import Config
+from perfq.common import files
+from perfq.common.paths import write_atomically
+from perfq.errors import PerfqError
+from perfq.run.results import EXPORT_FORMAT, export_runs, import_files
 from perfq.schema.engine import duckdb
 from tests.aten_fixture import make_repo
 
@@ -26,6 +31,14 @@ def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory) -> Path:
     return make_repo(tmp_path_factory.mktemp("paths") / "repo")
+
+
+def db_functions(repo: Path) -> str:
+    con = duckdb.connect(str(repo / ".git/perfq/index.duckdb"), read_only=True)
+    try:
+        return " ".join(row[0] for row in con.execute("SELECT name FROM functions").fetchall())
+    finally:
+        con.close()
 
 
 def _history(path: Path) -> bytes:
@@ -65,3 +78,84 @@ def test_index_db_replaces_its_own_index_and_an_empty_file(repo: Path, tmp_path:
     assert cli(repo, "index", "-q", "--no-trace", "--db", str(target)).returncode == 0
     assert cli(repo, "index", "-q", "--no-trace", "--full", "--db", str(target)).returncode == 0
     assert cli(repo, "stats", "--db", str(target)).returncode == 0
+
+
+# --- perfq run --out: symlinks and devices are written through, temp names are unique (item 2) ---------------
+
+
+def test_result_file_through_a_symlink_keeps_the_link(tmp_path: Path):
+    real = tmp_path / "real.json"
+    real.write_text("old\n")
+    link = tmp_path / "out.json"
+    link.symlink_to(real)
+    planted = tmp_path / "out.json.tmp"  # a predictable temp name is never used (nor followed)
+    planted.symlink_to(tmp_path / "victim")
+    export_runs([], link)
+    assert link.is_symlink() and import_files(tmp_path / "h.duckdb", [link]) is not None
+    assert json.loads(real.read_text().splitlines()[0])["format"] == EXPORT_FORMAT
+    assert not (tmp_path / "victim").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == ["out.json.tmp"]
+
+
+def test_result_file_to_a_device_is_written_through_never_replaced(tmp_path: Path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    export_runs([], fifo)
+    assert json.loads(reader.communicate(timeout=30)[0].splitlines()[0])["format"] == EXPORT_FORMAT
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    if Path("/dev/full").exists():
+        with pytest.raises(PerfqError, match="cannot write the result file /dev/full"):
+            export_runs([], Path("/dev/full"))
+        assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+
+
+def test_atomic_writes_use_unique_temp_names_and_keep_the_mode(tmp_path: Path, monkeypatch):
+    target = tmp_path / "file"
+    target.write_text("old")
+    target.chmod(0o640)
+    names: list[str] = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: names.append(str(src)) or real_replace(src, dst))
+    write_atomically(target, ["one"])
+    write_atomically(target, ["two"])
+    assert target.read_text() == "two" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert len(set(names)) == 2 and all(Path(n).parent == tmp_path for n in names)
+    with pytest.raises(IsADirectoryError):
+        write_atomically(tmp_path, ["x"])
+
+
+# --- source files: never a device, never a link out of the repository, the size limit first (item 3) --------
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/dev/urandom", "outside", "fifo"])
+def test_a_source_symlink_to_a_device_or_out_of_the_repo_is_skipped_unread(tmp_path: Path, cli, target: str):
+    repo = make_repo(tmp_path / "repo")
+    kernel = "aten/src/ATen/native/cpu/Evil.cpp"
+    if target == "outside":
+        (tmp_path / "secret.cpp").write_text("void secret_function() {}\n")
+        (repo / kernel).symlink_to(tmp_path / "secret.cpp")
+    elif target == "fifo":
+        os.mkfifo(repo / kernel)
+    else:
+        (repo / kernel).symlink_to(target)
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))  # an unlimited read would fail fast, not OOM the machine
+    try:
+        proc = cli(repo, "index", "--no-trace", "--format", "json")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert proc.returncode == 0, proc.stderr
+    assert target == "fifo" or kernel in proc.stdout + proc.stderr  # git lists no FIFO: never opened
+    assert "secret_function" not in db_functions(repo)
+
+
+def test_read_limited_reads_at_most_the_limit_plus_one(tmp_path: Path):
+    (tmp_path / "big").write_bytes(b"x" * 1000)
+    assert len(files.read_limited(str(tmp_path), "big", 10)) == 11
+    assert files.read_limited(str(tmp_path), "big", 5000) == b"x" * 1000
+    (tmp_path / "zero").symlink_to("/dev/zero")
+    with pytest.raises(files.NotARegularFile):
+        files.read_limited(str(tmp_path), "zero", 10)
