@@ -140,7 +140,7 @@ def rev(repo: Path, ref: str) -> str | None:
     """The commit hash ``ref`` names, or None when it names no commit."""
     if not ref or ref.startswith("-"):
         return None
-    return line(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    return line(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
 
 
 def resolve_ref(repo: Path, ref: str) -> str:
@@ -186,7 +186,7 @@ def head_with_state(repo: Path) -> str:
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:
-    found = line(repo, "merge-base", a, b)
+    found = line(repo, "merge-base", "--end-of-options", a, b)
     if found is None:
         raise PerfqError(f"{a} and {b} have no common ancestor")
     return found
@@ -194,15 +194,15 @@ def merge_base(repo: Path, a: str, b: str) -> str:
 
 def count_commits(repo: Path, ref: str = "HEAD") -> int:
     """Number of commits reachable from ``ref`` (0 for an empty repository)."""
-    return int(line(repo, "rev-list", "--count", ref) or 0)
+    return int(line(repo, "rev-list", "--count", "--end-of-options", ref, "--") or 0)
 
 
 def diff(repo: Path, base: str, head: str | None) -> str:
     """Unified diff (no context) from ``base`` to ``head`` (None: the working tree)."""
-    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", "--full-index", base]
+    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", "--full-index", "--end-of-options", base]
     if head is not None:
         args.append(head)
-    return out(repo, *args)
+    return out(repo, *args, "--")
 
 
 def blob_id(data: bytes, like: str) -> str:
@@ -220,7 +220,7 @@ def show(repo: Path, rev: str | None, path: str) -> bytes | None:
             return b"".join(files.chunks(str(repo), path))
         except OSError:
             return None
-    proc = git(repo, "show", f"{rev}:{path}", check=False, text=False)
+    proc = git(repo, "cat-file", "blob", "--end-of-options", f"{rev}:{path}", check=False, text=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -237,7 +237,7 @@ class CommitInfo:
 
 def commit(repo: Path, rev: str) -> CommitInfo:
     """Author, date and subject of commit ``rev``."""
-    text = out(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", rev).rstrip("\n")
+    text = out(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", "--end-of-options", rev, "--").rstrip("\n")
     sha, author, email, date, subject = (text.split("\x00") + [""] * 5)[:5]
     return CommitInfo(sha, author, email, date, subject)
 
@@ -250,11 +250,11 @@ def commit_info(repo: Path, rev: str) -> dict[str, str]:
 
 def first_parent_commits(repo: Path, rev_range: str) -> list[str]:
     """Commits of ``rev_range`` oldest first, first-parent."""
-    return out(repo, "rev-list", "--first-parent", "--reverse", rev_range).split()
+    return out(repo, "rev-list", "--first-parent", "--reverse", "--end-of-options", rev_range, "--").split()
 
 
 def parents(repo: Path, sha: str) -> list[str]:
-    return out(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+    return out(repo, "rev-list", "--parents", "-n", "1", "--end-of-options", sha, "--").split()[1:]
 
 
 def read_blobs(repo: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:

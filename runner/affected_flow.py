@@ -82,7 +82,7 @@ def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[
     roots = benchmark_trees(cfg)
     if head:  # read by the blob ids the listing gives (no tree walk per file)
         ids = {}  # "<mode> blob <id>\t<path>"
-        for line in git.out(repo, "ls-tree", "-r", head, "--", *roots).splitlines():
+        for line in git.out(repo, "ls-tree", "-r", "--end-of-options", head, "--", *roots).splitlines():
             entry, _, path = line.partition("\t")
             if path.endswith(".py") and path not in head_texts:
                 ids[path] = entry.split()[2]
@@ -225,7 +225,7 @@ def affected_for_ref(
             cs.benchmark_importers = importers(cs.benchmark_modules, _benchmark_tree(repo, head, cfg, head_texts))
         indexed = store.meta().get("indexed_commit", "")
         if indexed and base and indexed != base:
-            proc = git.git(repo, "merge-base", "--is-ancestor", indexed, base, check=False)
+            proc = git.git(repo, "merge-base", "--is-ancestor", "--end-of-options", indexed, base, check=False)
             if proc.returncode == 0:
                 warnings.append(
                     f"index built at {indexed[:12]}, older than the base {base[:12]}; "

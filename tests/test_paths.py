@@ -159,3 +159,34 @@ def test_read_limited_reads_at_most_the_limit_plus_one(tmp_path: Path):
     (tmp_path / "zero").symlink_to("/dev/zero")
     with pytest.raises(files.NotARegularFile):
         files.read_limited(str(tmp_path), "zero", 10)
+
+
+# --- refs from the user are never options of git (item 6) ------------------------------------------------------
+
+HOSTILE = ["--output=victim.txt", "--output=victim.txt..HEAD", "-o", "--exec=touch victim.txt"]
+
+
+@pytest.mark.parametrize("ref", HOSTILE)
+def test_a_hostile_ref_is_never_an_option_of_git(repo: Path, ref: str, cli):
+    from perfq.bisect import git as bisect_git
+    from perfq.common import git
+
+    victim = repo / "victim.txt"
+    victim.write_text("precious\n")
+    calls = [
+        lambda: git.first_parent_commits(repo, ref),
+        lambda: git.merge_base(repo, ref, "HEAD"), lambda: git.diff(repo, ref, None), lambda: git.diff(repo, "HEAD", ref),
+        lambda: git.commit(repo, ref), lambda: git.parents(repo, ref), lambda: git.resolve_ref(repo, ref),
+        lambda: bisect_git.first_parent_range(repo, ref, "HEAD"), lambda: bisect_git.numstat(repo, ref),
+        lambda: bisect_git.diff_text(repo, ref),
+    ]
+    for call in calls:
+        with pytest.raises(PerfqError):
+            call()
+    assert git.show(repo, ref, "README.md") is None and git.count_commits(repo, ref) == 0
+    proc = cli(repo, "backtest", "--", ref if ".." in ref else f"{ref}..HEAD")
+    assert proc.returncode == EXIT_ERROR and proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+    assert cli(repo, "affected", "--", ref).returncode == EXIT_ERROR
+    assert victim.read_text() == "precious\n"
+    assert not [p for p in repo.iterdir() if p.name.startswith("-")]
+    victim.unlink()
