@@ -174,7 +174,15 @@ def branch(repo: Path) -> str | None:
 
 def dirty(repo: Path) -> list[str]:
     """Tracked files with uncommitted changes (staged or not)."""
-    return [ln[3:] for ln in out(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+    entries = out(repo, "status", "--porcelain", "-z", "--untracked-files=no").split("\0")
+    names, renamed = [], False
+    for entry in entries:
+        if renamed:  # a rename's second field: its old name
+            renamed = False
+        elif entry:
+            names.append(entry[3:])
+            renamed = entry[0] in "RC"
+    return names
 
 
 def head_with_state(repo: Path) -> str:

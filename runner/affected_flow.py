@@ -82,7 +82,7 @@ def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[
     roots = benchmark_trees(cfg)
     if head:  # read by the blob ids the listing gives (no tree walk per file)
         ids = {}  # "<mode> blob <id>\t<path>"
-        for line in git.out(repo, "ls-tree", "-r", "--end-of-options", head, "--", *roots).splitlines():
+        for line in git.out(repo, "ls-tree", "-r", "-z", "--end-of-options", head, "--", *roots).split("\0"):
             entry, _, path = line.partition("\t")
             if path.endswith(".py") and path not in head_texts:
                 ids[path] = entry.split()[2]

@@ -18,7 +18,9 @@ from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
 from perfq.run.results import EXPORT_FORMAT, export_runs, import_files
 from perfq.schema.engine import duckdb
-from tests.aten_fixture import make_repo
+from tests.aten_fixture import FILES, commit_all, git, make_repo, replace_in, write_tree
+
+KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
 
 
 def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
@@ -190,3 +192,45 @@ def test_a_hostile_ref_is_never_an_option_of_git(repo: Path, ref: str, cli):
     assert victim.read_text() == "precious\n"
     assert not [p for p in repo.iterdir() if p.name.startswith("-")]
     victim.unlink()
+
+
+# --- file names git quotes (item 10) --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("odd", ["Ünïcødé", "tab\there", "new\nline", 'q"uote', "back\\slash"],
+                         ids=["unicode", "tab", "newline", "quote", "backslash"])
+def test_a_change_to_a_file_whose_name_git_quotes_is_mapped(tmp_path: Path, cli, odd: str):
+    kernel = KERNEL.replace("SoftmaxOpKernel", f"Softmax{odd}Kernel")
+    repo = tmp_path / "repo"
+    write_tree(repo, {kernel if rel == KERNEL else rel: text for rel, text in FILES.items()})
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "base")
+    assert cli(repo, "index", "-q", "--no-trace").returncode == 0
+    git(repo, "checkout", "-q", "-b", "work")
+    replace_in(repo, kernel, "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    for args in (("main",), ()):  # a range, and the working tree against HEAD~ (git diff either way)
+        proc = cli(repo, "affected", *(args or ("HEAD~",)), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert doc["benchmarks"], doc
+        assert {c["file"] for c in doc["changed_functions"]} == {kernel}, doc["changed_functions"]
+        assert not doc.get("ignored_files"), doc["ignored_files"]
+
+
+def test_git_status_and_numstat_keep_odd_names(tmp_path: Path):
+    from perfq.bisect.git import numstat
+    from perfq.common import git as common_git
+
+    repo = tmp_path / "repo"
+    names = ["Ünïcødé.cpp", "tab\there.cpp", "new\nline.cpp", 'q"uote.cpp', "back\\slash.cpp"]
+    repo.mkdir()
+    for name in names:
+        (repo / name).write_text("int a;\n")
+    git(repo, "init", "-q", "-b", "main")
+    commit_all(repo, "base")
+    for name in names:
+        (repo / name).write_text("int a;\nint b;\n")
+    assert sorted(common_git.dirty(repo)) == sorted(names)
+    commit_all(repo)
+    assert sorted(f["path"] for f in numstat(repo, "HEAD")) == sorted(names)

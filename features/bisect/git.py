@@ -69,10 +69,11 @@ def merge_side(repo: Path, merge: str) -> list[str]:
 def numstat(repo: Path, sha: str) -> list[dict]:
     """Files changed by ``sha`` against its first parent, with +/- line counts."""
     ps = common_git.parents(repo, sha)
-    args = ["diff", "--numstat", "--end-of-options", ps[0], sha, "--"] if ps else ["show", "--numstat", "--format=", "--end-of-options", sha, "--"]
+    how = ["--numstat", "-z", "--no-renames"]  # -z: names as they are, never C-quoted
+    args = ["diff", *how, "--end-of-options", ps[0], sha, "--"] if ps else ["show", *how, "--format=", "--end-of-options", sha, "--"]
     files = []
-    for line in git(repo, *args).splitlines():
-        parts = line.split("\t")
+    for line in git(repo, *args).split("\0"):
+        parts = line.lstrip("\n").split("\t", 2)
         if len(parts) == 3:
             added, removed, path = parts
             files.append({"path": path, "added": int(added) if added.isdigit() else None,
