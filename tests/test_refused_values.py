@@ -1,0 +1,68 @@
+"""Values perfq used to accept and misread are refused in one line (issue 33, medium and low items):
+NaN or out-of-range numbers, roots outside the repository, config files that are not UTF-8 or nest
+too deeply, and a `bisect --resume` with nothing to resume creates nothing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfq.common.cli import EXIT_ERROR, EXIT_USAGE
+from tests.aten_fixture import make_repo
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return make_repo(tmp_path_factory.mktemp("values") / "repo")
+
+
+def _refused(proc: subprocess.CompletedProcess, code: int, needle: str) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("run", "--timeout", "nan"), "not a finite number"),
+    (("run", "--timeout", "0"), "not positive"),
+    (("run", "--timeout", "-5"), "not positive"),
+    (("run", "--warmup-iterations", "-1"), "--warmup-iterations"),
+    (("run", "--mkl-num-threads", "-2"), "--mkl-num-threads"),
+    (("index", "--jobs", "-3"), "--jobs"),
+    (("bisect", "HEAD", "HEAD", "--timeout", "nan"), "not a finite number"),
+    (("bisect", "HEAD", "HEAD", "--min-change", "-1"), "is negative"),
+    (("bisect", "HEAD", "HEAD", "--threshold", "nan"), "not a finite number"),
+    (("bisect", "HEAD", "HEAD", "--margin", "nan"), "not a finite number"),
+    (("bisect-step", "--good-value", "nan", "--bad-value", "2", "--", "true"), "not a finite number"),
+    (("bisect-step", "--good-value", "1", "--bad-value", "inf", "--", "true"), "not a finite number"),
+])
+def test_nan_and_out_of_range_numbers_are_usage_errors(repo: Path, cli, args: tuple[str, ...], needle: str):
+    _refused(cli(repo, *args), EXIT_USAGE, needle)
+
+
+@pytest.mark.parametrize("root", ["../outside", "/etc", "aten/../../x"])
+def test_a_root_outside_the_repository_is_refused(repo: Path, cli, root: str):
+    _refused(cli(repo, "index", "-q", "--no-trace", "--source-root", root), EXIT_ERROR, "not inside the repository")
+
+
+@pytest.mark.parametrize(("name", "data", "needle"), [
+    ("perfq.toml", b"max_depth = 3\n\xff\xfe = 1\n", "not UTF-8"),
+    ("pyproject.toml", b"[tool.perfq]\nmax_depth = 3\n# \xff\n", "not UTF-8"),
+    ("perfq.toml", b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+    ("pyproject.toml", b"[tool.perfq]\na = " + b"{b = " * 5000 + b"1" + b"}" * 5000 + b"\n", "nested too deeply"),
+    ("perfq.toml", b"# " + b"x" * (1 << 21) + b"\n", "not a config file"),
+], ids=["bad-utf8", "bad-utf8-pyproject", "deep-arrays", "deep-tables", "huge"])
+def test_a_config_that_is_not_utf8_or_nests_too_deep_is_one_line(tmp_path: Path, cli, name: str, data: bytes,
+                                                                 needle: str):
+    repo = make_repo(tmp_path / "repo")
+    (repo / name).write_bytes(data)
+    proc = cli(repo, "index", "-q", "--no-trace")
+    _refused(proc, EXIT_ERROR, needle)
+    assert proc.stderr.count("\n") == 1
+
+
+def test_bisect_resume_without_a_session_creates_no_history(tmp_path: Path, cli):
+    repo = make_repo(tmp_path / "repo")
+    _refused(cli(repo, "bisect", "--resume"), EXIT_ERROR, "no interrupted bisect session")
+    assert not (repo / ".git/perfq/history.duckdb").exists()
