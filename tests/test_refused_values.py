@@ -66,3 +66,43 @@ def test_bisect_resume_without_a_session_creates_no_history(tmp_path: Path, cli)
     repo = make_repo(tmp_path / "repo")
     _refused(cli(repo, "bisect", "--resume"), EXIT_ERROR, "no interrupted bisect session")
     assert not (repo / ".git/perfq/history.duckdb").exists()
+
+
+BOMB = """\
+- func: bomb(Tensor self) -> Tensor
+  a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]
+  b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]
+  c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]
+  d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]
+  e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]
+  f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]
+  g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]
+  h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g]
+  {key}: *h
+"""
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    ("- func: foo(Tensor self) -> Tensor\n  dispatch: [CPU]\n", "'dispatch' must be a mapping"),
+    ("- func: foo(Tensor self) -> Tensor\n  dispatch: {CPU: [a, b]}\n", "'dispatch' must be a mapping"),
+    (BOMB.format(key="tags"), "'tags' must be a string or a list of strings"),
+    (BOMB.format(key="dispatch"), "'dispatch' must be a mapping"),
+    (BOMB.format(key="autogen"), "'autogen' must be a string"),
+], ids=["dispatch-list", "dispatch-nested", "bomb-tags", "bomb-dispatch", "bomb-autogen"])
+def test_a_malformed_native_functions_entry_is_one_line(tmp_path: Path, cli, extra: str, needle: str):
+    repo = make_repo(tmp_path / "repo")
+    yaml_file = repo / "aten/src/ATen/native/native_functions.yaml"
+    yaml_file.write_text(yaml_file.read_text() + extra)
+    proc = cli(repo, "index", "-q", "--no-trace")
+    _refused(proc, EXIT_ERROR, needle)
+    assert proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("doc", ["[" * 100_000 + "]" * 100_000, '{"format":' + "[" * 100_000 + "]" * 100_000 + "}"],
+                         ids=["array", "in-header"])
+def test_a_result_file_nested_100k_deep_is_one_line(tmp_path: Path, cli, doc: str):
+    repo = make_repo(tmp_path / "repo")
+    (tmp_path / "deep.json").write_text(doc + "\n")
+    proc = cli(repo, "import", str(tmp_path / "deep.json"))
+    _refused(proc, EXIT_ERROR, "nested too deeply")
+    assert not (repo / ".git/perfq/history.duckdb").exists()

@@ -88,8 +88,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    """JSON without NaN/Infinity (Python's json accepts them; JSON does not)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """JSON without NaN/Infinity (Python's json accepts them; JSON does not); a document nested
+    too deeply for the parser is a ValueError, like any other bad JSON."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 # ---- writing ----
