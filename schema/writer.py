@@ -117,7 +117,7 @@ def check_replaceable(target: Path) -> None:
     found = _tables(target)
     if found is None:
         raise PerfqError(refuse.format("a DuckDB file that cannot be read"))
-    if found and not _INDEX_TABLES <= found:
+    if found and not found >= _INDEX_TABLES:
         what = "a perfq results history" if found & {"runs", "schema_migrations"} else "another database"
         raise PerfqError(refuse.format(what))
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
 from perfq.common import files
+from perfq.common.cli import EXIT_ERROR
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
 from perfq.run.results import EXPORT_FORMAT, export_runs, import_files
@@ -177,7 +177,8 @@ def test_a_hostile_ref_is_never_an_option_of_git(repo: Path, ref: str, cli):
     victim.write_text("precious\n")
     calls = [
         lambda: git.first_parent_commits(repo, ref),
-        lambda: git.merge_base(repo, ref, "HEAD"), lambda: git.diff(repo, ref, None), lambda: git.diff(repo, "HEAD", ref),
+        lambda: git.merge_base(repo, ref, "HEAD"), lambda: git.diff(repo, ref, None),
+        lambda: git.diff(repo, "HEAD", ref),
         lambda: git.commit(repo, ref), lambda: git.parents(repo, ref), lambda: git.resolve_ref(repo, ref),
         lambda: bisect_git.first_parent_range(repo, ref, "HEAD"), lambda: bisect_git.numstat(repo, ref),
         lambda: bisect_git.diff_text(repo, ref),

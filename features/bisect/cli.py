@@ -8,7 +8,17 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.cli import EXIT_GATE, DbOption, Format, HistoryOption, RepoOption, finite, non_negative, positive, resolve_repo
+from perfq.common.cli import (
+    EXIT_GATE,
+    DbOption,
+    Format,
+    HistoryOption,
+    RepoOption,
+    finite,
+    non_negative,
+    positive,
+    resolve_repo,
+)
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
 
@@ -32,7 +42,8 @@ _MARGIN = typer.Option(0.10, "--margin", callback=finite, min=0.0, max=0.5, rich
                        help="Near the threshold (fraction of good-to-bad): run more.")
 _EXTRA_RUNS = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
                            help="Runs added when near the threshold.")
-_TIMEOUT = typer.Option(600.0, "--timeout", callback=positive, rich_help_panel=_BENCH, help="Seconds per build or benchmark run.")
+_TIMEOUT = typer.Option(600.0, "--timeout", callback=positive, rich_help_panel=_BENCH,
+                        help="Seconds per build or benchmark run.")
 _TEST_NAME = typer.Option(None, "--test-name", rich_help_panel=_BENCH, help="With --benchmark: one test, not the sum.")
 
 

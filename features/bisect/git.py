@@ -70,7 +70,8 @@ def numstat(repo: Path, sha: str) -> list[dict]:
     """Files changed by ``sha`` against its first parent, with +/- line counts."""
     ps = common_git.parents(repo, sha)
     how = ["--numstat", "-z", "--no-renames"]  # -z: names as they are, never C-quoted
-    args = ["diff", *how, "--end-of-options", ps[0], sha, "--"] if ps else ["show", *how, "--format=", "--end-of-options", sha, "--"]
+    args = ["diff", *how, "--end-of-options", ps[0], sha, "--"] if ps else \
+        ["show", *how, "--format=", "--end-of-options", sha, "--"]
     files = []
     for line in git(repo, *args).split("\0"):
         parts = line.lstrip("\n").split("\t", 2)
@@ -83,7 +84,8 @@ def numstat(repo: Path, sha: str) -> list[dict]:
 
 def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
     ps = common_git.parents(repo, sha)
-    args = ["diff", "--unified=3", "--end-of-options", ps[0], sha, "--"] if ps else ["show", "--format=", "--end-of-options", sha, "--"]
+    args = ["diff", "--unified=3", "--end-of-options", ps[0], sha, "--"] if ps else \
+        ["show", "--format=", "--end-of-options", sha, "--"]
     text = git(repo, *args)
     if len(text) <= limit:
         return text
