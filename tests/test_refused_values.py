@@ -106,3 +106,27 @@ def test_a_result_file_nested_100k_deep_is_one_line(tmp_path: Path, cli, doc: st
     proc = cli(repo, "import", str(tmp_path / "deep.json"))
     _refused(proc, EXIT_ERROR, "nested too deeply")
     assert not (repo / ".git/perfq/history.duckdb").exists()
+
+
+@pytest.mark.parametrize("ddl", ["DROP TABLE reach_edges", "ALTER TABLE functions DROP COLUMN end_line",
+                                 "DROP TABLE benchmarks"], ids=["table", "column", "benchmarks"])
+def test_an_index_missing_a_table_or_column_is_one_line_then_rebuilt(tmp_path: Path, cli, ddl: str):
+    from perfq.schema.engine import duckdb
+    from tests.aten_fixture import commit_all, replace_in
+
+    repo = make_repo(tmp_path / "repo")
+    assert cli(repo, "index", "-q", "--no-trace").returncode == 0
+    db = repo / ".git/perfq/index.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(ddl)
+    con.close()
+    for args in (("stats",), ("coverage",)):
+        proc = cli(repo, *args)
+        assert proc.returncode in (0, EXIT_ERROR) and "Traceback" not in proc.stderr, proc.stderr
+        if proc.returncode:
+            _refused(proc, EXIT_ERROR, "rebuild it with `perfq index --full`")
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    assert cli(repo, "index", "-q", "--no-trace").returncode == 0  # a patch cannot: re-linked whole
+    assert cli(repo, "stats").returncode == 0
+    assert cli(repo, "affected", "HEAD~", "--format", "json").returncode == 0
