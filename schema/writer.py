@@ -268,7 +268,7 @@ def _write_errors(target: Path) -> Iterator[None]:
     """An unwritable place or a full disk while writing ``target``'s files: a one-line PerfqError."""
     try:
         yield
-    except (OSError, duckdb.IOException) as exc:
+    except (OSError, duckdb.IOException, duckdb.FatalException) as exc:  # fatal: a checkpoint on a full disk
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
         raise PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)") from None
 
