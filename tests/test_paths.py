@@ -235,3 +235,28 @@ def test_git_status_and_numstat_keep_odd_names(tmp_path: Path):
     assert sorted(common_git.dirty(repo)) == sorted(names)
     commit_all(repo)
     assert sorted(f["path"] for f in numstat(repo, "HEAD")) == sorted(names)
+
+
+@pytest.mark.parametrize("how", ["nul-byte", "binary-patch"])
+def test_a_binary_change_to_a_source_file_is_warned_and_unmapped(tmp_path: Path, cli, how: str):
+    repo = make_repo(tmp_path / "repo")
+    assert cli(repo, "index", "-q", "--no-trace").returncode == 0
+    kernel = repo / KERNEL
+    if how == "nul-byte":
+        kernel.write_bytes(kernel.read_bytes().replace(b"out[i] * 2", b"out[i] * 2\0"))
+        commit_all(repo)
+        proc = cli(repo, "affected", "HEAD~", "--format", "json")
+    else:
+        data = kernel.read_bytes()
+        kernel.write_bytes(data + b"\0binary tail\n")
+        patch = subprocess.run(["git", "diff", "--binary"], cwd=repo, capture_output=True, text=True).stdout
+        assert "GIT binary patch" in patch
+        kernel.write_bytes(data)
+        patch_file = tmp_path / "p.diff"
+        patch_file.write_text(patch)
+        proc = cli(repo, "affected", "--diff", str(patch_file), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    unmapped = doc["unmapped_changes"]
+    assert any(u["file"] == KERNEL and "binary" in u["reason"] for u in unmapped), unmapped
+    assert any(KERNEL in w and "binary" in w for w in doc["warnings"]), doc["warnings"]
