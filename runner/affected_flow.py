@@ -237,6 +237,17 @@ def affected_for_ref(
         return affected(store, AffectedInput(base, head_label, cs, warnings), cfg)
 
 
+def check_index_of(repo: Path, db: Path | None = None) -> None:
+    """A PerfqError when the index at ``db`` was built from another repository (the commit it
+    was built at is not in ``repo``): its answers would name nothing of this one."""
+    db = db or default_index_path(repo)
+    with open_index(db, threads=1) as con:
+        indexed = IndexStore(con, db).meta().get("indexed_commit", "")
+    if indexed and git.rev(repo, indexed) is None:
+        raise PerfqError(f"the index {db} was built from another repository (commit {indexed[:12]} is not in "
+                         f"{repo}); build this repository's index with `perfq index`")
+
+
 def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
     """The affected document for ``A..B`` as JSON (used by bisect --prune and run --affected)."""
     return affected_for_ref(repo, rev_range, db).to_json()

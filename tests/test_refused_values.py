@@ -130,3 +130,24 @@ def test_an_index_missing_a_table_or_column_is_one_line_then_rebuilt(tmp_path: P
     assert cli(repo, "index", "-q", "--no-trace").returncode == 0  # a patch cannot: re-linked whole
     assert cli(repo, "stats").returncode == 0
     assert cli(repo, "affected", "HEAD~", "--format", "json").returncode == 0
+
+
+def test_a_bad_metric_regex_is_a_usage_error_before_anything_runs(repo: Path, cli):
+    for args in (("bisect", "HEAD", "HEAD", "--metric", "("), ("bisect-step", "--good-value", "1", "--bad-value",
+                                                               "2", "--metric", "(", "--", "true")):
+        _refused(cli(repo, *args), EXIT_USAGE, "is not a regular expression")
+
+
+def test_prune_with_another_repositorys_index_is_refused(tmp_path: Path, cli):
+    from tests.aten_fixture import commit_all, replace_in
+
+    other = make_repo(tmp_path / "other")
+    replace_in(other, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 5")
+    commit_all(other, "another history")
+    assert cli(other, "index", "-q", "--no-trace").returncode == 0
+    repo = make_repo(tmp_path / "repo")
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    proc = cli(repo, "bisect", "HEAD~", "HEAD", "--prune", "--benchmark", "softmax", "--yes",
+               "--db", str(other / ".git/perfq/index.duckdb"))
+    _refused(proc, EXIT_ERROR, "built from another repository")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -30,7 +31,18 @@ _IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
 # options of both bisect and bisect-step
 _BUILD = typer.Option(None, "--build", rich_help_panel=_BENCH,
                       help="Command run before benchmarking each commit (an argv, no shell).")
-_METRIC_REGEX = typer.Option(None, "--metric", rich_help_panel=_METRIC, help="Regex; its first group is the value.")
+def _regex(pattern: str | None) -> str | None:
+    """Typer callback: a regular expression that compiles."""
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise typer.BadParameter(f"{pattern!r} is not a regular expression ({exc})") from None
+    return pattern
+
+
+_METRIC_REGEX = typer.Option(None, "--metric", callback=_regex, rich_help_panel=_METRIC,
+                             help="Regex; its first group is the value.")
 _METRIC_JSON = typer.Option(None, "--metric-json", rich_help_panel=_METRIC, help="Dotted path into JSON output.")
 _AGGREGATE = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
                           help="Several --metric matches: first|last|sum|mean|min|max.")
