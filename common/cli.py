@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 
@@ -45,3 +46,24 @@ def resolve_db(repo: Path, db: Path | None) -> Path:
 
 def resolve_history(repo: Path, history: Path | None) -> Path:
     return history if history is not None else default_history_path(repo)
+
+
+def finite(value: float | None) -> float | None:
+    """Typer callback: a finite number (``nan`` and ``inf`` are usage errors)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def non_negative(value: float | None) -> float | None:
+    """Typer callback: a finite number >= 0."""
+    if finite(value) is not None and value < 0:
+        raise typer.BadParameter(f"{value:g} is negative")
+    return value
+
+
+def positive(value: float | None) -> float | None:
+    """Typer callback: a finite number > 0 (a timeout, a duration)."""
+    if finite(value) is not None and value <= 0:
+        raise typer.BadParameter(f"{value:g} is not positive")
+    return value

@@ -9,6 +9,7 @@ header counts, so a removed line starting with ``-- `` or an added one starting 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -74,8 +75,29 @@ class FileChange:
         return "modified"
 
 
+_C_ESCAPES = {b"a": b"\a", b"b": b"\b", b"t": b"\t", b"n": b"\n", b"v": b"\v", b"f": b"\f", b"r": b"\r"}
+_C_ESCAPE = re.compile(rb"\\([0-7]{3}|.)", re.S)
+
+
+def unquote_path(path: str) -> str:
+    """A file name as git writes it in a patch header: C-quoted (``"a/\\303\\234.cpp"``, a tab,
+    a newline, ``"`` or ``\\`` in the name) or as it is; the octal escapes are UTF-8 bytes."""
+    if len(path) < 2 or not (path.startswith('"') and path.endswith('"')):
+        return path
+    raw = path[1:-1].encode("utf-8", "surrogateescape")
+
+    def byte(m: re.Match[bytes]) -> bytes:
+        esc = m.group(1)
+        return bytes([int(esc, 8) & 0xFF]) if len(esc) == 3 else _C_ESCAPES.get(esc, esc)
+
+    return _C_ESCAPE.sub(byte, raw).decode("utf-8", "surrogateescape")
+
+
 def _strip(path: str | None) -> str | None:
-    if path is None or path == "/dev/null":
+    if path is None:
+        return None
+    path = unquote_path(path)
+    if path == "/dev/null":
         return None
     return path[2:] if path.startswith(("a/", "b/")) else path
 

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfq.common import files
 from perfq.errors import PerfqError
 
 _HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full object id (SHA-1 or SHA-256)
@@ -139,7 +140,7 @@ def rev(repo: Path, ref: str) -> str | None:
     """The commit hash ``ref`` names, or None when it names no commit."""
     if not ref or ref.startswith("-"):
         return None
-    return line(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    return line(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
 
 
 def resolve_ref(repo: Path, ref: str) -> str:
@@ -173,7 +174,15 @@ def branch(repo: Path) -> str | None:
 
 def dirty(repo: Path) -> list[str]:
     """Tracked files with uncommitted changes (staged or not)."""
-    return [ln[3:] for ln in out(repo, "status", "--porcelain", "--untracked-files=no").splitlines()]
+    entries = out(repo, "status", "--porcelain", "-z", "--untracked-files=no").split("\0")
+    names, renamed = [], False
+    for entry in entries:
+        if renamed:  # a rename's second field: its old name
+            renamed = False
+        elif entry:
+            names.append(entry[3:])
+            renamed = entry[0] in "RC"
+    return names
 
 
 def head_with_state(repo: Path) -> str:
@@ -185,7 +194,7 @@ def head_with_state(repo: Path) -> str:
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:
-    found = line(repo, "merge-base", a, b)
+    found = line(repo, "merge-base", "--end-of-options", a, b)
     if found is None:
         raise PerfqError(f"{a} and {b} have no common ancestor")
     return found
@@ -193,15 +202,15 @@ def merge_base(repo: Path, a: str, b: str) -> str:
 
 def count_commits(repo: Path, ref: str = "HEAD") -> int:
     """Number of commits reachable from ``ref`` (0 for an empty repository)."""
-    return int(line(repo, "rev-list", "--count", ref) or 0)
+    return int(line(repo, "rev-list", "--count", "--end-of-options", ref, "--") or 0)
 
 
 def diff(repo: Path, base: str, head: str | None) -> str:
     """Unified diff (no context) from ``base`` to ``head`` (None: the working tree)."""
-    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", "--full-index", base]
+    args = ["diff", "--no-color", "--no-ext-diff", "-U0", "--find-renames", "--full-index", "--end-of-options", base]
     if head is not None:
         args.append(head)
-    return out(repo, *args)
+    return out(repo, *args, "--")
 
 
 def blob_id(data: bytes, like: str) -> str:
@@ -215,11 +224,11 @@ def blob_id(data: bytes, like: str) -> str:
 def show(repo: Path, rev: str | None, path: str) -> bytes | None:
     """Content of ``path`` at ``rev`` (None: the working tree), or None when absent."""
     if rev is None:
-        try:
-            return (repo / path).read_bytes()
+        try:  # a regular file inside the tree: never a device, a pipe or a link leaving it
+            return b"".join(files.chunks(str(repo), path))
         except OSError:
             return None
-    proc = git(repo, "show", f"{rev}:{path}", check=False, text=False)
+    proc = git(repo, "cat-file", "blob", "--end-of-options", f"{rev}:{path}", check=False, text=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -236,7 +245,7 @@ class CommitInfo:
 
 def commit(repo: Path, rev: str) -> CommitInfo:
     """Author, date and subject of commit ``rev``."""
-    text = out(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", rev).rstrip("\n")
+    text = out(repo, "show", "-s", "--format=%H%x00%an%x00%ae%x00%aI%x00%s", "--end-of-options", rev, "--").rstrip("\n")
     sha, author, email, date, subject = (text.split("\x00") + [""] * 5)[:5]
     return CommitInfo(sha, author, email, date, subject)
 
@@ -249,11 +258,11 @@ def commit_info(repo: Path, rev: str) -> dict[str, str]:
 
 def first_parent_commits(repo: Path, rev_range: str) -> list[str]:
     """Commits of ``rev_range`` oldest first, first-parent."""
-    return out(repo, "rev-list", "--first-parent", "--reverse", rev_range).split()
+    return out(repo, "rev-list", "--first-parent", "--reverse", "--end-of-options", rev_range, "--").split()
 
 
 def parents(repo: Path, sha: str) -> list[str]:
-    return out(repo, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+    return out(repo, "rev-list", "--parents", "-n", "1", "--end-of-options", sha, "--").split()[1:]
 
 
 def read_blobs(repo: Path, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:

@@ -7,7 +7,10 @@ them in ``.perfq/``. Both can be overridden with ``--db`` / ``--history``.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,13 +45,28 @@ def default_history_path(repo: Path) -> Path:
 
 
 def write_atomically(path: Path, chunks: Iterable[str] | Iterable[bytes], *, binary: bool = False) -> None:
-    """Write ``chunks`` (text, or bytes when ``binary``) to ``path`` through a scratch file
-    (``<name>.<pid>.tmp``) renamed over it: readers see the old file or the new one, never
-    half of one. OSError propagates."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    """Write ``chunks`` (text, or bytes when ``binary``) to ``path`` through a scratch file with a
+    unique name beside it (``<name>.<random>.tmp``, ``mkstemp``) renamed over it: readers see the
+    old file or the new one, never half of one. A symlink is written through (its target is
+    replaced, the link kept); a device or a pipe (``/dev/stdout``) is written directly, never
+    replaced by a regular file; a directory is an IsADirectoryError. OSError propagates."""
+    target = Path(os.path.realpath(path))
     try:
-        with tmp.open("wb") if binary else tmp.open("w", encoding="utf-8") as fh:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+    if mode is not None and not stat.S_ISREG(mode):
+        with target.open("ab") if binary else target.open("a", encoding="utf-8") as fh:
             fh.writelines(chunks)
-        os.replace(tmp, path)
+        return
+    fd, name = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(name)
+    try:
+        os.fchmod(fd, stat.S_IMODE(mode) if mode is not None else 0o644)
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.writelines(chunks)
+        os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -18,7 +18,8 @@ from perfq.indexer.incremental import patch_index
 from perfq.indexer.stat_cache import combined_digest, stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
-from perfq.schema.writer import build_lock, copying
+from perfq.schema.engine import duckdb
+from perfq.schema.writer import build_lock, check_replaceable, copying
 
 
 def build_index(
@@ -40,6 +41,7 @@ def build_index(
     events = events or BuildEvents()
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
+    check_replaceable(db_path)
     report = BuildReport()
     t0 = time.perf_counter()
     upstream = resolve_upstream(cfg.upstream, repo)
@@ -89,9 +91,27 @@ def build_index(
             return report
         from perfq.indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
 
-        relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
-               jobs=jobs, quiet=quiet, trace=trace, started=t0)
+        def link() -> None:
+            relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
+                   jobs=jobs, quiet=quiet, trace=trace, started=t0)
+
+        facts = db_path.with_name(db_path.name + ".facts")
+        try:
+            link()
+        except _CACHE_FAULTS:
+            if not facts.exists():
+                raise  # a fault of the build itself, not of cached facts
+            # facts that decode but do not fit (a poisoned or damaged cache line): every file is
+            # parsed again, once; a fault that remains is the build's own and propagates
+            events.phase("cache", f"the facts cache {facts} holds facts that do not fit: parsing every file again")
+            facts.unlink(missing_ok=True)
+            link()
     return report
+
+
+# what facts of the wrong types or references out of range raise while linking and writing
+_CACHE_FAULTS = (TypeError, IndexError, KeyError, AttributeError, ValueError, duckdb.DataError,
+                 duckdb.InvalidInputException)
 
 
 def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path]:

@@ -71,6 +71,8 @@ def check_roots(repo: Path, cfg: Config) -> None:
     defaults may be missing (an out-of-tree backend, a partial checkout)."""
     for key in ROOTS:
         for root in _configured(cfg, key):
+            if PurePosixPath(root).is_absolute() or ".." in PurePosixPath(root).parts:
+                raise PerfqError(f"{key}: {root!r} is not inside the repository (roots are relative to {repo})")
             if not (repo / root.strip("/")).exists():
                 raise PerfqError(f"{key}: {root!r} does not exist in {repo} (set {key} in [tool.perfq] or perfq.toml)")
 

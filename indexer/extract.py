@@ -9,6 +9,7 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from perfq.common import files
 from perfq.indexer.benchmarks import BenchmarkFacts, extract_benchmark
 from perfq.indexer.cpp import extract_cpp, language_of
 from perfq.indexer.facts import FileFacts
@@ -58,7 +59,7 @@ def read_and_extract(args: tuple) -> tuple[str, str, FileFacts | BenchmarkFacts 
     compile_args = args[3] if len(args) > 3 else None
     file = Path(repo) / path
     try:
-        data = file.read_bytes()
+        data = files.read_limited(str(repo), path, MAX_BYTES)  # a longer file is skipped unread
     except OSError as exc:
         return kind, path, None, f"cannot read: {exc.strerror}"
     return kind, path, file_facts(kind, path, data, compile_args=compile_args, abs_path=str(file.resolve())), ""

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from perfq.common import files
 from perfq.indexer.devices import device_of_key, ops_of_stubs
-from perfq.indexer.extract import file_facts
+from perfq.indexer.extract import MAX_BYTES, file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
 from perfq.indexer.trace import any_installed
+from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
 from perfq.schema.index_store import IndexStore
 from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
@@ -74,8 +76,8 @@ def patch_index(
             if changes:
                 graph, token = _repack_graph(store, patch, changes)
             counts, skipped = store.table_counts(index_tables()), store.skipped_files()
-    except (_Unpatchable, UnreadableIndex, NotAnIndex):
-        return None
+    except (_Unpatchable, UnreadableIndex, NotAnIndex, duckdb.CatalogException, duckdb.BinderException):
+        return None  # (a table or column missing under the same schema version: re-linked whole)
     if graph:
         write_graph_file(db_path, graph, token)
     timings["link"] = time.perf_counter() - t1
@@ -110,7 +112,7 @@ def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
     """The facts of a changed C++ file and whether its functions changed (``indexed``: its
     row of _changed_files); _Unpatchable when its stubs or registrations changed, or it is gone."""
     try:
-        data = (repo / path).read_bytes()
+        data = files.read_limited(str(repo), path, MAX_BYTES)
     except OSError:  # removed or unreadable since it was listed: the re-link says so
         raise _Unpatchable from None
     facts = file_facts("cpp", path, data)

@@ -92,6 +92,7 @@ def _plain(yaml_path: Path) -> list[OpFacts]:
     for e in entries:
         if not isinstance(e, dict) or "func" not in e:
             continue
+        _check_entry(yaml_path, e)
         schema = str(e["func"])
         name = schema.split("(", 1)[0].strip()
         base, _, overload = name.partition(".")
@@ -134,6 +135,33 @@ def _plain(yaml_path: Path) -> list[OpFacts]:
             )
         )
     return out
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def _check_entry(yaml_path: Path, entry: dict) -> None:
+    """A PerfqError naming the entry and key when a key the reader uses has the wrong shape
+    (``dispatch: [CPU]``, a list of lists where strings belong: an alias bomb is never expanded)."""
+    func = entry["func"]
+    name = func.split("(", 1)[0].strip() if isinstance(func, str) else "?"
+
+    def bad(key: str, want: str) -> PerfqError:
+        return PerfqError(f"{yaml_path}: {name}: {key!r} must be {want}, not {type(entry[key]).__name__}")
+
+    if not isinstance(func, str):
+        raise bad("func", "a string")
+    dispatch = entry.get("dispatch")
+    if dispatch and not (isinstance(dispatch, dict)
+                         and all(isinstance(k, _SCALARS) and isinstance(v, _SCALARS) for k, v in dispatch.items())):
+        raise bad("dispatch", "a mapping of dispatch keys to kernel names")
+    for key in ("structured_delegate", "autogen", "variants", "structured"):
+        if entry.get(key) is not None and not isinstance(entry[key], _SCALARS):
+            raise bad(key, "a string")
+    tags = entry.get("tags")
+    if tags is not None and not (isinstance(tags, str) or (isinstance(tags, list)
+                                                           and all(isinstance(t, str) for t in tags))):
+        raise bad("tags", "a string or a list of strings")
 
 
 def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], str]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from perfq.common import files
 from perfq.common.paths import write_atomically
 
 FORMAT = "perfq-stat-cache-1"
@@ -35,12 +36,16 @@ def _load(path: Path) -> tuple[dict[str, list], int]:
     return doc["files"], saved if isinstance(saved, int) else 0
 
 
-def _sha256(file: str) -> str | None:
+def _sha256(root: str, rel: str) -> str | None:
+    """SHA-256 of the regular file ``rel`` under ``root`` read in chunks, or None when it is
+    unreadable, a device or pipe, or a symlink leaving the repository (common/files.py)."""
+    digest = hashlib.sha256()
     try:
-        with open(file, "rb") as fh:
-            return hashlib.sha256(fh.read()).hexdigest()
+        for part in files.chunks(root, rel):
+            digest.update(part)
     except OSError:
         return None
+    return digest.hexdigest()
 
 
 def combined_digest(digests: dict[str, str | None]) -> str:
@@ -100,7 +105,7 @@ class StatCache:
             if isinstance(entry, list) and len(entry) == 5 and entry[:4] == key and not fresh:
                 out[rel] = entry[4]
             else:
-                out[rel] = _sha256(file)
+                out[rel] = _sha256(root, rel)
             if out[rel] is not None:
                 entries[rel] = [*key, out[rel]]
         if self.path is not None:

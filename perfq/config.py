@@ -89,11 +89,18 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
     return value
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a config file is a few lines; more is not read
+
+
 def _read_bytes(path: Path) -> bytes:
     try:
-        return path.read_bytes()
+        with path.open("rb") as fh:
+            data = fh.read(CONFIG_MAX_BYTES + 1)
     except OSError as exc:
         raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > CONFIG_MAX_BYTES:
+        raise PerfqError(f"{path}: larger than {CONFIG_MAX_BYTES} bytes: not a config file")
+    return data
 
 
 def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
@@ -102,8 +109,12 @@ def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
 
     try:
         return tomllib.loads(data.decode())
+    except UnicodeDecodeError as exc:
+        raise PerfqError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise PerfqError(f"{path}: malformed TOML: {exc}") from None
+    except RecursionError:
+        raise PerfqError(f"{path}: malformed TOML: nested too deeply") from None
 
 
 def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:

@@ -121,6 +121,11 @@ def changed_functions(
     cs = ChangeSet()
     for fc in changes:
         kind = source_kind(fc.path, cfg)
+        if fc.binary and kind in ("cpp", "python"):  # a GIT binary patch, or NUL bytes in a source file
+            note = f"{fc.path}: binary change, not mapped to functions"
+            cs.notes.append(note)
+            cs.file_level.append((fc.path, [], "binary change: not mapped to functions"))
+            continue
         if fc.binary:
             cs.ignored.append(f"{fc.path} (binary)")
             continue

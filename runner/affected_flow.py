@@ -9,7 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from perfq.common import git
+from perfq.common import files, git
 from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
@@ -82,7 +82,7 @@ def _benchmark_tree(repo: Path, head: str | None, cfg: Config, head_texts: dict[
     roots = benchmark_trees(cfg)
     if head:  # read by the blob ids the listing gives (no tree walk per file)
         ids = {}  # "<mode> blob <id>\t<path>"
-        for line in git.out(repo, "ls-tree", "-r", head, "--", *roots).splitlines():
+        for line in git.out(repo, "ls-tree", "-r", "-z", "--end-of-options", head, "--", *roots).split("\0"):
             entry, _, path = line.partition("\t")
             if path.endswith(".py") and path not in head_texts:
                 ids[path] = entry.split()[2]
@@ -102,7 +102,7 @@ def _checked_out(repo: Path, changes: list[FileChange]) -> dict[str, bytes]:
     for c in changes:
         if c.new_path and c.new_blob:
             try:
-                data = (repo / c.new_path).read_bytes()
+                data = b"".join(files.chunks(str(repo), c.new_path))  # never a device or a link out
             except OSError:
                 continue
             if git.blob_id(data, c.new_blob) == c.new_blob:
@@ -225,7 +225,7 @@ def affected_for_ref(
             cs.benchmark_importers = importers(cs.benchmark_modules, _benchmark_tree(repo, head, cfg, head_texts))
         indexed = store.meta().get("indexed_commit", "")
         if indexed and base and indexed != base:
-            proc = git.git(repo, "merge-base", "--is-ancestor", indexed, base, check=False)
+            proc = git.git(repo, "merge-base", "--is-ancestor", "--end-of-options", indexed, base, check=False)
             if proc.returncode == 0:
                 warnings.append(
                     f"index built at {indexed[:12]}, older than the base {base[:12]}; "
@@ -235,6 +235,17 @@ def affected_for_ref(
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
         return affected(store, AffectedInput(base, head_label, cs, warnings), cfg)
+
+
+def check_index_of(repo: Path, db: Path | None = None) -> None:
+    """A PerfqError when the index at ``db`` was built from another repository (the commit it
+    was built at is not in ``repo``): its answers would name nothing of this one."""
+    db = db or default_index_path(repo)
+    with open_index(db, threads=1) as con:
+        indexed = IndexStore(con, db).meta().get("indexed_commit", "")
+    if indexed and git.rev(repo, indexed) is None:
+        raise PerfqError(f"the index {db} was built from another repository (commit {indexed[:12]} is not in "
+                         f"{repo}); build this repository's index with `perfq index`")
 
 
 def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:

@@ -46,10 +46,14 @@ class BisectStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        connect_history(path).close()  # create/migrate now: a locked or corrupt file fails early
+        if path.exists():  # check/migrate now: a locked or corrupt file fails early; a missing one is made by a write
+            connect_history(path).close()
 
     def latest_resumable(self, repo: Path) -> tuple[SessionRow, list[StepRow]] | None:
-        """The newest running or interrupted session of ``repo`` and its steps, or None."""
+        """The newest running or interrupted session of ``repo`` and its steps, or None (no history:
+        none is created)."""
+        if not self.path.exists():
+            return None
         con = connect_history(self.path)
         try:
             row = con.execute(
@@ -68,6 +72,8 @@ class BisectStore:
         return session, [StepRow(sha, n, json.loads(vals) if ok else None, unit) for sha, n, ok, vals, unit in steps]
 
     def has_resumable(self, repo: Path) -> bool:
+        if not self.path.exists():
+            return False
         con = connect_history(self.path)
         try:
             return con.execute("SELECT count(*) FROM bisect_sessions WHERE repo = ? AND status IN "

@@ -35,6 +35,10 @@ def open_index(path: Path, threads: int | None = None) -> Iterator[duckdb.DuckDB
         except duckdb.Error as exc:  # a damaged block is only found when a query reads it
             if damaged(exc):
                 raise _damaged(path, exc) from None
+            if isinstance(exc, duckdb.CatalogException | duckdb.BinderException):  # a table or column dropped
+                first = (str(exc).splitlines() or [type(exc).__name__])[0]
+                raise PerfqError(f"{path} lacks a table or column of index schema v{SCHEMA_VERSION} ({first}); "
+                                 "rebuild it with `perfq index --full`") from None
             raise
     finally:
         con.close()

@@ -18,6 +18,7 @@ importing a file twice adds nothing; a run without an id gets one derived from i
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -350,10 +351,12 @@ def _merge(staging: _Staging, history: Path, ids: list[str], wait: float) -> tup
         with transaction(con):
             runs_added, stored = _merge_runs(con, staging, ids)
             counts = (runs_added, _merge_samples(con, ids, stored), _merge_failures(con, staging, ids))
+        con.execute("DETACH h")  # checkpoints the history: a full disk fails here
     except duckdb.Error as exc:
         raise PerfqError(f"cannot write results to {history}: {str(exc).splitlines()[0]}") from None
     finally:
-        con.execute("DETACH h")
+        with contextlib.suppress(duckdb.Error):  # detached already, or invalidated by a failed checkpoint
+            con.execute("DETACH DATABASE IF EXISTS h")
     return counts
 
 

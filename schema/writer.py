@@ -10,6 +10,7 @@ import operator
 import os
 import re
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from importlib import resources
@@ -80,6 +81,62 @@ def _numpy_column(np, kind: str, values: tuple):  # np: numpy, imported by the c
         except (TypeError, ValueError, OverflowError):
             pass
     return np.array(values, dtype=object)
+
+
+_DUCKDB_MAGIC = (8, b"DUCK")  # where a DuckDB file names itself
+_INDEX_TABLES = {"meta", "functions"}  # a database holding these is a perfq index
+_OWN_SIBLINGS = (".lock", ".facts", ".stat", ".graph")  # files a perfq index build leaves beside its index
+
+
+def check_replaceable(target: Path) -> None:
+    """Refuse, in one line, to build an index at ``target`` unless perfq may replace what is
+    there: nothing, an empty file, a file where a perfq build wrote before (its lock or caches
+    lie beside it: a damaged index is rebuilt), or a perfq index. A user's file, a results history,
+    another database, a symlink, a directory or a device is never replaced."""
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise PerfqError(f"cannot write the index at {target}: {exc.strerror}") from None
+    refuse = f"refusing to replace {target}: it is {{}}, not a perfq index (choose another place with --db)"
+    if stat.S_ISLNK(info.st_mode):
+        raise PerfqError(refuse.format("a symbolic link"))
+    if not stat.S_ISREG(info.st_mode):
+        raise PerfqError(refuse.format("a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"))
+    if info.st_size == 0 or any(target.with_name(target.name + suffix).exists() for suffix in _OWN_SIBLINGS):
+        return  # nothing to lose, or a perfq build wrote here before (a patch opens only its copy)
+    offset, magic = _DUCKDB_MAGIC
+    try:
+        with target.open("rb") as fh:
+            head = fh.read(offset + len(magic))
+    except OSError as exc:
+        raise PerfqError(f"cannot read {target}: {exc.strerror}") from None
+    if head[offset:] != magic:
+        raise PerfqError(refuse.format("not a DuckDB file"))
+    found = _tables(target)
+    if found is None:
+        raise PerfqError(refuse.format("a DuckDB file that cannot be read"))
+    if found and not found >= _INDEX_TABLES:
+        what = "a perfq results history" if found & {"runs", "schema_migrations"} else "another database"
+        raise PerfqError(refuse.format(what))
+
+
+def _tables(path: Path) -> set[str] | None:
+    """The tables of the DuckDB file at ``path``, or None when it cannot be opened or read."""
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        if "lock" in str(exc).lower():
+            raise PerfqError(f"{path} is in use by another process; try again when it has finished") from None
+        return None
+    try:
+        return {row[0] for row in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE schema_name = 'main' AND NOT temporary").fetchall()}
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
 
 
 _HELD: set[str] = set()  # lock files this process holds (POSIX locks are per process)
@@ -211,7 +268,7 @@ def _write_errors(target: Path) -> Iterator[None]:
     """An unwritable place or a full disk while writing ``target``'s files: a one-line PerfqError."""
     try:
         yield
-    except (OSError, duckdb.IOException) as exc:
+    except (OSError, duckdb.IOException, duckdb.FatalException) as exc:  # fatal: a checkpoint on a full disk
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else (str(exc).splitlines() or ["I/O error"])[0]
         raise PerfqError(f"cannot write the index at {target}: {why} (choose another place with --db)") from None
 

@@ -125,3 +125,27 @@ def test_lines_are_written_again_as_they_were_read_or_made_and_only_while_their_
     kept = [k for k in lines if k != cpp and k != "trace:bench.py"]
     text = out.read_text(encoding="utf-8")
     assert all(lines[k][1] in text for k in kept)
+
+
+@pytest.mark.parametrize("poison", ["line-as-text", "call-out-of-range", "name-as-number"])
+def test_a_poisoned_line_that_decodes_costs_a_reparse_not_every_later_build(built, poison: str):
+    """Facts of the right shape but the wrong types or references (issue 33: every later index,
+    `--full` included, failed) make the build parse every file again, once; the cache is healed."""
+    repo, db, cold = built
+    cache = db.with_name(db.name + ".facts")
+    header, *lines = cache.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, line in enumerate(lines)
+              if json.loads(line)[1] == "cpp" and json.loads(line)[3][6] and json.loads(line)[3][7])
+    key, kind, digest, payload = json.loads(lines[at])
+    if poison == "line-as-text":
+        payload[6][0][3] = "x"
+    elif poison == "call-out-of-range":
+        payload[7][0][0] = 999
+    else:
+        payload[6][0][1] = 7
+    lines[at] = json.dumps([key, kind, digest, payload])
+    cache.write_text("\n".join([header, *lines]) + "\n", encoding="utf-8")
+    for full in (True, False, True):
+        build_index(repo, Config(), db, jobs=1, quiet=True, full=full, trace=False)
+        assert _tables(db) == cold
+    assert lines[at] not in cache.read_text(encoding="utf-8").splitlines()  # healed

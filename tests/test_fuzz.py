@@ -306,3 +306,75 @@ def test_a_damaged_facts_cache_loads_as_data(tmp_path_factory, lines: list[str],
     for key, (kind, digest, _) in entries.items():
         assert isinstance(key, str) and kind in ("cpp", "python", "benchmark", "yaml", "trace", "meta")
         assert isinstance(digest, str)
+
+
+# --- raw bytes into the readers of files perfq finds on disk (issue 33) ---------------------------------------
+
+NESTING = st.integers(1, 6000).map(lambda n: st.sampled_from([b"[" * n + b"]" * n, b"{a=" * n + b"1" + b"}" * n]))
+
+
+@FUZZ
+@given(name=st.sampled_from(["perfq.toml", "pyproject.toml"]),
+       data=st.one_of(st.binary(max_size=300), NESTING.flatmap(lambda s: s).map(lambda d: b"a = " + d),
+                      st.binary(max_size=40).map(lambda b: b"[tool.perfq]\nmax_depth = 3\n" + b + b"\nperfq = 1\n")))
+def test_config_bytes_give_a_config_or_one_line(tmp_path_factory, name: str, data: bytes):
+    repo = tmp_path_factory.mktemp("cfgb")
+    (repo / name).write_bytes(data)
+    try:
+        assert isinstance(load_config(repo), Config)
+    except PerfqError as exc:
+        _one_line(exc)
+
+
+YAML_TOKENS = ["- func: ", "foo(Tensor self) -> Tensor", "\n  dispatch:", " [CPU]", " {CPU: k}", "\n    CPU: ",
+               "\n  tags: ", "\n  autogen: ", "\n  variants: ", "\n  structured_delegate: ", "&a ", "*a", "[", "]",
+               "{", "}", ", ", "x", "1", "null", "\n", " ", ":", "- ", "'", '"', "!!python/object:os.system"]
+
+
+@FUZZ
+@given(text=st.one_of(st.lists(st.sampled_from(YAML_TOKENS), max_size=40).map("".join),
+                      st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_native_functions_yaml_gives_operators_or_one_line(tmp_path_factory, text: str):
+    from perfq.indexer.native_yaml import OpFacts, _plain
+
+    path = tmp_path_factory.mktemp("yaml") / "native_functions.yaml"
+    path.write_text(text, encoding="utf-8")
+    from perfq.common.yaml_text import YAMLError
+
+    try:
+        ops = _plain(path)
+    except PerfqError as exc:
+        _one_line(exc)
+        return
+    except YAMLError:
+        return  # the caller (load_native_functions) turns it into one line: malformed YAML
+    assert all(isinstance(op, OpFacts) and isinstance(op.name, str) for op in ops)
+    assert all(isinstance(k, str) and isinstance(v, str) for op in ops for k, v in op.kernels)
+
+
+@FUZZ
+@given(tail=st.binary(max_size=400), cut=st.integers(0, 400), keep_header=st.booleans())
+def test_any_graph_file_is_read_whole_or_not_at_all(tmp_path_factory, tail: bytes, cut: int, keep_header: bool):
+    from perfq.schema.graph_file import graph_file, graph_token, read_graph_file, write_graph_file
+
+    db = tmp_path_factory.mktemp("graph") / "index.duckdb"
+    rows = [("src", bytes(range(40))), ("dst", b"\x01" * 24)]
+    token = graph_token(rows)
+    write_graph_file(db, rows, token)
+    data = graph_file(db).read_bytes()
+    end = data.index(b"\n", data.index(b"\n") + 1) + 1
+    damaged = (data[:end] if keep_header else data[: cut % (end + 1)]) + tail
+    graph_file(db).write_bytes(damaged)
+    parts = read_graph_file(db, token)
+    assert parts is None or {p: bytes(v) for p, v in parts.items()} == dict(rows)
+
+
+@FUZZ
+@given(data=st.binary(max_size=400), header=st.booleans())
+def test_facts_cache_bytes_load_as_data(tmp_path_factory, data: bytes, header: bool):
+    from perfq.indexer.facts_cache import FORMAT, load_cache
+
+    path = tmp_path_factory.mktemp("cacheb") / "index.duckdb.facts"
+    first = (json.dumps({"format": FORMAT, "version": "v"}) + "\n").encode() if header else b""
+    path.write_bytes(first + data)
+    assert isinstance(load_cache(path, "v"), dict)

@@ -4,6 +4,7 @@ the graph the index names, and never able to change an answer."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -96,6 +97,8 @@ def test_a_store_reads_the_file_only_when_it_holds_the_indexed_graph(tmp_path: P
         pytest.param(lambda data: b"\0" * len(data), id="zeroed"),
         pytest.param(lambda data: data.replace(b'"token"', b'"tokem"', 1), id="no-token"),
         pytest.param(lambda data: data[:20] + b"{not json" + data[29:], id="bad-header"),
+        pytest.param(lambda data: _after_header(data, os.urandom), id="random-parts"),  # header whole
+        pytest.param(lambda data: _after_header(data, lambda n: b"\xff" * n), id="0xff-parts"),
     ],
 )
 def test_a_damaged_or_missing_file_never_changes_the_answer(tmp_path: Path, damage):
@@ -112,6 +115,12 @@ def test_a_damaged_or_missing_file_never_changes_the_answer(tmp_path: Path, dama
     assert _answer(repo, "main") == expected
     path.unlink()
     assert _answer(repo, "main") == expected
+
+
+def _after_header(data: bytes, fill) -> bytes:
+    """``data`` with every byte after its header line replaced by ``fill(n)``."""
+    end = data.index(b"\n", data.index(b"\n") + 1) + 1
+    return data[:end] + fill(len(data) - end)
 
 
 def _answer(repo: Path, base: str) -> dict:

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.cli import EXIT_GATE, DbOption, Format, HistoryOption, RepoOption, resolve_repo
+from perfq.common.cli import (
+    EXIT_GATE,
+    DbOption,
+    Format,
+    HistoryOption,
+    RepoOption,
+    finite,
+    non_negative,
+    positive,
+    resolve_repo,
+)
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
 
@@ -20,19 +31,31 @@ _IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
 # options of both bisect and bisect-step
 _BUILD = typer.Option(None, "--build", rich_help_panel=_BENCH,
                       help="Command run before benchmarking each commit (an argv, no shell).")
-_METRIC_REGEX = typer.Option(None, "--metric", rich_help_panel=_METRIC, help="Regex; its first group is the value.")
+def _regex(pattern: str | None) -> str | None:
+    """Typer callback: a regular expression that compiles."""
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise typer.BadParameter(f"{pattern!r} is not a regular expression ({exc})") from None
+    return pattern
+
+
+_METRIC_REGEX = typer.Option(None, "--metric", callback=_regex, rich_help_panel=_METRIC,
+                             help="Regex; its first group is the value.")
 _METRIC_JSON = typer.Option(None, "--metric-json", rich_help_panel=_METRIC, help="Dotted path into JSON output.")
 _AGGREGATE = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
                           help="Several --metric matches: first|last|sum|mean|min|max.")
 _LOWER = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC, help="Smaller values are better.")
 _HIGHER = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC, help="Larger values are better.")
-_THRESHOLD = typer.Option(0.30, "--threshold", min=0.01, max=0.99, rich_help_panel=_SEARCH,
+_THRESHOLD = typer.Option(0.30, "--threshold", callback=finite, min=0.01, max=0.99, rich_help_panel=_SEARCH,
                           help="Bad when past this fraction of the way from good to bad.")
-_MARGIN = typer.Option(0.10, "--margin", min=0.0, max=0.5, rich_help_panel=_SEARCH,
+_MARGIN = typer.Option(0.10, "--margin", callback=finite, min=0.0, max=0.5, rich_help_panel=_SEARCH,
                        help="Near the threshold (fraction of good-to-bad): run more.")
 _EXTRA_RUNS = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
                            help="Runs added when near the threshold.")
-_TIMEOUT = typer.Option(600.0, "--timeout", rich_help_panel=_BENCH, help="Seconds per build or benchmark run.")
+_TIMEOUT = typer.Option(600.0, "--timeout", callback=positive, rich_help_panel=_BENCH,
+                        help="Seconds per build or benchmark run.")
 _TEST_NAME = typer.Option(None, "--test-name", rich_help_panel=_BENCH, help="With --benchmark: one test, not the sum.")
 
 
@@ -89,7 +112,7 @@ def register(app: typer.Typer) -> None:
         threshold: float = _THRESHOLD,
         margin: float = _MARGIN,
         extra_runs: int = _EXTRA_RUNS,
-        min_change: float = typer.Option(0.05, "--min-change", rich_help_panel=_SEARCH,
+        min_change: float = typer.Option(0.05, "--min-change", callback=non_negative, rich_help_panel=_SEARCH,
                                          help="Smaller GOOD/BAD change: noise."),
         max_failures: int = typer.Option(3, "--max-failures", min=1, rich_help_panel=_SEARCH,
                                          help="Stop after this many in a row."),
@@ -168,11 +191,11 @@ def register(app: typer.Typer) -> None:
     @app.command("bisect-step", cls=_DashDashCommand)
     def bisect_step_cmd(
         ctx: typer.Context,
-        good_value: float = typer.Option(None, "--good-value", rich_help_panel=_SEARCH,
+        good_value: float = typer.Option(None, "--good-value", callback=finite, rich_help_panel=_SEARCH,
                                          help="The metric at the good commit."),
-        bad_value: float = typer.Option(None, "--bad-value", rich_help_panel=_SEARCH,
+        bad_value: float = typer.Option(None, "--bad-value", callback=finite, rich_help_panel=_SEARCH,
                                         help="The metric at the bad commit."),
-        threshold_value: float = typer.Option(None, "--threshold-value", rich_help_panel=_SEARCH,
+        threshold_value: float = typer.Option(None, "--threshold-value", callback=finite, rich_help_panel=_SEARCH,
                                               help="Or: an absolute threshold (needs a polarity)."),
         build: str = _BUILD,
         metric: str = _METRIC_REGEX,

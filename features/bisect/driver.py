@@ -38,11 +38,16 @@ from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.common.paths import default_history_path
 from perfq.errors import PerfqError
-from perfq.runner.affected_flow import affected_for_range
+from perfq.runner.affected_flow import affected_for_range, check_index_of
 
 
 def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], bool]:
-    """``may_affect(commit)`` from the perfq index: does the commit's diff reach ``name``?"""
+    """``may_affect(commit)`` from the perfq index: does the commit's diff reach ``name``? An
+    index of another repository is refused (it would prune every commit)."""
+    try:
+        check_index_of(repo, db)
+    except PerfqError as exc:
+        raise PerfqError(f"--prune needs this repository's perfq index: {exc}") from None
 
     def may_affect(commit: str) -> bool:
         ps = git.parents(repo, commit)

@@ -38,14 +38,14 @@ def resolve(repo: Path, ref: str) -> str:
 
 def first_parent_range(repo: Path, good: str, bad: str) -> list[str]:
     """Commits of ``good..bad`` on the first-parent line, oldest first."""
-    return git(repo, "rev-list", "--reverse", "--first-parent", f"{good}..{bad}").split()
+    return git(repo, "rev-list", "--reverse", "--first-parent", "--end-of-options", f"{good}..{bad}", "--").split()
 
 
 def enumerate_range(repo: Path, good: str, bad: str) -> list[str]:
     """``[good, c1, ..., bad]`` along the first-parent line; PerfqError when empty or unrelated."""
     if good == bad:
         raise PerfqError("empty range: GOOD and BAD are the same commit")
-    if not common_git.ok(repo, "merge-base", "--is-ancestor", good, bad):
+    if not common_git.ok(repo, "merge-base", "--is-ancestor", "--end-of-options", good, bad):
         raise PerfqError(f"empty range: {good[:12]} is not an ancestor of {bad[:12]} (swapped GOOD and BAD?)")
     commits = first_parent_range(repo, good, bad)
     if not commits:
@@ -61,7 +61,7 @@ def merge_side(repo: Path, merge: str) -> list[str]:
     ps = common_git.parents(repo, merge)
     if len(ps) < 2:
         return []
-    base = git(repo, "merge-base", ps[0], ps[1]).strip()
+    base = git(repo, "merge-base", "--end-of-options", ps[0], ps[1]).strip()
     side = first_parent_range(repo, base, ps[1])
     return [base, *side] if side else []
 
@@ -69,10 +69,12 @@ def merge_side(repo: Path, merge: str) -> list[str]:
 def numstat(repo: Path, sha: str) -> list[dict]:
     """Files changed by ``sha`` against its first parent, with +/- line counts."""
     ps = common_git.parents(repo, sha)
-    args = ["diff", "--numstat", ps[0], sha] if ps else ["show", "--numstat", "--format=", sha]
+    how = ["--numstat", "-z", "--no-renames"]  # -z: names as they are, never C-quoted
+    args = ["diff", *how, "--end-of-options", ps[0], sha, "--"] if ps else \
+        ["show", *how, "--format=", "--end-of-options", sha, "--"]
     files = []
-    for line in git(repo, *args).splitlines():
-        parts = line.split("\t")
+    for line in git(repo, *args).split("\0"):
+        parts = line.lstrip("\n").split("\t", 2)
         if len(parts) == 3:
             added, removed, path = parts
             files.append({"path": path, "added": int(added) if added.isdigit() else None,
@@ -82,7 +84,8 @@ def numstat(repo: Path, sha: str) -> list[dict]:
 
 def diff_text(repo: Path, sha: str, limit: int = 2_000_000) -> str:
     ps = common_git.parents(repo, sha)
-    args = ["diff", "--unified=3", ps[0], sha] if ps else ["show", "--format=", sha]
+    args = ["diff", "--unified=3", "--end-of-options", ps[0], sha, "--"] if ps else \
+        ["show", "--format=", "--end-of-options", sha, "--"]
     text = git(repo, *args)
     if len(text) <= limit:
         return text
@@ -129,11 +132,15 @@ class Checkout:
         """``git checkout args``; when tracked files block it, they were modified by a build
         or benchmark (the user's changes were stashed first): reset them and retry. Never
         forced, so untracked files are never overwritten."""
-        if common_git.ok(self.repo, "checkout", "--quiet", *args):
+        *flags, ref = args
+        if ref.startswith("-"):  # checkout takes no --end-of-options: a ref is never an option
+            raise PerfqError(f"not a ref: {ref!r}")
+        argv = ("checkout", "--quiet", *flags, ref, "--")
+        if common_git.ok(self.repo, *argv):
             return
         if common_git.dirty(self.repo):
             git(self.repo, "reset", "--quiet", "--hard")
-        git(self.repo, "checkout", "--quiet", *args)
+        git(self.repo, *argv)
 
     def to(self, sha: str) -> None:
         if self.current == sha:

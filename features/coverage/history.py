@@ -100,6 +100,7 @@ def changed_lines(repo: Path, since: str, ref: str = "HEAD", paths: Iterable[str
         "--no-color",
         "--no-renames",
         "--no-ext-diff",
+        "--end-of-options",
         ref,
         "--",
     ]

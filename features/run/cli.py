@@ -19,6 +19,7 @@ from perfq.common.cli import (
     Format,
     HistoryOption,
     RepoOption,
+    positive,
     resolve_history,
     resolve_repo,
 )
@@ -180,16 +181,16 @@ def register(app: typer.Typer) -> None:
         num_runs: Annotated[int, typer.Option("--num-runs", rich_help_panel=_RUNNER, min=0,
             help="Runner --num-runs per invocation; the fastest becomes the sample (0: the runner's).")
             ] = DEFAULT_NUM_RUNS,
-        warmup: Annotated[int | None, typer.Option("--warmup-iterations", rich_help_panel=_RUNNER,
+        warmup: Annotated[int | None, typer.Option("--warmup-iterations", min=0, rich_help_panel=_RUNNER,
             help="Runner --warmup-iterations (default: the runner's).")] = None,
         omp: Annotated[int, typer.Option("--omp-num-threads", rich_help_panel=_RUNNER, min=0,
             help="OMP threads, both sides (0: leave unset; more than 1 is noisy on a shared machine).")
             ] = DEFAULT_OMP_THREADS,
-        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", rich_help_panel=_RUNNER,
+        mkl: Annotated[int | None, typer.Option("--mkl-num-threads", min=0, rich_help_panel=_RUNNER,
             help="MKL threads, both sides.")] = None,
         batch: Annotated[bool, typer.Option("--batch/--no-batch", rich_help_panel=_RUNNER,
             help="Run benchmark files with equal flags in one process per side and round.")] = True,
-        timeout: Annotated[float, typer.Option("--timeout", rich_help_panel=_RUNNER,
+        timeout: Annotated[float, typer.Option("--timeout", callback=positive, rich_help_panel=_RUNNER,
             help="Seconds per benchmark invocation.")] = 900.0,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 
 from perfq.common.documents import json_schema
+from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
 from perfq.schema.result_file_store import RUN_REF, ImportCounts, Source, SourceKind, merge_result_files
 from perfq.schema.results_store import Failure, Run, Sample
@@ -87,8 +88,12 @@ def _reject_constant(name: str) -> Any:
 
 
 def _loads(text: str) -> Any:
-    """JSON without NaN/Infinity (Python's json accepts them; JSON does not)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """JSON without NaN/Infinity (Python's json accepts them; JSON does not); a document nested
+    too deeply for the parser is a ValueError, like any other bad JSON."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 # ---- writing ----
@@ -104,20 +109,13 @@ def _lines(runs: list[Run]) -> Iterator[dict[str, Any]]:
 
 
 def export_runs(runs: list[Run], path: Path) -> None:
-    """Write the portable result file (``perfq run --out``): a temporary file renamed over ``path``.
-
-    An unwritable location is a one-line PerfqError.
+    """Write the portable result file (``perfq run --out``) atomically (``write_atomically``: a
+    symlink or a device is written through, never replaced). An unwritable location is a one-line PerfqError.
     """
-    tmp = path.with_name(path.name + ".tmp")
+    lines = (json.dumps(line, separators=(",", ":"), allow_nan=False, default=str) + "\n" for line in _lines(runs))
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for line in _lines(runs):
-                fh.write(json.dumps(line, separators=(",", ":"), allow_nan=False, default=str))
-                fh.write("\n")
-        tmp.replace(path)
+        write_atomically(path, lines)
     except OSError as exc:
-        if tmp.parent.is_dir():
-            tmp.unlink(missing_ok=True)
         raise PerfqError(f"cannot write the result file {path}: {exc.strerror or exc}") from None
 
 

@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
     def index(
         repo: Path = RepoOption,
         db: Path = DbOption,
-        jobs: int = typer.Option(0, "--jobs", "-j",
+        jobs: int = typer.Option(0, "--jobs", "-j", min=0,
             rich_help_panel="How", help="Worker processes (default: all cores)."),
         source_root: list[str] = typer.Option(None, "--source-root",
             rich_help_panel="What to index", help="C++ source roots (repeatable)."),
