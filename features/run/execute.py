@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,6 +24,7 @@ from enum import Enum
 from pathlib import Path
 
 from perfq.common import git, proc
+from perfq.common.interrupt import interruption
 from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.compare import Settings, TestKey, compare_samples
@@ -159,9 +159,9 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
             results.append((member, outcome))
         return results
     assert job.spec is not None
-    with tempfile.TemporaryDirectory(prefix="perfq-run-") as tmp:
+    with proc.scratch_dir("run") as tmp:
         spec = side_spec(job.spec, side)
-        json_file = Path(tmp) / "out.json" if caps.output_json else None
+        json_file = tmp / "out.json" if caps.output_json else None
         argv, _ = opbench.build_command(side.python, spec, caps, json_file)
         env.update(opbench.thread_env(spec))
         rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
@@ -371,7 +371,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
 def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
     """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
     if isinstance(exc, KeyboardInterrupt):
-        note, code = "interrupted (Ctrl-C)", 130
+        note, code = f"interrupted ({interruption()})", 130
     else:
         note, code = f"stopped: {exc or type(exc).__name__}", getattr(exc, "exit_code", None)
     try:
