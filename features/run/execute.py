@@ -31,7 +31,7 @@ from perfq.run.compare import Settings, TestKey, compare_samples
 from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
-from perfq.run.script_bench import ScriptBench, parse_output
+from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
 from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
@@ -118,9 +118,11 @@ def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
     )
 
 
-def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, str, str]:
-    """(returncode, stdout, stderr, error) of one process; Ctrl-C kills the child and propagates."""
-    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float,
+           keep: Callable[[str], bool] = opbench.output_line_needed) -> tuple[int | None, str, str, str]:
+    """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
+    ``keep`` accepts); Ctrl-C or SIGTERM kills its process group and propagates."""
+    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, keep=keep)
     return res.returncode, res.stdout, res.stderr, res.error
 
 
@@ -141,7 +143,9 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
     env.setdefault("PYTHONUNBUFFERED", "1")
     if job.script is not None:
         argv = job.script.argv(side.python)
-        rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
+        script = job.script
+        rc, out, err, error = _spawn(argv, script.workdir(plan.repo), env, plan.timeout,
+                                     lambda line: output_line_needed(script, line))
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
     if job.members:
         specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
