@@ -188,6 +188,26 @@ def spawned(argv: list[str], **kwargs: object) -> Iterator[subprocess.Popen]:
                     stream.close()
 
 
+def lines(stream: object, idle: float) -> Iterator[str]:
+    """The lines of a child's output ``stream`` (a binary pipe) as they come, decoded with
+    replacement; TimeoutError when nothing comes for ``idle`` seconds."""
+    fd = stream.fileno()  # type: ignore[attr-defined]
+    pending = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while True:
+            if not sel.select(idle):
+                raise TimeoutError(f"no output for {idle:g}s")
+            data = os.read(fd, _CHUNK)
+            if not data:
+                break
+            *done, pending = (pending + data).split(b"\n")
+            for line in done:
+                yield line.decode(errors="replace") + "\n"
+    if pending:
+        yield pending.decode(errors="replace")
+
+
 def run(
     argv: list[str] | str,
     cwd: Path | None = None,

@@ -14,8 +14,10 @@ with ``@quantized`` appended when the operator ran on quantized tensors.
 
 How a test is traced:
 
-- torch is imported once; every job runs in a forked child (dies with its parent, killed past
-  ``timeout`` seconds or ``memory_mb``), so one benchmark cannot take the others down.
+- torch is imported once (the warm-up, stopped past ``warmup_seconds``: every job then fails);
+  every job runs in a forked child (dies with its parent, killed past ``timeout`` seconds or
+  ``memory_mb``), so one benchmark cannot take the others down. Result files go to the request's
+  ``scratch`` directory (perfq runs the driver contained and removes it).
 - operator_benchmark files: each config is built and run on its own (the framework would build
   the inputs of every config up front). Configs tagged ``real_tags`` on the CPU run for real, one
   iteration, so the profiler also sees the operators kernels call inside them (``stack`` runs
@@ -208,6 +210,14 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
 
 class _Deadline(Exception):
     pass
+
+
+class _WarmUpDeadline(BaseException):  # not an Exception: the warm-up's own handlers must not swallow it
+    pass
+
+
+def _warm_up_alarm(_signum, _frame):
+    raise _WarmUpDeadline
 
 
 def _alarm(_signum, _frame):
@@ -902,8 +912,21 @@ def main() -> int:
     timeout = float(request.get("timeout", 120))
     memory_mb = float(request.get("memory_mb", 3072))
     warnings.filterwarnings("ignore")
-    _warm_up(jobs)
-    tmp = tempfile.mkdtemp(prefix="perfq-trace-")
+    warmup = int(request.get("warmup_seconds", 120))
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, _warm_up_alarm)
+    signal.alarm(warmup)
+    try:
+        _warm_up(jobs)
+    except _WarmUpDeadline:
+        reason = f"the warm-up (importing torch and the benchmark harness) took more than {warmup} s"
+        for job in jobs:
+            _emit(job, _failure(reason, started, 0.0))
+        return 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    tmp = request.get("scratch") or tempfile.mkdtemp(prefix="perfq-trace-")  # perfq gives (and removes) one
     running: dict[int, tuple[dict, dict, str, float, float]] = {}  # pid -> job, request, out, start, peak MB
     queue = [(job, request, os.path.join(tmp, f"{i}.json")) for i, job in enumerate(jobs)]
     while queue or running:
