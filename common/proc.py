@@ -188,16 +188,19 @@ def spawned(argv: list[str], **kwargs: object) -> Iterator[subprocess.Popen]:
                     stream.close()
 
 
-def lines(stream: object, idle: float) -> Iterator[str]:
+def lines(stream: object, idle: float, first: float | None = None) -> Iterator[str]:
     """The lines of a child's output ``stream`` (a binary pipe) as they come, decoded with
-    replacement; TimeoutError when nothing comes for ``idle`` seconds."""
+    replacement; TimeoutError when nothing comes for ``idle`` seconds (``first``: before the first
+    output, default ``idle``)."""
     fd = stream.fileno()  # type: ignore[attr-defined]
     pending = b""
+    wait = idle if first is None else first
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while True:
-            if not sel.select(idle):
-                raise TimeoutError(f"no output for {idle:g}s")
+            if not sel.select(wait):
+                raise TimeoutError(f"no output for {wait:g}s")
+            wait = idle
             data = os.read(fd, _CHUNK)
             if not data:
                 break

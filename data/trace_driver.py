@@ -14,7 +14,8 @@ with ``@quantized`` appended when the operator ran on quantized tensors.
 
 How a test is traced:
 
-- torch is imported once (the warm-up, stopped past ``warmup_seconds``: every job then fails);
+- torch is imported and warmed up once, then ``PERFQ-READY`` is printed and the benchmark
+  harness of each root is imported (stopped past ``warmup_seconds``: every job then fails);
   every job runs in a forked child (dies with its parent, killed past ``timeout`` seconds or
   ``memory_mb``), so one benchmark cannot take the others down. Result files go to the request's
   ``scratch`` directory (perfq runs the driver contained and removes it).
@@ -58,6 +59,7 @@ import warnings
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _NOT_OP_NAMESPACES = {"autograd", "torch", "perfq", "profiler", "c10d"}
 _MARK = "perfq-test-"
+_READY = "PERFQ-READY"  # printed once torch is warmed up, before any code of the repository runs
 _PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
@@ -862,8 +864,8 @@ def _emit(job: dict, result: dict) -> None:
     sys.stdout.flush()
 
 
-def _warm_up(jobs: list[dict]) -> None:
-    """Pay the one-time costs (FakeTensorMode's first use, the framework import) before forking."""
+def _warm_up() -> None:
+    """Pay torch's one-time costs (FakeTensorMode's first use, the profiler's) before forking."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.profiler import ProfilerActivity, profile
@@ -873,6 +875,11 @@ def _warm_up(jobs: list[dict]) -> None:
         (x @ x).sum()
     with profile(activities=[ProfilerActivity.CPU]):
         torch.ones(1).add(1)
+
+
+def _import_harnesses(jobs: list[dict]) -> None:
+    """Import the benchmark framework of each operator_benchmark root once, before forking (the
+    repository's own code: perfq limits its time)."""
     for root in sorted({j["root"] for j in jobs if j["kind"] == "operator_benchmark"}):
         sys.path.insert(0, root)
         with contextlib.suppress(Exception), contextlib.redirect_stdout(open(os.devnull, "w")):
@@ -913,13 +920,16 @@ def main() -> int:
     memory_mb = float(request.get("memory_mb", 3072))
     warnings.filterwarnings("ignore")
     warmup = int(request.get("warmup_seconds", 120))
+    _warm_up()
+    sys.stdout.write(_READY + "\n")  # what follows runs the repository's code
+    sys.stdout.flush()
     started = time.monotonic()
     signal.signal(signal.SIGALRM, _warm_up_alarm)
     signal.alarm(warmup)
     try:
-        _warm_up(jobs)
+        _import_harnesses(jobs)
     except _WarmUpDeadline:
-        reason = f"the warm-up (importing torch and the benchmark harness) took more than {warmup} s"
+        reason = f"the warm-up (importing the benchmark harness) took more than {warmup} s"
         for job in jobs:
             _emit(job, _failure(reason, started, 0.0))
         return 0

@@ -33,7 +33,8 @@ from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.indexer.stat_cache import combined_digest
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
-WARMUP_TIMEOUT_S = 120  # the driver's warm-up (torch, the harness's modules)
+WARMUP_TIMEOUT_S = 120  # the driver's import of the benchmark harness (the repository's code)
+STARTUP_TIMEOUT_S = 600  # the driver's own start (torch's import and warm-up), before any repository code
 SILENCE_SLACK_S = 60  # the driver is stopped when it prints nothing for its time limits and this long
 DEFAULT_MEMORY_MB = 3072  # per benchmark file (its child is killed past it)
 REMAPPED_DEVICES = ("cuda", "xpu", "mps", "hpu")
@@ -290,7 +291,7 @@ def _read_results(child: subprocess.Popen, request: dict, version: str, silence:
     except BrokenPipeError:
         return ""  # it died at once: its exit status and stderr say why
     try:
-        for line in proc.lines(child.stdout, silence):
+        for line in proc.lines(child.stdout, silence, first=max(silence, STARTUP_TIMEOUT_S)):
             if not line.startswith(_LINE):
                 continue
             result = FileTrace.from_json({**json.loads(line[len(_LINE) :]), "torch": version})
