@@ -223,3 +223,57 @@ def test_trace_config_key(tmp_path):
     assert Config().with_overrides({"trace": "off"}).trace == "off"
     with pytest.raises(PerfqError, match="'trace' must be one of auto, on, off"):
         Config().with_overrides({"trace": "yes"})
+
+
+RUN_HOSTILE = """
+import json, os, socket, sys
+seen = {"token": os.environ.get("GITHUB_TOKEN", "absent"), "side": os.environ.get("SIDE_SETTING", "absent")}
+try:
+    with open(os.environ["HOSTILE_OUTSIDE"], "w") as fh:
+        fh.write("pwned")
+    seen["outside"] = "written"
+except OSError as exc:
+    seen["outside"] = "blocked: " + type(exc).__name__
+try:
+    socket.create_connection(("127.0.0.1", int(os.environ["HOSTILE_PORT"])), timeout=3).close()
+    seen["network"] = "connected"
+except OSError as exc:
+    seen["network"] = "blocked: " + type(exc).__name__
+leaks = [k for k in ("token", "outside", "network") if seen[k] in ("ghp_secret", "written", "connected")]
+if seen["side"] != "kept" or (leaks and (leaks != ["outside", "network"] or os.environ.get("HOSTILE_STRICT"))):
+    sys.exit("HOSTILE " + json.dumps(seen))
+"""
+
+
+def test_perfq_run_sandbox_contains_a_prs_benchmarks(tmp_path, monkeypatch):
+    """`perfq run --sandbox`: no token reaches a benchmark (the side's own --base-env does); with
+    bubblewrap, no network and no write outside its scratch directory. The run still measures."""
+    from tests.run_fakebench import make_bench_root
+
+    root = make_bench_root(tmp_path)
+    module = root / "pt" / "fake_test.py"
+    module.write_text(RUN_HOSTILE + module.read_text())
+    listener = socket.create_server(("127.0.0.1", 0))
+    outside = Path(__file__).parent / f"pwned-{uuid.uuid4().hex}"
+    env = {**os.environ, "CI": "true", "GITHUB_TOKEN": "ghp_secret"}
+    side_env = [f"HOSTILE_OUTSIDE={outside}", f"HOSTILE_PORT={listener.getsockname()[1]}", "SIDE_SETTING=kept",
+                *(["HOSTILE_STRICT=1"] if not bwrap_problem() else [])]
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "perfq", "run", "--label", "L", "--bench", "fake", "--bench-root", str(root),
+             "--repeat", "1", "--side", "base", "--python", sys.executable, "--no-batch", "--sandbox",
+             *[arg for item in side_env for arg in ("--base-env", item)],
+             "--history", str(tmp_path / "h.duckdb"), "--repo", str(tmp_path), "--format", "json"],
+            env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        listener.close()
+        existed = outside.exists()
+        outside.unlink(missing_ok=True)
+    assert res.returncode == 0, res.stderr
+    assert "note: sandbox" in res.stderr
+    history = subprocess.run([sys.executable, "-m", "perfq", "history", "fake_test", "--history",
+                              str(tmp_path / "h.duckdb"), "--repo", str(tmp_path), "--format", "json"],
+                             capture_output=True, text=True, timeout=120)
+    assert history.returncode == 0 and "add_M8_cpu" in history.stdout  # it measured
+    if not bwrap_problem():
+        assert not existed
