@@ -152,7 +152,10 @@ def _signal_group(pgid: int, signum: int) -> None:
 def kill_group(child: subprocess.Popen, grace: float = GRACE_S) -> None:
     """End ``child``'s process group: SIGTERM, then SIGKILL once ``child`` has ended or ``grace``
     seconds have passed (whatever else of the group is left is a stray: killed then too). The
-    child is reaped only after the group is signalled, so its id cannot have been reused."""
+    child is reaped only after the group is signalled, so its id cannot have been reused (a child
+    someone else reaped is not signalled: use :func:`ended`, not ``wait``, before this)."""
+    if child.returncode is not None:
+        return
     if _exited(child.pid):
         _signal_group(child.pid, signal.SIGKILL)
     else:
@@ -163,6 +166,16 @@ def kill_group(child: subprocess.Popen, grace: float = GRACE_S) -> None:
         _signal_group(child.pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         child.wait()
+
+
+def ended(child: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``child`` to end, without reaping it (see :func:`kill_group`)."""
+    deadline = time.monotonic() + timeout
+    while not _exited(child.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _exited(pid: int) -> bool:

@@ -298,10 +298,9 @@ def _read_results(child: subprocess.Popen, request: dict, version: str, silence:
             out[result.path] = result
             if on_result is not None:
                 on_result(result)
-        child.wait(timeout=silence)
-    except (TimeoutError, subprocess.TimeoutExpired):
+    except TimeoutError:
         return f"the tracer printed nothing for {silence:g} s and was stopped"
-    return ""
+    return "" if proc.ended(child, silence) else f"the tracer did not end within {silence:g} s and was stopped"
 
 
 def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:
