@@ -120,27 +120,30 @@ class CappedOutput:
 # ----------------------------------------------------------------------------- process groups
 
 
-def _libc() -> ctypes.CDLL | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
+_LIBC: list[ctypes.CDLL] = []  # loaded by the parent: the child, between fork and exec, must not look for it
 
 
-_LIBC = _libc()  # loaded here: the child, between fork and exec, must not look for it
+def _load_libc() -> None:
+    if _LIBC or not sys.platform.startswith("linux"):
+        return
+    for find in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the search runs ldconfig
+        try:
+            _LIBC.append(ctypes.CDLL(find(), use_errno=True))
+            return
+        except OSError:
+            continue
 
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGKILL when perfq dies (a ``kill -9`` cannot be handled)."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _LIBC:
+        _LIBC[0].prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def popen(argv: list[str] | str, **kwargs: object) -> subprocess.Popen:
     """``subprocess.Popen`` in a session and process group of its own, dying with perfq; pair it
     with :func:`kill_group` (or use :func:`spawned`)."""
+    _load_libc()
     return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)  # type: ignore[call-overload]
 
 
