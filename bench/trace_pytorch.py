@@ -3,7 +3,10 @@
 does, and print the time and memory against their targets, with the anchor measured in the
 same run: importing torch once in a fresh interpreter (the least any tracer pays).
 
-    python bench/trace_pytorch.py [--corpus DIR] [--jobs 2] [--json out.json]
+    python bench/trace_pytorch.py [--corpus DIR] [--jobs 2] [--json out.json] [--no-sandbox]
+
+Tracing runs contained as in `perfq index` (bubblewrap where it works); --no-sandbox measures
+without bubblewrap (the environment is scrubbed all the same), to show what the sandbox costs.
 
 Needs the corpus (scripts/fetch-pytorch-source.sh) and torch. Targets (issue 10): all files
 in <= 60 s on 2 cores, <= 4 GiB peak memory.
@@ -23,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfq.indexer.trace import TraceJob, TraceOptions, trace_files  # noqa: E402
+from perfq.indexer.trace import TraceJob, TraceOptions, sandbox_summary, trace_files  # noqa: E402
 
 TARGET_S = 60.0
 TARGET_MB = 4096.0
@@ -59,6 +62,7 @@ def main() -> int:
     ap.add_argument("--corpus", type=Path, default=corpus)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--no-sandbox", action="store_true", help="trace without bubblewrap")
     args = ap.parse_args()
     pt = args.corpus / "benchmarks/operator_benchmark/pt"
     files = sorted(pt.glob("*_test.py"))
@@ -80,7 +84,7 @@ def main() -> int:
     sampler.start()
     jobs = [TraceJob(str(p.relative_to(args.corpus)), "operator_benchmark", p) for p in files]
     t1 = time.perf_counter()
-    results = trace_files(jobs, TraceOptions(parallel=args.jobs))
+    results = trace_files(jobs, TraceOptions(parallel=args.jobs, repo=args.corpus, sandbox=not args.no_sandbox))
     wall = time.perf_counter() - t1
     done.set()
     sampler.join()
@@ -95,6 +99,7 @@ def main() -> int:
     print(f"trace time : {wall:6.1f} s   target {TARGET_S:.0f} s   ratio {wall / TARGET_S:.2f}")
     print(f"peak memory: {peak:6.0f} MB  target {TARGET_MB:.0f} MB ratio {peak / TARGET_MB:.2f}")
     print(f"anchor     : import torch {anchor:.2f} s; trace time / anchor = {wall / anchor:.1f}")
+    print(f"sandbox    : {'none (--no-sandbox)' if args.no_sandbox else sandbox_summary()}")
     if args.json:
         args.json.write_text(json.dumps({"seconds": wall, "peak_mb": peak, "anchor_s": anchor, "status": status}))
     return 0

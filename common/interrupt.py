@@ -1,6 +1,8 @@
-"""Ctrl-C and SIGTERM: both raise KeyboardInterrupt, so cleanup code runs, and both are noted,
-because DuckDB turns a KeyboardInterrupt raised inside a query into
-``RuntimeError('Query interrupted')``: an error that follows a noted signal is the interruption."""
+"""Ctrl-C and SIGTERM: both raise KeyboardInterrupt for the whole command, so cleanup code runs
+(runs marked incomplete, children's process groups killed, scratch files removed) and the command
+ends with one line and exit 130, and both are noted, because DuckDB turns a KeyboardInterrupt
+raised inside a query into ``RuntimeError('Query interrupted')``: an error that follows a noted
+signal is the interruption."""
 
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ def interrupted() -> bool:
     return bool(_noted)
 
 
+def interruption() -> str:
+    """What interrupted the command, for notes: ``Ctrl-C`` (also when nothing was noted) or ``SIGTERM``."""
+    return "SIGTERM" if _noted and _noted[-1] == signal.SIGTERM else "Ctrl-C"
+
+
 @contextlib.contextmanager
 def _handling(signum: signal.Signals) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signals are the main thread's
@@ -36,9 +43,10 @@ def _handling(signum: signal.Signals) -> Iterator[None]:
 
 @contextlib.contextmanager
 def noting_interrupts() -> Iterator[None]:
-    """Within the block (a whole command), Ctrl-C raises KeyboardInterrupt as usual and is noted."""
+    """Within the block (a whole command), Ctrl-C and SIGTERM (a CI cancel, ``kill``, a container
+    stop) raise KeyboardInterrupt and are noted."""
     _noted.clear()
-    with _handling(signal.SIGINT):
+    with _handling(signal.SIGINT), _handling(signal.SIGTERM):
         yield
 
 

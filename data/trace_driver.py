@@ -14,8 +14,11 @@ with ``@quantized`` appended when the operator ran on quantized tensors.
 
 How a test is traced:
 
-- torch is imported once; every job runs in a forked child (dies with its parent, killed past
-  ``timeout`` seconds or ``memory_mb``), so one benchmark cannot take the others down.
+- torch is imported and warmed up once, then ``PERFQ-READY`` is printed and the benchmark
+  harness of each root is imported (stopped past ``warmup_seconds``: every job then fails);
+  every job runs in a forked child (dies with its parent, killed past ``timeout`` seconds or
+  ``memory_mb``), so one benchmark cannot take the others down. Result files go to the request's
+  ``scratch`` directory (perfq runs the driver contained and removes it).
 - operator_benchmark files: each config is built and run on its own (the framework would build
   the inputs of every config up front). Configs tagged ``real_tags`` on the CPU run for real, one
   iteration, so the profiler also sees the operators kernels call inside them (``stack`` runs
@@ -56,6 +59,7 @@ import warnings
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _NOT_OP_NAMESPACES = {"autograd", "torch", "perfq", "profiler", "c10d"}
 _MARK = "perfq-test-"
+_READY = "PERFQ-READY"  # printed once torch is warmed up, before any code of the repository runs
 _PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
@@ -208,6 +212,14 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
 
 class _Deadline(Exception):
     pass
+
+
+class _WarmUpDeadline(BaseException):  # not an Exception: the warm-up's own handlers must not swallow it
+    pass
+
+
+def _warm_up_alarm(_signum, _frame):
+    raise _WarmUpDeadline
 
 
 def _alarm(_signum, _frame):
@@ -852,8 +864,8 @@ def _emit(job: dict, result: dict) -> None:
     sys.stdout.flush()
 
 
-def _warm_up(jobs: list[dict]) -> None:
-    """Pay the one-time costs (FakeTensorMode's first use, the framework import) before forking."""
+def _warm_up() -> None:
+    """Pay torch's one-time costs (FakeTensorMode's first use, the profiler's) before forking."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.profiler import ProfilerActivity, profile
@@ -863,6 +875,11 @@ def _warm_up(jobs: list[dict]) -> None:
         (x @ x).sum()
     with profile(activities=[ProfilerActivity.CPU]):
         torch.ones(1).add(1)
+
+
+def _import_harnesses(jobs: list[dict]) -> None:
+    """Import the benchmark framework of each operator_benchmark root once, before forking (the
+    repository's own code: perfq limits its time)."""
     for root in sorted({j["root"] for j in jobs if j["kind"] == "operator_benchmark"}):
         sys.path.insert(0, root)
         with contextlib.suppress(Exception), contextlib.redirect_stdout(open(os.devnull, "w")):
@@ -902,8 +919,24 @@ def main() -> int:
     timeout = float(request.get("timeout", 120))
     memory_mb = float(request.get("memory_mb", 3072))
     warnings.filterwarnings("ignore")
-    _warm_up(jobs)
-    tmp = tempfile.mkdtemp(prefix="perfq-trace-")
+    warmup = int(request.get("warmup_seconds", 120))
+    _warm_up()
+    sys.stdout.write(_READY + "\n")  # what follows runs the repository's code
+    sys.stdout.flush()
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, _warm_up_alarm)
+    signal.alarm(warmup)
+    try:
+        _import_harnesses(jobs)
+    except _WarmUpDeadline:
+        reason = f"the warm-up (importing the benchmark harness) took more than {warmup} s"
+        for job in jobs:
+            _emit(job, _failure(reason, started, 0.0))
+        return 0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    tmp = request.get("scratch") or tempfile.mkdtemp(prefix="perfq-trace-")  # perfq gives (and removes) one
     running: dict[int, tuple[dict, dict, str, float, float]] = {}  # pid -> job, request, out, start, peak MB
     queue = [(job, request, os.path.join(tmp, f"{i}.json")) for i, job in enumerate(jobs)]
     while queue or running:

@@ -36,9 +36,11 @@ def build_index(
     a few C++ files that keeps their registrations is patched in place, anything else
     re-links from the facts cache (only changed files are parsed again); ``full`` forces the
     re-link. Benchmarks whose traces are not cached are traced when torch is importable
-    (``trace`` True: required, False: never); cached traces of unchanged benchmark files are
-    always kept."""
+    (``trace`` True: required, False: never, None: the config's ``trace``); cached traces of
+    unchanged benchmark files are always kept."""
     events = events or BuildEvents()
+    if trace is None:
+        trace = {"on": True, "off": False}.get(cfg.trace)  # the command line wins over the config
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     check_replaceable(db_path)

@@ -71,6 +71,7 @@ class BuildReport:
     mode: str = "linked"  # linked (full re-link from the facts cache) | patched (in place)
     trace_failures: dict[str, str] = field(default_factory=dict)  # benchmark file -> why not (fully) traced
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) of files held without parsing
+    trace_sandbox: str = ""  # how the benchmarks traced by this build were contained ('' when none was)
 
 
 class BuildEvents:

@@ -36,6 +36,7 @@ from perfq.indexer.trace import (
     TraceOptions,
     TraceStatus,
     cache_key,
+    sandbox_summary,
     torch_available,
     trace_content,
     trace_files,
@@ -112,7 +113,7 @@ def relink(
     benches = _facts(kept, "benchmark")
     t_trace = time.perf_counter()
     imports = _benchmark_imports(repo, benches, files["benchmark_module"], digests)
-    traces = _traces(repo, benches, imports, cache, kept, trace, jobs, events)
+    traces = _traces(repo, benches, imports, cache, kept, trace, jobs, events, report)
     report.timings["trace"] = time.perf_counter() - t_trace
     report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
     # the facts cache is saved by a forked child while this process links and writes
@@ -264,6 +265,7 @@ def _traces(
     trace: bool | None,
     jobs: int | None,
     events: BuildEvents,
+    report: BuildReport,
 ) -> dict[str, FileTrace]:
     """Traced tests per benchmark file: cached ones whose file, the files of its tree it
     ``imports``, torch and tracer are unchanged (unless one failed for want of a module that is
@@ -290,7 +292,9 @@ def _traces(
     if todo:
         kinds = {"operator_benchmark": "operator_benchmark"}
         trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), repo / b.file) for b, _ in todo]
-        events.phase("trace", f"{len(trace_jobs)} benchmark files")
+        opts = TraceOptions(parallel=jobs or os.cpu_count() or 1, repo=repo)
+        report.trace_sandbox = sandbox_summary()
+        events.phase("trace", f"{len(trace_jobs)} benchmark files, {report.trace_sandbox}")
         done = 0
 
         def finished(result: FileTrace) -> None:
@@ -298,7 +302,7 @@ def _traces(
             done += 1
             events.traced(result, done, len(trace_jobs))
 
-        results = trace_files(trace_jobs, TraceOptions(parallel=jobs or os.cpu_count() or 1), finished)
+        results = trace_files(trace_jobs, opts, finished)
         for b, key in todo:
             result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
             out[b.file] = result

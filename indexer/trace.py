@@ -4,6 +4,12 @@ fake tensors where they work, the CPU for short configs) and record the operator
 The driver runs in one subprocess with the Python that has torch and forks a child per file;
 this module builds its request, streams its per-file results (progress), and caches them per
 benchmark file content, torch version and driver version.
+
+Tracing runs the checkout's own code (its benchmark files and harness), so the driver runs
+contained (perfq.common.sandbox): a scrubbed environment, its own HOME and TMPDIR in a scratch
+directory that is removed afterwards, its process group killed however tracing ends, a time limit
+on the warm-up and on each file (and on the driver's silence), and, where bubblewrap works, no
+network and no writes outside the scratch directory.
 """
 
 from __future__ import annotations
@@ -22,9 +28,14 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 
+from perfq.common import proc
+from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.indexer.stat_cache import combined_digest
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
+WARMUP_TIMEOUT_S = 120  # the driver's import of the benchmark harness (the repository's code)
+STARTUP_TIMEOUT_S = 600  # the driver's own start (torch's import and warm-up), before any repository code
+SILENCE_SLACK_S = 60  # the driver is stopped when it prints nothing for its time limits and this long
 DEFAULT_MEMORY_MB = 3072  # per benchmark file (its child is killed past it)
 REMAPPED_DEVICES = ("cuda", "xpu", "mps", "hpu")
 _LINE = "PERFQ-TRACE "
@@ -149,6 +160,14 @@ class TraceOptions:
     real_tags: tuple[str, ...] = ("short",)
     remap: tuple[str, ...] = REMAPPED_DEVICES
     extra: dict = field(default_factory=dict)
+    warmup_s: int = WARMUP_TIMEOUT_S
+    silence_s: float | None = None  # None: the warm-up's and a file's limits, plus SILENCE_SLACK_S
+    repo: Path | None = None  # bound read-only into the sandbox (besides the benchmark roots)
+    sandbox: bool = True  # False: no bubblewrap (the environment is scrubbed all the same)
+
+    def silence_limit(self) -> float:
+        """Seconds without a result line after which the driver is taken for hung."""
+        return self.silence_s if self.silence_s is not None else max(self.warmup_s, self.timeout_s) + SILENCE_SLACK_S
 
 
 def torch_available() -> str | None:
@@ -205,8 +224,28 @@ def _request(jobs: list[TraceJob], opts: TraceOptions) -> dict:
         "memory_mb": opts.memory_mb,
         "real_tags": list(opts.real_tags),
         "remap": list(opts.remap),
+        "warmup_seconds": opts.warmup_s,
         **opts.extra,
     }
+
+
+def sandbox_summary() -> str:
+    """How tracing is contained on this machine, in a phrase for the build's output."""
+    problem = bwrap_problem()
+    if not problem:
+        return "sandboxed (bubblewrap: no network, read-only file system, scrubbed environment)"
+    return (f"NOT sandboxed ({problem}): the checkout's benchmark code runs with a scrubbed environment and "
+            "time limits, but its network and writes are not contained; trace = \"off\" or --no-trace skips it")
+
+
+def _readable(jobs: list[TraceJob], opts: TraceOptions, driver: Path) -> tuple[Path, ...]:
+    """What the sandboxed driver reads: the repo, the benchmark files' directories, the driver,
+    and the tracing Python's installation."""
+    paths = {driver.parent, Path(opts.python).parent, Path(opts.python).resolve().parent.parent}
+    paths |= {operator_benchmark_root(job.file) or job.file.parent for job in jobs}
+    if opts.repo is not None:
+        paths.add(opts.repo)
+    return tuple(sorted(paths))
 
 
 def trace_files(
@@ -221,44 +260,47 @@ def trace_files(
             out[job.path] = FileTrace(job.path, TraceStatus.failed, "no benchmark_pytorch.py above it", torch=version)
     if not request["jobs"]:
         return out
-    driver = str(resources.files("perfq.data").joinpath("trace_driver.py"))
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
-    env.pop("TRITON_INTERPRET", None)
-    with tempfile.TemporaryFile("w+") as stderr:
-        proc = subprocess.Popen(
-            [opts.python, driver],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            errors="replace",
-            env=env,
-            cwd=tempfile.gettempdir(),  # a PyTorch checkout in cwd would shadow the installed torch
-        )
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps(request))
-            proc.stdin.close()
-            for line in proc.stdout:
-                if not line.startswith(_LINE):
-                    continue
-                result = FileTrace.from_json({**json.loads(line[len(_LINE) :]), "torch": version})
-                out[result.path] = result
-                if on_result is not None:
-                    on_result(result)
-            proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        if proc.returncode != 0:
-            stderr.seek(0)
-            tail = (stderr.read().strip().splitlines() or ["no output"])[-1][:200]
-            for job in request["jobs"]:
-                out.setdefault(
-                    job["path"], FileTrace(job["path"], TraceStatus.failed, f"tracer exited {proc.returncode}: {tail}")
-                )
+    driver = Path(str(resources.files("perfq.data").joinpath("trace_driver.py")))
+    with proc.scratch_dir("trace") as scratch:
+        (scratch / "out").mkdir()
+        sandbox = Sandbox(scratch, _readable(jobs, opts, driver), use_bwrap=opts.sandbox)
+        request["scratch"] = str(scratch / "out")
+        env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        with tempfile.TemporaryFile("w+b", dir=scratch) as stderr:
+            # cwd: the scratch directory (a PyTorch checkout in cwd would shadow the installed torch)
+            with proc.spawned(sandbox.argv([opts.python, str(driver)]), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch) as child:
+                stopped = _read_results(child, request, version, opts.silence_limit(), out, on_result)
+            returncode = child.returncode
+            if stopped or returncode != 0:
+                stderr.seek(0)
+                tail = (stderr.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1][:200]
+                why = stopped or f"tracer exited {returncode}: {tail}"
+                for job in request["jobs"]:
+                    out.setdefault(job["path"], FileTrace(job["path"], TraceStatus.failed, why))
     return out
+
+
+def _read_results(child: subprocess.Popen, request: dict, version: str, silence: float,
+                  out: dict[str, FileTrace], on_result: Callable[[FileTrace], None] | None) -> str:
+    """Send the request, collect the driver's result lines; why it was stopped ('' when it ended)."""
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        child.stdin.write(json.dumps(request).encode())
+        child.stdin.close()
+    except BrokenPipeError:
+        return ""  # it died at once: its exit status and stderr say why
+    try:
+        for line in proc.lines(child.stdout, silence, first=max(silence, STARTUP_TIMEOUT_S)):
+            if not line.startswith(_LINE):
+                continue
+            result = FileTrace.from_json({**json.loads(line[len(_LINE) :]), "torch": version})
+            out[result.path] = result
+            if on_result is not None:
+                on_result(result)
+    except TimeoutError:
+        return f"the tracer printed nothing for {silence:g} s and was stopped"
+    return "" if proc.ended(child, silence) else f"the tracer did not end within {silence:g} s and was stopped"
 
 
 def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:

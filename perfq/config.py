@@ -29,6 +29,7 @@ class Config:
     hub_fanout: int = 25  # an op called from more C++ functions than this is a hub; see README
     shared_fraction: float = 0.5  # own ops executed by this share of traced benchmarks: shared infrastructure
     max_depth: int = 24
+    trace: str = "auto"  # trace benchmarks (runs the checkout's code, contained): auto (torch importable) | on | off
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, values: dict[str, Any], source: str = "config") -> Config:
@@ -55,6 +56,7 @@ SETTINGS = tuple(f.name for f in fields(Config) if f.name != "extra")
 # sections and keys the features read from Config.extra ([tool.perfq.ir], [tool.perfq.compare]...)
 EXTENSION_KEYS = ("ir", "compare", "benchmarks", "coverage_infra_ops")
 POSITIVE = ("reach_bound", "hub_fanout", "max_depth")
+CHOICES = {"trace": ("auto", "on", "off")}
 
 
 def _reject_misspelling(raw_key: str, source: str) -> None:
@@ -86,6 +88,8 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
         return value
     if isinstance(current, str) and not isinstance(value, str):
         raise PerfqError(f"{source}: {raw_key!r} must be a string, not {value!r}")
+    if key in CHOICES and value not in CHOICES[key]:
+        raise PerfqError(f"{source}: {raw_key!r} must be one of {', '.join(CHOICES[key])}, not {value!r}")
     return value
 
 

@@ -192,6 +192,9 @@ def register(app: typer.Typer) -> None:
             help="Run benchmark files with equal flags in one process per side and round.")] = True,
         timeout: Annotated[float, typer.Option("--timeout", callback=positive, rich_help_panel=_RUNNER,
             help="Seconds per benchmark invocation.")] = 900.0,
+        sandbox: Annotated[bool, typer.Option("--sandbox", rich_help_panel=_RUNNER,
+            help="Run the benchmarks contained (a PR's code in CI): scrubbed environment, own HOME/TMPDIR; "
+                 "with bubblewrap also no network and a read-only file system.")] = False,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT,
@@ -239,6 +242,8 @@ def register(app: typer.Typer) -> None:
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
         jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
                                          python or base_python or select.default_python())
+        if sandbox:
+            notes.append(runner.sandbox_note())
         err = console(stderr=True)
         for note in notes:
             err.print(f"note: {note}")
@@ -266,6 +271,7 @@ def register(app: typer.Typer) -> None:
             budget_seconds=budget,
             batch=batch,
             timeout=timeout,
+            sandbox=sandbox,
             settings=_settings(repo_path),
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,

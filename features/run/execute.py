@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,13 +24,15 @@ from enum import Enum
 from pathlib import Path
 
 from perfq.common import git, proc
+from perfq.common.interrupt import interruption
+from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.compare import Settings, TestKey, compare_samples
 from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
-from perfq.run.script_bench import ScriptBench, parse_output
+from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
 from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
@@ -93,6 +94,7 @@ class Plan:
     budget_seconds: float | None = None
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
+    sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
     settings: Settings = field(default_factory=Settings)
     command: str = ""
     notes: list[str] = field(default_factory=list)
@@ -118,10 +120,32 @@ def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
     )
 
 
-def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int | None, str, str, str]:
-    """(returncode, stdout, stderr, error) of one process; Ctrl-C kills the child and propagates."""
-    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float, box: Sandbox | None,
+           keep: Callable[[str], bool] = opbench.output_line_needed) -> tuple[int | None, str, str, str]:
+    """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
+    ``keep`` accepts; contained in ``box`` when given); Ctrl-C or SIGTERM kills its process group
+    and propagates."""
+    if box is not None:
+        argv = box.argv(argv)
+    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, keep=keep)
     return res.returncode, res.stdout, res.stderr, res.error
+
+
+def sandbox_note() -> str:
+    """What ``--sandbox`` contains on this machine, for the run's notes."""
+    problem = bwrap_problem()
+    if not problem:
+        return "sandboxed: bubblewrap (no network, read-only file system, scrubbed environment)"
+    return f"sandbox partial: scrubbed environment and own HOME/TMPDIR only ({problem})"
+
+
+def _box(plan: Plan, side: Side, scratch: Path) -> Sandbox | None:
+    """The sandbox of one invocation (``--sandbox``): it reads the repo, the benchmarks and the
+    side's Python, and writes only ``scratch``."""
+    if not plan.sandbox:
+        return None
+    python = Path(side.python)
+    return Sandbox(scratch, (plan.repo, plan.bench_root, python.parent, python.resolve().parent.parent))
 
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
@@ -136,18 +160,26 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
 
 def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
     """Run one job once on one side; a batch job gives one outcome per member file."""
-    env = dict(os.environ)
+    with proc.scratch_dir("run") as tmp:
+        return _invoke(job, side, plan, caps, tmp, _box(plan, side, tmp))
+
+
+def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
+            box: Sandbox | None) -> list[tuple[Job, InvocationResult]]:
+    env = box.env(os.environ) if box is not None else dict(os.environ)  # perfq's own, scrubbed when contained
     env.update(dict(side.env))
     env.setdefault("PYTHONUNBUFFERED", "1")
     if job.script is not None:
         argv = job.script.argv(side.python)
-        rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
+        script = job.script
+        rc, out, err, error = _spawn(argv, script.workdir(plan.repo), env, plan.timeout, box,
+                                     lambda line: output_line_needed(script, line))
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
     if job.members:
         specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(job.members, specs, strict=True):
@@ -159,13 +191,12 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
             results.append((member, outcome))
         return results
     assert job.spec is not None
-    with tempfile.TemporaryDirectory(prefix="perfq-run-") as tmp:
-        spec = side_spec(job.spec, side)
-        json_file = Path(tmp) / "out.json" if caps.output_json else None
-        argv, _ = opbench.build_command(side.python, spec, caps, json_file)
-        env.update(opbench.thread_env(spec))
-        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
-        found = opbench.parse_invocation(out, spec, json_file)
+    spec = side_spec(job.spec, side)
+    json_file = tmp / "out.json" if caps.output_json else None
+    argv, _ = opbench.build_command(side.python, spec, caps, json_file)
+    env.update(opbench.thread_env(spec))
+    rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
+    found = opbench.parse_invocation(out, spec, json_file)
     return [(job, _outcome(found, rc, out, err, argv, error))]
 
 
@@ -371,7 +402,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
 def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
     """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
     if isinstance(exc, KeyboardInterrupt):
-        note, code = "interrupted (Ctrl-C)", 130
+        note, code = f"interrupted ({interruption()})", 130
     else:
         note, code = f"stopped: {exc or type(exc).__name__}", getattr(exc, "exit_code", None)
     try:

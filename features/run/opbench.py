@@ -165,6 +165,11 @@ _TIME = re.compile(r"^(?:Run:\s*(\d+),\s*)?(Forward|Backward) Execution Time \((
 _DEVICE = re.compile(r"(?:^|,\s*)device:\s*([\w:]+)")
 
 
+def output_line_needed(line: str) -> bool:
+    """Whether the text and batch parsers read ``line`` (kept from the middle of capped output)."""
+    return line.startswith("#") or "Execution Time" in line
+
+
 def _mode_name(runtime: str | None) -> str:
     runtime = (runtime or "eager").lower()
     return "compile" if runtime.startswith("compile") else runtime

@@ -87,6 +87,11 @@ def script_benchmarks(extra: dict[str, Any]) -> dict[str, ScriptBench]:
     return found
 
 
+def output_line_needed(bench: ScriptBench, line: str) -> bool:
+    """Whether ``line`` holds a match of the benchmark's pattern (kept from the middle of capped output)."""
+    return bench.pattern.search(line) is not None
+
+
 def parse_output(bench: ScriptBench, stdout: str, device: str = "cpu") -> list[Measurement]:
     """Every match of the benchmark's pattern as a measurement."""
     found = []

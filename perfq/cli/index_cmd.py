@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
             None,
             "--trace/--no-trace",
             rich_help_panel="How",
-            help="Trace what each benchmark test executes (default: when torch is importable; cached).",
+            help="Trace what each benchmark test executes: runs the checkout's benchmark code, contained "
+            "(default: the config's trace = auto|on|off; auto traces when torch is importable; cached).",
         ),
         trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True,
             rich_help_panel="How", help="Same as --trace."),
@@ -129,6 +130,7 @@ def register(app: typer.Typer) -> None:
                     "mode": report.mode,
                     "reused": report.reused,
                     "trace_failures": report.trace_failures,
+                    "trace_sandbox": report.trace_sandbox,
                 }
             )
             return
@@ -143,6 +145,8 @@ def register(app: typer.Typer) -> None:
             )
         )
         c.print("  " + ", ".join(f"{k} {v:.1f}s" for k, v in report.timings.items()))
+        if report.trace_sandbox.startswith("NOT") and quiet:  # the trace phase's line said it otherwise
+            c.print(f"  tracing was {report.trace_sandbox}", markup=False, soft_wrap=True)
         for path, reason in sorted(report.trace_failures.items()):
             c.print(f"  not fully traced: {path}: {reason}")
         for path, why in skipped[:10]:
