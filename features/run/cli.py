@@ -80,43 +80,17 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
 
 
 def _render_history(doc, fmt: Format, runs: bool, what: str) -> None:
-    from perfq.common.render import md_table
-    from perfq.run.trend import sparkline
-
     if fmt == Format.json:
         print_json(doc.to_json())
         return
+    from perfq.run.render import history_markdown, print_history_runs, print_trends
+
     if fmt == Format.markdown:
-        if runs:
-            print("\n".join(md_table(
-                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
-                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
-                  f"{r.median:.4g} {r.unit}", r.n) for r in doc.rows))))
-            return
-        print("\n".join(md_table(("test", "mode", "device", "runs", "trend", "last", "steps"), "lllrlrl", (
-            (f"`{t.test}`", t.mode, t.device, len(t.points), sparkline([p.median for p in t.points]),
-             f"{t.points[-1].median:.4g} {t.unit}",
-             "; ".join(f"{s.change:+.1%} at `{s.label}`" for s in t.steps) or "-") for t in doc.trends))))
-        return
-    con = wide_console()
-    if not runs:
-        from perfq.run.render import print_trends
-
-        print_trends(con, doc.benchmark, doc.trends, what)
-        return
-    from perfq.run.render import constant_columns, table
-
-    names = ("test", "mode", "device", "label", "side", "ref", "torch_version", "host", "started_at", "status")
-    shared = constant_columns(doc.rows, (*names, "unit")) if len(doc.rows) > 1 else {}
-    cols = [(c, "f" if c in ("test", "label") else "l") for c in names if c not in shared]
-    t = table(*cols, ("median" + (f" ({shared['unit']})" if "unit" in shared else ""), "r"), ("n", "r"))
-    for r in doc.rows:
-        median = f"{r.median:.4g}" if "unit" in shared else f"{r.median:.4g} {r.unit}"
-        t.add_row(*[str(getattr(r, c) or "") for c, _ in cols], median, str(r.n))
-    facts = ", ".join(f"{k} {v}" for k, v in shared.items() if v and k != "unit")
-    con.print(f"perfq history {doc.benchmark}: {len(doc.rows)} run row(s)" + (f"; all: {facts}" if facts else ""),
-              markup=False)
-    con.print(t)
+        sys.stdout.write(history_markdown(doc, runs))
+    elif runs:
+        print_history_runs(wide_console(), doc)
+    else:
+        print_trends(wide_console(), doc.benchmark, doc.trends, what)
 
 
 def register(app: typer.Typer) -> None:
