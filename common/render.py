@@ -37,6 +37,45 @@ def wide_console() -> Console:
     return con
 
 
+_BREAKS = re.compile(r"[^_/.:,;+\-\s]*(?:[_/.:,;+\-]+\s*|\s+|$)")  # a part ends after a separator run
+
+
+class Name:
+    """An identifier (a test, file, operator or function name) for a table cell: when the column is
+    narrower than the name, it wraps after a separator (``_ / . : , ; + -`` or a space), never in the
+    middle of a word; only a single part wider than the whole column is folded. Plain text, no markup."""
+
+    def __init__(self, text: object, style: str = "") -> None:
+        self.text, self.style = plain(text), style
+
+    def parts(self) -> list[str]:
+        return [m for m in _BREAKS.findall(self.text) if m]
+
+    def lines(self, width: int) -> list[str]:
+        """The name packed into lines of at most ``width`` cells (a longer part alone on its line)."""
+        from rich.cells import cell_len
+
+        lines: list[str] = []
+        for part in self.parts():
+            if lines and cell_len(lines[-1] + part.rstrip()) <= width:
+                lines[-1] += part
+            else:
+                lines.append(part)
+        return [line.rstrip() for line in lines] or [""]
+
+    def __rich_measure__(self, console: Console, options: Any) -> Any:
+        from rich.cells import cell_len
+        from rich.measure import Measurement
+
+        widest = max((cell_len(p.rstrip()) for p in self.parts()), default=0)
+        return Measurement(min(widest, options.max_width), cell_len(self.text)).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.text import Text
+
+        yield Text("\n".join(self.lines(options.max_width)), style=self.style, overflow="fold")
+
+
 def folded_table(*columns: tuple[str, str], title: str | None = None) -> Table:
     """A borderless table for 80 columns; columns ``(name, kind)``: ``f`` folds (identifiers, lists),
     ``l``/``r`` are left/right aligned and never wrap (numbers, short words)."""
@@ -76,8 +115,7 @@ _ESCAPE_SEQUENCE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_]?)|\x9b[0-?]*[ -/]*[@-~]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 # Markdown punctuation that can start emphasis, links, images, tables, strikethrough, headings or quotes mid-line.
-_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#!|~>@$])")
-_MD_LINE_START = re.compile(r"^([-+=]|\d+[.)])")  # a list item, a setext underline
+_MD_PUNCTUATION = re.compile(r"([\\`*\[\]#!|~>@$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")  # add_M8_cpu stays
 
 
 def plain(text: object, one_line: bool = True) -> str:
@@ -90,8 +128,7 @@ def plain(text: object, one_line: bool = True) -> str:
 def md_text(text: object) -> str:
     """An untrusted string as inert markdown inline text (a table cell, a list item): one line, no HTML,
     no markdown construct (``|`` ``*`` ``_`` ``[`` ``#`` ``<``... escaped), no control character."""
-    escaped = _MD_PUNCTUATION.sub(r"\\\1", html.escape(plain(text), quote=False))
-    return _MD_LINE_START.sub(r"\\\1", escaped)
+    return _MD_PUNCTUATION.sub(r"\\\1", html.escape(plain(text), quote=False))
 
 
 def md_code(text: object) -> str:

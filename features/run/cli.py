@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
             help="Seconds per benchmark invocation.")] = 900.0,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
             help="How to print the result: " + FORMAT_HELP)] = Format.table,
         fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
             help=f"With --ab: exit {EXIT_GATE} when the comparison finds a regression.")] = False,
@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
         baseline: Annotated[str | None, typer.Option("--baseline", "-b", rich_help_panel=_WHAT_CMP, help=(
             "Compare LABEL's head (or only) side with another stored run: OTHER or OTHER:base|head "
             "(default side: head, or OTHER's only side)."))] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                        ] = Format.table,
         alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS,
             help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
@@ -312,7 +312,7 @@ def register(app: typer.Typer) -> None:
             help="One row per run and test instead of one trend per test.")] = False,
         min_effect: Annotated[float, typer.Option("--min-effect", rich_help_panel=_STATS, min=0.0,
             help="Smallest level shift reported as a step (relative).")] = 0.05,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                        ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
@@ -348,7 +348,8 @@ def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_cmd(
         files: Annotated[list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")],
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="How to print the counts: " + FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT",
+                                            help="How to print the counts: " + FORMAT_HELP)
                        ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,

@@ -13,7 +13,7 @@ from functools import partial
 from rich.console import Console
 from rich.markup import escape
 
-from perfq.common.render import fixed, folded_table, md_code, md_table, md_text, plain
+from perfq.common.render import Name, fixed, folded_table, md_code, md_table, md_text, plain
 from perfq.run.compare import Verdict
 from perfq.run.report import VOLATILE_ENV, ComparisonDocument, HistoryDocument, env_differences, fmt_p, summary_line
 from perfq.run.trend import Trend, sparkline
@@ -77,7 +77,7 @@ def print_comparison(con: Console, doc: ComparisonDocument) -> None:
         for r in rows:
             value: Callable[[float | None], str] = num if unit else partial(fixed, unit=plain(r.unit))
             cells = [f"[{COLORS[r.verdict]}]{r.verdict.value}[/]"]
-            cells.append(safe(r.test if "benchmark" in shared else f"{r.benchmark}/{r.test}"))
+            cells.append(Name(r.test if "benchmark" in shared else f"{r.benchmark}/{r.test}"))
             cells += [safe(getattr(r, name)) for name in ("mode", "device") if name not in shared]
             cells += [value(r.base_median), value(r.head_median), pct(r.change), ci_text(r.ci), fmt_p(r.p_value)]
             t.add_row(*cells)
@@ -120,8 +120,8 @@ def print_trends(con: Console, benchmark: str, trends: Sequence[Trend], what: st
         values = [p.median for p in tr.points]
         steps = "; ".join(f"{pct(s.change)} at {s.label}" + (f" ({s.ref[:10]})" if s.ref else "") for s in tr.steps)
         last = num(values[-1]) if unit else fixed(values[-1], plain(tr.unit))
-        cells = [safe(tr.test), *[safe(getattr(tr, n)) for n in fields if n not in shared],
-                 str(len(values)), sparkline(values, 16), last, safe(steps or "-")]
+        cells = [Name(tr.test), *[safe(getattr(tr, n)) for n in fields if n not in shared],
+                 str(len(values)), sparkline(values, 16), last, Name(steps or "-")]
         t.add_row(*cells)
     con.print(t)
 
@@ -134,7 +134,8 @@ def print_history_runs(con: Console, doc: HistoryDocument) -> None:
     t = table(*cols, ("median" + (f" ({shared['unit']})" if "unit" in shared else ""), "r"), ("n", "r"))
     for r in doc.rows:
         median = num(r.median) if "unit" in shared else fixed(r.median, plain(r.unit))
-        t.add_row(*[safe(getattr(r, c) or "") for c, _ in cols], median, str(r.n))
+        t.add_row(*[Name(getattr(r, c) or "") if kind == "f" else safe(getattr(r, c) or "") for c, kind in cols],
+                  median, str(r.n))
     facts = ", ".join(f"{k} {v}" for k, v in shared.items() if v and k != "unit")
     con.print(safe(f"perfq history {doc.benchmark}: {len(doc.rows)} run row(s)" + (f"; all: {facts}" if facts else "")))
     con.print(t)
