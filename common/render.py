@@ -150,11 +150,15 @@ def html_text(text: object) -> str:
 
 def fixed(value: float | None, unit: str = "") -> str:
     """A measurement in readable fixed notation, 4 significant digits, thousands grouped, never an
-    exponent: ``63,130 us``, ``181.2 us``, ``0.01234 s``; ``n/a`` for None or a non-finite value."""
+    exponent, no trailing zeros: ``63,130 us``, ``181.2 us``, ``40 us``, ``0.01234 s``; ``n/a`` for None or a
+    non-finite value."""
     if value is None or not math.isfinite(value):
         return "n/a"
     digits = 0 if value == 0 else min(max(3 - math.floor(math.log10(abs(value))), 0), 9)
-    return f"{value:,.{digits}f} {unit}".strip()
+    text = f"{value:,.{digits}f}"
+    if "." in text:  # 40.00 -> 40, 14.90 -> 14.9: no precision the value does not have
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}".strip()
 
 
 def finite_json(data: Any) -> Any:

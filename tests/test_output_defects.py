@@ -76,7 +76,8 @@ def test_markdown_shows_status_values_and_fixed_medians():
 
 
 @pytest.mark.parametrize(("value", "text"), [(63130.0, "63,130 us"), (181.2, "181.2 us"), (14.912, "14.91 us"),
-                                             (0.012345, "0.01235 us"), (1.5e7, "15,000,000 us"), (0.0, "0 us")])
+                                             (0.012345, "0.01235 us"), (1.5e7, "15,000,000 us"), (0.0, "0 us"),
+                                             (40.0, "40 us"), (14.9, "14.9 us")])
 def test_fixed_notation_never_uses_an_exponent(value, text):
     assert fixed(value, "us") == text
     assert fixed(float("inf")) == fixed(None) == "n/a"
@@ -334,3 +335,43 @@ def test_full_stdout_is_one_line_and_exit_4():
                              timeout=120)
     assert res.returncode == 4
     assert res.stderr.strip() == "error: cannot write the output: No space left on device"
+
+
+def test_affected_table_wraps_names_at_separators(monkeypatch, capsys):
+    from perfq.cli.render_affected import table
+    from perfq.query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
+
+    long = "torch.nn.functional.fancy_softmax_with_channels_last_memory_format"
+    chain = ("inner_loop<scalar_t>", "op softmax_op.out", long, "benchmark softmax_op_test")
+    bench = SelectedBenchmark("softmax_op_test", "pt/softmax_op_test.py", ("SoftmaxOpBenchmark",), (),
+                              ("softmax_op",), ("eager",), ("cpu",), Confidence.high, Source.static,
+                              (Reason("inner_loop", chain),))
+    doc = AffectedDoc("a" * 40, "b" * 40, False, False, {}, (), (), (bench,), (), ("softmax_op",), (), (), (), ())
+    monkeypatch.setenv("COLUMNS", "80")
+    table(doc)
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cells = " ".join(line.split("│")[4].strip() for line in text.splitlines() if line.count("│") == 5)
+    for word in re.split(r"[._]", long):
+        assert word in cells.split() or re.search(rf"[._ ]{word}[._ ]|^{word}[._]|[._ ]{word}$", cells), word
+
+
+# --- docs/bisect.md gives the real exit codes --------------------------------------------------------------
+
+
+def test_bisect_exit_codes_are_the_documented_ones(tmp_path):
+    from perfq.bisect.step import STEP_BAD, STEP_GOOD, STEP_SKIP
+    from perfq.common.cli import EXIT_GATE
+
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "commit", "-q", "--allow-empty", "-m", "one")
+    doc = (Path(__file__).parents[1] / "docs" / "bisect.md").read_text()
+    codes = {
+        "empty range": run_perfq(tmp_path, "bisect", "HEAD", "HEAD", "--", "true").returncode,
+        "step without values": run_perfq(tmp_path, "bisect-step", "--", "true").returncode,
+        "step unknown option": run_perfq(tmp_path, "bisect-step", "--nope").returncode,
+    }
+    assert codes == {"empty range": 4, "step without values": 128, "step unknown option": 2}
+    rows = set(re.findall(r"^\| (\d+) \|", doc, flags=re.M))
+    assert {str(c) for c in (*codes.values(), EXIT_GATE, STEP_GOOD, STEP_BAD, STEP_SKIP, 130)} <= rows
+    assert "1 when the bisection stopped" not in doc
