@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from perfq.common.cli import (
     EXIT_GATE,
@@ -22,7 +23,7 @@ from perfq.common.cli import (
     resolve_history,
     resolve_repo,
 )
-from perfq.common.render import console, print_json, wide_console
+from perfq.common.render import console, plain, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
 
@@ -214,7 +215,7 @@ def register(app: typer.Typer) -> None:
                                          python or base_python or select.default_python())
         err = console(stderr=True)
         for note in notes:
-            err.print(f"note: {note}")
+            err.print(f"note: {plain(note)}", markup=False)
         if not jobs:
             # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
             err.print("nothing to run: no benchmark selected")
@@ -252,7 +253,7 @@ def register(app: typer.Typer) -> None:
                 )
                 for f in r.failures:
                     tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
-                    err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
+                    err.print(f"  [red]failed[/red] {escape(plain(f'{f.benchmark}: {tail}'))}")
         doc = comparison_for_label(plan.history, label, plan.settings) if ab else None
         _render_run(label, runs, doc, fmt)
         if any(r.failures for r in runs):  # crashed benchmarks fail the run (results and --out are written)
