@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perfq.common.render import Name, folded_table, html_text, md_code, md_text, plain
+from perfq.common.render import Name, finite_json, folded_table, html_text, md_code, md_text, plain
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -150,7 +150,7 @@ def to_csv(report: CoverageReport) -> str:
 
 
 def to_json_text(report: CoverageReport) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    return json.dumps(finite_json(report.to_json()), indent=2, allow_nan=False) + "\n"
 
 
 def to_markdown(report: CoverageReport) -> str:
