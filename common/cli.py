@@ -17,6 +17,7 @@ EXIT_USAGE = 2  # bad command line (click/Typer usage errors)
 EXIT_GATE = 3  # the answer fails a gate: regression, NO BENCHMARK, failed benchmarks, IR changed, no culprit
 EXIT_ERROR = 4  # a perfq error (PerfqError): unknown ref, missing/locked/corrupt index, unreadable file...
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); finished work is kept
+EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`perfq ... | head`): 128 + SIGPIPE, quietly
 
 REPO_PANEL = "Repository"
 RepoOption = typer.Option(None, "--repo", rich_help_panel=REPO_PANEL,

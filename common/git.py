@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,6 +133,8 @@ def require_repo(repo: Path) -> Path:
         raise PerfqError(f"{repo} is not a directory")
     top = toplevel(repo)
     if top is None:
+        if shutil.which("git") is None:
+            raise PerfqError("git is not installed or not on PATH")
         raise PerfqError(f"{repo} is not a git repository")
     return top
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,6 +37,45 @@ def wide_console() -> Console:
     return con
 
 
+_BREAKS = re.compile(r"[^_/.:,;+\-\s]*(?:[_/.:,;+\-]+\s*|\s+|$)")  # a part ends after a separator run
+
+
+class Name:
+    """An identifier (a test, file, operator or function name) for a table cell: when the column is
+    narrower than the name, it wraps after a separator (``_ / . : , ; + -`` or a space), never in the
+    middle of a word; only a single part wider than the whole column is folded. Plain text, no markup."""
+
+    def __init__(self, text: object, style: str = "") -> None:
+        self.text, self.style = plain(text), style
+
+    def parts(self) -> list[str]:
+        return [m for m in _BREAKS.findall(self.text) if m]
+
+    def lines(self, width: int) -> list[str]:
+        """The name packed into lines of at most ``width`` cells (a longer part alone on its line)."""
+        from rich.cells import cell_len
+
+        lines: list[str] = []
+        for part in self.parts():
+            if lines and cell_len(lines[-1] + part.rstrip()) <= width:
+                lines[-1] += part
+            else:
+                lines.append(part)
+        return [line.rstrip() for line in lines] or [""]
+
+    def __rich_measure__(self, console: Console, options: Any) -> Any:
+        from rich.cells import cell_len
+        from rich.measure import Measurement
+
+        widest = max((cell_len(p.rstrip()) for p in self.parts()), default=0)
+        return Measurement(min(widest, options.max_width), cell_len(self.text)).clamp(max_width=options.max_width)
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        from rich.text import Text
+
+        yield Text("\n".join(self.lines(options.max_width)), style=self.style, overflow="fold")
+
+
 def folded_table(*columns: tuple[str, str], title: str | None = None) -> Table:
     """A borderless table for 80 columns; columns ``(name, kind)``: ``f`` folds (identifiers, lists),
     ``l``/``r`` are left/right aligned and never wrap (numbers, short words)."""
@@ -51,7 +93,7 @@ def folded_table(*columns: tuple[str, str], title: str | None = None) -> Table:
 
 def print_json(data: Any) -> None:
     """``data`` as indented JSON on stdout (a document's ``to_json()`` or plain data)."""
-    json.dump(data, sys.stdout, indent=2, sort_keys=False, default=str)
+    json.dump(finite_json(data), sys.stdout, indent=2, sort_keys=False, default=str, allow_nan=False)
     sys.stdout.write("\n")
 
 
@@ -68,9 +110,66 @@ def write_output(text: str, out: Path | None) -> None:
     console(stderr=True).print(f"wrote {out}")
 
 
-def md_escape(text: str) -> str:
-    """``text`` safe inside a markdown table cell."""
-    return text.replace("|", "\\|")
+# An ANSI/VT escape sequence (CSI, OSC, or a lone ESC + one character), then any other control character.
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_]?)|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Markdown punctuation that can start emphasis, links, images, tables, strikethrough, headings or quotes mid-line.
+_MD_PUNCTUATION = re.compile(r"([\\`*\[\]#!|~>@$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")  # add_M8_cpu stays
+
+
+def plain(text: object, one_line: bool = True) -> str:
+    """An untrusted string (a file, test or benchmark name, a ref, stderr) made inert for a terminal:
+    escape sequences and control characters removed; newlines and tabs become spaces (``one_line``)."""
+    text = _CONTROL.sub("", _ESCAPE_SEQUENCE.sub("", str(text)).replace("\r\n", "\n"))
+    return " ".join(text.replace("\t", " ").splitlines()) if one_line else text.replace("\t", " ")
+
+
+def md_text(text: object) -> str:
+    """An untrusted string as inert markdown inline text (a table cell, a list item): one line, no HTML,
+    no markdown construct (``|`` ``*`` ``_`` ``[`` ``#`` ``<``... escaped), no control character."""
+    return _MD_PUNCTUATION.sub(r"\\\1", html.escape(plain(text), quote=False))
+
+
+def md_code(text: object) -> str:
+    """An untrusted string as an inline code span (identifiers: file, test, operator names): shown
+    verbatim, one line, safe in a table cell (pipes escaped) whatever backticks it holds."""
+    body = plain(text).replace("|", "\\|")
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") or not body.strip() else ""
+    return f"{ticks}{pad}{body}{pad}{ticks}"
+
+
+md_escape = md_text  # the former name (table cells)
+
+
+def html_text(text: object) -> str:
+    """An untrusted string as inert HTML text or attribute value (quotes escaped, control characters removed)."""
+    return html.escape(plain(text, one_line=False), quote=True)
+
+
+def fixed(value: float | None, unit: str = "") -> str:
+    """A measurement in readable fixed notation, 4 significant digits, thousands grouped, never an
+    exponent, no trailing zeros: ``63,130 us``, ``181.2 us``, ``40 us``, ``0.01234 s``; ``n/a`` for None or a
+    non-finite value."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    digits = 0 if value == 0 else min(max(3 - math.floor(math.log10(abs(value))), 0), 9)
+    text = f"{value:,.{digits}f}"
+    if "." in text:  # 40.00 -> 40, 14.90 -> 14.9: no precision the value does not have
+        text = text.rstrip("0").rstrip(".")
+    return f"{text} {unit}".strip()
+
+
+def finite_json(data: Any) -> Any:
+    """``data`` (plain JSON data) with every NaN or infinite float replaced by None: standard JSON only."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: finite_json(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite_json(v) for v in data]
+    return data
 
 
 def md_table(header: Sequence[str], align: str, rows: Iterable[Sequence[object]]) -> list[str]:

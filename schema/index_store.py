@@ -365,6 +365,11 @@ class IndexStore:
             out.setdefault(bench, set()).add((ns, base))
         return out
 
+    def seen_by_trace(self) -> set[tuple[str, str, str]]:
+        """(bench, namespace, base) of every operator a trace saw run (not inferred to run)."""
+        return {(b, ns, base) for b, ns, base in self.con.execute(
+            "SELECT DISTINCT bench, namespace, base FROM trace_ops WHERE inferred = ''").fetchall()}
+
     def canary_sets(self) -> list[CanarySetRow]:
         rows = self.con.execute(
             "SELECT name, coalesce(description, ''), paths, functions, benchmarks FROM canary_sets ORDER BY name"

@@ -25,7 +25,8 @@ from perfq.errors import PerfqError
 
 _CMD_KEY = "perfq_bisect_command"
 _BENCH, _METRIC, _SEARCH, _SESSION, _OUT = "What to measure", "Metric", "Search", "Session", "Output"
-_FORMAT = typer.Option(Format.table, "--format", rich_help_panel=_OUT, help="table (text), markdown or json.")
+_FORMAT = typer.Option(Format.table, "--format", metavar="FORMAT", rich_help_panel=_OUT,
+                       help="table (text), markdown or json.")
 _IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
                           help="With --ir: compile target(s), e.g. cuda:90.")
 # options of both bisect and bisect-step

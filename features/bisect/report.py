@@ -11,6 +11,7 @@ from typing import Any
 from perfq.bisect.hints import Hint
 from perfq.bisect.search import Outcome, estimated_steps, relative_change
 from perfq.common.documents import to_json
+from perfq.common.render import fixed, md_code, md_text
 
 
 class BisectStatus(str, Enum):
@@ -167,7 +168,7 @@ def baseline_of(out: Outcome) -> Baseline:
 
 
 def _v(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4g}"
+    return "-" if x is None else fixed(x)
 
 
 def _pct(x: float | None) -> str:
@@ -227,25 +228,27 @@ def render_text(doc: BisectReport) -> str:
 def render_markdown(doc: BisectReport) -> str:
     """A markdown report (for an issue or a PR comment)."""
     base, unit = doc.baseline, doc.metric.unit or ""
-    out = ["## perfq bisect", "", f"**{doc.status.value}**: {doc.message}", ""]
+    out = ["## perfq bisect", "", f"**{doc.status.value}**: {md_text(doc.message)}", ""]
     fb, lg = doc.first_bad, doc.last_good
     if fb and doc.found:
-        out += [f"- first bad: `{fb.commit}` {fb.subject} ({fb.author}, {fb.date})"]
+        out += [f"- first bad: {md_code(fb.commit)} {md_text(fb.subject)} ({md_text(fb.author)}, {md_text(fb.date)})"]
         if lg:
-            out += [f"- last good: `{lg.commit[:12]}` {lg.subject}",
-                    f"- value: {_v(lg.value)} -> {_v(fb.value)} {unit} ({_pct(fb.change)})"]
+            out += [f"- last good: {md_code(lg.commit[:12])} {md_text(lg.subject)}",
+                    f"- value: {_v(lg.value)} -> {_v(fb.value)} {md_text(unit)} ({_pct(fb.change)})"]
     if len(doc.suspects) > 1:
-        out.append("- could be any of: " + ", ".join(f"`{c[:12]}`" for c in doc.suspects))
+        out.append("- could be any of: " + ", ".join(md_code(c[:12]) for c in doc.suspects))
     out += [f"- baselines: good {_v(base.good)}, bad {_v(base.bad)} "
             f"({_pct(base.change)}), threshold {_v(base.threshold)}",
             f"- benchmark runs: {doc.runs}", "",
             "| phase | commit | verdict | values |", "|---|---|---|---|"]
     for s in doc.steps:
-        out.append(f"| {s.phase.value} | `{s.commit[:12]}` | {s.verdict.value} | {' '.join(_v(v) for v in s.values)} |")
+        out.append(f"| {s.phase.value} | {md_code(s.commit[:12])} | {s.verdict.value} | "
+                   f"{' '.join(_v(v) for v in s.values)} |")
     if doc.files:
         out += ["", "| file | + | - |", "|---|---|---|"]
-        out += [f"| `{f.path}` | {f.added} | {f.removed} |" for f in doc.files[:30]]
+        out += [f"| {md_code(f.path)} | {f.added} | {f.removed} |" for f in doc.files[:30]]
     if doc.hints:
         out += ["", "Root-cause hints (leads, not a diagnosis):"]
-        out += [f"- **{h.kind}** `{h.file}:{h.line}`: {h.message} (`{h.text}`)" for h in doc.hints]
+        out += [f"- **{md_text(h.kind)}** {md_code(f'{h.file}:{h.line}')}: {md_text(h.message)} ({md_code(h.text)})"
+                for h in doc.hints]
     return "\n".join(out)

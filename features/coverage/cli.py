@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
-from perfq.common.render import console, write_output
+from perfq.common.render import console, plain, write_output
 from perfq.errors import PerfqError
 
 if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
             help="Churn: a changed function reaching more operators than this is shared infrastructure "
                  "and counts for none (default 200).")] = None,
-        fmt: Annotated[CoverageFormat, typer.Option("--format", rich_help_panel=_OUT,
+        fmt: Annotated[CoverageFormat, typer.Option("--format", metavar="FORMAT", rich_help_panel=_OUT,
             help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
             ] = CoverageFormat.table,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
@@ -165,4 +165,4 @@ def register(app: typer.Typer) -> None:
             con = console()
             con.print(render.to_rich_table(report))
             for line in render.summary_lines(report)[1:]:
-                con.print(line, markup=False)
+                con.print(plain(line), markup=False)

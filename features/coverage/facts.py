@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from perfq.coverage.report import CoverageFacts, Overload
+from perfq.coverage.report import CoverageFacts, LinkSource, Overload
 from perfq.schema.engine import duckdb
 from perfq.schema.index_store import IndexStore
 
@@ -39,7 +39,20 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
     for bench in store.benchmark_files():
         facts.bench_files[bench.name] = bench.file
         facts.bench_ops.setdefault(bench.name, set())
+    seen = store.seen_by_trace()
     for link in store.bench_ops():
         facts.bench_ops.setdefault(link.bench, set()).add(link.op)
-        facts.link_sources.setdefault((link.bench, link.op), set()).add(link.source)
+        source = _source(link.bench, link.op, link.source, facts, seen)
+        facts.link_sources.setdefault((link.bench, link.op), set()).add(source)
     return facts
+
+
+def _source(bench: str, op: str, source: str, facts: CoverageFacts, seen: set[tuple[str, str, str]]) -> str:
+    """A trace link is ``traced`` only when a trace saw the operator run; ``inferred`` when the trace
+    only inferred it (inside an upstream operator, or called by the repo's kernel for another device)."""
+    if source != LinkSource.traced.value:
+        return source
+    fact = facts.ops.get(op)
+    if fact is None or (bench, fact.namespace, fact.base) in seen:
+        return source
+    return LinkSource.inferred.value

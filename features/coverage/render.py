@@ -8,16 +8,16 @@ dispatch key, the ranked table and the stale benchmark files.
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import re
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from perfq.common.render import folded_table, md_escape
+from perfq.common.render import Name, finite_json, folded_table, html_text, md_code, md_text, plain
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -58,12 +58,23 @@ def headline(report: CoverageReport) -> str:
     return f"{line}. {note}" if note else line
 
 
-def bench_labels(row: OpRow) -> str:
-    """Benchmarks of a row, marked ``(traced)`` when only traced links found them."""
+def link_marks(row: OpRow) -> dict[str, str]:
+    """Benchmark -> its mark: `` (traced)`` when only links a trace saw found it, `` (inferred)`` when only
+    links the trace inferred did (never "traced" for what no trace saw), '' when a static link did."""
     sources: dict[str, set[LinkSource]] = {}
     for link in row.links:
         sources.setdefault(link.bench, set()).add(link.source)
-    return ", ".join(f"{b} (traced)" if sources.get(b) == {LinkSource.traced} else b for b in row.benchmarks)
+    marks = {}
+    for bench in row.benchmarks:
+        found = sources.get(bench, {LinkSource.static})
+        marks[bench] = ("" if LinkSource.static in found else " (traced)" if LinkSource.traced in found
+                        else " (inferred)")
+    return marks
+
+
+def bench_labels(row: OpRow) -> str:
+    """Benchmarks of a row, each with its :func:`link_marks` mark."""
+    return ", ".join(f"{b}{mark}" for b, mark in link_marks(row).items())
 
 
 def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
@@ -74,16 +85,16 @@ def _short_keys(keys: Sequence[str], limit: int = 3) -> str:
 def to_rich_table(report: CoverageReport) -> Table:
     """The ranked rows, coverage first (NO BENCHMARK in red), names folded: legible at 80 columns."""
     table = folded_table(("benchmarks", "f"), ("#", "r"), ("operator", "f"), ("churn", "r"), ("lines", "r"),
-                         ("dispatch keys", "f"), ("ovl", "r"), title=headline(report))
+                         ("dispatch keys", "f"), ("ovl", "r"), title=escape(plain(headline(report))))
     for i, row in enumerate(report.rows, 1):
-        benches = bench_labels(row) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
+        benches = Name(bench_labels(row)) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
         table.add_row(
             benches,
             str(i),
-            row.op,
+            Name(row.op),
             _churn(row),
             str(row.kernel_lines),
-            _short_keys(row.dispatch_keys),
+            Name(_short_keys(row.dispatch_keys)),
             str(len(row.overloads)),
         )
     return table
@@ -94,7 +105,7 @@ def to_text(report: CoverageReport, width: int = 200) -> str:
     con = Console(file=io.StringIO(), width=width, record=True, color_system=None)
     con.print(to_rich_table(report))
     for line in summary_lines(report)[1:]:
-        con.print(line, markup=False)
+        con.print(plain(line), markup=False)
     return con.export_text()
 
 
@@ -139,7 +150,7 @@ def to_csv(report: CoverageReport) -> str:
 
 
 def to_json_text(report: CoverageReport) -> str:
-    return json.dumps(report.to_json(), indent=2) + "\n"
+    return json.dumps(finite_json(report.to_json()), indent=2, allow_nan=False) + "\n"
 
 
 def to_markdown(report: CoverageReport) -> str:
@@ -151,21 +162,22 @@ def to_markdown(report: CoverageReport) -> str:
         "|---:|---|---:|---:|---|---|---|",
     ]
     for i, row in enumerate(report.rows, 1):
-        benches = bench_labels(row) if row.covered else f"**{NO_BENCHMARK}**"
+        benches = md_text(bench_labels(row)) if row.covered else f"**{NO_BENCHMARK}**"
         lines.append(
-            f"| {i} | `{md_escape(row.op)}` | {_churn(row)} | {row.kernel_lines} "
-            f"| {md_escape(', '.join(row.dispatch_keys))} "
-            f"| {md_escape(', '.join(row.overloads))} | {md_escape(benches)} |"
+            f"| {i} | {md_code(row.op)} | {_churn(row)} | {row.kernel_lines} "
+            f"| {md_text(', '.join(row.dispatch_keys))} "
+            f"| {md_text(', '.join(row.overloads))} | {benches} |"
         )
     for title, key in (("By dispatch key", "by_dispatch_key"), ("By area", "by_area")):
         lines += ["", f"## {title}", "", "| | covered | total | % |", "|---|---:|---:|---:|"]
         for k, v in getattr(s, key).items():
-            lines.append(f"| {md_escape(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
+            lines.append(f"| {md_text(k)} | {v.covered} | {v.total} | {100 * v.ratio:.1f} |")
     lines += ["", "## Benchmarks covering nothing that exists any more", ""]
-    lines += [f"- `{b.bench}` ({b.file}): {', '.join(b.ops)}" for b in s.stale_benchmarks] or ["- none"]
+    lines += [f"- {md_code(b.bench)} ({md_text(b.file)}): {md_text(', '.join(b.ops))}" for b in s.stale_benchmarks
+              ] or ["- none"]
     unlinked = s.unlinked_benchmarks
     lines += ["", "## Benchmark files linked to no operator", ""]
-    lines += [f"- `{b}`" for b in unlinked] or ["- none"]
+    lines += [f"- {md_code(b)}" for b in unlinked] or ["- none"]
     return "\n".join(lines) + "\n"
 
 
@@ -237,10 +249,10 @@ def _bar_chart(items: Sequence[tuple[str, float]], color: str, unit: str) -> str
     for i, (label, value) in enumerate(items):
         y = 5 + i * row_h
         w = max(1.0, bar_w * value / peak) if value else 0
-        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label)}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html_text(label)}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="{row_h - 5}" fill="{color}" rx="2">'
-            f"<title>{html.escape(label)}: {value:g} {unit}</title></rect>"
+            f"<title>{html_text(label)}: {value:g} {unit}</title></rect>"
         )
         parts.append(f'<text x="{label_w + w + 5:.1f}" y="{y + 14}">{value:g}</text>')
     parts.append("</svg>")
@@ -260,14 +272,14 @@ def _stacked_chart(items: Sequence[tuple[str, int, int]]) -> str:
         wc = bar_w * covered / peak
         wu = bar_w * (total - covered) / peak
         pct = 100 * covered / total if total else 0
-        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html.escape(label)}</text>')
+        parts.append(f'<text x="{label_w - 6}" y="{y + 14}" text-anchor="end">{html_text(label)}</text>')
         parts.append(
             f'<rect x="{label_w}" y="{y + 2}" width="{wc:.1f}" height="{row_h - 5}" fill="{COVERED}">'
-            f"<title>{html.escape(label)}: {covered} covered</title></rect>"
+            f"<title>{html_text(label)}: {covered} covered</title></rect>"
         )
         parts.append(
             f'<rect x="{label_w + wc:.1f}" y="{y + 2}" width="{wu:.1f}" height="{row_h - 5}" '
-            f'fill="{UNCOVERED}"><title>{html.escape(label)}: {total - covered} uncovered</title></rect>'
+            f'fill="{UNCOVERED}"><title>{html_text(label)}: {total - covered} uncovered</title></rect>'
         )
         parts.append(f'<text x="{label_w + wc + wu + 5:.1f}" y="{y + 14}">{covered}/{total} ({pct:.0f}%)</text>')
     parts.append("</svg>")
@@ -284,7 +296,7 @@ def _legend() -> str:
 def source_href(link_base: str, path: str, line: int = 0) -> str:
     """The address of ``path`` (line ``line``) under ``link_base`` (a file:// root or a blob URL)."""
     anchor = f"#L{line}" if line else ""
-    return html.escape(f"{link_base.rstrip('/')}/{path}{anchor}", quote=True)
+    return html_text(f"{link_base.rstrip('/')}/{path}{anchor}")
 
 
 def _a(link_base: str, path: str, line: int, text: str) -> str:
@@ -296,23 +308,18 @@ def _coverage_cell(row: OpRow, link_base: str) -> tuple[str, str]:
     """(sort key, cell HTML): NO BENCHMARK, or the benchmarks linked to their files."""
     if not row.covered:
         return "0", f'<span class="nob">{NO_BENCHMARK}</span>'
-    sources: dict[str, set[LinkSource]] = {}
-    for link in row.links:
-        sources.setdefault(link.bench, set()).add(link.source)
     files = dict(zip(row.benchmarks, row.benchmark_files, strict=False))
-    parts = [_a(link_base, files.get(b, ""), 0,
-                html.escape(b) + (" (traced)" if sources.get(b) == {LinkSource.traced} else ""))
-             for b in row.benchmarks]
+    parts = [_a(link_base, files.get(b, ""), 0, html_text(b + mark)) for b, mark in link_marks(row).items()]
     return f"1:{','.join(row.benchmarks)}", ", ".join(parts)
 
 
 def _operator_cell(row: OpRow, link_base: str) -> str:
     """The operator linked to its first kernel's source; every kernel file:line below it."""
-    name = f"<code>{html.escape(row.op)}</code>"
+    name = f"<code>{html_text(row.op)}</code>"
     if not row.kernel_sources:
         return name
     first = row.kernel_sources[0]
-    kernels = [_a(link_base, k.path, k.line, html.escape(f"{k.path.rsplit('/', 1)[-1]}:{k.line}"))
+    kernels = [_a(link_base, k.path, k.line, html_text(f"{k.path.rsplit('/', 1)[-1]}:{k.line}"))
                for k in row.kernel_sources]
     return _a(link_base, first.path, first.line, name) + f'<div class="more">{_folded(kernels, 3)}</div>'
 
@@ -326,7 +333,7 @@ def _folded(items: Sequence[str], shown: int = 6) -> str:
 
 
 def _ops_table(report: CoverageReport, link_base: str) -> list[str]:
-    esc = html.escape
+    esc = html_text
     head = [("benchmarks", "text"), ("#", "num"), ("operator", "text"), ("churn", "num"), ("kernel lines", "num"),
             ("dispatch keys", "text"), ("overloads", "text")]
     out = [
@@ -342,8 +349,8 @@ def _ops_table(report: CoverageReport, link_base: str) -> list[str]:
                          "" if row.covered else NO_BENCHMARK]).lower()
         churn = -1 if row.churn is None else row.churn
         out.append(
-            f'<tr data-covered="{int(row.covered)}" data-text="{esc(text, quote=True)}">'
-            f'<td class="cov" data-v="{esc(key, quote=True)}">{cov}</td><td class="n">{i}</td>'
+            f'<tr data-covered="{int(row.covered)}" data-text="{esc(text)}">'
+            f'<td class="cov" data-v="{esc(key)}">{cov}</td><td class="n">{i}</td>'
             f'<td class="op">{_operator_cell(row, link_base)}</td><td class="n" data-v="{churn}">{_churn(row)}</td>'
             f'<td class="n">{row.kernel_lines}</td><td class="wrap">{esc(", ".join(row.dispatch_keys))}</td>'
             f'<td class="wrap ovl">{_folded([esc(o) for o in row.overloads])}</td></tr>'
@@ -368,7 +375,7 @@ def to_html(report: CoverageReport, chart_rows: int = 25, link_base: str = "") -
     top = [(r.op, float(r.churn if by_churn else r.kernel_lines)) for r in shown[:chart_rows]]
     areas = [(k, v.total, v.covered) for k, v in s.by_area.items()][:chart_rows]
     keys = [(k, v.total, v.covered) for k, v in s.by_dispatch_key.items()][:chart_rows]
-    esc = html.escape
+    esc = html_text
     cards = [
         (f"{s.ops_covered}/{s.ops_total}", "operators covered"),
         (f"{100 * s.ops_ratio:.1f}%", "coverage"),

@@ -1,7 +1,8 @@
 """Benchmark coverage of operators: pure facts -> ranked report rows and summary.
 
 An operator is covered when some benchmark links to it directly (``bench_ops``, static or
-traced). Operators are grouped by base name (``add`` with ``add.Tensor``, ``add.Scalar``...).
+traced: seen run by a trace, or inferred by it). Operators are grouped by base name (``add`` with
+``add.Tensor``, ``add.Scalar``...).
 Churn of a group is the number of commits of the period that changed a function reaching
 any of its overloads through the reachability graph (``reach_edges``: ``src`` is affected
 when ``dst`` changes). Without history in the period, ranking falls back to kernel size
@@ -52,7 +53,8 @@ class LinkSource(str, Enum):
     """How the index linked a benchmark to an operator."""
 
     static = "static"
-    traced = "traced"
+    traced = "traced"  # a trace saw the benchmark run the operator
+    inferred = "inferred"  # the trace only inferred it runs (inside an upstream operator, another device's kernel)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ CacheOption = typer.Option(
 )
 CommitOption = typer.Option(None, "--commit", rich_help_panel=_STORE,
                             help="Commit to record (default: HEAD of --repo).")
-FormatOption = typer.Option(Format.table, "--format", "-f", rich_help_panel=_OUT, help="table, json or markdown.")
+FormatOption = typer.Option(Format.table, "--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
+                            help="table, json or markdown.")
 
 
 def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:

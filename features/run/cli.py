@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from perfq.common.cli import (
     EXIT_GATE,
@@ -23,7 +24,7 @@ from perfq.common.cli import (
     resolve_history,
     resolve_repo,
 )
-from perfq.common.render import console, print_json, wide_console
+from perfq.common.render import console, plain, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
 
@@ -81,43 +82,17 @@ def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
 
 
 def _render_history(doc, fmt: Format, runs: bool, what: str) -> None:
-    from perfq.common.render import md_table
-    from perfq.run.trend import sparkline
-
     if fmt == Format.json:
         print_json(doc.to_json())
         return
+    from perfq.run.render import history_markdown, print_history_runs, print_trends
+
     if fmt == Format.markdown:
-        if runs:
-            print("\n".join(md_table(
-                ("test", "mode", "label", "side", "ref", "torch", "started", "median", "n"), "lllllllrr",
-                ((f"`{r.test}`", r.mode, r.label, r.side, r.ref, r.torch_version, r.started_at,
-                  f"{r.median:.4g} {r.unit}", r.n) for r in doc.rows))))
-            return
-        print("\n".join(md_table(("test", "mode", "device", "runs", "trend", "last", "steps"), "lllrlrl", (
-            (f"`{t.test}`", t.mode, t.device, len(t.points), sparkline([p.median for p in t.points]),
-             f"{t.points[-1].median:.4g} {t.unit}",
-             "; ".join(f"{s.change:+.1%} at `{s.label}`" for s in t.steps) or "-") for t in doc.trends))))
-        return
-    con = wide_console()
-    if not runs:
-        from perfq.run.render import print_trends
-
-        print_trends(con, doc.benchmark, doc.trends, what)
-        return
-    from perfq.run.render import constant_columns, table
-
-    names = ("test", "mode", "device", "label", "side", "ref", "torch_version", "host", "started_at", "status")
-    shared = constant_columns(doc.rows, (*names, "unit")) if len(doc.rows) > 1 else {}
-    cols = [(c, "f" if c in ("test", "label") else "l") for c in names if c not in shared]
-    t = table(*cols, ("median" + (f" ({shared['unit']})" if "unit" in shared else ""), "r"), ("n", "r"))
-    for r in doc.rows:
-        median = f"{r.median:.4g}" if "unit" in shared else f"{r.median:.4g} {r.unit}"
-        t.add_row(*[str(getattr(r, c) or "") for c, _ in cols], median, str(r.n))
-    facts = ", ".join(f"{k} {v}" for k, v in shared.items() if v and k != "unit")
-    con.print(f"perfq history {doc.benchmark}: {len(doc.rows)} run row(s)" + (f"; all: {facts}" if facts else ""),
-              markup=False)
-    con.print(t)
+        sys.stdout.write(history_markdown(doc, runs))
+    elif runs:
+        print_history_runs(wide_console(), doc)
+    else:
+        print_trends(wide_console(), doc.benchmark, doc.trends, what)
 
 
 def register(app: typer.Typer) -> None:
@@ -197,7 +172,7 @@ def register(app: typer.Typer) -> None:
                  "with bubblewrap also no network and a read-only file system.")] = False,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT,
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
             help="How to print the result: " + FORMAT_HELP)] = Format.table,
         fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
             help=f"With --ab: exit {EXIT_GATE} when the comparison finds a regression.")] = False,
@@ -246,7 +221,7 @@ def register(app: typer.Typer) -> None:
             notes.append(runner.sandbox_note())
         err = console(stderr=True)
         for note in notes:
-            err.print(f"note: {note}")
+            err.print(f"note: {plain(note)}", markup=False)
         if not jobs:
             # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
             err.print("nothing to run: no benchmark selected")
@@ -285,7 +260,7 @@ def register(app: typer.Typer) -> None:
                 )
                 for f in r.failures:
                     tail = f.stderr_tail.splitlines()[-1] if f.stderr_tail else ""
-                    err.print(f"  [red]failed[/red] {f.benchmark}: {tail}")
+                    err.print(f"  [red]failed[/red] {escape(plain(f'{f.benchmark}: {tail}'))}")
         doc = comparison_for_label(plan.history, label, plan.settings) if ab else None
         _render_run(label, runs, doc, fmt)
         if any(r.failures for r in runs):  # crashed benchmarks fail the run (results and --out are written)
@@ -299,7 +274,7 @@ def register(app: typer.Typer) -> None:
         baseline: Annotated[str | None, typer.Option("--baseline", "-b", rich_help_panel=_WHAT_CMP, help=(
             "Compare LABEL's head (or only) side with another stored run: OTHER or OTHER:base|head "
             "(default side: head, or OTHER's only side)."))] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                        ] = Format.table,
         alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS,
             help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
@@ -345,7 +320,7 @@ def register(app: typer.Typer) -> None:
             help="One row per run and test instead of one trend per test.")] = False,
         min_effect: Annotated[float, typer.Option("--min-effect", rich_help_panel=_STATS, min=0.0,
             help="Smallest level shift reported as a step (relative).")] = 0.05,
-        fmt: Annotated[Format, typer.Option("--format", "-f", rich_help_panel=_OUT, help=FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                        ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,
@@ -381,7 +356,8 @@ def register(app: typer.Typer) -> None:
     @app.command("import")
     def import_cmd(
         files: Annotated[list[Path], typer.Argument(help="Result files (perfq run --out, or history DuckDB files).")],
-        fmt: Annotated[Format, typer.Option("--format", "-f", help="How to print the counts: " + FORMAT_HELP)
+        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT",
+                                            help="How to print the counts: " + FORMAT_HELP)
                        ] = Format.table,
         repo: Path | None = RepoOption,
         history: Path | None = HistoryOption,

@@ -34,6 +34,7 @@ from scipy import stats
 from perfq.run.stats import (
     Segments,
     bootstrap_ratio_ci,
+    ks_2samp_p,
     ks_pvalues,
     ks_statistics,
     medians,
@@ -191,7 +192,7 @@ def pinpoint_p(base: np.ndarray, head: np.ndarray) -> float:
     if np.all(base == base[0]) and np.all(head == head[0]) and base[0] == head[0]:
         return 1.0
     p_mwu = stats.mannwhitneyu(base, head, alternative="two-sided").pvalue
-    p_ks = stats.ks_2samp(base, head).pvalue
+    p_ks = ks_2samp_p(base, head)
     p = min(float(p_mwu), float(p_ks))
     return 1.0 if math.isnan(p) else min(1.0, 2.0 * p)
 

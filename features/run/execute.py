@@ -28,7 +28,7 @@ from perfq.common.interrupt import interruption
 from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
 from perfq.run import opbench
-from perfq.run.compare import Settings, TestKey, compare_samples
+from perfq.run.compare import Settings, TestKey, compare_samples, higher_is_better
 from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
@@ -36,6 +36,7 @@ from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
 from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
+MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
 SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
@@ -150,9 +151,12 @@ def _box(plan: Plan, side: Side, scratch: Path) -> Sandbox | None:
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
              error: str) -> InvocationResult:
-    found = [m for m in found if math.isfinite(m.value)]  # a printed nan/inf is not a measurement
+    negative = [m for m in found if m.value < 0 and not higher_is_better(m.metric, m.unit)]
+    found = [m for m in found if math.isfinite(m.value) and m not in negative]  # nan/inf/-5 us: no measurement
     if not error and rc != 0:
         error = f"exit status {rc}"
+    elif not error and negative:
+        error = f"negative time(s) in the output ({negative[0].test}: {negative[0].value:g} {negative[0].unit})"
     elif not error and not found:
         error = "no measurement found in the output"
     return InvocationResult(found, rc, proc.tail(err or out), argv, error)
@@ -201,7 +205,8 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
 
 
 def batch_jobs(jobs: list[Job]) -> list[Job]:
-    """Group operator_benchmark jobs with the same runner flags into one-process batch jobs."""
+    """Group operator_benchmark jobs with the same runner flags into one-process batch jobs of at most
+    ``MAX_BATCH_FILES`` files, so that samples are stored every few minutes, not once per round."""
     order: list[tuple | Job] = []
     groups: dict[tuple, list[Job]] = {}
     for job in jobs:
@@ -218,12 +223,13 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
         if isinstance(item, Job):
             result.append(item)
             continue
-        members = groups[item]
-        if len(members) == 1:
-            result.append(members[0])
-        else:
-            name = "+".join(m.benchmark for m in members)
-            result.append(Job(name, spec=members[0].spec, members=tuple(members)))
+        for start in range(0, len(groups[item]), MAX_BATCH_FILES):
+            members = groups[item][start:start + MAX_BATCH_FILES]
+            if len(members) == 1:
+                result.append(members[0])
+            else:
+                name = "+".join(m.benchmark for m in members)
+                result.append(Job(name, spec=members[0].spec, members=tuple(members)))
     return result
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import socket
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -97,7 +98,10 @@ def machine_info() -> dict[str, str]:
 
 @functools.lru_cache(maxsize=16)
 def _probe(python: str, stamp: float) -> tuple[tuple[str, str], ...]:
-    res = proc.run([python, "-c", _PROBE], timeout=300)
+    # run from an empty directory: `python -c` puts its working directory first on sys.path, and the
+    # `torch/` source folder of a PyTorch checkout would shadow the installed torch
+    with tempfile.TemporaryDirectory(prefix="perfq-probe-") as empty:
+        res = proc.run([python, "-c", _PROBE], cwd=Path(empty), timeout=300)
     for line in res.stdout.splitlines():
         if line.startswith("PERFQ-ENV "):
             try:

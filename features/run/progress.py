@@ -1,7 +1,8 @@
 """Feedback while `perfq run` works: one overall bar on a terminal, plain lines anywhere else.
 
-On a terminal: one bar over every planned invocation (job x side x round) with the current
-round, side and job, the elapsed time and the time remaining. Elsewhere (CI logs, pipes):
+On a terminal: one bar over every planned invocation (job x side x round) with the elapsed
+time and the time remaining first (``0:00:21 elapsed, ~0:01:03 left``), then the current round,
+side and job, cut with an ellipsis so that the line fits the terminal (80 columns included). Elsewhere (CI logs, pipes):
 one line per finished invocation with the same facts, and a "still running" line whenever
 nothing was printed for ``HEARTBEAT`` seconds, so a log is never silent for a minute.
 """
@@ -15,8 +16,9 @@ from typing import TextIO
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
 
-from perfq.common.render import console
+from perfq.common.render import console, plain
 from perfq.run.execute import Tick, TickKind
 
 HEARTBEAT = 50.0  # seconds without a line before a "still running" line
@@ -29,6 +31,20 @@ def clock(seconds: float) -> str:
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+BAR_FIXED = 58  # columns the bar, the counts, the failures and both times take (up to 999/999 and 99 failed)
+
+
+def bar_columns(width: int) -> tuple:
+    """The bar's columns for a ``width``-column terminal: the bar, done/total, failures, elapsed and left
+    (never cut), then where the run is, cut with an ellipsis to what is left of the line."""
+    where = Column(no_wrap=True, overflow="ellipsis", max_width=max(width - BAR_FIXED, 12))
+    return (
+        BarColumn(bar_width=12), MofNCompleteColumn(), TextColumn("[red]{task.fields[failed]}"),
+        TimeElapsedColumn(), TextColumn("elapsed,"), TimeRemainingColumn(), TextColumn("left"),
+        TextColumn("[bold]{task.fields[where]}", table_column=where),
+    )
 
 
 class RunFeedback:
@@ -48,11 +64,8 @@ class RunFeedback:
 
     def __enter__(self) -> RunFeedback:
         if self.interactive:
-            self._bar = Progress(
-                TextColumn("[bold]{task.fields[where]}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("[red]{task.fields[failed]}"), TimeElapsedColumn(), TextColumn("left"),
-                TimeRemainingColumn(), console=console(stderr=True), transient=False,
-            )
+            con = console(stderr=True)
+            self._bar = Progress(*bar_columns(con.width), console=con, transient=False)
             self._task = self._bar.add_task("run", total=self.total, where="starting", failed="")
             self._bar.start()
         else:
@@ -77,7 +90,7 @@ class RunFeedback:
                 if not self.done and not self.where:  # the pace counts from the first invocation, not the setup
                     self.started = time.monotonic()
                 title = tick.job.title if tick.job else ""
-                self.where = escape(f"round {tick.round + 1}/{self.rounds} · {tick.side} · {title}")
+                self.where = plain(f"round {tick.round + 1}/{self.rounds} · {tick.side} · {title}")
             else:
                 self.done += tick.units
                 self.failed += bool(tick.error)
@@ -85,7 +98,8 @@ class RunFeedback:
                     self._finished(tick)
             if self._bar is not None:
                 failed = f"{self.failed} failed" if self.failed else ""
-                self._bar.update(self._task, completed=self.done, total=self.total, where=self.where, failed=failed)
+                self._bar.update(self._task, completed=self.done, total=self.total, where=escape(self.where),
+                                 failed=failed)
 
     def remaining(self) -> float | None:
         """Seconds left at the pace so far (None before the first invocation ends)."""
@@ -96,13 +110,14 @@ class RunFeedback:
     def _finished(self, tick: Tick) -> None:
         if self._bar is not None:
             if tick.error:
-                self._bar.console.print(f"[red]failed[/red] round {tick.round + 1} {tick.side}: {escape(tick.error)}")
+                self._bar.console.print(f"[red]failed[/red] round {tick.round + 1} {tick.side}: "
+                                        f"{escape(plain(tick.error))}")
             return
         pct = 100 * self.done // max(self.total, 1)
         left = self.remaining()
         what = f"FAILED ({tick.error})" if tick.error else f"{tick.samples} samples"
         self._say(f"[{self.done}/{self.total} {pct}%] round {tick.round + 1}/{self.rounds} {tick.side} "
-                  f"{tick.job.title if tick.job else ''}: {what} in {tick.seconds:.1f} s; elapsed "
+                  f"{plain(tick.job.title) if tick.job else ''}: {plain(what)} in {tick.seconds:.1f} s; elapsed "
                   f"{clock(time.monotonic() - self.started)}" + (f", ~{clock(left)} left" if left is not None else ""))
 
     def _say(self, line: str) -> None:

@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any
 
 from perfq.common.documents import to_json
-from perfq.common.render import details, fence, md_escape, md_table
+from perfq.common.render import details, fence, fixed, md_code, md_table, md_text, plain
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
 from perfq.run.trend import Trend
 from perfq.schema.results_store import HistoryRow, RunStatus
@@ -95,6 +95,7 @@ class ComparisonDocument:
     tests: tuple[TestRow, ...]
     ignored: tuple[str, ...]
     problems: tuple[str, ...] = ()  # why the comparison is not clean: a missing side, failed benchmarks
+    warnings: tuple[str, ...] = ()  # what the reader should know but does not fail the gate
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
@@ -125,14 +126,24 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
 
     complete = bool(runs) and all(r.status == RunStatus.complete for r in runs)
     status = SideStatus.complete if complete else SideStatus.incomplete if runs else SideStatus.missing
+    env = merged_env(getattr(r, "env", "") for r in runs)
     return SideInfo(
-        ref=uniq("ref"), commit=uniq("commit_sha"), torch_version=uniq("torch_version"), python=uniq("python"),
+        ref=uniq("ref"), commit=env.get("git_commit") or uniq("commit_sha"), torch_version=uniq("torch_version"),
+        python=uniq("python"),
         host=uniq("host"), cpu=uniq("cpu"), runs=tuple(r.id for r in runs),
         status=status,
         samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
-        env=merged_env(getattr(r, "env", "") for r in runs),
+        env=env,
     )
+
+
+def commit_warnings(name: str, runs: Iterable[Any], info: SideInfo) -> list[str]:
+    """A side whose ref names another commit than the checkout its benchmarks ran from: said, never hidden."""
+    named = sorted({r.commit_sha for r in runs if r.commit_sha})
+    ran = {c.removesuffix("-dirty") for c in info.commit.split(" | ") if c}
+    return [f"the {name} side's ref {info.ref} is commit {sha[:12]}, but its benchmarks ran from the checkout "
+            f"at {info.commit}" for sha in named if ran and sha not in ran]
 
 
 def merged_env(texts: Iterable[str]) -> dict[str, str]:
@@ -184,6 +195,7 @@ def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], 
     """The `perfq compare --format json` document."""
     base, head = side_info(base_runs), side_info(head_runs)
     summary = Summary(**result.counts())
+    warnings = commit_warnings("base", base_runs, base) + commit_warnings("head", head_runs, head)
     return ComparisonDocument(
         label=label,
         base=base,
@@ -192,6 +204,7 @@ def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], 
         tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
         ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
         problems=problems(base, head, summary.failed),
+        warnings=tuple(warnings),
     )
 
 
@@ -204,9 +217,7 @@ def fmt_ci(ci: list[float] | None) -> str:
 
 
 def fmt_value(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    return f"{value:.4g} {unit}".strip()
+    return fixed(value, unit)
 
 
 def fmt_p(p: float | None) -> str:
@@ -219,22 +230,23 @@ def summary_line(doc: ComparisonDocument) -> str:
     icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown else ":white_circle:"
     failed = f", {c.failed} failed" if c.failed else ""
     return (
-        f"{icon} **perfq `{doc.label}`**: {c.regression} regression(s), "
+        f"{icon} **perfq {md_code(doc.label)}**: {c.regression} regression(s), "
         f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown{failed} across {n} test(s)"
     )
 
 
 def problem_lines(doc: ComparisonDocument) -> list[str]:
     """The problems of a comparison as markdown lines (none when it is clean)."""
-    return [f"- **{p}**" for p in doc.problems]
+    return [f"- **{md_text(p)}**" for p in doc.problems] + [f"- :warning: {md_text(w)}" for w in doc.warnings]
 
 
 def _table(rows: list[TestRow]) -> list[str]:
     return md_table(
         ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
         "lllllrrrlr",
-        ((t.verdict.value, t.benchmark, f"`{t.test}`", t.mode, t.device, fmt_value(t.base_median, t.unit),
-          fmt_value(t.head_median, t.unit), fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
+        ((t.verdict.value, md_code(t.benchmark), md_code(t.test), md_text(t.mode), md_text(t.device),
+          md_text(fmt_value(t.base_median, t.unit)), md_text(fmt_value(t.head_median, t.unit)),
+          fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
     )
 
 
@@ -248,29 +260,40 @@ def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
 
 def _environment(doc: ComparisonDocument) -> list[str]:
     """The sides' refs and what differs in their environments; the full environments folded."""
-    rows = [(key, str(getattr(doc.base, key)), str(getattr(doc.head, key)))
+    rows = [(key, _cell(getattr(doc.base, key)), _cell(getattr(doc.head, key)))
             for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples")]
     differ = env_differences(doc)
     rows += [(k, "(see below)", "(see below)") if k == "torch_config" else (k, b, h) for k, b, h in differ]
     lines = ["**Environment**" + (" (what differs between the sides)" if differ else ""), ""]
-    lines += md_table(("", "base", "head"), "lll", ((k, md_escape(b or "-"), md_escape(h or "-")) for k, b, h in rows))
+    lines += md_table(("", "base", "head"), "lll", ((md_text(k), md_text(b or "-"), md_text(h or "-"))
+                                                    for k, b, h in rows))
     if any(k == "torch_config" for k, _, _ in differ):
         diff = difflib.unified_diff(doc.base.env.get("torch_config", "").splitlines(),
                                     doc.head.env.get("torch_config", "").splitlines(), "base", "head", lineterm="")
         lines += ["", *details("torch build config differs", [fence("\n".join(diff), "diff", limit=80)])]
     keys = sorted(set(doc.base.env) | set(doc.head.env))
     if keys:
-        same = [(k, md_escape(doc.base.env.get(k, "-")).replace("\n", "<br>"),
-                 md_escape(doc.head.env.get(k, "-")).replace("\n", "<br>")) for k in keys if k != "torch_config"]
+        same = [(md_text(k), _lines(doc.base.env.get(k, "-")), _lines(doc.head.env.get(k, "-")))
+                for k in keys if k != "torch_config"]
         lines += ["", *details("Full environment", md_table(("", "base", "head"), "lll", same))]
     return lines
+
+
+def _cell(value: object) -> str:
+    """A side's fact as text: an Enum by its value (``complete``, not ``SideStatus.complete``)."""
+    return str(value.value if isinstance(value, Enum) else value)
+
+
+def _lines(text: str) -> str:
+    """A multi-line untrusted value in one markdown table cell: each line escaped, joined by ``<br>``."""
+    return "<br>".join(md_text(line) for line in plain(text, one_line=False).splitlines()) or "-"
 
 
 def render_markdown(doc: ComparisonDocument) -> str:
     """PR comment: summary first, regressions first, environment and commits at the end."""
     by = {v: [t for t in doc.tests if t.verdict == v] for v in Verdict}
     lines = [summary_line(doc)]
-    if doc.problems:
+    if doc.problems or doc.warnings:
         lines += ["", *problem_lines(doc)]
     lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
@@ -280,7 +303,8 @@ def render_markdown(doc: ComparisonDocument) -> str:
     failures = doc.base.failures + doc.head.failures
     if failures:
         body = [line for f in failures
-                for line in (f"- **{f.benchmark}** (exit {f.returncode})", "", "```", f.stderr_tail, "```")]
+                for line in (f"- **{md_text(f.benchmark)}** (exit {f.returncode})", "",
+                             fence(plain(f.stderr_tail, one_line=False)))]
         lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
     if doc.ignored:
         lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]

@@ -20,6 +20,7 @@ side is a segment ``values[start:start + n]``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -197,6 +198,15 @@ def ks_statistics(pooled_head: np.ndarray, pooled_value: np.ndarray, pooled_test
     return out
 
 
+def ks_2samp_p(base: np.ndarray, head: np.ndarray) -> float:
+    """scipy's two-sided ``ks_2samp`` p-value, without its RuntimeWarning: when the exact computation
+    fails (e.g. 1000 samples a side and the smallest statistic, where it rounds to just above 1) scipy
+    falls back to the asymptotic p-value and warns on stderr; the fallback is kept, the warning is not."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="ks_2samp: Exact calculation unsuccessful", category=RuntimeWarning)
+        return float(stats.ks_2samp(base, head).pvalue)
+
+
 def ks_pvalues(base: Segments, head: Segments, tests: np.ndarray, d_scaled: np.ndarray) -> np.ndarray:
     """Two-sided KS p-values as scipy's ``ks_2samp`` gives them, one call per distinct (nb, nh, statistic)."""
     out = np.empty(tests.size)
@@ -205,10 +215,10 @@ def ks_pvalues(base: Segments, head: Segments, tests: np.ndarray, d_scaled: np.n
         nb, nh = int(base.count[t]), int(head.count[t])
         key = (nb, nh, int(d_scaled[t]))
         if max(nb, nh) > KS_EXACT_MAX:  # asymptotic: scipy uses the float statistic itself
-            out[pos] = stats.ks_2samp(base.one(t), head.one(t)).pvalue
+            out[pos] = ks_2samp_p(base.one(t), head.one(t))
             continue
         if key not in cache:
-            cache[key] = float(stats.ks_2samp(base.one(t), head.one(t)).pvalue)
+            cache[key] = ks_2samp_p(base.one(t), head.one(t))
         out[pos] = cache[key]
     return out
 

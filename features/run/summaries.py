@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfq.common.documents import to_json
-from perfq.common.render import md_table
+from perfq.common.render import md_code, md_table, md_text
 from perfq.run.report import ComparisonDocument, render_markdown
 
 if TYPE_CHECKING:
@@ -46,9 +46,10 @@ class RunDocument:
     def markdown(self) -> str:
         if self.comparison is not None:
             return render_markdown(self.comparison)
-        lines = [f"**perfq run `{self.label}`**", ""]
+        lines = [f"**perfq run {md_code(self.label)}**", ""]
         lines += md_table(("side", "run", "status", "samples", "failed"), "lllrl",
-                          ((r.side, f"`{r.id}`", r.status, r.samples, ", ".join(r.failures) or "-") for r in self.runs))
+                          ((r.side, md_code(r.id), r.status, r.samples, md_text(", ".join(r.failures) or "-"))
+                           for r in self.runs))
         return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,9 @@ level. For every split of a segment into a left and a right part (each at least
 differ by at least ``min_effect``; both parts are then searched again (at most ``MAX_STEPS``).
 Medians make one wild run unable to create or hide a step.
 
+A series is one side's: base and head runs of a label ran different code, so a PR label
+interleaving them would show a "step" at every run. Each (test, side) gets its own trend.
+
 Pure (numpy only).
 """
 
@@ -55,7 +58,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Trend:
-    """One test's series and its steps."""
+    """One test's series on one side (``base`` or ``head``) and its steps."""
 
     test: str
     mode: str
@@ -64,6 +67,7 @@ class Trend:
     unit: str
     points: tuple[Point, ...]
     steps: tuple[Step, ...]
+    side: str = ""
 
 
 def noise(values: np.ndarray) -> float:
@@ -110,7 +114,8 @@ def find_steps(values: Sequence[float], min_effect: float = 0.05) -> list[tuple[
     return sorted(found)
 
 
-def trend(key: tuple[str, str, str, str, str], points: Sequence[Point], min_effect: float = 0.05) -> Trend:
+def trend(key: tuple[str, str, str, str, str], points: Sequence[Point], min_effect: float = 0.05,
+          side: str = "") -> Trend:
     """The trend of one test (``key``: test, mode, device, metric, unit) over ``points`` (oldest first)."""
     values = [p.median for p in points]
     found = find_steps(values, min_effect)
@@ -122,7 +127,7 @@ def trend(key: tuple[str, str, str, str, str], points: Sequence[Point], min_effe
         p = points[b]
         steps.append(Step(b, p.label, p.ref, p.started_at, before, after, after / before - 1 if before else 0.0,
                           round(scores[b], 2)))
-    return Trend(*key, tuple(points), tuple(steps))
+    return Trend(*key, tuple(points), tuple(steps), side=side)
 
 
 def sparkline(values: Sequence[float], width: int = 24) -> str:
@@ -137,10 +142,11 @@ def sparkline(values: Sequence[float], width: int = 24) -> str:
 
 
 def trends_from_rows(rows: Sequence[object], min_effect: float = 0.05) -> list[Trend]:
-    """Trends of history rows (one per run and test, oldest run first), one per test/mode/device/metric."""
-    groups: dict[tuple[str, str, str, str, str], list[Point]] = {}
+    """Trends of history rows (one per run and test, oldest run first), one per test/mode/device/metric
+    and side: base and head samples are never merged into one series."""
+    groups: dict[tuple[str, str, str, str, str, str], list[Point]] = {}
     for r in rows:
-        key = (r.test, r.mode or "", r.device or "", r.metric or "", r.unit or "")
+        key = (r.test, r.mode or "", r.device or "", r.metric or "", r.unit or "", r.side or "")
         groups.setdefault(key, []).append(Point(r.label, r.side, r.ref or "", r.started_at or "", float(r.median), r.n))
-    return [trend(key, sorted(points, key=lambda p: (p.started_at, p.side)), min_effect)
+    return [trend(key[:5], sorted(points, key=lambda p: p.started_at), min_effect, side=key[5])
             for key, points in sorted(groups.items())]

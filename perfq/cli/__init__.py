@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import importlib
 import os
 import sys
@@ -22,7 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from perfq import __version__
-from perfq.common.cli import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from perfq.common.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from perfq.common.interrupt import interrupted, noting_interrupts
 from perfq.common.lifetime import free_at_exit
 from perfq.errors import PerfqError
@@ -117,8 +118,13 @@ def main(argv: list[str] | None = None) -> None:
     with noting_interrupts():
         try:
             code = app(args=args, prog_name="perfq", standalone_mode=False)
+            sys.stdout.flush()  # a closed or full stdout fails here, not silently at exit
         except (KeyboardInterrupt, typer.Abort):
             _exit_interrupted()
+        except SystemExit as exc:  # click turns a broken pipe into a bare exit 1
+            if isinstance(exc.__context__, OSError) and exc.__context__.errno == errno.EPIPE:
+                _exit_output_failed(exc.__context__)
+            raise
         except Exception as exc:
             _exit_on(exc)
     if code == EXIT_INTERRUPTED:  # Typer (not standalone) turns Ctrl-C into a silent 130
@@ -154,6 +160,21 @@ def run() -> NoReturn:
     os._exit(code)
 
 
+def _exit_output_failed(exc: OSError) -> NoReturn:
+    """The output could not be written: a reader that closed the pipe (``perfq ... | head``) ends perfq
+    quietly with a broken pipe's usual status (141, as a shell reports a SIGPIPE death); a full disk or an
+    I/O error is one line and ``EXIT_ERROR``. Nothing more is written to stdout, not even at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    if exc.errno == errno.EPIPE:
+        sys.exit(EXIT_BROKEN_PIPE)
+    where = f" {exc.filename}" if exc.filename else " the output"
+    with contextlib.suppress(OSError):
+        print(f"error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+    sys.exit(EXIT_ERROR)
+
+
 def _exit_interrupted() -> NoReturn:
     print(_INTERRUPTED, file=sys.stderr)
     sys.exit(EXIT_INTERRUPTED)
@@ -165,6 +186,8 @@ def _exit_on(exc: Exception) -> NoReturn:
     if isinstance(exc, PerfqError):
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR if exc.exit_code is None else exc.exit_code)
+    if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO):
+        _exit_output_failed(exc)
     if interrupted():
         _exit_interrupted()
     if isinstance(exc, typer.Exit):

@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
             rich_help_panel="Output", help="Print the full chain for each benchmark."),
         graph: Path = typer.Option(None, "--graph", rich_help_panel="Output",
             help="Also write the explained chains as a graph: FILE.graphml, .gexf or .gml (networkx)."),
-        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format",
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format", metavar="FORMAT",
             rich_help_panel="Output",
             help="table, json, markdown (PR comment), gha-matrix (one entry per benchmark x mode x device), names."),
         ir: str = typer.Option(
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
         rev_range: str = typer.Argument(..., help="A..B: replay `perfq affected` on every commit (first-parent)."),
         repo: Path = RepoOption,
         db: Path = DbOption,
-        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format", help="table or json."),
+        fmt: AffectedFormat = typer.Option(AffectedFormat.table, "--format", metavar="FORMAT", help="table or json."),
     ) -> None:
         """Replay affected over a commit range: selections, canary escalations, unmapped changes, time.
 

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         ),
         trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True,
             rich_help_panel="How", help="Same as --trace."),
-        fmt: Format = typer.Option(Format.table, "--format",
+        fmt: Format = typer.Option(Format.table, "--format", metavar="FORMAT",
             rich_help_panel="Output", help="table for people, json for machines."),
     ) -> None:
         """Build or refresh the call-graph index of a PyTorch-style tree (incremental, atomic).
@@ -157,7 +157,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def stats(
         repo: Path = RepoOption, db: Path = DbOption,
-        fmt: Format = typer.Option(Format.table, "--format", help="table for people, json for machines."),
+        fmt: Format = typer.Option(Format.table, "--format", metavar="FORMAT",
+                                   help="table for people, json for machines."),
     ) -> None:
         """Counts per table, unresolved items and per-phase timings of the index.
 

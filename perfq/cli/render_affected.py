@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from perfq.common.render import console
+from perfq.common.render import Name, console, md_code, md_text, plain
 from perfq.query.affected import AffectedDoc, SelectedBenchmark
 
 _LIST_SHOWN = 40
@@ -97,13 +97,14 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
     """The terminal view: folds long names instead of cutting them, legible at 80 columns."""
     c = console()
     head = doc.head[:12] if doc.head not in ("WORKTREE", "PATCH") else doc.head
+    span = escape(plain(f"{doc.base[:12]}..{head}"))
     c.print(
-        f"[bold]perfq affected[/bold] {doc.base[:12]}..{head}: {len(doc.changed_functions)} changed "
+        f"[bold]perfq affected[/bold] {span}: {len(doc.changed_functions)} changed "
         f"function(s), {len(doc.ops)} operator(s) reached"
         + (f", {len(doc.no_op_changes)} no-op change(s)" if doc.no_op_changes else "")
     )
     for w in doc.warnings:
-        c.print(f"[yellow]warning:[/yellow] {w}")
+        c.print(f"[yellow]warning:[/yellow] {escape(plain(w))}")
     benches = doc.all_benchmarks()
     if benches:
         t = Table(title="Benchmarks to run", title_justify="left", expand=False)
@@ -114,13 +115,14 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
         devices = {b.devices for b in benches}
         modes = {b.modes for b in benches}
         for b in benches:
-            name = b.name + (" [bold yellow]IR changed[/]" if b.ir_changed else "")
             extra = []
             if len(devices) > 1:
                 extra.append(",".join(b.devices))
             if len(modes) > 1:
                 extra.append(",".join(b.modes))
-            t.add_row(name + (f" ({'; '.join(extra)})" if extra else ""), _tests(b), b.confidence.value, _why(b))
+            name = Name(b.name + (" IR changed" if b.ir_changed else "") + (f" ({'; '.join(extra)})" if extra else ""),
+                        style="bold yellow" if b.ir_changed else "")
+            t.add_row(name, Name(_tests(b)), b.confidence.value, Name(_why(b)))
         c.print(t)
         if len(devices) == 1 or len(modes) == 1:
             c.print(
@@ -136,15 +138,18 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
         for b in doc.benchmarks:
             c.print(explain_tree(b))
     if doc.no_benchmark_ops:
-        c.print(f"[bold red]NO BENCHMARK[/bold red] ({len(doc.no_benchmark_ops)}): {_shown(doc.no_benchmark_ops)}")
+        c.print(f"[bold red]NO BENCHMARK[/bold red] ({len(doc.no_benchmark_ops)}): "
+                f"{escape(plain(_shown(doc.no_benchmark_ops)))}")
     for hit in doc.canary:
         members = ", ".join(b.name for b in hit.benchmarks) or "no indexed benchmark"
-        c.print(f"[bold magenta]canary[/bold magenta] {hit.set}: {hit.trigger} -> {members}")
+        c.print(f"[bold magenta]canary[/bold magenta] {escape(plain(f'{hit.set}: {hit.trigger} -> {members}'))}")
     for n in doc.no_op_changes:
         where = n.qualname or "outside functions"
-        c.print(f"[dim]no-op[/dim] {n.path} {where}: same code tokens (comments, whitespace or formatting)")
+        c.print(f"[dim]no-op[/dim] {escape(plain(f'{n.path} {where}'))}: same code tokens (comments, whitespace or "
+                "formatting)")
     for u in doc.unmapped_changes:
-        c.print(f"[yellow]unmapped[/yellow] {u.file} {u.function or ''} lines {list(u.lines[:6])}: {u.reason}")
+        where = escape(plain(f"{u.file} {u.function or ''}"))
+        c.print(f"[yellow]unmapped[/yellow] {where} lines {list(u.lines[:6])}: {escape(plain(u.reason))}")
 
 
 def markdown(doc: AffectedDoc) -> str:
@@ -162,10 +167,10 @@ def markdown(doc: AffectedDoc) -> str:
     if benches:
         lines += ["| benchmark | tests | confidence | why |", "|---|---|---|---|"]
         for b in benches:
-            lines.append(f"| `{b.name}` | {_tests(b)} | {b.confidence.value} | {_why(b)} |")
+            lines.append(f"| {md_code(b.name)} | {md_text(_tests(b))} | {b.confidence.value} | {md_text(_why(b))} |")
         lines.append("")
     if doc.no_benchmark_ops:
-        ops = ", ".join(f"`{o}`" for o in doc.no_benchmark_ops[:60])
+        ops = ", ".join(md_code(o) for o in doc.no_benchmark_ops[:60])
         more = f" … (+{len(doc.no_benchmark_ops) - 60})" if len(doc.no_benchmark_ops) > 60 else ""
         lines += [
             f"<details><summary>NO BENCHMARK: {len(doc.no_benchmark_ops)} operator(s)</summary>",
@@ -176,18 +181,19 @@ def markdown(doc: AffectedDoc) -> str:
             "",
         ]
     for hit in doc.canary:
-        members = ", ".join(f"`{b.name}`" for b in hit.benchmarks)
-        lines.append(f"- canary set **{hit.set}**: {hit.trigger}" + (f" ({members})" if members else ""))
+        members = ", ".join(md_code(b.name) for b in hit.benchmarks)
+        lines.append(f"- canary set **{md_text(hit.set)}**: {md_text(hit.trigger)}"
+                     + (f" ({members})" if members else ""))
     if doc.benchmarks:
         lines += ["", "<details><summary>Why each benchmark</summary>", ""]
         for b in doc.benchmarks:
-            lines.append(f"- `{b.name}` ({b.source.value})")
+            lines.append(f"- {md_code(b.name)} ({b.source.value})")
             for r in b.reasons[:1]:
-                lines += [f"  {'  ' * i}- {step}" for i, step in enumerate(r.chain)]
+                lines += [f"  {'  ' * i}- {md_text(step)}" for i, step in enumerate(r.chain)]
         lines += ["", "</details>"]
     if doc.unmapped_changes:
         lines += ["", "<details><summary>Unmapped changes</summary>", ""]
-        lines += [f"- `{u.file}` {u.function or ''}: {u.reason}" for u in doc.unmapped_changes]
+        lines += [f"- {md_code(u.file)} {md_text(u.function or '')}: {md_text(u.reason)}" for u in doc.unmapped_changes]
         lines += ["", "</details>"]
     return "\n".join(lines)
 
