@@ -242,8 +242,8 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
         base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
-                                num_runs=num_runs or None, warmup_iterations=warmup or None, omp_num_threads=omp or None,
-                                mkl_num_threads=mkl)
+                                num_runs=num_runs or None, warmup_iterations=warmup or None,
+                                omp_num_threads=omp or None, mkl_num_threads=mkl)
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
         jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
