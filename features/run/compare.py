@@ -9,14 +9,15 @@ the values (times are positive and act multiplicatively; docs/run.md "Comparing"
   (``scipy.stats.false_discovery_control``; ``p_value`` is that q);
 * ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided Welch tests at
   alpha) certifies: ``max(|low|, |high|)`` of the 90% interval; "no change beyond ±R";
-* verdict, once sampling for the test stopped: sampling stops when the TOST interval's
-  half-width is at most the target resolution, or at ``max_samples`` a side (a rule on the
-  spread only, never on the estimate: the fixed-width sequential interval of Chow and Robbins,
-  so repeated looks do not inflate false positives). Then ``regression``/``improvement`` when
-  q < alpha and |change| >= the minimum effect, else ``same`` (no change beyond ±R). A test
-  whose sampling was cut short (the time budget, or a plain run with few repeats) is
-  ``unknown`` and states the resolution reached; ``failed`` when one side has no sample because
-  its benchmark failed there or the side never ran.
+* sequential sampling (``perfq run``) stops for a test when its TOST interval's half-width is
+  at most the target resolution, or at ``max_samples`` a side, or at the time budget: rules on
+  the spread and the clock only, never on the estimate (the fixed-width sequential interval of
+  Chow and Robbins), so the one verdict taken on the final samples is not inflated by the looks;
+* verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect;
+  else ``same`` (no change beyond ±R) when the test's sampling stopped by resolution or
+  ceiling; else ``unknown`` (the time budget, or a plain run with few repeats, cut it short),
+  stating the resolution reached; ``failed`` when one side has no sample because its benchmark
+  failed there or the side never ran.
 
 Thresholds per benchmark and an ignore list come from ``[tool.perfq.compare]``.
 All tests of a comparison are computed together on sample columns (:class:`SampleColumns`, as
@@ -195,17 +196,16 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
     if t.change is None or t.ci is None or t.resolution is None:
         t.verdict, t.reason = Verdict.unknown, "no usable values (a non-positive value or a missing side)"
         return
-    if not t.stopped(settings):
-        t.verdict = Verdict.unknown
-        t.reason = (f"sampling stopped at {min(t.n_base, t.n_head)} samples a side with resolution ±{t.resolution:.1%} "
-                    f"(target ±{settings.resolution:.1%} or {settings.max_samples} samples)")
-        return
     if t.p_value is not None and t.p_value < settings.alpha and abs(t.change) >= t.min_effect:
         worse = (t.change > 0) != up_is_good
         t.verdict = Verdict.regression if worse else Verdict.improvement
         t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {t.min_effect:.1%}"
-    else:
+    elif t.stopped(settings):
         t.verdict, t.reason = Verdict.same, f"no change beyond ±{t.resolution:.1%} (TOST at {settings.alpha})"
+    else:
+        t.verdict = Verdict.unknown
+        t.reason = (f"sampling stopped at {min(t.n_base, t.n_head)} samples a side with resolution ±{t.resolution:.1%} "
+                    f"(target ±{settings.resolution:.1%} or {settings.max_samples} samples)")
 
 
 @dataclass(frozen=True)
