@@ -17,7 +17,7 @@ the detection rate at +10% (>= 90%) and +25% (100%), false regressions or improv
 controls (0), and the wall time against the run's budget. The load average is printed before
 and after (the machine is shared).
 
-Usage: python bench/power.py [--effects 0.10,0.25] [--op torch.Tensor.softmax]
+Usage: python bench/power.py [--effects 0.10,0.25] [--op torch.Tensor.softmax] [--bench NAME ...]
                              [--op-tests 'softmax_test/Softmax'] [-- EXTRA perfq run FLAGS]
 Needs torch and the corpus at $PERFQ_CORPUS/pytorch-2.6.0 (default ~/.cache/perfq-corpus).
 """
@@ -100,7 +100,8 @@ def realised(path: Path) -> tuple[int, int]:
     return calls, extra
 
 
-def one_effect(effect: float, op: str, repo: Path, tmp: Path, extra: list[str]) -> tuple[float, dict, tuple, tuple]:
+def one_effect(effect: float, op: str, repo: Path, tmp: Path, benches: tuple[str, ...], extra: list[str]
+               ) -> tuple[float, dict, tuple, tuple]:
     """(seconds, comparison document, base counts, head counts) of one injected run."""
     hook = tmp / "hook"
     hook.mkdir(exist_ok=True)
@@ -112,7 +113,7 @@ def one_effect(effect: float, op: str, repo: Path, tmp: Path, extra: list[str]) 
     for side, p in (("base", 0.0), ("head", effect)):
         args += [f"--{side}-env", f"PYTHONPATH={hook}", f"--{side}-env", f"PERFQ_POWER_TARGET={op}",
                  f"--{side}-env", f"PERFQ_POWER_P={p}", f"--{side}-env", f"PERFQ_POWER_COUNTS={counts[side]}"]
-    for b in BENCHES:
+    for b in benches:
         args += ["--bench", b]
     start = time.monotonic()
     perfq(*args, *extra)
@@ -129,19 +130,21 @@ def main() -> int:
     parser.add_argument("--op-tests", default=r"^softmax_test/Softmax(2d)?_",
                         help="regex on benchmark/test naming the tests that run the operator")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="the run's budget in seconds (printed)")
+    parser.add_argument("--bench", action="append", help="benchmark files (default: the five of BENCHES)")
     parser.add_argument("extra", nargs="*", help="extra perfq run flags after --")
     args = parser.parse_args()
     repo = corpus()
     effects = [float(e) for e in args.effects.split(",")]
+    benches = tuple(args.bench or BENCHES)
     runs_op = re.compile(args.op_tests)
     print(f"power: {args.op} run again on a fraction p of its calls (head; base: the same wrapper, p = 0), "
-          f"{len(BENCHES)} files ({', '.join(BENCHES)}), {os.cpu_count()} cpus, load average "
+          f"{len(benches)} files ({', '.join(benches)}), {os.cpu_count()} cpus, load average "
           f"{os.getloadavg()[0]:.1f}, extra flags: {' '.join(args.extra) or '(none: defaults)'}")
     ok = True
     rows = []
     with tempfile.TemporaryDirectory(prefix="perfq-power-") as tmp:
         for effect in effects:
-            seconds, doc, base_counts, head_counts = one_effect(effect, args.op, repo, Path(tmp), args.extra)
+            seconds, doc, base_counts, head_counts = one_effect(effect, args.op, repo, Path(tmp), benches, args.extra)
             hit = [t for t in doc["tests"] if runs_op.search(f"{t['benchmark']}/{t['test']}")]
             controls = [t for t in doc["tests"] if t not in hit]
             found = sum(t["verdict"] == "regression" for t in hit)
