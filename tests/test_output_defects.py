@@ -20,11 +20,10 @@ import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
-from scipy import stats
 
 from perfq.common.render import Name, fixed, md_code, md_text, plain, print_json
 from perfq.run import progress
-from perfq.run.compare import TestKey, Verdict, compare_samples, pinpoint_p
+from perfq.run.compare import TestKey, Verdict, compare_samples
 from perfq.run.execute import Job, Tick, TickKind, batch_jobs
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.render import print_comparison
@@ -109,21 +108,17 @@ def test_markdown_commit_is_the_recorded_git_commit_and_a_mismatch_is_said():
 # --- scipy's ks_2samp warning ----------------------------------------------------------------------------
 
 
-def test_ks_2samp_runtime_warning_does_not_reach_stderr_and_p_is_kept():
-    base = np.arange(1000.0)
-    head = base + 0.5  # the smallest statistic, 1/1000: scipy's exact computation gives up and warns
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        expected = stats.ks_2samp(base, head).pvalue
-    assert any("Exact calculation unsuccessful" in str(w.message) for w in caught)  # the condition is real
+@pytest.mark.parametrize("head_shift", [0.5, 0.0])
+def test_comparison_sends_no_scipy_warning_to_stderr(head_shift):
+    """Large samples a hair apart (where scipy's exact KS used to give up and warn) and samples
+    identical on both sides (zero variance): the comparison warns about nothing, and decides."""
+    base = np.arange(1.0, 1001.0) if head_shift else np.full(20, 100.0)
+    head = base + head_shift
     k = TestKey("b_test", "t", "eager", "cpu", "forward_time", "us")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        p = pinpoint_p(base, head)
         result = compare_samples([(k, v) for v in base], [(k, v) for v in head])
-    mwu = stats.mannwhitneyu(base, head, alternative="two-sided").pvalue
-    assert p == min(1.0, 2 * min(mwu, expected))
-    assert result.tests[0].p_raw == pytest.approx(p)
+    assert result.tests[0].verdict is Verdict.same
 
 
 # --- the progress bar and the CI lines ---------------------------------------------------------------------

@@ -1,20 +1,18 @@
-"""query.compare statistics and verdicts, and the JSON/markdown report."""
+"""perfq.run.compare statistics and verdicts (Welch on log-times, TOST resolution, sequential stopping),
+and the JSON/markdown report."""
 
 from __future__ import annotations
 
+import math
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
-from perfq.run.compare import (
-    Settings,
-    TestKey,
-    benjamini_hochberg,
-    compare_samples,
-    pinpoint_p,
-    settings_from_config,
-)
+from perfq.run.compare import SampleColumns, Settings, TestKey, compare_columns, compare_samples, settings_from_config
 from perfq.run.report import comparison_document, render_markdown
 from perfq.schema.results_store import Run
 
@@ -27,22 +25,49 @@ def pairs(k: TestKey, values) -> list[tuple[TestKey, float]]:
     return [(k, v) for v in values]
 
 
-def test_benjamini_hochberg_matches_hand_computation():
-    p = [0.01, 0.04, 0.03, 0.20]
-    # sorted: 0.01 (r1) 0.03 (r2) 0.04 (r3) 0.20 (r4): q = min over k>=r of p_k * 4 / k
-    assert benjamini_hochberg(p) == pytest.approx([0.04, 0.0533333, 0.0533333, 0.20], rel=1e-4)
-    assert benjamini_hochberg([]) == []
-    assert benjamini_hochberg([0.9, 0.9]) == [0.9, 0.9]
+def lognormal(rng: np.random.Generator, n: int, sigma: float, shift: float = 0.0) -> list[float]:
+    return np.exp(3.0 + shift + sigma * rng.standard_normal(n)).tolist()
 
 
-def test_pinpoint_p_is_doubled_min_of_mwu_and_ks():
-    a = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02]
-    b = [1.3, 1.25, 1.4, 1.35, 1.28, 1.31]
-    import numpy as np
+def test_change_ci_and_p_are_welch_on_log_times():
+    rng = np.random.default_rng(5)
+    b, h = lognormal(rng, 8, 0.05), lognormal(rng, 11, 0.05, 0.08)
+    t = compare_samples(pairs(key("t"), b), pairs(key("t"), h)).tests[0]
+    res = stats.ttest_ind(np.log(h), np.log(b), equal_var=False)
+    assert t.change == pytest.approx(math.exp(np.mean(np.log(h)) - np.mean(np.log(b))) - 1)
+    assert t.p_raw == pytest.approx(res.pvalue) and t.p_value == pytest.approx(res.pvalue)  # one test: q = p
+    assert t.ci == pytest.approx(tuple(np.expm1(res.confidence_interval(0.95))))
+    assert t.tost_ci == pytest.approx(tuple(np.expm1(res.confidence_interval(0.90))))
+    assert t.resolution == pytest.approx(max(abs(x) for x in t.tost_ci))
 
-    expect = 2 * min(stats.mannwhitneyu(a, b).pvalue, stats.ks_2samp(a, b).pvalue)
-    assert pinpoint_p(np.array(a), np.array(b)) == pytest.approx(min(1.0, expect))
-    assert pinpoint_p(np.array([2.0, 2.0]), np.array([2.0, 2.0])) == 1.0
+
+def test_vectorised_equals_test_by_test():
+    rng = np.random.default_rng(2)
+    base, head = [], []
+    for i in range(40):
+        nb, nh = int(rng.integers(2, 12)), int(rng.integers(2, 12))
+        base += pairs(key(f"t{i}"), lognormal(rng, nb, 0.04))
+        head += pairs(key(f"t{i}"), lognormal(rng, nh, 0.04, float(rng.choice([0.0, 0.1]))))
+    together = {t.key: t for t in compare_samples(base, head).tests}
+    for k, t in together.items():
+        mine_b, mine_h = [v for x, v in base if x == k], [v for x, v in head if x == k]
+        assert (t.base_median, t.head_median) == (np.median(mine_b), np.median(mine_h))
+        alone = compare_samples(pairs(k, mine_b), pairs(k, mine_h)).tests[0]
+        assert (alone.change, *alone.ci, *alone.tost_ci, alone.p_raw) == pytest.approx(
+            (t.change, *t.ci, *t.tost_ci, t.p_raw))
+
+
+def test_bh_is_scipys_false_discovery_control_over_all_tests():
+    rng = np.random.default_rng(3)
+    base, head = [], []
+    for i in range(25):
+        base += pairs(key(f"t{i}"), lognormal(rng, 6, 0.05))
+        head += pairs(key(f"t{i}"), lognormal(rng, 6, 0.05, 0.1 if i < 5 else 0.0))
+    tests = compare_samples(base, head).tests
+    q = stats.false_discovery_control([t.p_raw for t in tests], method="bh")
+    assert [t.p_value for t in tests] == pytest.approx(list(q))
+    edge = [t for t in tests if t.p_raw < 0.05]
+    assert edge and all(t.p_value >= t.p_raw for t in edge)
 
 
 def test_verdicts_regression_improvement_same_unknown():
@@ -53,10 +78,10 @@ def test_verdicts_regression_improvement_same_unknown():
     head += pairs(flat, [5.0] * 6) + pairs(few, [3.0, 3.0])
     result = compare_samples(base, head, Settings(min_samples=3))
     by = {t.key.test: t for t in result.tests}
-    assert by["slow"].verdict == "regression" and by["slow"].change == pytest.approx(13.025 / 10.0 - 1)
+    assert by["slow"].verdict == "regression" and by["slow"].change == pytest.approx(0.30, abs=0.005)
     assert by["slow"].ci[0] > 0.2 and by["slow"].p_value < 0.05
     assert by["fast"].verdict == "improvement" and by["fast"].change < -0.2
-    assert by["flat"].verdict == "same" and by["flat"].ci == (0.0, 0.0)
+    assert by["flat"].verdict == "same" and by["flat"].ci == (0.0, 0.0) and by["flat"].resolution == 0.0
     assert by["few"].verdict == "unknown"  # 2 samples per side are below min_samples
     assert result.counts() == {"regression": 1, "improvement": 1, "same": 1, "unknown": 1, "failed": 0}
 
@@ -66,13 +91,77 @@ def test_small_effect_is_not_a_regression_and_throughput_direction():
     base = pairs(tiny, [100 + i * 0.01 for i in range(10)])
     head = pairs(tiny, [101 + i * 0.01 for i in range(10)])  # +1%: significant but below the 5% minimum
     t = compare_samples(base, head).tests[0]
-    assert t.p_value < 0.05 and t.verdict == "same"
+    assert t.p_value < 0.05 and t.verdict == "same" and 0.01 < t.resolution < 0.011
     bw = key("bw", unit="GB/s", metric="bandwidth")
     t = compare_samples(pairs(bw, [10, 10.1, 9.9, 10.05, 9.95]), pairs(bw, [14, 14.1, 13.9, 14.05, 13.95])).tests[0]
     assert t.change > 0.3 and t.verdict == "improvement"  # more GB/s is better
 
 
-def test_noisy_aa_simulation_has_few_false_regressions():
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sigma=st.floats(0.002, 0.01), scale=st.floats(1.0, 1e5))
+def test_equal_distributions_are_same_within_their_resolution(seed, sigma, scale):
+    rng = np.random.default_rng(seed)
+    b, h = lognormal(rng, 12, sigma), lognormal(rng, 12, sigma)
+    t = compare_samples(pairs(key("t"), [scale * v for v in b]), pairs(key("t"), [scale * v for v in h])).tests[0]
+    assert t.verdict == "same"
+    assert abs(t.change) <= t.resolution <= 0.03 + abs(t.change)
+
+
+def test_ten_percent_shift_is_a_regression_with_enough_samples():
+    rng = np.random.default_rng(8)
+    found = 0
+    for i in range(20):
+        b, h = lognormal(rng, 20, 0.04), lognormal(rng, 20, 0.04, math.log(1.10))
+        t = compare_samples(pairs(key(f"t{i}"), b), pairs(key(f"t{i}"), h)).tests[0]
+        found += t.verdict == "regression"
+        assert t.verdict in ("regression", "same")  # 20 samples: the ceiling, so always decided
+    assert found >= 19
+
+
+def test_unknown_when_sampling_ends_early_states_the_resolution():
+    rng = np.random.default_rng(4)
+    b, h = lognormal(rng, 5, 0.08), lognormal(rng, 5, 0.08)
+    t = compare_samples(pairs(key("t"), b), pairs(key("t"), h)).tests[0]
+    assert t.verdict == "unknown" and not t.stopped(Settings())
+    assert t.resolution > 0.03 and f"±{t.resolution:.1%}" in t.reason
+    decided = compare_samples(pairs(key("t"), b), pairs(key("t"), h), Settings(max_samples=5)).tests[0]
+    assert decided.verdict == "same" and decided.resolution == t.resolution  # at the ceiling: decided
+
+
+def _sequential_aa(settings: Settings, n_tests: int, seed: int) -> list:
+    """Simulated A/As sampled as ``perfq run`` does: 5 samples a side, then one more per look while undecided."""
+    rng = np.random.default_rng(seed)
+    sigma = rng.uniform(0.01, 0.06, n_tests)
+    n_max = settings.max_samples
+    base = np.exp(sigma[:, None] * rng.standard_normal((n_tests, n_max)))
+    head = np.exp(sigma[:, None] * rng.standard_normal((n_tests, n_max)))
+    keys = [key(f"t{i}") for i in range(n_tests)]
+    running, final = np.ones(n_tests, dtype=bool), []
+    for n in range(5, n_max + 1):
+        idx = np.flatnonzero(running)
+        cols = SampleColumns([keys[i] for i in idx], np.repeat(np.arange(idx.size), 2 * n),
+                             np.tile(np.r_[np.zeros(n, dtype=bool), np.ones(n, dtype=bool)], idx.size),
+                             np.concatenate([base[idx, :n], head[idx, :n]], axis=1).ravel())
+        for pos, t in enumerate(compare_columns(cols, settings).tests):
+            if t.stopped(settings):
+                final.append(t)
+                running[idx[pos]] = False
+    return final
+
+
+def test_sequential_stopping_keeps_the_false_positive_rate_at_alpha():
+    """Looking after every sample and stopping once the interval is narrow does not inflate the error:
+    per test (raw p, no BH, no minimum effect) the false-positive rate stays at alpha."""
+    final = _sequential_aa(Settings(min_effect=0.0), 1500, seed=1)
+    assert len(final) == 1500
+    rate = sum(t.p_raw < 0.05 for t in final) / len(final)
+    assert rate <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 1500)
+    assert sum(t.ci[0] <= 0 <= t.ci[1] for t in final) / len(final) >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / 1500)
+    assert all(t.verdict == "same" for t in final)  # with BH across the tests: no false verdict
+    assert np.median([t.resolution for t in final]) <= 0.05
+
+
+def test_noisy_aa_simulation_has_no_false_regressions():
     rng = random.Random(7)
     base, head = [], []
     for i in range(60):
@@ -80,19 +169,19 @@ def test_noisy_aa_simulation_has_few_false_regressions():
         scale = rng.uniform(5, 500)
         base += pairs(k, [scale * (1 + rng.gauss(0, 0.08)) for _ in range(7)])
         head += pairs(k, [scale * (1 + rng.gauss(0, 0.08)) for _ in range(7)])
-    result = compare_samples(base, head)
-    assert result.counts()["regression"] <= 3  # <= 5% of 60 tests
+    result = compare_samples(base, head, Settings(max_samples=7))
+    assert result.counts()["regression"] == 0 and result.counts()["same"] == 60
     # a real 30% slowdown in the same noise is found on most tests
     base2, head2 = [], []
     for i in range(20):
         k = key(f"s{i}")
         base2 += pairs(k, [100 * (1 + rng.gauss(0, 0.08)) for _ in range(7)])
         head2 += pairs(k, [130 * (1 + rng.gauss(0, 0.08)) for _ in range(7)])
-    assert compare_samples(base2, head2).counts()["regression"] >= 16
+    assert compare_samples(base2, head2, Settings(max_samples=7)).counts()["regression"] >= 16
 
 
 def test_bh_correction_spans_all_tests():
-    # one borderline test alone is significant; among many null tests BH makes it unknown
+    # one borderline test alone is significant; among many null tests BH raises its q
     edge = key("edge")
     b = [10.0, 10.2, 10.1, 9.9, 10.05]
     h = [10.9, 11.2, 11.0, 10.8, 11.1]
@@ -191,6 +280,7 @@ def test_json_document_shape():
     ):
         assert field in first
     assert [t["verdict"] for t in doc["tests"]] == ["regression", "improvement", "same", "same"]
+    assert doc["tests"][2]["resolution"] == 0.0 and first["resolution"] > 0.9  # "no change beyond ±R"
     assert first["change"] == pytest.approx(1.0, rel=0.01) and len(first["ci"]) == 2
     assert doc["head"]["failures"][0]["stderr_tail"] == "RuntimeError: boom"
 
@@ -199,9 +289,9 @@ def test_markdown_summary_first_regressions_first_env_last_details_fold():
     md = render_markdown(_typed_doc(15))
     lines = md.splitlines()
     assert "1 regression(s), 1 improvement(s), 15 same" in lines[0]
-    assert md.index("| regression |") < md.index("| improvement |") < md.index("| same |")
-    assert "<details><summary>Same (15)</summary>" in md  # long table folded
+    assert md.index("| regression |") < md.index("| improvement |") < md.index("| same ±0.0% |")
+    assert "<details><summary>Same (no change beyond ± the resolution) (15)</summary>" in md  # long table folded
     assert "Improvements** (1)" in md  # short table shown
     env = md.index("**Environment**")
-    assert env > md.index("| same |") and "aaa111" in md[env:] and "bbb222" in md[env:]
+    assert env > md.index("| same ±0.0% |") and "aaa111" in md[env:] and "bbb222" in md[env:]
     assert "broken_test" in md

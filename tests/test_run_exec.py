@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.common.documents import json_schema
 from perfq.run import execute as runner
+from perfq.run.compare import compare_samples
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
@@ -147,6 +148,19 @@ def test_adaptive_adds_repeats_only_to_unknown_tests(tmp_path):
         counts[s.test] = counts.get(s.test, 0) + 1
     assert counts["add_M64_cpu"] == counts["mul_M8_cpu"] == 3  # deterministic: "same" after 3 repeats
     assert 3 < counts["add_M8_cpu"] <= 7
+
+
+def test_budget_ends_sampling_and_leaves_the_noisy_test_unknown_with_its_resolution(tmp_path):
+    root = make_bench_root(tmp_path)
+    env = [("FAKE_NOISE", "0.4"), ("FAKE_NOISY_TESTS", "add_M8_cpu")]
+    plan = plan_for(tmp_path, root, base_env=env, head_env=env, repeat=3, adaptive=True, budget_seconds=0.0)
+    base, head = runner.execute(plan)
+    assert len(base.samples) == len(head.samples) == 3 * 4  # no round past the first three
+    assert "time budget of 0 s reached: 1 test(s) left undecided" in base.notes
+    result = compare_samples(runner.samples_as_pairs(base), runner.samples_as_pairs(head), plan.settings)
+    by = {t.key.test: t for t in result.tests}
+    assert by["add_M8_cpu"].verdict == "unknown" and by["add_M8_cpu"].resolution > plan.settings.resolution
+    assert {by[t].verdict for t in ("add_M64_cpu", "mul_M8_cpu", "add_M8_cpu_bwdall")} == {"same"}
 
 
 def test_export_import_is_idempotent_and_merges_machines(tmp_path):

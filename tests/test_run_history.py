@@ -63,7 +63,8 @@ def nightly(tmp_path_factory):
     for i in range(8):
         mp.setenv("FAKE_SLOW", "1" if i < 4 else "1.3")
         mp.setenv("FAKE_NOISE", "0.01")
-        main(["run", "-l", f"nightly-{i}", "--side", "head", "--bench", "fake", "--repeat", "3", *common])
+        # 6 samples of 1% noise: a compare against one of them reaches its resolution (3%) on every test
+        main(["run", "-l", f"nightly-{i}", "--side", "head", "--bench", "fake", "--repeat", "6", *common])
     mp.undo()
     return tmp, root, common
 

@@ -46,8 +46,10 @@ class Mode(str, Enum):
 # Defaults measured by bench/run_defaults.py (an A/A of 5 operator_benchmark files on 2 cores): they finish
 # in about a minute with no false regression; the runner's own time-based iteration count did not finish
 # in 800 s.
-DEFAULT_ITERATIONS = 20
+DEFAULT_ITERATIONS = 10
 DEFAULT_NUM_RUNS = 10
+DEFAULT_WARMUP = 10  # the 2.6.0 runner's own is 100 iterations: most of an invocation's time on large tests
+DEFAULT_REPEAT, DEFAULT_ADAPTIVE_REPEAT = 5, 3  # first rounds; sequential sampling (--ab) adds the rest
 DEFAULT_OMP_THREADS = 1
 
 _SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
@@ -58,11 +60,13 @@ def _interactive() -> bool:
     return sys.stderr.isatty() and os.environ.get("CI", "").lower() not in ("true", "1")
 
 
-def _settings(repo: Path, alpha: float | None = None, min_effect: float | None = None):
+def _settings(repo: Path, alpha: float | None = None, min_effect: float | None = None,
+              max_samples: int | None = None):
     from perfq.run.compare import settings_from_config
 
     try:
-        return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect)
+        return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect,
+                                    max_samples=max_samples)
     except (ValueError, TypeError) as exc:
         raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
@@ -142,12 +146,14 @@ def register(app: typer.Typer) -> None:
             help="Runner --tag-filter (short, long, all).")] = "short",
         bench_root: Annotated[Path | None, typer.Option("--bench-root", rich_help_panel=_WHAT,
             help="operator_benchmark root (default: benchmarks/operator_benchmark of the repo).")] = None,
-        repeat: Annotated[int, typer.Option("--repeat", rich_help_panel=_REPEATS, min=1,
-            help="Samples per test and side (5: fewer can never be significant with rank tests).")] = 5,
-        adaptive: Annotated[bool, typer.Option("--adaptive", rich_help_panel=_REPEATS,
-            help="With --ab: more rounds for the tests whose verdict is still unknown.")] = False,
+        repeat: Annotated[int | None, typer.Option("--repeat", rich_help_panel=_REPEATS, min=1,
+            help=f"Samples per test and side (default {DEFAULT_REPEAT}; with sequential sampling, the first "
+                 f"rounds: {DEFAULT_ADAPTIVE_REPEAT}).")] = None,
+        adaptive: Annotated[bool | None, typer.Option("--adaptive/--no-adaptive", rich_help_panel=_REPEATS,
+            help="Sequential sampling (default with --ab): after --repeat rounds, re-run only the tests "
+                 "not yet decided, until all are, --max-repeat or the budget.")] = None,
         max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
-            help="Adaptive ceiling in samples per side (default 3 x --repeat).")] = 0,
+            help="Sample ceiling per test and side (default: [tool.perfq.compare] max_samples, 20).")] = 0,
         budget: Annotated[float | None, typer.Option("--budget", rich_help_panel=_REPEATS,
             help="Adaptive time budget in seconds.")] = None,
         iterations: Annotated[int, typer.Option("--iterations", rich_help_panel=_RUNNER, min=0,
@@ -156,8 +162,8 @@ def register(app: typer.Typer) -> None:
         num_runs: Annotated[int, typer.Option("--num-runs", rich_help_panel=_RUNNER, min=0,
             help="Runner --num-runs per invocation; the fastest becomes the sample (0: the runner's).")
             ] = DEFAULT_NUM_RUNS,
-        warmup: Annotated[int | None, typer.Option("--warmup-iterations", min=0, rich_help_panel=_RUNNER,
-            help="Runner --warmup-iterations (default: the runner's).")] = None,
+        warmup: Annotated[int, typer.Option("--warmup-iterations", rich_help_panel=_RUNNER, min=0,
+            help="Runner --warmup-iterations (0: the runner's own, 100).")] = DEFAULT_WARMUP,
         omp: Annotated[int, typer.Option("--omp-num-threads", rich_help_panel=_RUNNER, min=0,
             help="OMP threads, both sides (0: leave unset; more than 1 is noisy on a shared machine).")
             ] = DEFAULT_OMP_THREADS,
@@ -203,6 +209,10 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("give exactly one of --side base|head or --ab")
         if bool(affected) == bool(bench):
             raise PerfqError("give --affected REF or at least one --bench NAME")
+        if adaptive is None:
+            adaptive = ab
+        if repeat is None:
+            repeat = DEFAULT_ADAPTIVE_REPEAT if adaptive else DEFAULT_REPEAT
         if adaptive and not ab:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
         if fail_on_regression and not ab:
@@ -211,8 +221,8 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
         base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
-                                num_runs=num_runs or None, warmup_iterations=warmup, omp_num_threads=omp or None,
-                                mkl_num_threads=mkl)
+                                num_runs=num_runs or None, warmup_iterations=warmup or None,
+                                omp_num_threads=omp or None, mkl_num_threads=mkl)
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
         jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
@@ -247,7 +257,7 @@ def register(app: typer.Typer) -> None:
             batch=batch,
             timeout=timeout,
             sandbox=sandbox,
-            settings=_settings(repo_path),
+            settings=_settings(repo_path, max_samples=max_repeat or None),
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )

@@ -1,17 +1,23 @@
 """Compare the base and head samples of a label: medians, change, CI, p-values, verdicts.
 
-Pure statistics, no I/O. Per test (benchmark, test, mode, device, metric):
+Pure statistics, no I/O. Per test (benchmark, test, mode, device, metric), on the logarithms of
+the values (times are positive and act multiplicatively; docs/run.md "Comparing" says why):
 
-* ``change`` = head median / base median - 1 (for a time, positive = slower);
-* ``ci``: percentile bootstrap (2000 resamples, seeded per test, so reproducible) of that ratio
-  of medians, each resample's median drawn from its exact distribution (:mod:`perfq.run.stats`);
-* ``p_value``: like Chromium's Pinpoint, both Mann-Whitney U and Kolmogorov-Smirnov are
-  computed and the smaller p is kept, doubled (a Bonferroni step for taking a minimum);
-  then Benjamini-Hochberg across all tests of the comparison (``p_value`` is that q);
-* verdict: ``regression``/``improvement`` when q < alpha, the change is at least the
-  minimum effect and the CI excludes 0; ``same`` when the whole CI lies within
-  ± the minimum effect; ``failed`` when one side has no sample because its benchmark failed
-  there or the side never ran; otherwise ``unknown`` (more repeats may resolve it).
+* ``change`` = the ratio of the geometric means of head and base, minus 1 (a time: + is slower);
+* ``ci``: the 95% Welch confidence interval of that ratio, minus 1;
+* ``p_value``: Welch's two-sided p, then Benjamini-Hochberg across all tests of the comparison
+  (``scipy.stats.false_discovery_control``; ``p_value`` is that q);
+* ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided Welch tests at
+  alpha) certifies: ``max(|low|, |high|)`` of the 90% interval; "no change beyond ±R";
+* sequential sampling (``perfq run``) stops for a test when its TOST interval's half-width is
+  at most the target resolution, or at ``max_samples`` a side, or at the time budget: rules on
+  the spread and the clock only, never on the estimate (the fixed-width sequential interval of
+  Chow and Robbins), so the one verdict taken on the final samples is not inflated by the looks;
+* verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect;
+  else ``same`` (no change beyond ±R) when the test's sampling stopped by resolution or
+  ceiling; else ``unknown`` (the time budget, or a plain run with few repeats, cut it short),
+  stating the resolution reached; ``failed`` when one side has no sample because its benchmark
+  failed there or the side never ran.
 
 Thresholds per benchmark and an ignore list come from ``[tool.perfq.compare]``.
 All tests of a comparison are computed together on sample columns (:class:`SampleColumns`, as
@@ -21,7 +27,6 @@ the history store returns them), vectorised: a million samples take seconds, not
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,16 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfq.run.stats import (
-    Segments,
-    bootstrap_ratio_ci,
-    ks_2samp_p,
-    ks_pvalues,
-    ks_statistics,
-    medians,
-    mwu_pvalues,
-    pinpoint_combine,
-)
+from perfq.run.stats import LogWelch, Segments, log_welch, medians
 
 
 class Verdict(str, Enum):
@@ -48,7 +44,7 @@ class Verdict(str, Enum):
 
     regression = "regression"
     improvement = "improvement"
-    same = "same"
+    same = "same"  # no change beyond ± the test's resolution
     unknown = "unknown"
     failed = "failed"  # no sample on a side whose benchmark failed (or that never ran): the gate fails
 
@@ -65,7 +61,8 @@ class Settings:
     min_effect: float = 0.05
     min_samples: int = 3
     confidence: float = 0.95
-    bootstrap: int = 2000
+    resolution: float = 0.03  # target: sampling of a test stops once its TOST interval is within ± this
+    max_samples: int = 20  # ... or once it has this many samples a side
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
     ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
 
@@ -88,17 +85,18 @@ def _matches(pattern: str, benchmark: str, test: str) -> bool:
 def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     """Settings from ``Config.extra['compare']`` plus explicit overrides (None ignored).
 
-    ``[tool.perfq.compare]`` keys: ``alpha``, ``min_effect``, ``min_samples``, ``ignore`` (list),
+    ``[tool.perfq.compare]`` keys: ``alpha``, ``min_effect``, ``min_samples``, ``resolution``,
+    ``max_samples``, ``confidence``, ``ignore`` (list),
     ``[tool.perfq.compare.thresholds]`` (glob = min effect, e.g. ``softmax_test = 0.10``).
     """
     section = extra.get("compare") or {}
     if not isinstance(section, dict):
         raise ValueError("[tool.perfq.compare] must be a table")
     values: dict[str, Any] = {}
-    for key in ("alpha", "min_effect", "confidence"):
+    for key in ("alpha", "min_effect", "confidence", "resolution"):
         if key in section or key.replace("_", "-") in section:
             values[key] = float(section.get(key, section.get(key.replace("_", "-"))))
-    for key in ("min_samples", "bootstrap"):
+    for key in ("min_samples", "max_samples"):
         if key in section or key.replace("_", "-") in section:
             values[key] = int(section.get(key, section.get(key.replace("_", "-"))))
     thresholds = section.get("thresholds") or {}
@@ -158,6 +156,15 @@ class TestResult:
     verdict: Verdict = Verdict.unknown
     min_effect: float = 0.0
     reason: str = ""
+    resolution: float | None = None  # R: the TOST at alpha certifies "no change beyond ±R"
+    tost_ci: tuple[float, float] | None = None  # the TOST interval of the change (90% for alpha 0.05)
+
+    def stopped(self, settings: Settings) -> bool:
+        """Sampling of this test is over: its TOST interval is narrow enough, or it has the most samples."""
+        if self.tost_ci is None:
+            return False
+        half_width = (self.tost_ci[1] - self.tost_ci[0]) / 2
+        return half_width <= settings.resolution or min(self.n_base, self.n_head) >= settings.max_samples
 
 
 @dataclass
@@ -171,8 +178,9 @@ class Comparison:
             out[t.verdict] += 1
         return out
 
-    def unknown_keys(self) -> list[TestKey]:
-        return [t.key for t in self.tests if t.verdict == Verdict.unknown]
+    def undecided_keys(self, settings: Settings) -> list[TestKey]:
+        """Tests whose sampling goes on: not failed and not yet stopped (:meth:`TestResult.stopped`)."""
+        return [t.key for t in self.tests if t.verdict != Verdict.failed and not t.stopped(settings)]
 
 
 def higher_is_better(metric: str, unit: str) -> bool:
@@ -181,55 +189,23 @@ def higher_is_better(metric: str, unit: str) -> bool:
     return any(tag in text for tag in HIGHER_IS_BETTER_UNITS)
 
 
-def _seed(key: TestKey) -> int:
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return int.from_bytes(digest[:8], "little")
-
-
-def pinpoint_p(base: np.ndarray, head: np.ndarray) -> float:
-    """min(Mann-Whitney U p, Kolmogorov-Smirnov p), doubled and capped at 1 (one test; the definition
-    the vectorised :func:`compare_columns` reproduces exactly)."""
-    if np.all(base == base[0]) and np.all(head == head[0]) and base[0] == head[0]:
-        return 1.0
-    p_mwu = stats.mannwhitneyu(base, head, alternative="two-sided").pvalue
-    p_ks = ks_2samp_p(base, head)
-    p = min(float(p_mwu), float(p_ks))
-    return 1.0 if math.isnan(p) else min(1.0, 2.0 * p)
-
-
-def benjamini_hochberg(pvalues: list[float]) -> list[float]:
-    """BH-adjusted q-values, in the input order."""
-    n = len(pvalues)
-    if n == 0:
-        return []
-    order = sorted(range(n), key=lambda i: pvalues[i])
-    adjusted = [0.0] * n
-    running = 1.0
-    for rank in range(n, 0, -1):
-        i = order[rank - 1]
-        running = min(running, pvalues[i] * n / rank)
-        adjusted[i] = min(1.0, running)
-    return adjusted
-
-
 def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
     if t.n_base < settings.min_samples or t.n_head < settings.min_samples:
         t.verdict, t.reason = Verdict.unknown, f"fewer than {settings.min_samples} samples on a side"
         return
-    if t.change is None or t.ci is None or any(math.isnan(x) for x in t.ci):
-        t.verdict, t.reason = Verdict.unknown, "no usable median"
+    if t.change is None or t.ci is None or t.resolution is None:
+        t.verdict, t.reason = Verdict.unknown, "no usable values (a non-positive value or a missing side)"
         return
-    effect = t.min_effect
-    low, high = t.ci
-    significant = t.p_value is not None and t.p_value < settings.alpha
-    if significant and abs(t.change) >= effect and (low > 0 or high < 0):
+    if t.p_value is not None and t.p_value < settings.alpha and abs(t.change) >= t.min_effect:
         worse = (t.change > 0) != up_is_good
         t.verdict = Verdict.regression if worse else Verdict.improvement
-        t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {effect:.1%}"
-    elif -effect < low and high < effect:
-        t.verdict, t.reason = Verdict.same, f"CI within ±{effect:.1%}"
+        t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {t.min_effect:.1%}"
+    elif t.stopped(settings):
+        t.verdict, t.reason = Verdict.same, f"no change beyond ±{t.resolution:.1%} (TOST at {settings.alpha})"
     else:
-        t.verdict, t.reason = Verdict.unknown, "not significant and CI wider than the minimum effect"
+        t.verdict = Verdict.unknown
+        t.reason = (f"sampling stopped at {min(t.n_base, t.n_head)} samples a side with resolution ±{t.resolution:.1%} "
+                    f"(target ±{settings.resolution:.1%} or {settings.max_samples} samples)")
 
 
 @dataclass(frozen=True)
@@ -282,51 +258,43 @@ def _narrow(ids: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Sides:
-    """Both sides' sorted segments, and every sample pooled and sorted by (test, value)."""
+    """Both sides' values as segments sorted by (test, value)."""
 
     base: Segments
     head: Segments
-    pooled_test: np.ndarray
-    pooled_head: np.ndarray
-    pooled_value: np.ndarray
 
     @classmethod
     def of(cls, cols: SampleColumns) -> _Sides:
         keep = np.isfinite(cols.value)
         key, head, value = cols.key[keep], cols.head[keep], cols.value[keep]
-        by_value = np.argsort(value, kind="stable")  # then stable sorts by group keep values ordered within
+        by_value = np.argsort(value, kind="stable")  # then a stable sort by group keeps values ordered within
         group = _narrow(key * 2 + head)
         order = by_value[np.argsort(group[by_value], kind="stable")]
         counts = np.bincount(group, minlength=2 * len(cols.keys))
         starts = np.cumsum(counts) - counts
-        pooled = by_value[np.argsort(_narrow(key)[by_value], kind="stable")]
-        return cls(Segments(value[order], starts[0::2], counts[0::2]),
-                   Segments(value[order], starts[1::2], counts[1::2]), key[pooled], head[pooled], value[pooled])
+        return cls(Segments(value[order], starts[0::2], counts[0::2]), Segments(value[order], starts[1::2],
+                                                                                  counts[1::2]))
 
-    def tied(self) -> np.ndarray:
-        """Per test: does any value occur twice among both sides' samples?"""
-        same = (self.pooled_value[1:] == self.pooled_value[:-1]) & (self.pooled_test[1:] == self.pooled_test[:-1])
-        out = np.zeros(self.base.count.size, dtype=bool)
-        out[self.pooled_test[1:][same]] = True
-        return out
+    def all_positive(self) -> np.ndarray:
+        """Per test: every value of both sides is > 0 (their logarithms exist)."""
+        def smallest(seg: Segments) -> np.ndarray:
+            return np.where(seg.count > 0, seg.values[np.minimum(seg.start, max(seg.values.size - 1, 0))], 1.0)
 
-    def all_one_value(self) -> np.ndarray:
-        """Per test: both sides hold one and the same value throughout."""
-        b, h = self.base, self.head
-        b_first, b_last = b.values[np.minimum(b.start, b.values.size - 1)], b.values[b.start + b.count - 1]
-        h_first, h_last = h.values[np.minimum(h.start, h.values.size - 1)], h.values[h.start + h.count - 1]
-        return (b_first == b_last) & (h_first == h_last) & (b_first == h_first)
+        if self.base.values.size == 0:
+            return np.ones(self.base.count.size, dtype=bool)
+        return (smallest(self.base) > 0) & (smallest(self.head) > 0)
 
 
-def _p_values(sides: _Sides, tests: np.ndarray) -> np.ndarray:
-    """pinpoint_p of every test in ``tests`` (each has at least 2 samples per side)."""
-    if tests.size == 0:
-        return np.empty(0)
-    p_mwu = mwu_pvalues(sides.base, sides.head, tests, sides.tied())
-    d = ks_statistics(sides.pooled_head, sides.pooled_value, sides.pooled_test, sides.base.count,
-                      sides.head.count, sides.base.count.size)
-    p = pinpoint_combine(p_mwu, ks_pvalues(sides.base, sides.head, tests, d))
-    return np.where(sides.all_one_value()[tests], 1.0, p)
+def _relative(log_interval: np.ndarray) -> tuple[float, float]:
+    return float(np.expm1(log_interval[0])), float(np.expm1(log_interval[1]))
+
+
+def _fill(t: TestResult, welch: LogWelch, pos: int) -> None:
+    """The Welch results of ``t`` (row ``pos``): change, CIs, raw p and resolution."""
+    t.change = float(np.expm1(welch.estimate[pos]))
+    t.ci, t.tost_ci = _relative(welch.ci[pos]), _relative(welch.tost_ci[pos])
+    t.p_raw = float(welch.pvalue[pos])
+    t.resolution = max(abs(t.tost_ci[0]), abs(t.tost_ci[1]))
 
 
 def compare_columns(cols: SampleColumns, settings: Settings | None = None,
@@ -350,26 +318,25 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
             continue
         tests.append(i)
     idx = np.asarray(tests, dtype=np.int64)
-    boot = idx[(nb[idx] > 0) & (nh[idx] > 0) & (base_med[idx] != 0)]
-    ci = bootstrap_ratio_ci(sides.base, sides.head, boot, [_seed(cols.keys[i]) for i in boot], settings.confidence,
-                            settings.bootstrap)
-    ci_of = {int(i): (float(lo), float(hi)) for i, (lo, hi) in zip(boot, ci, strict=True)}
-    ranked = boot[(nb[boot] >= 2) & (nh[boot] >= 2)]
-    p_of = dict(zip(ranked.tolist(), _p_values(sides, ranked).tolist(), strict=True))
+    tested = idx[(nb[idx] >= 2) & (nh[idx] >= 2) & sides.all_positive()[idx]]
+    welch = log_welch(sides.base, sides.head, tested, settings.confidence)
+    row_of = {int(i): pos for pos, i in enumerate(tested)}
     for i in tests:
         key = cols.keys[i]
-        t = TestResult(key, int(nb[i]), int(nh[i]), None, None, None, ci_of.get(i), p_of.get(i),
+        t = TestResult(key, int(nb[i]), int(nh[i]), None, None, None, None, None,
                        min_effect=settings.effect_for(key.benchmark, key.test))
         if nb[i]:
             t.base_median = float(base_med[i])
         if nh[i]:
             t.head_median = float(head_med[i])
-        if i in ci_of:
-            t.change = t.head_median / t.base_median - 1.0
+        if i in row_of:
+            _fill(t, welch, row_of[i])
         result.tests.append(t)
-    tested = [t for t in result.tests if t.p_raw is not None]
-    for t, q in zip(tested, benjamini_hochberg([t.p_raw for t in tested]), strict=True):
-        t.p_value = q
+    with_p = [t for t in result.tests if t.p_raw is not None]
+    if with_p:
+        q = stats.false_discovery_control(np.asarray([t.p_raw for t in with_p]), method="bh")
+        for t, q_value in zip(with_p, q.tolist(), strict=True):
+            t.p_value = q_value
     for t in result.tests:
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
         why = failures.explains(True, t.key.benchmark) if not t.n_head else (
@@ -384,4 +351,5 @@ ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unknown": 3, "same": 4
 
 def sorted_for_report(tests: list[TestResult]) -> list[TestResult]:
     """Failed tests, then regressions (largest change first), improvements, unknown, same."""
-    return sorted(tests, key=lambda t: (ORDER[t.verdict], -abs(t.change or 0.0), t.key.benchmark, t.key.test))
+    return sorted(tests, key=lambda t: (ORDER[t.verdict], -round(abs(t.change or 0.0), 9), t.key.benchmark,
+                                        t.key.test))

@@ -28,7 +28,14 @@ from perfq.common.interrupt import interruption
 from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
 from perfq.run import opbench
-from perfq.run.compare import Settings, TestKey, compare_samples, higher_is_better
+from perfq.run.compare import (
+    Settings,
+    SideFailures,
+    TestKey,
+    columns_from_pairs,
+    compare_columns,
+    higher_is_better,
+)
 from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
@@ -37,6 +44,7 @@ from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
+DEFAULT_BUDGET = 600.0  # seconds a run may take when the plan sets no budget (adaptive rounds stop before it)
 SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
@@ -91,8 +99,8 @@ class Plan:
     history: Path | None = None
     out: Path | None = None
     adaptive: bool = False
-    max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: 3 x repeat
-    budget_seconds: float | None = None
+    max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: the settings' max_samples
+    budget_seconds: float | None = None  # None: DEFAULT_BUDGET
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
     sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
@@ -385,19 +393,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
         for r in range(plan.repeat):
             one_round(plan.jobs, r)
         if plan.adaptive and len(runs) == 2:
-            ceiling = plan.max_repeat or 3 * plan.repeat
-            r = plan.repeat
-            while r < ceiling:
-                if plan.budget_seconds is not None and time.monotonic() - started > plan.budget_seconds:
-                    plan.notes.append("adaptive budget (seconds) exhausted")
-                    break
-                unknown = _unknown_jobs(plan, runs)
-                if not unknown:
-                    break
-                n_jobs = len(batch_jobs(unknown) if plan.batch else unknown)
-                progress(Tick(TickKind.adaptive, None, round=r, units=n_jobs * len(plan.sides)))
-                one_round(unknown, r)
-                r += 1
+            _adaptive_rounds(plan, runs, one_round, started, progress)
     except BaseException as exc:
         _stopped(plan, runs, exc)
         raise
@@ -418,11 +414,46 @@ def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
                          **({"exit_code": code} if code else {})) from exc
 
 
-def _unknown_jobs(plan: Plan, runs: list[Run]) -> list[Job]:
-    """Jobs narrowed to their tests whose verdict is still unknown."""
-    result = compare_samples(samples_as_pairs(runs[0]), samples_as_pairs(runs[1]), plan.settings)
+def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job], int], None], started: float,
+                     progress: Progress) -> None:
+    """Sequential sampling: after the first rounds, re-run only the undecided tests, one round at a time.
+
+    Stops when every test's sampling has stopped (narrow enough, or at the sample ceiling), at the
+    ceiling of rounds, or when the next round (estimated from the last one) would overrun the budget.
+    """
+    ceiling = plan.max_repeat or plan.settings.max_samples
+    budget = DEFAULT_BUDGET if plan.budget_seconds is None else plan.budget_seconds
+    last_seconds = (time.monotonic() - started) / max(plan.repeat, 1)
+    last_tests = max(len(_undecided(plan, runs, everything=True)), 1)
+    for r in range(plan.repeat, ceiling):
+        undecided = _undecided(plan, runs)
+        if not undecided:
+            return
+        estimate = last_seconds * len(undecided) / last_tests
+        if time.monotonic() - started + estimate > budget:
+            plan.notes.append(f"time budget of {budget:.0f} s reached: {len(undecided)} test(s) left undecided")
+            return
+        jobs = _narrowed_jobs(plan, undecided)
+        n_jobs = len(batch_jobs(jobs) if plan.batch else jobs)
+        progress(Tick(TickKind.adaptive, None, round=r, units=n_jobs * len(plan.sides)))
+        began = time.monotonic()
+        one_round(jobs, r)
+        last_seconds, last_tests = time.monotonic() - began, len(undecided)
+
+
+def _undecided(plan: Plan, runs: list[Run], everything: bool = False) -> list[TestKey]:
+    """The tests whose sampling goes on (``everything``: every test compared)."""
+    failed = SideFailures(frozenset(f.benchmark for f in runs[0].failures),
+                          frozenset(f.benchmark for f in runs[1].failures))
+    result = compare_columns(columns_from_pairs(samples_as_pairs(runs[0]), samples_as_pairs(runs[1])),
+                             plan.settings, failed)
+    return [t.key for t in result.tests] if everything else result.undecided_keys(plan.settings)
+
+
+def _narrowed_jobs(plan: Plan, keys: list[TestKey]) -> list[Job]:
+    """The plan's jobs narrowed to the tests ``keys``."""
     unknown: dict[tuple[str, str], set[str]] = {}
-    for key in result.unknown_keys():
+    for key in keys:
         unknown.setdefault((key.benchmark, key.mode), set()).add(key.test)
     jobs = []
     for job in plan.jobs:

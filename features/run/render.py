@@ -76,7 +76,7 @@ def print_comparison(con: Console, doc: ComparisonDocument) -> None:
         t = table(*cols)
         for r in rows:
             value: Callable[[float | None], str] = num if unit else partial(fixed, unit=plain(r.unit))
-            cells = [f"[{COLORS[r.verdict]}]{r.verdict.value}[/]"]
+            cells = [f"[{COLORS[r.verdict]}]{r.verdict_text()}[/]"]
             cells.append(Name(r.test if "benchmark" in shared else f"{r.benchmark}/{r.test}"))
             cells += [safe(getattr(r, name)) for name in ("mode", "device") if name not in shared]
             cells += [value(r.base_median), value(r.head_median), pct(r.change), ci_text(r.ci), fmt_p(r.p_value)]

@@ -71,6 +71,13 @@ class TestRow:
     n_base: int
     n_head: int
     min_effect: float
+    resolution: float | None = None  # R: "no change beyond ±R" certified by TOST at alpha (None: no CI)
+
+    def verdict_text(self) -> str:
+        """The verdict with its resolution: ``same ±2.1%``, ``unknown ±7.3%``, ``regression``."""
+        if self.resolution is not None and self.verdict in (Verdict.same, Verdict.unknown):
+            return f"{self.verdict.value} ±{self.resolution:.1%}"
+        return self.verdict.value
 
 
 @dataclass(frozen=True)
@@ -173,7 +180,8 @@ def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
 
 def _test_row(t: TestResult) -> TestRow:
     return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
-                   t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect)
+                   t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect,
+                   t.resolution)
 
 
 def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ...]:
@@ -244,7 +252,7 @@ def _table(rows: list[TestRow]) -> list[str]:
     return md_table(
         ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
         "lllllrrrlr",
-        ((t.verdict.value, md_code(t.benchmark), md_code(t.test), md_text(t.mode), md_text(t.device),
+        ((t.verdict_text(), md_code(t.benchmark), md_code(t.test), md_text(t.mode), md_text(t.device),
           md_text(fmt_value(t.base_median, t.unit)), md_text(fmt_value(t.head_median, t.unit)),
           fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
     )
@@ -298,8 +306,9 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
     lines += _section("Improvements", by[Verdict.improvement], fold=True)
-    lines += _section("Unknown (more repeats may resolve these)", by[Verdict.unknown], fold=True)
-    lines += _section("Same", by[Verdict.same], fold=True)
+    lines += _section("Unknown (sampling cut short by the budget: ± the resolution reached)", by[Verdict.unknown],
+                      fold=True)
+    lines += _section("Same (no change beyond ± the resolution)", by[Verdict.same], fold=True)
     failures = doc.base.failures + doc.head.failures
     if failures:
         body = [line for f in failures
@@ -311,8 +320,9 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += ["", *_environment(doc)]
     lines += [
         "",
-        "<sub>Verdicts: Mann-Whitney U and Kolmogorov-Smirnov p (min, x2), Benjamini-Hochberg q across all "
-        "tests; regression/improvement needs q < alpha, |change| >= min effect and a CI excluding 0; "
-        "same needs the CI within ± min effect.</sub>",
+        "<sub>Verdicts: Welch's test on log-times (change = ratio of geometric means), Benjamini-Hochberg q "
+        "across all tests; each test is sampled until its 90% interval is narrow enough; regression/improvement "
+        "needs q < alpha and |change| >= min effect; same ±R: an equivalence test (TOST) certifies no change "
+        "beyond ±R; unknown: the budget ended the sampling first.</sub>",
     ]
     return "\n".join(lines) + "\n"
