@@ -326,8 +326,11 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                     progress(Tick(TickKind.done, job, side.name, round_index, units=1, skipped=True))
                     continue
                 progress(Tick(TickKind.start, job, side.name, round_index))
-                began, errors, samples = time.monotonic(), [], 0
-                for member, outcome in invoke(todo, side, plan, caps):
+                began, began_at, errors, samples = time.monotonic(), now(), [], 0
+                outcomes = invoke(todo, side, plan, caps)
+                run.add_invocation(time.monotonic() - began, [(member.benchmark, m.test) for member, outcome in outcomes
+                                                              for m in outcome.measurements], began_at)
+                for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))
                         run.add_failure(
