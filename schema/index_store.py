@@ -105,7 +105,7 @@ class BenchOpRow(NamedTuple):
     source: str
 
 
-class TestOpsRow(NamedTuple):
+class TracedTestOps(NamedTuple):
     """A traced test and the asked-about operators (by name, any overload) its timed region executes."""
 
     bench: str
@@ -377,7 +377,7 @@ class IndexStore:
             out.setdefault(bench, set()).add((ns, base))
         return out
 
-    def test_ops(self, benches: list[str], ops: list[str]) -> list[TestOpsRow]:
+    def test_ops(self, benches: list[str], ops: list[str]) -> list[TracedTestOps]:
         """Every traced test of ``benches`` (one row per benchmark and test name), with those of ``ops``
         (operator names) its trace executes (by namespace and base name, any layout)."""
         if not benches:
@@ -395,7 +395,7 @@ class IndexStore:
             " GROUP BY ALL ORDER BY s.bench, s.test",
             [ops, benches, benches],
         ).fetchall()
-        return [TestOpsRow(b, t, m, tag, bool(bw), d, tuple(names or ())) for b, t, m, tag, bw, d, names in rows]
+        return [TracedTestOps(b, t, m, tag, bool(bw), d, tuple(names or ())) for b, t, m, tag, bw, d, names in rows]
 
     def canary_sets(self) -> list[CanarySetRow]:
         rows = self.con.execute(

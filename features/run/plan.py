@@ -29,6 +29,7 @@ from perfq.common.documents import to_json
 from perfq.errors import PerfqError
 
 EXIT_USAGE = 2
+DEFAULT_BUDGET = "15m"  # `perfq run --affected` and `perfq affected --budget/--shards`
 HEADROOM = 0.85  # the plan fills this share of the budget: estimates err, and adaptive rounds need room
 SPREAD_SHARE = 0.8  # spreading over configs stops at this share of the planned budget
 DEFAULT_TEST_SECONDS = 0.4  # default estimate per test and invocation (2-core machine, --iterations 20 --num-runs 10)

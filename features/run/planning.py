@@ -12,7 +12,7 @@ from typing import Any
 from perfq.common.paths import default_history_path, default_index_path
 from perfq.run.opbench import normalize_name
 from perfq.run.plan import Candidate, CostSource, RunShape, TestPlan, build_plan, config_of, default_cost
-from perfq.schema.index_store import IndexStore, TestOpsRow
+from perfq.schema.index_store import IndexStore, TracedTestOps
 from perfq.schema.reader import open_index
 from perfq.schema.results_store import test_walls
 
@@ -27,13 +27,13 @@ def _entries(doc: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], set[str]]:
     return entries, canary
 
 
-def candidates_from(doc: dict[str, Any], rows: list[TestOpsRow], walls: dict[tuple[str, str], float],
+def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[tuple[str, str], float],
                     device: str = "cpu") -> list[Candidate]:
     """The tests a plan chooses from: a selected benchmark's traced ``tests``; every test of a canary
     benchmark that executes a reached operator; a benchmark without per-test traces as one whole-file
     candidate. Cost: the history's median wall per test, else the default estimate."""
     entries, canary = _entries(doc)
-    by_bench: dict[str, list[TestOpsRow]] = {}
+    by_bench: dict[str, list[TracedTestOps]] = {}
     for r in rows:
         by_bench.setdefault(r.bench, []).append(r)
     out: list[Candidate] = []
@@ -50,7 +50,7 @@ def candidates_from(doc: dict[str, Any], rows: list[TestOpsRow], walls: dict[tup
     return out
 
 
-def _candidate(r: TestOpsRow, walls: dict[tuple[str, str], float], canary: bool) -> Candidate:
+def _candidate(r: TracedTestOps, walls: dict[tuple[str, str], float], canary: bool) -> Candidate:
     wall = walls.get((r.bench, r.test))
     return Candidate(r.bench, r.test, r.module, frozenset(r.ops), config_of(r.test, r.device, r.backward),
                      wall if wall is not None else default_cost(r.test, r.backward),
