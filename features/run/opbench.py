@@ -347,13 +347,23 @@ class AnyOf(frozenset):
         return not self.__eq__(other)
 
 
+class Watch(io.TextIOBase):
+    def __init__(self, out):
+        self.out, self.named = out, False
+
+    def write(self, text):
+        self.named = self.named or "# Name:" in text
+        return self.out.write(text)
+
+    def flush(self):
+        self.out.flush()
+
+
 def run_module(margs):
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
+    watch = Watch(sys.stdout)
+    with contextlib.redirect_stdout(watch):
         benchmark_core.BenchmarkRunner(margs).run()
-    text = buf.getvalue()
-    sys.stdout.write(text)
-    return "# Name:" in text
+    return watch.named
 
 
 members = json.loads(os.environ["PERFQ_OPBENCH_BATCH"])
