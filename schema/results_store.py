@@ -91,7 +91,7 @@ class Failure:
 
 @dataclass(frozen=True)
 class Invocation:
-    """One benchmark process of a run: its wall time and the tests it measured (JSON list of "bench/test")."""
+    """One benchmark process of a run: its wall time and the tests it measured (JSON: "bench/test" -> seconds)."""
 
     seq: int
     seconds: float
@@ -158,10 +158,10 @@ class Run:
     def add_failure(self, benchmark: str, command: str, returncode: int | None, stderr_tail: str) -> None:
         self.failures.append(Failure(len(self.failures), benchmark, command, returncode, stderr_tail, now()))
 
-    def add_invocation(self, seconds: float, tests: list[tuple[str, str]], started_at: str) -> None:
-        """Record one benchmark process: its wall and the (benchmark, test) pairs it measured."""
-        names = sorted({f"{bench}/{test}" for bench, test in tests})
-        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(names), started_at))
+    def add_invocation(self, seconds: float, shares: dict[tuple[str, str], float], started_at: str) -> None:
+        """Record one benchmark process: its wall and each measured (benchmark, test)'s share of it in seconds."""
+        tests = {f"{bench}/{test}": round(share, 4) for (bench, test), share in sorted(shares.items())}
+        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(tests), started_at))
 
     def row(self) -> list[Any]:
         return [getattr(self, f) for f in RUN_FIELDS]
@@ -272,8 +272,8 @@ def runs_for_label(history: Path, label: str, with_samples: bool = True) -> list
 
 
 def test_walls(history: Path) -> dict[tuple[str, str], float]:
-    """(benchmark, test) -> median seconds of its share of the invocations that measured it (an
-    invocation's wall, process start included, split evenly over its tests); {} without a history."""
+    """(benchmark, test) -> median of its share (seconds) of the invocations that measured it (process
+    start included: perfq.run.execute.test_shares); {} without a history."""
     if not history.exists():
         return {}
     con = connect_history(history, read_only=True)
@@ -281,9 +281,9 @@ def test_walls(history: Path) -> dict[tuple[str, str], float]:
         if "invocations" not in tables(con):
             return {}
         rows = con.execute(
-            "WITH i AS (SELECT seconds / len(names) AS share, unnest(names) AS name"
-            " FROM (SELECT seconds, from_json(tests, '[\"VARCHAR\"]') AS names FROM invocations) WHERE len(names) > 0)"
-            " SELECT name, median(share) FROM i GROUP BY name"
+            "SELECT key, median(share) FROM (SELECT unnest(map_keys(m)) AS key, unnest(map_values(m)) AS share"
+            " FROM (SELECT json_transform(tests, '\"MAP(VARCHAR, DOUBLE)\"') AS m FROM invocations"
+            " WHERE starts_with(tests, '{'))) GROUP BY key"
         ).fetchall()
     finally:
         con.close()

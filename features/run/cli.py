@@ -249,7 +249,8 @@ def register(app: typer.Typer) -> None:
         base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
                                 num_runs=num_runs or None, warmup_iterations=warmup, omp_num_threads=omp or None,
                                 mkl_num_threads=mkl)
-        shape = RunShape(rounds=repeat, sides=2 if ab else 1, batch=batch, shards=shard_n, device=device)
+        shape = RunShape(rounds=repeat, sides=2 if ab else 1, batch=batch, shards=shard_n, device=device,
+                         iterations=runner.timed_iterations(base_spec))
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
                                      tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None,
                                      budget_seconds, shape, shard_k)

@@ -171,6 +171,34 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
     return [(job, _outcome(found, rc, out, err, argv, error))]
 
 
+_UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "ns": 1e-9}
+RUNNER_WARMUP = 100  # the operator_benchmark runner's warmup iterations when none is passed
+
+
+def timed_iterations(spec: OpBenchSpec | None) -> int:
+    """Iterations one invocation times per test: warm-up, then iterations x runs (the runner's defaults: 100, 1)."""
+    if spec is None:
+        return 1
+    warmup = RUNNER_WARMUP if spec.warmup_iterations is None else spec.warmup_iterations
+    return warmup + (spec.iterations or 1) * (spec.num_runs or 1)
+
+
+def test_shares(wall: float, outcomes: list[tuple[Job, InvocationResult]]) -> dict[tuple[str, str], float]:
+    """Each measured test's share of an invocation's wall: its timed iterations (per-iteration time x
+    iterations), plus an even part of the rest (process start, imports, set-up)."""
+    compute: dict[tuple[str, str], float] = {}
+    for job, outcome in outcomes:
+        for m in outcome.measurements:
+            seconds = m.value * _UNIT_SECONDS.get(m.unit, 1e-6) * timed_iterations(job.spec)
+            key = (job.benchmark, m.test)
+            compute[key] = compute.get(key, 0.0) + seconds  # forward and backward of one test add up
+    if not compute:
+        return {}
+    scale = min(1.0, wall / sum(compute.values())) if sum(compute.values()) else 1.0
+    rest = max(0.0, wall - sum(compute.values())) / len(compute)
+    return {key: seconds * scale + rest for key, seconds in compute.items()}
+
+
 def batch_jobs(jobs: list[Job]) -> list[Job]:
     """Group operator_benchmark jobs with the same runner flags into one-process batch jobs."""
     order: list[tuple | Job] = []
@@ -328,8 +356,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 progress(Tick(TickKind.start, job, side.name, round_index))
                 began, began_at, errors, samples = time.monotonic(), now(), [], 0
                 outcomes = invoke(todo, side, plan, caps)
-                run.add_invocation(time.monotonic() - began, [(member.benchmark, m.test) for member, outcome in outcomes
-                                                              for m in outcome.measurements], began_at)
+                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at)
                 for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))

@@ -32,10 +32,15 @@ EXIT_USAGE = 2
 DEFAULT_BUDGET = "15m"  # `perfq run --affected` and `perfq affected --budget/--shards`
 HEADROOM = 0.85  # the plan fills this share of the budget: estimates err, and adaptive rounds need room
 SPREAD_SHARE = 0.8  # spreading over configs stops at this share of the planned budget
-DEFAULT_TEST_SECONDS = 0.4  # default estimate per test and invocation (2-core machine, --iterations 20 --num-runs 10)
-DEFAULT_SECONDS_PER_ELEMENT = 2e-7  # plus this per input element the test's name gives (M8_N32 -> 256)
+# The default estimate of a test never run (2-core machine): set-up and printing, plus the timed
+# iterations (warm-up + iterations x runs: 100 + 20 x 10 at perfq run's defaults) at a time per
+# iteration proportional to the input elements its name gives (M8_N32 -> 256). Measured there:
+# 1.3e-9 (gelu) to 3.4e-8 (FakeQuantize) seconds per element and iteration.
+DEFAULT_TEST_SECONDS = 0.2
+DEFAULT_SECONDS_PER_ELEMENT_ITERATION = 1e-8
+DEFAULT_ITERATIONS = 300
 DEFAULT_BACKWARD_FACTOR = 2.0
-DEFAULT_TEST_CEILING = 20.0  # a name's sizes are a rough guide: no default estimate above this
+DEFAULT_TEST_CEILING = 600.0
 DEFAULT_PROCESS_START = 4.0  # seconds to start a benchmark process (torch import) on a loaded 2-core machine
 DEFAULT_FILE_SECONDS = 1.0  # import of a benchmark file and building its configs, per invocation
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|m|min|h)?\s*$")
@@ -147,6 +152,10 @@ class RunShape:
     shards: int = 1
     process_start: float = DEFAULT_PROCESS_START
     device: str = "cpu"
+    iterations: int = DEFAULT_ITERATIONS  # timed per test and invocation, warm-up included
+
+
+DEFAULT_SHAPE = RunShape()
 
 
 @dataclass(frozen=True)
@@ -252,10 +261,11 @@ def size_bucket(elements: int) -> str:
     return "small" if elements < 10_000 else "medium" if elements < 1_000_000 else "large"
 
 
-def default_cost(test: str, backward: bool) -> float:
+def default_cost(test: str, backward: bool, iterations: int = DEFAULT_ITERATIONS) -> float:
     """The default estimate of one test's seconds per invocation (no history yet)."""
-    seconds = DEFAULT_TEST_SECONDS + DEFAULT_SECONDS_PER_ELEMENT * elements_of(test)
-    return min(DEFAULT_TEST_CEILING, seconds * (DEFAULT_BACKWARD_FACTOR if backward else 1.0))
+    timed = DEFAULT_SECONDS_PER_ELEMENT_ITERATION * elements_of(test) * iterations
+    seconds = DEFAULT_TEST_SECONDS + timed * (DEFAULT_BACKWARD_FACTOR if backward else 1.0)
+    return min(DEFAULT_TEST_CEILING, seconds)
 
 
 # ---------------------------------------------------------------------- planning
@@ -344,7 +354,7 @@ def build_plan(
     candidates: list[Candidate],
     ops_reached: int,
     budget_seconds: float | None,
-    shape: RunShape = RunShape(),
+    shape: RunShape = DEFAULT_SHAPE,
     shared: bool = False,
     notes: Iterable[str] = (),
 ) -> TestPlan:

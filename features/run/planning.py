@@ -11,7 +11,16 @@ from typing import Any
 
 from perfq.common.paths import default_history_path, default_index_path
 from perfq.run.opbench import normalize_name
-from perfq.run.plan import Candidate, CostSource, RunShape, TestPlan, build_plan, config_of, default_cost
+from perfq.run.plan import (
+    DEFAULT_SHAPE,
+    Candidate,
+    CostSource,
+    RunShape,
+    TestPlan,
+    build_plan,
+    config_of,
+    default_cost,
+)
 from perfq.schema.index_store import IndexStore, TracedTestOps
 from perfq.schema.reader import open_index
 from perfq.schema.results_store import test_walls
@@ -28,7 +37,7 @@ def _entries(doc: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], set[str]]:
 
 
 def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[tuple[str, str], float],
-                    device: str = "cpu") -> list[Candidate]:
+                    shape: RunShape = DEFAULT_SHAPE) -> list[Candidate]:
     """The tests a plan chooses from: a selected benchmark's traced ``tests``; every test of a canary
     benchmark that executes a reached operator; a benchmark without per-test traces as one whole-file
     candidate. Cost: the history's median wall per test, else the default estimate."""
@@ -42,18 +51,19 @@ def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[
         wanted = set(entry.get("tests") or ()) if entry.get("modules") else set()
         traced = [r for r in by_bench.get(name, []) if (r.test in wanted) or (name in canary and r.ops)]
         if traced:
-            out += [_candidate(r, walls, name in canary) for r in traced]
+            out += [_candidate(r, walls, name in canary, shape.iterations) for r in traced]
         elif entry:
-            ops = frozenset(entry.get("ops") or ())
-            out.append(Candidate(name, "", "", ops, config_of("", device), walls.get((name, ""), WHOLE_FILE_SECONDS),
-                                 CostSource.history if (name, "") in walls else CostSource.default, name in canary))
+            ops, known = frozenset(entry.get("ops") or ()), (name, "") in walls
+            cost = walls.get((name, ""), WHOLE_FILE_SECONDS)
+            out.append(Candidate(name, "", "", ops, config_of("", shape.device), cost,
+                                 CostSource.history if known else CostSource.default, name in canary))
     return out
 
 
-def _candidate(r: TracedTestOps, walls: dict[tuple[str, str], float], canary: bool) -> Candidate:
+def _candidate(r: TracedTestOps, walls: dict[tuple[str, str], float], canary: bool, iterations: int) -> Candidate:
     wall = walls.get((r.bench, r.test))
     return Candidate(r.bench, r.test, r.module, frozenset(r.ops), config_of(r.test, r.device, r.backward),
-                     wall if wall is not None else default_cost(r.test, r.backward),
+                     wall if wall is not None else default_cost(r.test, r.backward, iterations),
                      CostSource.history if wall is not None else CostSource.default, canary)
 
 
@@ -64,7 +74,7 @@ def plan_for(repo: Path, doc: dict[str, Any], budget_seconds: float | None, shap
     with open_index(db or default_index_path(repo), threads=1) as con:
         rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.get("ops") or ()))
     walls = test_walls(history or default_history_path(repo))
-    candidates = candidates_from(doc, rows, walls, shape.device)
+    candidates = candidates_from(doc, rows, walls, shape)
     notes = []
     if any(c.cost_source == CostSource.default for c in candidates):
         notes.append("costs without history are default estimates; a run records the real ones")
