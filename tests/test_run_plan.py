@@ -211,3 +211,46 @@ def test_affected_budget_prints_the_plan_and_errors_are_one_line(tmp_path):
     assert bad.returncode == EXIT_USAGE and bad.stderr == "error: --shard 5 is not one of 1..2 (--shards 2)\n"
     bad = perfq(repo, "run", "--label", "x", "--side", "head", "--bench", "softmax", "--budget", "abc")
     assert bad.returncode == EXIT_USAGE and bad.stderr.startswith("error: --budget: 'abc' is not a duration")
+
+
+def _shared_doc():
+    from perfq.query.affected import (
+        AffectedDoc,
+        CanaryBenchmark,
+        CanaryHit,
+        Confidence,
+        Reason,
+        SelectedBenchmark,
+        Source,
+    )
+
+    benches = tuple(SelectedBenchmark(f"b{i}_test", f"pt/b{i}_test.py", (f"t{i}_M8",), ("m",), ("op",), ("eager",),
+                                      ("cpu",), Confidence.high, Source.traced, (Reason("f", ("f", "op op")),))
+                    for i in range(12))
+    hit = CanaryHit("tensor-iterator", "changed TensorIterator.cpp matches the tensor-iterator set", "loops",
+                    (CanaryBenchmark("b3_test", "pt/b3_test.py"),))
+    return AffectedDoc("a" * 40, "b" * 40, False, True, {}, (), (), benches, (hit,), ("op",), ("lonely",), (), (), ())
+
+
+def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch):
+    from perfq.cli import render_affected
+
+    doc = _shared_doc()
+    plan = build_plan([cand("b3_test", "t3_M8", "op", 1.0, canary=True)] +
+                      [cand(f"b{i}_test", f"t{i}_M8", "op", 1.0) for i in range(12) if i != 3],
+                      ops_reached=1, budget_seconds=300.0, shared=True)
+    md = render_affected.markdown(doc, plan)
+    assert md.index("Shared infrastructure") < md.index("plan: 1 of 12 selected tests") < md.index("| `b0_test`")
+    assert "Canary set (1): b3_test" in md and "canary set stands in for them: 11 tests" in md
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("CI", "true")
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    monkeypatch.setattr(render_affected, "console", lambda: Console(file=out, width=80, color_system=None))
+    render_affected.table(doc, plan=plan)
+    text = out.getvalue()
+    assert text.index("Shared infrastructure") < text.index("plan: ") < text.index("Benchmarks to run")
+    assert "NO BENCHMARK" in text[text.index("Benchmarks to run"):]
