@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from perfq.run import execute as runner
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
@@ -57,3 +59,24 @@ def test_batch_keeps_each_files_tag_and_selection(tmp_path):
         by_bench.setdefault(s.benchmark, set()).add(s.test)
     assert "add_M512_cpu" not in by_bench["fake_test"]  # a file with short tests keeps the short filter
     assert "add_M512_cpu" in by_bench["gelu_test"]  # one without any runs all its tests
+
+
+def test_invocation_walls_are_recorded_and_split_by_timed_work(tmp_path):
+    from perfq.run.execute import test_shares, timed_iterations
+    from perfq.run.opbench import Measurement
+    from perfq.schema.results_store import test_walls
+
+    root = make_bench_root(tmp_path)
+    run = _run(tmp_path, root, ("fake_test",), tests=("add_M8_cpu", "add_M512_cpu"))
+    walls = test_walls(tmp_path / "h.duckdb")
+    assert set(walls) == {("fake_test", "add_M8_cpu"), ("fake_test", "add_M512_cpu")}
+    assert sum(walls.values()) == pytest.approx(run.invocations[0].seconds, rel=1e-3)
+    # the slower test (900 us vs 10 us) gets the larger share; the rest of the wall is split evenly
+    spec = OpBenchSpec("x", iterations=20, num_runs=10)
+    assert timed_iterations(spec) == 300
+    job = runner.Job("b", spec=spec)
+    result = runner.InvocationResult([Measurement("slow", 1000.0), Measurement("fast", 10.0)], 0, "", [])
+    shares = test_shares(10.0, [(job, result)])
+    assert shares[("b", "slow")] == pytest.approx(0.3 + (10 - 0.303) / 2)
+    assert shares[("b", "fast")] == pytest.approx(0.003 + (10 - 0.303) / 2)
+    assert test_walls(tmp_path / "none.duckdb") == {}
