@@ -126,8 +126,15 @@ def test_shards_are_balanced_by_cost(costs, n):
     assert len(shards) == n
     assert sorted(t.test for s in shards for t in s.tests) == sorted(t.test for t in plan.tests)
     loads = [sum(t.cost_seconds for t in s.tests) for s in shards]
-    # LPT: no shard exceeds the mean by more than the largest single test
-    assert max(loads) <= sum(loads) / n + max(t.cost_seconds for t in plan.tests) + 1e-9
+    # LPT over units (a benchmark's tests, or single tests of a benchmark heavier than a shard's share):
+    # no shard exceeds the mean by more than the largest unit
+    mean = sum(loads) / n
+    assert max(loads) <= mean + max(mean, max(t.cost_seconds for t in plan.tests)) + 1e-9
+    for s in shards:  # a light benchmark is never split across shards
+        for bench in s.benchmarks:
+            weight = sum(t.cost_seconds for t in plan.tests if t.benchmark == bench)
+            if weight <= mean:
+                assert all(t.benchmark != bench for other in shards if other is not s for t in other.tests)
     assert shard_of(plan, shape, 1).tests == shards[0].tests
 
 

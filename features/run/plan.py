@@ -13,7 +13,8 @@ Pure: candidates (a test, the reached operators its trace executes, its config, 
 
 The budget is for the whole run: ``rounds`` invocations per side (the statistics' minimum
 samples), both sides, process starts included. ``split`` cuts a plan into shards balanced by
-cost (LPT: longest test first onto the least loaded shard).
+cost (LPT: the costliest benchmark, or test of a benchmark heavier than a shard, first onto the
+least loaded shard).
 """
 
 from __future__ import annotations
@@ -427,16 +428,34 @@ def _groups(left: dict[tuple[str, str, str], LeftOut]) -> tuple[LeftOutGroup, ..
                  for (bench, reason), tests in sorted(grouped.items(), key=lambda kv: (kv[0][1].value, kv[0][0])))
 
 
+def _units(tests: tuple[PlannedTest, ...], n: int) -> list[tuple[float, list[PlannedTest]]]:
+    """What shards are made of: a benchmark's tests together (one file import per shard), or one by one
+    when the benchmark alone weighs more than a shard's share."""
+    groups: dict[str, list[PlannedTest]] = {}
+    for t in tests:
+        groups.setdefault(t.benchmark, []).append(t)
+    share = sum(t.cost_seconds for t in tests) / n
+    units = []
+    for members in groups.values():
+        cost = sum(t.cost_seconds for t in members)
+        if cost > share and len(members) > 1:
+            units += [(t.cost_seconds, [t]) for t in members]
+        else:
+            units.append((cost, members))
+    return units
+
+
 def split(plan: TestPlan, shape: RunShape) -> list[Shard]:
-    """The plan's tests in ``shape.shards`` shards balanced by cost (LPT: longest first, least loaded shard)."""
+    """The plan's tests in ``shape.shards`` shards balanced by cost (LPT: the costliest unit first, onto the
+    least loaded shard); a benchmark's tests stay together unless it alone outweighs a shard."""
     n = max(1, shape.shards)
     loads = [(0.0, k) for k in range(n)]
     heapq.heapify(loads)
     members: list[list[PlannedTest]] = [[] for _ in range(n)]
-    for t in sorted(plan.tests, key=lambda t: (-t.cost_seconds, t.benchmark, t.test)):
+    for cost, unit in sorted(_units(plan.tests, n), key=lambda u: (-u[0], u[1][0].benchmark, u[1][0].test)):
         load, k = heapq.heappop(loads)
-        members[k].append(t)
-        heapq.heappush(loads, (load + t.cost_seconds, k))
+        members[k] += unit
+        heapq.heappush(loads, (load + cost, k))
     order = {(t.benchmark, t.test, t.module): i for i, t in enumerate(plan.tests)}
     shards = []
     for k, tests in enumerate(members):
