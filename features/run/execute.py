@@ -187,14 +187,16 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
         rc, out, err, error = _spawn(argv, script.workdir(plan.repo), env, plan.timeout, box,
                                      lambda line: output_line_needed(script, line))
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
-    if job.members:
-        specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
+    # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
+    members = job.members or ((job,) if job.spec is not None and opbench.runs_wrapped(job.spec) else ())
+    if members:
+        specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
         rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
         parsed = opbench.parse_batch(out, specs)
         results = []
-        for member, spec in zip(job.members, specs, strict=True):
+        for member, spec in zip(members, specs, strict=True):
             found, failed = parsed[opbench.normalize_name(spec.name)]
             outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
             if failed:
@@ -210,6 +212,34 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
     rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
     found = opbench.parse_invocation(out, spec, json_file)
     return [(job, _outcome(found, rc, out, err, argv, error))]
+
+
+_UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "ns": 1e-9}
+RUNNER_WARMUP = 100  # the operator_benchmark runner's warmup iterations when none is passed
+
+
+def timed_iterations(spec: OpBenchSpec | None) -> int:
+    """Iterations one invocation times per test: warm-up, then iterations x runs (the runner's defaults: 100, 1)."""
+    if spec is None:
+        return 1
+    warmup = RUNNER_WARMUP if spec.warmup_iterations is None else spec.warmup_iterations
+    return warmup + (spec.iterations or 1) * (spec.num_runs or 1)
+
+
+def test_shares(wall: float, outcomes: list[tuple[Job, InvocationResult]]) -> dict[tuple[str, str], float]:
+    """Each measured test's share of an invocation's wall: its timed iterations (per-iteration time x
+    iterations), plus an even part of the rest (process start, imports, set-up)."""
+    compute: dict[tuple[str, str], float] = {}
+    for job, outcome in outcomes:
+        for m in outcome.measurements:
+            seconds = m.value * _UNIT_SECONDS.get(m.unit, 1e-6) * timed_iterations(job.spec)
+            key = (job.benchmark, m.test)
+            compute[key] = compute.get(key, 0.0) + seconds  # forward and backward of one test add up
+    if not compute:
+        return {}
+    scale = min(1.0, wall / sum(compute.values())) if sum(compute.values()) else 1.0
+    rest = max(0.0, wall - sum(compute.values())) / len(compute)
+    return {key: seconds * scale + rest for key, seconds in compute.items()}
 
 
 def batch_jobs(jobs: list[Job]) -> list[Job]:
@@ -369,8 +399,10 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                     progress(Tick(TickKind.done, job, side.name, round_index, units=1, skipped=True))
                     continue
                 progress(Tick(TickKind.start, job, side.name, round_index))
-                began, errors, samples = time.monotonic(), [], 0
-                for member, outcome in invoke(todo, side, plan, caps):
+                began, began_at, errors, samples = time.monotonic(), now(), [], 0
+                outcomes = invoke(todo, side, plan, caps)
+                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at)
+                for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))
                         run.add_failure(
