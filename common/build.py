@@ -42,9 +42,12 @@ def with_python(argv: list[str], python: str | Path) -> list[str]:
 
 
 def run_build(argv: list[str], cwd: Path, timeout: float | None,
-              env: Mapping[str, str] | None = None) -> str | None:
-    """Run a build command (an argv, no shell); None on success, else why it failed (with its last line)."""
+              env: Mapping[str, str] | None = None, lines: int = 1) -> str | None:
+    """Run a build command (an argv, no shell); None on success, else why it failed (with the
+    last ``lines`` lines of its output)."""
     res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
     if res.error:
         return res.error
-    return None if res.returncode == 0 else f"exit {res.returncode} {res.last_line()}".strip()
+    if res.returncode == 0:
+        return None
+    return f"exit {res.returncode} {res.last_line() if lines == 1 else chr(10) + res.tail(lines)}".strip()
