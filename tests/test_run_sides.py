@@ -133,6 +133,22 @@ def test_wheels_per_commit_run_each_sides_code(wheel_repo, tmp_path):
     assert _envs(history, "w2")["head"]["side_wheel_sha256"] == envs["head"]["side_wheel_sha256"]
 
 
+def test_wheels_without_refs_run_the_checkouts_files(wheel_repo, tmp_path):
+    repo, (c1, c2), wheels = wheel_repo
+    history = tmp_path / "h.duckdb"
+    res = run_perfq(repo, "run", "-l", "nr", "--ab", "--base-wheel", str(wheels / c1 / "wpkg-1.0-py3-none-any.whl"),
+                    "--head-wheel", str(wheels / c2 / "wpkg-1.0-py3-none-any.whl"), "--bench", "work",
+                    "--repeat", "1", "--format", "json", "--sides-dir", str(tmp_path / "sides"),
+                    "--history", str(history))
+    assert res.returncode == 0, res.stderr
+    versions = {t["test"]: t for t in json.loads(res.stdout)["comparison"]["tests"]}["bench_version"]
+    assert versions["base_median"] == versions["head_median"] == 2.0  # the checkout (at C2) for both sides
+    for side, env in _envs(history, "nr").items():
+        assert env["side_source"] == str(repo.resolve()) and env["side_install"] == "wheel", side
+        assert env["side_ref"] == "" and env["side_commit"] == c2
+    assert not list((tmp_path / "sides").glob("*/src"))  # no worktree made
+
+
 def test_same_code_under_two_refs_is_refused(wheel_repo, tmp_path):
     repo, (c1, c2), wheels = wheel_repo
     sides_dir = tmp_path / "sides"

@@ -137,12 +137,9 @@ def side_env(machine: dict[str, str], interpreter: dict[str, str], repo: dict[st
              overrides: dict[str, str], provenance: dict[str, str] | None = None) -> str:
     """One side's environment as stored (JSON text).
 
-    ``provenance`` says what the side ran when it is not the checkout (``side_*`` keys of
-    perfq.run.sides: ref, commit, build command or wheel and its sha256, worktree, interpreter);
-    its commit is then the side's ``git_commit``.
+    ``provenance`` says what the side ran when it is not the checkout (perfq.run.sides: ref,
+    commit, build command or wheel and its sha256, worktree, interpreter); its keys win.
     """
     env = {**machine, **repo, **interpreter, **(provenance or {})}
-    if provenance and provenance.get("side_commit"):
-        env["git_commit"] = provenance["side_commit"]
     env.update({f"env {k}": v for k, v in sorted(overrides.items())})
     return json.dumps(env, sort_keys=True)

@@ -114,6 +114,7 @@ class PreparedSide:
         """What the side ran, as recorded in ``runs.env`` (``side_*`` keys) and in ``side.json``."""
         p = self.plan
         return {
+            **({"git_commit": p.commit} if p.ref else {}),  # the worktree's commit, not the checkout's
             "side_ref": p.ref,
             "side_commit": p.commit,
             "side_install": p.install.value,
@@ -194,7 +195,7 @@ def side_bench_root(repo: Path, bench_root: Path, source: Path) -> Path:
 
 def cache_key(plan: SidePlan, wheel_sha256: str) -> str:
     """The directory name of a prepared side: its commit and a digest of what it holds."""
-    what = json.dumps([plan.commit, plan.python, plan.install.value, list(plan.build), wheel_sha256])
+    what = json.dumps([plan.commit, bool(plan.ref), plan.python, plan.install.value, list(plan.build), wheel_sha256])
     return f"{plan.commit[:12]}-{plan.install.value}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
 
@@ -221,9 +222,10 @@ def prepare_side(repo: Path, plan: SidePlan, cache: Path, wheel: Path | None, wh
             return PreparedSide(plan, Path(stored["side_source"]), stored["side_python"], wheel_sha256, reused=True)
         started = time.monotonic()
         _discard(repo, home)
-        src = home / "src"
         home.mkdir(parents=True)
-        git.git(repo, "worktree", "add", "--detach", str(src), plan.commit)
+        src = home / "src" if plan.ref else repo.resolve()  # a side without a ref runs the checkout's files
+        if plan.ref:
+            git.git(repo, "worktree", "add", "--detach", str(src), plan.commit)
         python = plan.python
         if plan.install != Install.installed:
             python = str(make_venv(plan.python, home / "venv"))
