@@ -240,9 +240,12 @@ setup(name="sumext", version="0.1", ext_modules=[CppExtension("sumext", ["sumext
 """
 
 SUMEXT_CPP = """\
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <torch/library.h>
 
-double loop_sum(torch::Tensor x) {
+// one operator, sumext::loop_sum, registered with the dispatcher (lighter to compile than a
+// pybind11 module over torch/extension.h: about 17 s of CPU instead of a minute)
+double loop_sum(const at::Tensor& x) {
   auto a = x.contiguous();
   const float* p = a.data_ptr<float>();
   double s = 0;
@@ -251,22 +254,22 @@ double loop_sum(torch::Tensor x) {
   return s;
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("loop_sum", &loop_sum); }
+TORCH_LIBRARY(sumext, m) { m.def("loop_sum", &loop_sum); }
 """
 
 EXT_BENCH = """\
+import glob
 import time
 
 import torch
 
-import sumext
-
+torch.ops.load_library(glob.glob("sumext*.so")[0])
 x = torch.ones(200000)
 for _ in range(4):
     best = float("inf")
     for _ in range(20):
         started = time.perf_counter()
-        sumext.loop_sum(x)
+        torch.ops.sumext.loop_sum(x)
         best = min(best, time.perf_counter() - started)
     print(f"loop_sum: {best * 1e6:.1f} us")
 """
@@ -299,7 +302,7 @@ def ext_run(tmp_path_factory: pytest.TempPathFactory):
     history = root / "h.duckdb"
     res = run_perfq(repo, "run", "-l", "ext", "--ab", "--base-ref", commits[0], "--head-ref", commits[1],
                     "--build", EXT_BUILD, "--bench", "sumloop", "--repeat", "2", "--format", "json",
-                    "--history", str(history), timeout=900)
+                    "--history", str(history), timeout=1800)
     return repo, commits, history, res
 
 
