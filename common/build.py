@@ -41,6 +41,11 @@ def with_python(argv: list[str], python: str | Path) -> list[str]:
     return [word.replace("{python}", str(python)) for word in argv]
 
 
+def build_text(argv: list[str]) -> str:
+    """``argv`` as one line a shell would split back, ``{python}`` left as it is written."""
+    return " ".join(word if word == "{python}" else shlex.quote(word) for word in argv)
+
+
 def run_build(argv: list[str], cwd: Path, timeout: float | None,
               env: Mapping[str, str] | None = None, lines: int = 1) -> str | None:
     """Run a build command (an argv, no shell); None on success, else why it failed (with the

@@ -22,7 +22,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import time
 import urllib.parse
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from perfq.common import git, proc
-from perfq.common.build import run_build, with_python
+from perfq.common.build import build_text, run_build, with_python
 from perfq.common.paths import state_dir
 from perfq.errors import PerfqError
 from perfq.run.execute import Side
@@ -93,7 +92,7 @@ class SidePlan:
 
     def describe(self) -> str:
         if self.install == Install.build:
-            return f"commit {self.commit[:12]} built with {shlex.join(self.build)}"
+            return f"commit {self.commit[:12]} built with {build_text(list(self.build))}"
         if self.install == Install.wheel:
             return f"wheel {self.wheel}"
         return f"the packages installed for {self.python} (no --build or wheel)"
@@ -118,7 +117,7 @@ class PreparedSide:
             "side_ref": p.ref,
             "side_commit": p.commit,
             "side_install": p.install.value,
-            "side_build": shlex.join(p.build) if p.install == Install.build else "",
+            "side_build": build_text(list(p.build)) if p.install == Install.build else "",
             "side_wheel": p.wheel,
             "side_wheel_sha256": self.wheel_sha256,
             "side_source": str(self.source),
