@@ -59,6 +59,9 @@ class Side:
     omp_num_threads: int | None = None
     mkl_num_threads: int | None = None
     ref: str = ""
+    source: Path | None = None  # the side's worktree (its ref's files); None: the repository
+    bench_root: Path | None = None  # its operator_benchmark root; None: the plan's
+    provenance: tuple[tuple[str, str], ...] = ()  # what the side runs (perfq.run.sides), kept in runs.env
 
 
 @dataclass(frozen=True)
@@ -154,7 +157,9 @@ def _box(plan: Plan, side: Side, scratch: Path) -> Sandbox | None:
     if not plan.sandbox:
         return None
     python = Path(side.python)
-    return Sandbox(scratch, (plan.repo, plan.bench_root, python.parent, python.resolve().parent.parent))
+    readable = (plan.repo, plan.bench_root, python.parent, python.resolve().parent.parent)
+    own = tuple(path for path in (side.source, side.bench_root) if path is not None)  # a ref's worktree
+    return Sandbox(scratch, readable + own)
 
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
@@ -184,7 +189,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
     if job.script is not None:
         argv = job.script.argv(side.python)
         script = job.script
-        rc, out, err, error = _spawn(argv, script.workdir(plan.repo), env, plan.timeout, box,
+        rc, out, err, error = _spawn(argv, script.workdir(side.source or plan.repo), env, plan.timeout, box,
                                      lambda line: output_line_needed(script, line))
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
     # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
@@ -193,7 +198,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
         specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
+        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout, box)
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(members, specs, strict=True):
@@ -209,7 +214,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
     json_file = tmp / "out.json" if caps.output_json else None
     argv, _ = opbench.build_command(side.python, spec, caps, json_file)
     env.update(opbench.thread_env(spec))
-    rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout, box)
+    rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout, box)
     found = opbench.parse_invocation(out, spec, json_file)
     return [(job, _outcome(found, rc, out, err, argv, error))]
 
@@ -298,7 +303,7 @@ def new_runs(plan: Plan) -> list[Run]:
                 cpu=f"{machine['cpu_model']} x{machine['logical_cpus']}",
                 command=plan.command,
                 notes="; ".join(plan.notes),
-                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side)),
+                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side), dict(side.provenance)),
             )
         )
     return runs

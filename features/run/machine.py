@@ -32,6 +32,7 @@ except Exception:
 if info["torch_version"]:
     try:
         import torch
+        info["torch_file"] = str(torch.__file__)
         info["torch_config"] = torch.__config__.show().strip()
         info["torch_threads"] = str(torch.get_num_threads())
         info["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
@@ -137,8 +138,12 @@ def repo_info(repo: Path) -> dict[str, str]:
 
 
 def side_env(machine: dict[str, str], interpreter: dict[str, str], repo: dict[str, str],
-             overrides: dict[str, str]) -> str:
-    """One side's environment as stored (JSON text)."""
-    env = {**machine, **repo, **interpreter}
+             overrides: dict[str, str], provenance: dict[str, str] | None = None) -> str:
+    """One side's environment as stored (JSON text).
+
+    ``provenance`` says what the side ran when it is not the checkout (perfq.run.sides: ref,
+    commit, build command or wheel and its sha256, worktree, interpreter); its keys win.
+    """
+    env = {**machine, **repo, **interpreter, **(provenance or {})}
     env.update({f"env {k}": v for k, v in sorted(overrides.items())})
     return json.dumps(env, sort_keys=True)
