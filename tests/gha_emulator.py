@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -375,10 +376,19 @@ def job_log(result: JobResult) -> str:
 
 
 def python_venv(path: Path) -> Path:
-    """A venv that sees this interpreter's packages (perfq's dependencies, pip, setuptools) and adds its own."""
+    """A venv that sees the running test environment's packages (perfq's dependencies, pip, setuptools).
+
+    Not ``--system-site-packages``: run from a venv, ``venv`` makes the new one from the *base*
+    interpreter, whose site-packages lack what the test environment installed. A ``.pth`` file lists
+    this environment's site directories instead; packages the workflow installs go first.
+    """
     if not (path / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(path)],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        purelib = subprocess.run([str(path / "bin" / "python"), "-c", where], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+        dirs = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+        (Path(purelib) / "test-environment.pth").write_text("".join(f"{d}\n" for d in dirs if Path(d).is_dir()))
     return path
 
 
@@ -387,6 +397,7 @@ def perfq_wheel(source: Path, python: Path, dest: Path) -> Path:
     copy = dest / "src"
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
                                                                   ".venv*"))
-    subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(dest / "dist"), str(copy)], check=True, capture_output=True)
+    built = subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            str(dest / "dist"), str(copy)], capture_output=True, text=True)
+    assert built.returncode == 0, f"cannot build a perfq wheel (pip install -e '.[dev]'?):\n{built.stderr[-2000:]}"
     return next((dest / "dist").glob("perfq-*.whl"))
