@@ -186,7 +186,12 @@ def report(
     out: Annotated[Path, typer.Option("--out", rich_help_panel=_REPORT,
                                       help="Output directory (comment.md, pr.json, ...).")] = Path("perfq-comment"),
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_REPORT, help=(
-        f"Exit {EXIT_GATE} on a regression or a failed benchmark, after writing everything."))] = False,
+        f"Exit {EXIT_GATE} on a regression, a failed benchmark or a selected benchmark without a result, "
+        "after writing everything."))] = False,
+    base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
+        "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "Without it: perfq's defaults."))] = None,
     repo: Path | None = RepoOption,
 ) -> None:
     """Prepare the PR comment: the affected summary, then the base-vs-head verdicts.
@@ -195,9 +200,10 @@ def report(
 
     Example:
 
-        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --out perfq-comment
+        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
     from perfq.ci.comment import PullRequestRef, parse_pr
+    from perfq.ci.gate import base_settings
     from perfq.ci.report import build_report
     from perfq.run.api import Settings
 
@@ -205,33 +211,21 @@ def report(
         ref = parse_pr(json.dumps(PullRequestRef(pr, head_sha).to_json()))
     except ValueError as exc:
         raise PerfqError(str(exc)) from None
-    settings = _compare_settings(resolve_repo(repo)) if repo is not None or _in_git() else Settings()
+    err = console(stderr=True)
+    settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
+    if base is None:
+        err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
     outcome = build_report(inputs, label, ref, out, settings)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(outcome.comment.read_text(encoding="utf-8"))
-    err = console(stderr=True)
     err.print(f"wrote {outcome.comment}: {outcome.result_files} result file(s), "
               f"{outcome.regressions} regression(s), {outcome.failures} failed benchmark invocation(s)")
-    if fail_on_regression and (outcome.regressions or outcome.failures):
+    if outcome.missing:
+        err.print(f"no result for {len(outcome.missing)} selected benchmark(s): {', '.join(outcome.missing)}")
+    if fail_on_regression and (outcome.regressions or outcome.failures or outcome.missing):
         raise typer.Exit(EXIT_GATE)
-
-
-def _in_git() -> bool:
-    from perfq.common.paths import git_common_dir
-
-    return git_common_dir(Path.cwd()) is not None
-
-
-def _compare_settings(repo: Path):
-    from perfq.config import load_config
-    from perfq.run.api import settings_from_config
-
-    try:
-        return settings_from_config(load_config(repo).extra)
-    except (ValueError, TypeError) as exc:
-        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
 @ci_app.command("comment")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfq.ci.comment import COMMENT_FILE, PR_FILE, PullRequestRef, report_body
+from perfq.ci.gate import missing_results, selected_benchmarks
 from perfq.errors import PerfqError
 from perfq.run import api as run_api
 
@@ -28,6 +29,7 @@ class ReportOutcome:
     selected: int | None
     result_files: int
     comment: Path
+    missing: tuple[str, ...] = ()  # selected benchmarks without any result: the gate fails
 
     @property
     def failures(self) -> int:
@@ -82,11 +84,12 @@ def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
             comparison = None
     verdicts = run_api.render_markdown(comparison) if comparison is not None else None
     selected = selected_count(inputs / "matrix.json")
-    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url())
+    missing = missing_results(selected_benchmarks(inputs / "matrix.json"), comparison)
+    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing)
     comment = out / COMMENT_FILE
     comment.write_text(body, encoding="utf-8")
     (out / PR_FILE).write_text(json.dumps(pr.to_json()) + "\n", encoding="utf-8")
     if comparison is not None:
         (out / "comparison.json").write_text(json.dumps(comparison.to_json(), indent=1, default=str) + "\n",
                                             encoding="utf-8")
-    return ReportOutcome(comparison, selected, len(files), comment)
+    return ReportOutcome(comparison, selected, len(files), comment, missing)
