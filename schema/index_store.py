@@ -105,6 +105,18 @@ class BenchOpRow(NamedTuple):
     source: str
 
 
+class TracedTestOps(NamedTuple):
+    """A traced test and the asked-about operators (by name, any overload) its timed region executes."""
+
+    bench: str
+    test: str
+    module: str
+    tag: str
+    backward: bool
+    device: str
+    ops: tuple[str, ...]
+
+
 class Extent(NamedTuple):
     start_line: int
     end_line: int
@@ -364,6 +376,26 @@ class IndexStore:
         ).fetchall():
             out.setdefault(bench, set()).add((ns, base))
         return out
+
+    def test_ops(self, benches: list[str], ops: list[str]) -> list[TracedTestOps]:
+        """Every traced test of ``benches`` (one row per benchmark and test name), with those of ``ops``
+        (operator names) its trace executes (by namespace and base name, any layout)."""
+        if not benches:
+            return []
+        rows = self.con.execute(
+            "WITH wanted AS (SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))),"
+            " tests AS (SELECT bench, test, min(module) AS module, min(tag) AS tag, bool_or(backward) AS backward,"
+            " min(device) AS device FROM bench_tests WHERE bench IN (SELECT unnest(?::TEXT[])) GROUP BY bench, test),"
+            " hits AS (SELECT DISTINCT t.bench, t.test, w.name FROM trace_ops t"
+            " JOIN wanted w ON w.namespace = t.namespace AND w.base = t.base"
+            " WHERE t.bench IN (SELECT unnest(?::TEXT[])))"
+            " SELECT s.bench, s.test, s.module, s.tag, s.backward, s.device,"
+            " list(h.name ORDER BY h.name) FILTER (WHERE h.name IS NOT NULL)"
+            " FROM tests s LEFT JOIN hits h ON h.bench = s.bench AND h.test = s.test"
+            " GROUP BY ALL ORDER BY s.bench, s.test",
+            [ops, benches, benches],
+        ).fetchall()
+        return [TracedTestOps(b, t, m, tag, bool(bw), d, tuple(names or ())) for b, t, m, tag, bw, d, names in rows]
 
     def canary_sets(self) -> list[CanarySetRow]:
         rows = self.con.execute(

@@ -1,4 +1,5 @@
-"""The results history's runs, samples and failures (tables of migration 0001_runs.sql).
+"""The results history's runs, samples and failures (tables of migration 0001_runs.sql), and the
+walls of the invocations that measured them (0005_invocations.sql).
 
 A run is one side (base or head) of a labelled comparison on one machine. Its id is a
 uuid that travels with the export, so merging the result files of many CI jobs into
@@ -11,6 +12,7 @@ Readers open the history read-only and wait (bounded) for a writer's short hold;
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from dataclasses import dataclass, field
@@ -45,6 +47,7 @@ RUN_FIELDS = (
 )
 SAMPLE_FIELDS = ("seq", "repeat_index", "benchmark", "test", "mode", "device", "metric", "unit", "value")
 FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "failed_at")
+INVOCATION_FIELDS = ("seq", "seconds", "tests", "started_at")
 
 
 def now() -> str:
@@ -86,6 +89,16 @@ class Failure:
     failed_at: str
 
 
+@dataclass(frozen=True)
+class Invocation:
+    """One benchmark process of a run: its wall time and the tests it measured (JSON list of "bench/test")."""
+
+    seq: int
+    seconds: float
+    tests: str
+    started_at: str
+
+
 class RunStatus(str, Enum):
     """Where a run is: started, finished, or stopped early (Ctrl-C) with what it measured so far."""
 
@@ -115,6 +128,7 @@ class Run:
     env: str = ""  # JSON: machine, interpreter, torch build, commit, environment overrides (perfq.run.machine)
     samples: list[Sample] = field(default_factory=list, metadata={"internal": True})
     failures: list[Failure] = field(default_factory=list, metadata={"internal": True})
+    invocations: list[Invocation] = field(default_factory=list, metadata={"internal": True})  # local: not exported
     stored_samples: int | None = field(default=None, metadata={"internal": True})  # count, when not loaded
 
     @property
@@ -144,6 +158,11 @@ class Run:
     def add_failure(self, benchmark: str, command: str, returncode: int | None, stderr_tail: str) -> None:
         self.failures.append(Failure(len(self.failures), benchmark, command, returncode, stderr_tail, now()))
 
+    def add_invocation(self, seconds: float, tests: list[tuple[str, str]], started_at: str) -> None:
+        """Record one benchmark process: its wall and the (benchmark, test) pairs it measured."""
+        names = sorted({f"{bench}/{test}" for bench, test in tests})
+        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(names), started_at))
+
     def row(self) -> list[Any]:
         return [getattr(self, f) for f in RUN_FIELDS]
 
@@ -164,6 +183,7 @@ def _write(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> tuple[int, int, i
             )
         new_samples += _insert_missing(con, "samples", SAMPLE_FIELDS, run.id, run.samples)
         new_failures += _insert_missing(con, "failures", FAILURE_FIELDS, run.id, run.failures)
+        _insert_missing(con, "invocations", INVOCATION_FIELDS, run.id, run.invocations)
     return new_runs, new_samples, new_failures
 
 
@@ -249,6 +269,29 @@ def runs_for_label(history: Path, label: str, with_samples: bool = True) -> list
         return read_runs(con, "WHERE label = ?", [label], with_samples)
     finally:
         con.close()
+
+
+def test_walls(history: Path) -> dict[tuple[str, str], float]:
+    """(benchmark, test) -> median seconds of its share of the invocations that measured it (an
+    invocation's wall, process start included, split evenly over its tests); {} without a history."""
+    if not history.exists():
+        return {}
+    con = connect_history(history, read_only=True)
+    try:
+        if "invocations" not in tables(con):
+            return {}
+        rows = con.execute(
+            "WITH i AS (SELECT seconds / len(names) AS share, unnest(names) AS name"
+            " FROM (SELECT seconds, from_json(tests, '[\"VARCHAR\"]') AS names FROM invocations) WHERE len(names) > 0)"
+            " SELECT name, median(share) FROM i GROUP BY name"
+        ).fetchall()
+    finally:
+        con.close()
+    out = {}
+    for name, seconds in rows:
+        bench, _, test = name.partition("/")
+        out[(bench, test)] = float(seconds)
+    return out
 
 
 class LabelSamples(NamedTuple):

@@ -15,6 +15,7 @@ import typer
 from perfq.common.cli import (
     EXIT_GATE,
     EXIT_INTERRUPTED,
+    EXIT_USAGE,
     FORMAT_HELP,
     Format,
     HistoryOption,
@@ -25,6 +26,7 @@ from perfq.common.cli import (
 from perfq.common.render import console, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
+from perfq.run.plan import DEFAULT_BUDGET
 
 if TYPE_CHECKING:  # the statistics (scipy) and the history (duckdb) load only when a command runs
     from perfq.run.report import ComparisonDocument
@@ -185,8 +187,15 @@ def register(app: typer.Typer) -> None:
             help="With --ab: more rounds for the tests whose verdict is still unknown.")] = False,
         max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
             help="Adaptive ceiling in samples per side (default 3 x --repeat).")] = 0,
-        budget: Annotated[float | None, typer.Option("--budget", rich_help_panel=_REPEATS,
-            help="Adaptive time budget in seconds.")] = None,
+        budget: Annotated[str, typer.Option("--budget", rich_help_panel=_REPEATS,
+            help="Time for the whole run (15m, 90s, 1h): the --affected plan fits it, adaptive rounds stop at it.")
+            ] = DEFAULT_BUDGET,
+        run_all: Annotated[bool, typer.Option("--all", rich_help_panel=_WHAT,
+            help="With --affected: run every selected test (no budget, no plan cut).")] = False,
+        shards: Annotated[int | None, typer.Option("--shards", rich_help_panel=_WHAT,
+            help="With --affected: split the plan (N budgets) into N shards balanced by cost.")] = None,
+        shard: Annotated[int | None, typer.Option("--shard", rich_help_panel=_WHAT,
+            help="With --shards N: run shard K (1..N).")] = None,
         iterations: Annotated[int, typer.Option("--iterations", rich_help_panel=_RUNNER, min=0,
             help="Runner --iterations per measurement (0: the runner's own, slow, time-based count).")
             ] = DEFAULT_ITERATIONS,
@@ -231,6 +240,8 @@ def register(app: typer.Typer) -> None:
         from perfq.run import jobs as select
         from perfq.run.comparisons import comparison_for_label
         from perfq.run.opbench import OpBenchSpec
+        from perfq.run.plan import RunShape, check_shard, parse_duration
+        from perfq.run.plan_render import print_plan
         from perfq.run.results import export_runs
 
         if ab == (side is not None):
@@ -241,17 +252,27 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
         if fail_on_regression and not ab:
             raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
+        if (shards is not None or shard is not None or run_all) and not affected:
+            raise PerfqError("--all, --shards and --shard go with --affected REF (a plan)", exit_code=EXIT_USAGE)
+        budget_seconds = None if run_all else parse_duration(budget)
+        shard_k, shard_n = check_shard(shard, shards)
         repo_path = resolve_repo(repo)
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
         base_spec = OpBenchSpec(name="", device=device, tag_filter=tag_filter, iterations=iterations or None,
                                 num_runs=num_runs or None, warmup_iterations=warmup, omp_num_threads=omp or None,
                                 mkl_num_threads=mkl)
+        shape = RunShape(rounds=repeat, sides=2 if ab else 1, batch=batch, shards=shard_n, device=device)
         selection = select.Selection(affected, tuple(bench or ()), tuple(test or ()),
-                                     tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None)
-        jobs, notes = select.select_jobs(repo_path, cfg, root, selection, base_spec,
-                                         python or base_python or select.default_python())
+                                     tuple(o for o in (operators or "").split(",") if o), mode.value if mode else None,
+                                     budget_seconds, shape, shard_k)
+        jobs, notes, test_plan = select.select_jobs(repo_path, cfg, root, selection, base_spec,
+                                                    python or base_python or select.default_python())
         err = console(stderr=True)
+        if test_plan is not None:  # printed before anything runs
+            print_plan(err, test_plan, _interactive())
+            if shard_n > 1:
+                err.print(f"shard {shard_k} of {shard_n}", markup=False)
         for note in notes:
             err.print(f"note: {note}")
         if not jobs:
@@ -275,7 +296,7 @@ def register(app: typer.Typer) -> None:
             out=out,
             adaptive=adaptive,
             max_repeat=max_repeat,
-            budget_seconds=budget,
+            budget_seconds=budget_seconds,
             batch=batch,
             timeout=timeout,
             settings=_settings(repo_path),

@@ -143,14 +143,16 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
         argv = job.script.argv(side.python)
         rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
-    if job.members:
-        specs = [side_spec(m.spec, side) for m in job.members if m.spec is not None]
+    # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
+    members = job.members or ((job,) if job.spec is not None and opbench.runs_wrapped(job.spec) else ())
+    if members:
+        specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
         rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
         parsed = opbench.parse_batch(out, specs)
         results = []
-        for member, spec in zip(job.members, specs, strict=True):
+        for member, spec in zip(members, specs, strict=True):
             found, failed = parsed[opbench.normalize_name(spec.name)]
             outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
             if failed:
@@ -324,8 +326,11 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                     progress(Tick(TickKind.done, job, side.name, round_index, units=1, skipped=True))
                     continue
                 progress(Tick(TickKind.start, job, side.name, round_index))
-                began, errors, samples = time.monotonic(), [], 0
-                for member, outcome in invoke(todo, side, plan, caps):
+                began, began_at, errors, samples = time.monotonic(), now(), [], 0
+                outcomes = invoke(todo, side, plan, caps)
+                run.add_invocation(time.monotonic() - began, [(member.benchmark, m.test) for member, outcome in outcomes
+                                                              for m in outcome.measurements], began_at)
+                for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))
                         run.add_failure(

@@ -18,6 +18,8 @@ from perfq.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.execute import Job, Side
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
+from perfq.run.plan import RunShape, TestPlan, shard_of
+from perfq.run.planning import plan_for
 from perfq.run.script_bench import ScriptBench, script_benchmarks
 from perfq.runner.affected_flow import affected_for_range
 
@@ -122,6 +124,23 @@ def jobs_from_affected(
     return jobs, notes
 
 
+def plan_document(doc: dict[str, Any], plan: TestPlan) -> dict[str, Any]:
+    """The affected document narrowed to the plan: its benchmarks with the plan's tests (a whole-file
+    pick keeps the entry as selected); no canary sets, the plan holds the canary tests it runs."""
+    entries = {opbench.normalize_name(str(b.get("name") or "")): b for b in doc.get("benchmarks") or []}
+    modes = ["eager", "compile"] if doc.get("compile_mode") else ["eager"]
+    out = []
+    for bench in plan.benchmarks:
+        entry = entries.get(bench, {"name": bench, "modes": modes})
+        tests = [t for t in plan.tests if t.benchmark == bench]
+        if any(not t.test for t in tests):
+            out.append({**entry, "name": bench})
+            continue
+        out.append({**entry, "name": bench, "tests": [t.test for t in tests],
+                    "modules": sorted({t.module for t in tests if t.module})})
+    return {**doc, "benchmarks": out, "canary": []}
+
+
 def drop_unsupported_compile(jobs: list[Job], caps: RunnerCaps) -> tuple[list[Job], list[str]]:
     """Remove compile-mode jobs when the runner has no ``--use-compile``, with a clear note."""
     kept, notes = [], []
@@ -149,6 +168,9 @@ class Selection:
     tests: tuple[str, ...] = ()
     operators: tuple[str, ...] = ()
     mode: str | None = None  # eager | compile | both; None: the document's modes, else eager
+    budget_seconds: float | None = None  # with affected: the plan's budget (None: --all, everything)
+    shape: RunShape = RunShape()  # rounds, sides, batch, shards, device of the run
+    shard: int = 1  # 1-based, of shape.shards
 
 
 def benchmark_root(repo: Path, cfg: Config, override: Path | None) -> Path:
@@ -157,15 +179,20 @@ def benchmark_root(repo: Path, cfg: Config, override: Path | None) -> Path:
 
 
 def select_jobs(repo: Path, cfg: Config, root: Path, selection: Selection, base: OpBenchSpec,
-                python: str) -> tuple[list[Job], list[str]]:
-    """The jobs of ``selection`` (compile jobs dropped when the runner cannot compile) and notes."""
+                python: str) -> tuple[list[Job], list[str], TestPlan | None]:
+    """The jobs of ``selection`` (compile jobs dropped when the runner cannot compile), notes, and the
+    budgeted plan they come from (``--affected``; the plan of this shard)."""
     scripts = script_benchmarks(cfg.extra)
     if not root.is_dir() and not selection.affected and not all(b in scripts for b in selection.benches):
         raise PerfqError(f"benchmark root {root} does not exist (use --bench-root)")
     notes: list[str] = []
+    plan: TestPlan | None = None
     if selection.affected:
         doc = affected_for_range(repo, selection.affected)
-        jobs, notes = jobs_from_affected(doc, root, base, scripts, selection.mode,
+        plan = plan_for(repo, doc, selection.budget_seconds, selection.shape)
+        if selection.shape.shards > 1:
+            plan = shard_of(plan, selection.shape, selection.shard)
+        jobs, notes = jobs_from_affected(plan_document(doc, plan), root, base, scripts, selection.mode,
                                          ops_resolver=lambda name: list_ops(python, root, name))
     else:
         jobs = []
@@ -176,7 +203,7 @@ def select_jobs(repo: Path, cfg: Config, root: Path, selection: Selection, base:
             for m in modes_for(selection.mode):
                 jobs.append(opbench_job(root, name, m, base, selection.tests, selection.operators))
     jobs, more = drop_unsupported_compile(jobs, opbench.detect_caps(root))
-    return jobs, notes + more
+    return jobs, notes + more, plan
 
 
 def parse_env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:

@@ -116,7 +116,7 @@ def build_command(
     if len(spec.tests) == 1:
         argv += ["--test-name", spec.tests[0]]
     else:
-        argv += ["--tag-filter", spec.tag_filter]
+        argv += ["--tag-filter", "all" if spec.tests else spec.tag_filter]  # a selected test is never dropped
         if len(spec.tests) > 1:
             notes.append(
                 f"{spec.name}: runner filters one --test-name at a time; {len(spec.tests)} tests kept by parsing"
@@ -325,24 +325,62 @@ BATCH_ENV = "PERFQ_OPBENCH_BATCH"
 BATCH_MARK = "# perfq-module: "
 BATCH_FAILED = "# perfq-module-failed: "
 
+BATCH_TAG_FALLBACK = "# perfq-tag-fallback: "
+
 # Runs each pt module's tests with the runner's own BenchmarkRunner, one module at a time, so
 # the output of each module is delimited and a module that fails does not stop the others.
+# Selected tests are never dropped by a tag filter: they run with tag "all", several of them
+# through the runner's one --test-name filter (a name set that equals each of its names); a
+# whole module with no test of the asked tag (gelu_test has only "long" configs) runs them all.
 _BATCH_SCRIPT = """
-import copy, importlib, json, os, sys, traceback
+import contextlib, copy, importlib, io, json, os, sys, traceback
 import benchmark_core, benchmark_runner
+
+
+class AnyOf(frozenset):
+    __hash__ = frozenset.__hash__
+
+    def __eq__(self, other):
+        return other in self if isinstance(other, str) else frozenset.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+
+class Watch(io.TextIOBase):
+    def __init__(self, out):
+        self.out, self.named = out, False
+
+    def write(self, text):
+        self.named = self.named or "# Name:" in text
+        return self.out.write(text)
+
+    def flush(self):
+        self.out.flush()
+
+
+def run_module(margs):
+    watch = Watch(sys.stdout)
+    with contextlib.redirect_stdout(watch):
+        benchmark_core.BenchmarkRunner(margs).run()
+    return watch.named
+
+
 members = json.loads(os.environ["PERFQ_OPBENCH_BATCH"])
 args = benchmark_runner.parse_args()
-for module, test_name, operators in members:
+for module, tests, operators, tag in members:
     del benchmark_core.BENCHMARK_TESTER[:]
     print("# perfq-module: " + module, flush=True)
     try:
         importlib.import_module("pt." + module)
         margs = copy.copy(args)
-        margs.test_name = test_name
+        margs.test_name = (tests[0] if len(tests) == 1 else AnyOf(tests)) if tests else None
         margs.operators = operators
-        if test_name is None:
-            margs.tag_filter = args.tag_filter
-        benchmark_core.BenchmarkRunner(margs).run()
+        margs.tag_filter = "all" if tests else tag
+        if not run_module(copy.copy(margs)) and not tests and tag != "all":
+            print("# perfq-tag-fallback: " + module + ": no test tagged " + str(tag) + "; all its tests run")
+            margs.tag_filter = "all"
+            run_module(margs)
     except Exception as exc:
         traceback.print_exc()
         print("# perfq-module-failed: " + module + ": " + type(exc).__name__ + ": " + str(exc), flush=True)
@@ -350,12 +388,17 @@ for module, test_name, operators in members:
 """
 
 
+def runs_wrapped(spec: OpBenchSpec) -> bool:
+    """Whether a lone file runs through the batch wrapper: several tests (only those are timed) or the
+    whole file (its tests run with every tag when none has the asked one); one test is ``--test-name``."""
+    return len(spec.tests) != 1
+
+
 def batch_key(spec: OpBenchSpec) -> tuple:
-    """Specs with equal keys can share one process (same runner-wide flags)."""
+    """Specs with equal keys can share one process (same runner-wide flags; tests and tags are per file)."""
     return (
         spec.mode,
         spec.device,
-        spec.tag_filter,
         spec.iterations,
         spec.num_runs,
         spec.warmup_iterations,
@@ -370,9 +413,7 @@ def build_batch_command(python: str, specs: list[OpBenchSpec], caps: RunnerCaps)
     first = specs[0]
     argv, _ = build_command(python, replace(first, tests=(), ops=()), caps)
     argv = [python, "-c", _BATCH_SCRIPT, *argv[3:]]
-    members = [
-        [normalize_name(s.name), s.tests[0] if len(s.tests) == 1 else None, ",".join(s.ops) or None] for s in specs
-    ]
+    members = [[normalize_name(s.name), list(s.tests), ",".join(s.ops) or None, s.tag_filter] for s in specs]
     return argv, {BATCH_ENV: json.dumps(members), **thread_env(first)}
 
 

@@ -10,6 +10,7 @@ import typer
 
 from perfq.common.cli import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
+from perfq.run.plan import DEFAULT_BUDGET
 
 
 class AffectedFormat(str, Enum):
@@ -50,6 +51,10 @@ def register(app: typer.Typer) -> None:
             False, "--fail-on-no-benchmark",
             rich_help_panel="Output", help=f"Exit {EXIT_GATE} when an affected op has no benchmark."
         ),
+        budget: str = typer.Option(None, "--budget", rich_help_panel="Plan",
+            help="Print the test plan that fits this duration (15m, 90s, 1h) without running it."),
+        shards: int = typer.Option(None, "--shards", rich_help_panel="Plan",
+            help="Split the plan (N budgets, default 15m each) into N shards; gha-matrix: one entry per shard."),
     ) -> None:
         """Benchmarks a change can slow down, with the reason why, and ops with NO BENCHMARK.
 
@@ -62,6 +67,10 @@ def register(app: typer.Typer) -> None:
             perfq affected origin/main --format gha-matrix
 
             perfq affected origin/main --fail-on-no-benchmark      # exit 3 on an op without benchmark
+
+            perfq affected origin/main --budget 5m                 # the test plan, not run
+
+            perfq affected origin/main --format gha-matrix --shards 4 --budget 15m
         """
         from perfq.errors import PerfqError
         from perfq.query.affected import names
@@ -100,23 +109,37 @@ def register(app: typer.Typer) -> None:
                 con.close()
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
+        plan = None
+        if budget is not None or shards is not None:
+            plan = _plan(root, doc, db, history, budget, shards)
         if fmt == AffectedFormat.json:
-            print_json(doc.to_json())
+            print_json({**doc.to_json(), **({"plan": plan.to_json()} if plan is not None else {})})
             if fail_on_no_benchmark and doc.no_benchmark_ops:
                 raise typer.Exit(EXIT_GATE)
             return
         from perfq.cli import render_affected as render  # rich: terminal and markdown views only
 
         if fmt == AffectedFormat.markdown:
-            print(render.markdown(doc))
+            print(render.markdown(doc, plan))
         elif fmt == AffectedFormat.gha_matrix:
-            print_json(render.gha_matrix(doc))
+            print_json(render.gha_matrix(doc) if plan is None or plan.shards == 1 and shards is None
+                       else render.shard_matrix(plan))
         elif fmt == AffectedFormat.names:
             print(" ".join(names(doc)))
         else:
-            render.table(doc, explain)
+            render.table(doc, explain, plan)
         if fail_on_no_benchmark and doc.no_benchmark_ops:
             raise typer.Exit(EXIT_GATE)
+
+    def _plan(root: Path, doc, db: Path | None, history: Path | None, budget: str | None, shards: int | None):
+        """The budgeted plan of ``doc``: ``budget`` per shard (default 15m), ``shards`` shards (default 1)."""
+        from perfq.common.cli import resolve_history
+        from perfq.run.plan import RunShape, check_shard, parse_duration
+        from perfq.run.planning import plan_for
+
+        _, n = check_shard(None if shards is None else 1, shards)
+        seconds = parse_duration(budget if budget is not None else DEFAULT_BUDGET)
+        return plan_for(root, doc.to_json(), seconds, RunShape(shards=n), db, resolve_history(root, history))
 
     @app.command()
     def backtest(

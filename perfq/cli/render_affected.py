@@ -10,6 +10,8 @@ from rich.tree import Tree
 
 from perfq.common.render import console
 from perfq.query.affected import AffectedDoc, SelectedBenchmark
+from perfq.run.plan import RunShape, TestPlan, split
+from perfq.run.plan_render import markdown_lines, print_plan
 
 _LIST_SHOWN = 40
 
@@ -30,6 +32,23 @@ def gha_matrix(doc: AffectedDoc) -> dict:
         for device in b.devices
     ]
     return {"include": include}
+
+
+def shard_matrix(plan: TestPlan) -> dict:
+    """A GitHub Actions matrix of the plan's shards: one entry per shard (``perfq run --shards N --shard K``)."""
+    shape = RunShape(rounds=plan.rounds, sides=plan.sides, shards=plan.shards)
+    return {"include": [{"shard": s.index, "shards": plan.shards, "benchmarks": " ".join(s.benchmarks),
+                         "tests": len(s.tests), "estimated_seconds": round(s.estimated_seconds, 1)}
+                        for s in split(plan, shape)]}
+
+
+def _shared_headline(doc: AffectedDoc) -> str:
+    """Shared infrastructure, first: what made it so and the canary set that stands in for the full selection."""
+    canaries = list(dict.fromkeys(b.name for hit in doc.canary for b in hit.benchmarks))
+    why = "; ".join(hit.trigger for hit in doc.canary) or "its operators run in most benchmarks"
+    return (f"Shared infrastructure ({why}): {len(doc.benchmarks)} benchmarks, "
+            f"{sum(len(b.tests) for b in doc.benchmarks)} tests execute it. Canary set ({len(canaries)}): "
+            + (", ".join(canaries) or "none indexed"))
 
 
 _FILE_STEP = "benchmark file "
@@ -93,8 +112,9 @@ def explain_tree(b: SelectedBenchmark) -> Tree:
     return tree
 
 
-def table(doc: AffectedDoc, explain: bool = False) -> None:
-    """The terminal view: folds long names instead of cutting them, legible at 80 columns."""
+def table(doc: AffectedDoc, explain: bool = False, plan: TestPlan | None = None) -> None:
+    """The terminal view: folds long names instead of cutting them, legible at 80 columns. Shared
+    infrastructure puts its canary set and the plan first, ahead of the long lists."""
     c = console()
     head = doc.head[:12] if doc.head not in ("WORKTREE", "PATCH") else doc.head
     c.print(
@@ -102,6 +122,10 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
         f"function(s), {len(doc.ops)} operator(s) reached"
         + (f", {len(doc.no_op_changes)} no-op change(s)" if doc.no_op_changes else "")
     )
+    if doc.shared_infrastructure:
+        c.print(f"[bold magenta]{escape(_shared_headline(doc))}[/bold magenta]")
+        if plan is not None:
+            print_plan(c, plan, c.is_terminal)
     for w in doc.warnings:
         c.print(f"[yellow]warning:[/yellow] {w}")
     benches = doc.all_benchmarks()
@@ -145,10 +169,13 @@ def table(doc: AffectedDoc, explain: bool = False) -> None:
         c.print(f"[dim]no-op[/dim] {n.path} {where}: same code tokens (comments, whitespace or formatting)")
     for u in doc.unmapped_changes:
         c.print(f"[yellow]unmapped[/yellow] {u.file} {u.function or ''} lines {list(u.lines[:6])}: {u.reason}")
+    if plan is not None and not doc.shared_infrastructure:
+        print_plan(c, plan, c.is_terminal)
 
 
-def markdown(doc: AffectedDoc) -> str:
-    """A PR comment: summary first, then the benchmarks, NO BENCHMARK ops, canaries, chains."""
+def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
+    """A PR comment: summary first (for shared infrastructure: its canary set and the plan), then the
+    plan, the benchmarks, NO BENCHMARK ops, canaries, chains."""
     benches = doc.all_benchmarks()
     summary = (
         f"**perfq**: {len(benches)} benchmark(s) selected for {len(doc.changed_functions)} changed "
@@ -159,11 +186,19 @@ def markdown(doc: AffectedDoc) -> str:
     if doc.no_op_changes:
         summary += f" {len(doc.no_op_changes)} change(s) alter no code token (no-op)."
     lines = [summary, ""]
+    if doc.shared_infrastructure:
+        lines += [f"**{_shared_headline(doc)}**", ""]
+    if plan is not None:
+        lines += [*markdown_lines(plan), ""]
+    if benches and len(benches) > 10:
+        lines += [f"<details><summary>Benchmarks selected: {len(benches)}</summary>", ""]
     if benches:
         lines += ["| benchmark | tests | confidence | why |", "|---|---|---|---|"]
         for b in benches:
             lines.append(f"| `{b.name}` | {_tests(b)} | {b.confidence.value} | {_why(b)} |")
         lines.append("")
+        if len(benches) > 10:
+            lines += ["</details>", ""]
     if doc.no_benchmark_ops:
         ops = ", ".join(f"`{o}`" for o in doc.no_benchmark_ops[:60])
         more = f" … (+{len(doc.no_benchmark_ops) - 60})" if len(doc.no_benchmark_ops) > 60 else ""
