@@ -127,8 +127,9 @@ def register(app: typer.Typer) -> None:
         """
         from perfq.bisect.driver import run_bisect
         from perfq.bisect.report import render_markdown, render_text
-        from perfq.bisect.request import BisectRequest, build_argv, opbench_command
+        from perfq.bisect.request import BisectRequest, opbench_command
         from perfq.bisect.search import SearchConfig
+        from perfq.common.build import build_argv
 
         command: list[str] = ctx.meta.get(_CMD_KEY, [])
         spec = _metric(metric, metric_json, aggregate)
@@ -197,8 +198,9 @@ def register(app: typer.Typer) -> None:
 
             git bisect run perfq bisect-step --good-value 180 --bad-value 240 --benchmark softmax
         """
-        from perfq.bisect.request import build_argv, opbench_command
+        from perfq.bisect.request import opbench_command
         from perfq.bisect.step import StepRequest, run_step
+        from perfq.common.build import build_argv
 
         try:
             command: list[str] = ctx.meta.get(_CMD_KEY, [])

@@ -12,16 +12,9 @@ from perfq.bisect.metric import MetricSpec, Reading, extract
 from perfq.bisect.request import BisectRequest
 from perfq.bisect.session import Session
 from perfq.common import proc
+from perfq.common.build import run_build
 from perfq.errors import PerfqError
 from perfq.ir import api as ir_api
-
-
-def run_build(argv: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str | None:
-    """Run the ``--build`` command (an argv, no shell); None on success, else why it failed."""
-    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout)
-    if res.error:
-        return res.error
-    return None if res.returncode == 0 else f"exit {res.returncode} {res.last_line()}".strip()
 
 
 def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,

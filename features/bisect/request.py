@@ -4,7 +4,6 @@ request is stored with its session (and read back on ``--resume``)."""
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from perfq.bisect.metric import MetricSpec
 from perfq.bisect.search import SearchConfig
-from perfq.errors import PerfqError
+from perfq.common.build import build_argv
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"
@@ -42,28 +41,6 @@ class BisectRequest:
     db: Path | None = None
     history: Path | None = None
     resume: bool = False
-
-
-_SHELL_CHARS = "();<>|&"
-
-
-def build_argv(text: str | None) -> list[str] | None:
-    """``--build CMD`` split into an argv like a shell would quote it, but never run by one:
-    shell operators (``&&``, ``|``, ``>``, ``$(...)``...) are an error that says to wrap the command
-    in ``sh -c '...'``."""
-    if text is None or not text.strip():
-        return None
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=_SHELL_CHARS)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError as exc:
-        raise PerfqError(f"--build {text!r}: {exc}") from None
-    operators = [t for t in tokens if t and all(c in _SHELL_CHARS for c in t)]
-    if operators:
-        raise PerfqError(f"--build runs one command, not through a shell ({operators[0]!r} in {text!r}); "
-                         f"for shell syntax use --build \"sh -c '...'\"")
-    return shlex.split(text)
 
 
 def stored_build(value: str | None) -> list[str] | None:

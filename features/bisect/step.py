@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from perfq.bisect.measure import run_build, run_once
+from perfq.bisect.measure import run_once
 from perfq.bisect.metric import MetricSpec, polarity
 from perfq.bisect.search import classify
+from perfq.common.build import run_build
 from perfq.errors import PerfqError
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from perfq.common.build import build_argv
 from perfq.common.cli import (
     EXIT_GATE,
     EXIT_INTERRUPTED,
@@ -154,9 +155,18 @@ def register(app: typer.Typer) -> None:
         ref: Annotated[str | None, typer.Option("--ref", rich_help_panel=_SIDES,
             help="Ref recorded for this side (default: the checkout's commit).")] = None,
         base_ref: Annotated[str | None, typer.Option("--base-ref", rich_help_panel=_SIDES,
-            help="Ref recorded for the base side (--ab).")] = None,
+            help="Base side's ref (--ab): its benchmark files come from a worktree at it.")] = None,
         head_ref: Annotated[str | None, typer.Option("--head-ref", rich_help_panel=_SIDES,
-            help="Ref recorded for the head side (--ab).")] = None,
+            help="Head side's ref (--ab): its benchmark files come from a worktree at it.")] = None,
+        build: Annotated[str | None, typer.Option("--build", rich_help_panel=_SIDES,
+            help="With refs: build each side in its worktree and venv, cached by commit; one argv, "
+                 "no shell, {python}: the side's interpreter.")] = None,
+        base_wheel: Annotated[str | None, typer.Option("--base-wheel", rich_help_panel=_SIDES,
+            help="Wheel installed into the base side's venv: a path or URL, {commit}: its commit.")] = None,
+        head_wheel: Annotated[str | None, typer.Option("--head-wheel", rich_help_panel=_SIDES,
+            help="Wheel installed into the head side's venv: a path or URL, {commit}: its commit.")] = None,
+        sides_dir: Annotated[Path | None, typer.Option("--sides-dir", rich_help_panel=_SIDES,
+            help="Cache of the sides' worktrees and venvs (default: .git/perfq/sides).")] = None,
         base_env: Annotated[list[str] | None, typer.Option("--base-env", rich_help_panel=_SIDES,
             help="KEY=VALUE set for the base side only (repeatable).")] = None,
         head_env: Annotated[list[str] | None, typer.Option("--head-env", rich_help_panel=_SIDES,
@@ -243,6 +253,7 @@ def register(app: typer.Typer) -> None:
         from perfq.run.plan import RunShape, check_shard, parse_duration
         from perfq.run.plan_render import print_plan
         from perfq.run.results import export_runs
+        from perfq.run.sides import SourceOptions, prepare_sides
 
         if ab == (side is not None):
             raise PerfqError("give exactly one of --side base|head or --ab")
@@ -256,6 +267,9 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("--all, --shards and --shard go with --affected REF (a plan)", exit_code=EXIT_USAGE)
         budget_seconds = None if run_all else parse_duration(budget)
         shard_k, shard_n = check_shard(shard, shards)
+        sources = SourceOptions(tuple(build_argv(build) or ()), base_wheel, head_wheel, sides_dir)
+        if sources.wanted and not ab:
+            raise PerfqError("--build and --base-wheel/--head-wheel need --ab (both sides in one run)")
         repo_path = resolve_repo(repo)
         cfg = load_config(repo_path)
         root = select.benchmark_root(repo_path, cfg, bench_root)
@@ -284,7 +298,9 @@ def register(app: typer.Typer) -> None:
             return
         sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
             python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
-            head_omp, ref, base_ref, head_ref))
+            head_omp, ref, base_ref, head_ref, wheels=bool(base_wheel or head_wheel)))
+        if ab:
+            sides = prepare_sides(repo_path, sides, sources, root, log=lambda line: err.print(line, markup=False))
         plan = runner.Plan(
             label=label,
             jobs=jobs,

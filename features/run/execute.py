@@ -49,6 +49,9 @@ class Side:
     omp_num_threads: int | None = None
     mkl_num_threads: int | None = None
     ref: str = ""
+    source: Path | None = None  # the side's worktree (its ref's files); None: the repository
+    bench_root: Path | None = None  # its operator_benchmark root; None: the plan's
+    provenance: tuple[tuple[str, str], ...] = ()  # what the side runs (perfq.run.sides), kept in runs.env
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,7 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
     env.setdefault("PYTHONUNBUFFERED", "1")
     if job.script is not None:
         argv = job.script.argv(side.python)
-        rc, out, err, error = _spawn(argv, job.script.workdir(plan.repo), env, plan.timeout)
+        rc, out, err, error = _spawn(argv, job.script.workdir(side.source or plan.repo), env, plan.timeout)
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
     # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
     members = job.members or ((job,) if job.spec is not None and opbench.runs_wrapped(job.spec) else ())
@@ -149,7 +152,7 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
         specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout)
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(members, specs, strict=True):
@@ -166,7 +169,7 @@ def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job
         json_file = Path(tmp) / "out.json" if caps.output_json else None
         argv, _ = opbench.build_command(side.python, spec, caps, json_file)
         env.update(opbench.thread_env(spec))
-        rc, out, err, error = _spawn(argv, plan.bench_root, env, plan.timeout)
+        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout)
         found = opbench.parse_invocation(out, spec, json_file)
     return [(job, _outcome(found, rc, out, err, argv, error))]
 
@@ -225,7 +228,7 @@ def new_runs(plan: Plan) -> list[Run]:
                 cpu=f"{machine['cpu_model']} x{machine['logical_cpus']}",
                 command=plan.command,
                 notes="; ".join(plan.notes),
-                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side)),
+                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side), dict(side.provenance)),
             )
         )
     return runs

@@ -231,16 +231,21 @@ class SideOptions:
     ref: str | None = None
     base_ref: str | None = None
     head_ref: str | None = None
+    wheels: bool = False  # --base-wheel/--head-wheel given (perfq.run.sides installs them)
 
 
 def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[Side]:
     """Both sides (``ab``), or the one ``side`` this checkout is."""
     if ab:
-        if not opts.base_python or not opts.head_python:
-            raise PerfqError("--ab needs --base-python and --head-python")
+        sourced = opts.base_ref or opts.head_ref or opts.wheels  # each side's code comes from its ref or wheel
+        if not sourced and (not opts.base_python or not opts.head_python):
+            raise PerfqError("--ab needs --base-python and --head-python (or --base-ref/--head-ref)")
+        own = opts.python or default_python()
         return [
-            Side("base", opts.base_python, opts.base_env, omp_num_threads=opts.base_omp, ref=opts.base_ref or ""),
-            Side("head", opts.head_python, opts.head_env, omp_num_threads=opts.head_omp, ref=opts.head_ref or ""),
+            Side("base", opts.base_python or own, opts.base_env, omp_num_threads=opts.base_omp,
+                 ref=opts.base_ref or ""),
+            Side("head", opts.head_python or own, opts.head_env, omp_num_threads=opts.head_omp,
+                 ref=opts.head_ref or ""),
         ]
     assert side in ("base", "head")
     threads = opts.base_omp if side == "base" else opts.head_omp

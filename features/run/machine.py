@@ -31,6 +31,7 @@ except Exception:
 if info["torch_version"]:
     try:
         import torch
+        info["torch_file"] = str(torch.__file__)
         info["torch_config"] = torch.__config__.show().strip()
         info["torch_threads"] = str(torch.get_num_threads())
         info["torch_cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
@@ -133,8 +134,15 @@ def repo_info(repo: Path) -> dict[str, str]:
 
 
 def side_env(machine: dict[str, str], interpreter: dict[str, str], repo: dict[str, str],
-             overrides: dict[str, str]) -> str:
-    """One side's environment as stored (JSON text)."""
-    env = {**machine, **repo, **interpreter}
+             overrides: dict[str, str], provenance: dict[str, str] | None = None) -> str:
+    """One side's environment as stored (JSON text).
+
+    ``provenance`` says what the side ran when it is not the checkout (``side_*`` keys of
+    perfq.run.sides: ref, commit, build command or wheel and its sha256, worktree, interpreter);
+    its commit is then the side's ``git_commit``.
+    """
+    env = {**machine, **repo, **interpreter, **(provenance or {})}
+    if provenance and provenance.get("side_commit"):
+        env["git_commit"] = provenance["side_commit"]
     env.update({f"env {k}": v for k, v in sorted(overrides.items())})
     return json.dumps(env, sort_keys=True)
