@@ -3,8 +3,8 @@
 The fixture's ``torch`` package is plain Python (no real torch): ``torch.nn.functional.fancy_softmax``
 is the "kernel" ``pt/softmax_op_test.py`` times. ``SLOW_PATCH`` makes it ~1000x slower, a change
 ``perfq affected`` maps to that benchmark (through the Python call) and ``perfq run`` measures.
-A side's checkout is put on its interpreter's path by ``BUILD`` (a .pth file), so base and head
-import their own ``torch``.
+Each side is a wheel of the fixture's ``torch`` (``WHEEL_BUILD``, its pyproject.toml), so base and
+head import their own ``torch``.
 """
 
 from __future__ import annotations
@@ -118,6 +118,18 @@ FRAMEWORK = {
         if __name__ == "__main__":
             op_bench.benchmark_runner.main()
         """,
+    "pyproject.toml": """\
+        [build-system]
+        requires = ["setuptools>=64"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "torch"
+        version = "0.0.1"
+
+        [tool.setuptools]
+        packages = ["torch", "torch.nn"]
+        """,
     "torch/__init__.py": """\
         def rand(n):
             return [0.5] * n
@@ -131,8 +143,8 @@ FRAMEWORK = {
 # the "kernel" change of the PR: a Python function called by the benchmark gets ~1000x slower
 SLOW_PATCH = ("torch/nn/functional.py", "    return torch.softmax_op(x, 0)\n",
               "    for _ in range(3000):\n        x = torch.softmax_op(x, 0)\n    return x\n")
-# builds a side: its checkout goes on the side's interpreter path
-BUILD = "{python} -c \"import os, site; open(site.getsitepackages()[0] + '/side.pth', 'w').write(os.getcwd())\""
+# builds a side's wheel (the fixture's ``torch`` package, pyproject.toml below) offline, into dist/
+WHEEL_BUILD = "python -m pip wheel -q --no-deps --no-build-isolation --wheel-dir dist ."
 
 
 def make_ci_repo(root: Path) -> Path:
