@@ -365,7 +365,8 @@ class Emulator:
 
         git("init", "-q")
         git("remote", "add", "origin", f"file://{self.origin}")
-        fetch = ["fetch", "-q", "--no-tags", f"--depth={args.get('fetch-depth', '1')}"]
+        depth = args.get("fetch-depth", "1")
+        fetch = ["fetch", "-q", "--no-tags", *([f"--depth={depth}"] if depth != "0" else [])]  # 0: all history
         if args.get("filter"):
             fetch.append(f"--filter={args['filter']}")
         git(*fetch, "origin", args.get("ref") or sha)
@@ -422,11 +423,19 @@ def python_venv(path: Path) -> Path:
 
 
 def perfq_wheel(source: Path, python: Path, dest: Path) -> Path:
-    """A wheel of the perfq at ``source`` (built offline from a copy of its files)."""
+    """A wheel of the perfq at ``source``, built from a copy of its files.
+
+    Offline with the environment's setuptools when it can build wheels (setuptools >= 70.1, or
+    older with ``wheel``: the dev extras); otherwise with pip's build isolation, which fetches
+    setuptools from the index pip is configured with (a venv's own setuptools 65 from ensurepip
+    shadows a newer one of the interpreter it was made from).
+    """
     copy = dest / "src"
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
                                                                   ".venv*"))
-    built = subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                            str(dest / "dist"), str(copy)], capture_output=True, text=True)
-    assert built.returncode == 0, f"cannot build a perfq wheel (pip install -e '.[dev]'?):\n{built.stderr[-2000:]}"
+    argv = [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest / "dist"), str(copy)]
+    built = subprocess.run([*argv, "--no-build-isolation"], capture_output=True, text=True)
+    if built.returncode != 0 and "invalid command 'bdist_wheel'" in built.stdout + built.stderr:
+        built = subprocess.run(argv, capture_output=True, text=True)
+    assert built.returncode == 0, f"cannot build a perfq wheel:\n{built.stderr[-2000:]}"
     return next((dest / "dist").glob("perfq-*.whl"))

@@ -24,7 +24,7 @@ from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from tests.ci_fixture import SLOW_PATCH, WHEEL_BUILD, make_ci_repo, open_pr
 from tests.conftest import git, run_perfq
 from tests.fake_github import FakeGitHub
-from tests.gha_emulator import Emulator, job_log, perfq_wheel, python_venv
+from tests.gha_emulator import Emulator, job_log, parse_outputs, perfq_wheel, python_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "git+https://github.com/example/perfq@0123456789abcdef0123456789abcdef01234567"
@@ -155,9 +155,7 @@ def _run_event(run_id: int, pr: dict[str, str], branch: str) -> dict:
 
 def _fixture_torch_wheel(origin: Path, python: Path, dest: Path) -> Path:
     """The fixture's own ``torch`` as a wheel: what the select job installs (offline) for a traced index."""
-    built = subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                            str(dest), str(origin)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
+    subprocess.run([str(python), str(origin / "tools/build_wheel.py"), str(dest)], check=True)
     return next(dest.glob("torch-*.whl"))
 
 
@@ -337,3 +335,81 @@ def test_init_defaults_to_the_git_commit_perfq_was_installed_from(tmp_path, cli,
                                                                               "dir_info": {"editable": True}}))
     res = cli(tmp_path, "ci", "init", "--force")
     assert res.returncode == EXIT_ERROR and "give --perfq-spec" in res.stderr
+
+
+def _step_names(job: dict) -> list[str]:
+    return [s.get("name") or s.get("uses", "").split("@")[0] for s in job["steps"]]
+
+
+def test_init_for_an_out_of_tree_backend(tmp_path):
+    from tests.oot_fixture import git as oot_git
+    from tests.oot_fixture import make_oot_repo
+
+    repo = make_oot_repo(tmp_path).path  # perfq.toml: upstream = "torch"
+    (repo / "requirements.txt").write_text("pyyaml\ntorch==2.6.0  # the upstream this backend builds against\n")
+    oot_git(repo, "add", "-A")
+    oot_git(repo, "commit", "-qm", "pin torch")
+    url = "https://wheels.example.org/torch_xpu_ops-{commit}-cp311-linux_x86_64.whl"
+    init = run_perfq(repo, "ci", "init", "--perfq-spec", SPEC, "--wheel-url", url, "--stdout")
+    assert init.returncode == 0, init.stderr
+    assert "torch for the traced index: torch==2.6.0 (upstream of this backend: torch)" in init.stderr
+    files = dict(re.findall(r"# ---- \.github/workflows/(\S+)\n(.*?)(?=# ---- |\Z)", init.stdout, re.S))
+    flow = yaml.safe_load(files["perfq-benchmarks.yml"])
+    assert flow["env"]["TORCH_SPEC"] == "torch==2.6.0" and flow["env"]["TORCH_INDEX"].endswith("/whl/cpu")
+    assert "build" not in flow["jobs"]  # published per-commit wheels: nothing is built
+    bench = flow["jobs"]["bench"]
+    names = _step_names(bench)
+    run_step = bench["steps"][-2]
+    assert names.index("Install upstream torch (both sides' backend wheels run on it)") < names.index(run_step["name"])
+    assert run_step["env"]["WHEEL_URL"] == url and "--head-ref HEAD^2" in run_step["run"]
+    assert "--tag-filter" not in files["perfq-benchmarks.yml"]
+    nightly = yaml.safe_load(files["perfq-nightly.yml"])
+    assert nightly["env"]["TORCH_SPEC"] == "torch==2.6.0"
+
+    # built per PR instead: each side's wheel is built once, against the upstream torch
+    (repo / ".github/workflows").mkdir(parents=True)
+    built = run_perfq(repo, "ci", "init", "--perfq-spec", SPEC, "--wheel-build", "python setup.py bdist_wheel")
+    assert built.returncode == 0, built.stderr
+    flow = yaml.safe_load((repo / ".github/workflows/perfq-benchmarks.yml").read_text())
+    assert flow["jobs"]["build"]["strategy"]["matrix"] == {"side": ["base", "head"]}
+    assert "Install upstream torch (the backend builds against it)" in _step_names(flow["jobs"]["build"])
+    assert flow["jobs"]["bench"]["needs"] == ["select", "build"]
+    # a PyTorch checkout (no upstream) installs nothing but perfq in the bench job: its wheel is torch
+    pytorch = tmp_path / "pytorch"
+    pytorch.mkdir()
+    git(pytorch, "init", "-q")
+    plain = run_perfq(pytorch, "ci", "init", "--perfq-spec", SPEC, "--stdout")
+    assert plain.returncode == 0 and "Install upstream torch" not in plain.stdout and '"torch"' in plain.stdout
+
+
+def test_cache_keys_fall_back_to_the_nearest_ancestor(tmp_path, cli):
+    git(tmp_path, "init", "-q", "-b", "main")
+    commits = []
+    for i in range(4):
+        (tmp_path / "f").write_text(str(i))
+        git(tmp_path, "add", "-A")
+        git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", str(i))
+        commits.append(git(tmp_path, "rev-parse", "HEAD").strip())
+    res = cli(tmp_path, "ci", "cache-key", "HEAD", "--ancestors", "2")
+    assert res.returncode == 0, res.stderr
+    outputs = parse_outputs(res.stdout)
+    stem = outputs["key"][: -len(commits[3])]
+    assert outputs["key"] == stem + commits[3] and stem.startswith("perfq-index-")
+    assert outputs["restore-keys"].splitlines() == [stem + commits[2], stem + commits[1], stem]
+
+
+def test_coverage_trend_adds_one_row_per_night(tmp_path, cli):
+    report = tmp_path / "coverage.json"
+    trend = tmp_path / "t/trend.json"
+    for night, covered in (("2026-12-01", 40), ("2026-12-02", 43), ("2026-12-02", 44)):
+        report.write_text(json.dumps({"summary": {"ops_total": 100, "ops_covered": covered,
+                                                  "ops_ratio": covered / 100, "benchmarks": 7}, "ops": []}))
+        res = cli(tmp_path, "ci", "coverage-trend", str(report), "--trend", str(trend), "--commit", "a" * 40,
+                  "--date", night, "--markdown", str(tmp_path / "trend.md"))
+        assert res.returncode == 0, res.stderr
+    nights = json.loads(trend.read_text())["nights"]
+    assert [(n["date"], n["ops_covered"]) for n in nights] == [("2026-12-01", 40), ("2026-12-02", 44)]
+    assert "| 2026-12-02 | aaaaaaaaaaaa | 44 | 100 | 44.0% | +4 | 7 |" in (tmp_path / "trend.md").read_text()
+    report.write_text("{}")
+    bad = cli(tmp_path, "ci", "coverage-trend", str(report), "--trend", str(trend), "--commit", "a" * 40)
+    assert bad.returncode == EXIT_ERROR and "not a `perfq coverage --format json` report" in bad.stderr

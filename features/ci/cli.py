@@ -124,6 +124,9 @@ def init(
         files = render(options, __version__)
     except ValueError as exc:
         raise PerfqError(str(exc)) from None
+    err = console(stderr=True)
+    err.print(f"torch for the traced index: {options.torch_spec}"
+              + (f" (upstream of this backend: {upstream})" if upstream else ""), markup=False)
     if stdout:
         for name, text in files.items():
             print(f"# ---- {WORKFLOW_DIR}/{name}\n{text}", end="")
@@ -133,12 +136,9 @@ def init(
     if existing and not force:
         raise PerfqError(f"{target / existing[0]} exists (--force overwrites)")
     target.mkdir(parents=True, exist_ok=True)
-    err = console(stderr=True)
     for name, text in files.items():
         (target / name).write_text(text, encoding="utf-8")
         err.print(f"wrote {target / name}")
-    err.print(f"torch for the traced index: {options.torch_spec}"
-              + (f" (upstream of this backend: {upstream})" if upstream else ""), markup=False)
     err.print("next: commit the files; the comment and nightly workflows run from the default branch once merged "
               "there; docs/ci.md lists what to set by hand", markup=False)
 
