@@ -211,3 +211,11 @@ def test_affected_budget_prints_the_plan_and_errors_are_one_line(tmp_path):
     assert bad.returncode == EXIT_USAGE and bad.stderr == "error: --shard 5 is not one of 1..2 (--shards 2)\n"
     bad = perfq(repo, "run", "--label", "x", "--side", "head", "--bench", "softmax", "--budget", "abc")
     assert bad.returncode == EXIT_USAGE and bad.stderr.startswith("error: --budget: 'abc' is not a duration")
+
+
+def test_an_untraced_benchmark_keeps_one_test_in_the_plan():
+    # (ciflow) an index without traces (no torch where it was built) knows no operator of a test: such a
+    # selected benchmark was planned away entirely as "redundant"; one of its tests now runs
+    plan = build_plan([cand("untraced_test", "U_N8", "", 1.0), cand("untraced_test", "U_N64", "", 1.0),
+                       cand("traced_test", "T_N8", "add", 1.0)], 1, 100.0, ONE_PASS)
+    assert sorted(t.benchmark for t in plan.tests) == ["traced_test", "untraced_test"]
