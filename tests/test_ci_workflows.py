@@ -191,7 +191,8 @@ def test_workflows_run_end_to_end(tmp_path):
         run7, jobs = emu.run_workflow(benchmarks, "pull_request", _pr_event(7, pr7), pr7["merge"], "refs/pull/7/merge")
         for name in ("select", "build", "bench"):
             assert jobs[name].result == "success", job_log(jobs[name])
-        assert jobs["report"].result == "failure"  # --gate: the regression fails the check, the comment still goes
+        # --gate: the regression fails the check, the comment still goes out
+        assert jobs["report"].result == "failure", job_log(jobs["bench"]) + job_log(jobs["report"])
         cache = next(s for s in jobs["select"].steps if "cache-hit" in s.outputs)
         assert cache.outputs["cache-hit"] == "true"  # the index the nightly left, keyed by the PR's base
         log = job_log(jobs["select"])
@@ -283,7 +284,11 @@ def test_report_gate_and_nothing_selected(tmp_path, cli):
     inputs = tmp_path / "perfq-in"
     inputs.mkdir()
     (inputs / "affected.md").write_text("**perfq**: 0 benchmark(s) selected\n")
-    (inputs / "matrix.json").write_text('{"include": []}')
+    # the plan's shards, none with a benchmark: no job, and the comment says nothing runs
+    empty = [{"shard": k, "shards": 2, "benchmarks": ""} for k in (1, 2)]
+    (inputs / "matrix.json").write_text(json.dumps({"include": empty}))
+    matrix = cli(tmp_path, "ci", "matrix", str(inputs / "matrix.json"))
+    assert matrix.returncode == 0 and parse_outputs(matrix.stdout) == {"matrix": '{"include":[]}', "count": "0"}
     res = cli(tmp_path, "ci", "report", str(inputs), "--label", "pr-3", "--pr", "3", "--head-sha", "c" * 40,
               "--out", str(tmp_path / "out"), "--fail-on-regression")
     assert res.returncode == 0, res.stderr

@@ -174,7 +174,7 @@ def cache_key(
 def matrix(
     file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
 ) -> None:
-    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file.
+    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file (empty shards dropped).
 
     Example:
 
@@ -184,9 +184,12 @@ def matrix(
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
+    from perfq.ci.report import runnable
+
     include = data.get("include") if isinstance(data, dict) else None
     if not isinstance(include, list):
         raise PerfqError(f"{file}: not a gha-matrix document (no 'include' list)")
+    include = runnable(include)  # a shard of the plan with no benchmark gets no job
     print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
     print(f"count={len(include)}")
 

@@ -48,8 +48,13 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def runnable(include: list) -> list:
+    """The matrix entries that run something: a shard of the plan with no benchmark is dropped."""
+    return [e for e in include if not (isinstance(e, dict) and "benchmarks" in e and not str(e["benchmarks"]).strip())]
+
+
 def selected_count(matrix_file: Path) -> int | None:
-    """Entries in the select job's matrix (None when the file is missing or not a matrix)."""
+    """Entries that run something in the select job's matrix (None when the file is missing or not a matrix)."""
     text = _read(matrix_file)
     if text is None:
         return None
@@ -57,7 +62,7 @@ def selected_count(matrix_file: Path) -> int | None:
         include = json.loads(text).get("include")
     except (ValueError, AttributeError):
         return None
-    return len(include) if isinstance(include, list) else None
+    return len(runnable(include)) if isinstance(include, list) else None
 
 
 def run_url() -> str:
