@@ -3,8 +3,8 @@
 The fixture's ``torch`` package is plain Python (no real torch): ``torch.nn.functional.fancy_softmax``
 is the "kernel" ``pt/softmax_op_test.py`` times. ``SLOW_PATCH`` makes it ~1000x slower, a change
 ``perfq affected`` maps to that benchmark (through the Python call) and ``perfq run`` measures.
-A side's checkout is put on its interpreter's path by ``BUILD`` (a .pth file), so base and head
-import their own ``torch``.
+Each side is a wheel of the fixture's ``torch`` (``WHEEL_BUILD``: tools/build_wheel.py), so base and
+head import their own ``torch``.
 """
 
 from __future__ import annotations
@@ -118,6 +118,25 @@ FRAMEWORK = {
         if __name__ == "__main__":
             op_bench.benchmark_runner.main()
         """,
+    "tools/build_wheel.py": """\
+        # dist/torch-0.0.1-py3-none-any.whl of this checkout's torch/ (a wheel is a zip with a dist-info)
+        import base64, hashlib, pathlib, sys, zipfile
+
+        root = pathlib.Path(__file__).resolve().parents[1]
+        dist = pathlib.Path(sys.argv[1])
+        dist.mkdir(parents=True, exist_ok=True)
+        info = "torch-0.0.1.dist-info"
+        files = {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "torch").rglob("*.py"))}
+        files[info + "/METADATA"] = b"Metadata-Version: 2.1\\nName: torch\\nVersion: 0.0.1\\n"
+        files[info + "/WHEEL"] = b"Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+        digest = {n: base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+                  for n, d in files.items()}
+        record = [f"{name},sha256={digest[name]},{len(data)}" for name, data in files.items()]
+        files[info + "/RECORD"] = ("\\n".join(record + [info + "/RECORD,,"]) + "\\n").encode()
+        with zipfile.ZipFile(dist / "torch-0.0.1-py3-none-any.whl", "w") as whl:
+            for name, data in files.items():
+                whl.writestr(name, data)
+        """,
     "torch/__init__.py": """\
         def rand(n):
             return [0.5] * n
@@ -131,8 +150,8 @@ FRAMEWORK = {
 # the "kernel" change of the PR: a Python function called by the benchmark gets ~1000x slower
 SLOW_PATCH = ("torch/nn/functional.py", "    return torch.softmax_op(x, 0)\n",
               "    for _ in range(3000):\n        x = torch.softmax_op(x, 0)\n    return x\n")
-# builds a side: its checkout goes on the side's interpreter path
-BUILD = "{python} -c \"import os, site; open(site.getsitepackages()[0] + '/side.pth', 'w').write(os.getcwd())\""
+# builds a side's wheel of the fixture's ``torch`` into dist/ (tools/build_wheel.py: no setuptools, offline)
+WHEEL_BUILD = "python tools/build_wheel.py dist"
 
 
 def make_ci_repo(root: Path) -> Path:

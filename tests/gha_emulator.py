@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -252,7 +253,7 @@ class Emulator:
         if not condition(spec.get("if"), ctx):
             return JobResult(job_id, "skipped")
         matrix = evaluate((spec.get("strategy") or {}).get("matrix"), ctx)
-        entries = list(matrix.get("include", [])) if isinstance(matrix, dict) else [{}]
+        entries = _matrix_entries(matrix) if isinstance(matrix, dict) else [{}]
         outcome = JobResult(job_id, "success")
         for i, entry in enumerate(entries):
             one = self._steps(f"{job_id}-{i}", spec, dict(ctx, matrix=entry), run_id)
@@ -306,7 +307,7 @@ class Emulator:
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)], cwd=ws,
                               env=self._env(ctx, step, ws, temp, output), capture_output=True, text=True,
                               timeout=900)
-        outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
+        outputs = parse_outputs(output.read_text())
         log = f"$ {step['run']}\n{proc.stdout}{proc.stderr}"
         return StepResult(sid, "success" if proc.returncode == 0 else "failure", outputs, log)
 
@@ -318,13 +319,14 @@ class Emulator:
         elif action == "actions/setup-python":
             pass  # one venv for every job: python_spec_venv, first on PATH
         elif action == "actions/cache/restore":
-            key, prefix = args["key"], args.get("restore-keys", "").strip()
-            found = self.caches.get(key) or next(
-                (self.caches[k] for k in reversed(list(self.caches)) if prefix and k.startswith(prefix)), None)
-            if found is not None:
-                shutil.copytree(found, ws / args["path"], dirs_exist_ok=True)
+            key = args["key"]
+            matched = key if key in self.caches else next(  # each restore key in order, its newest entry
+                (k for prefix in args.get("restore-keys", "").split() for k in reversed(list(self.caches))
+                 if k.startswith(prefix)), None)
+            if matched is not None:
+                shutil.copytree(self.caches[matched], ws / args["path"], dirs_exist_ok=True)
             return StepResult(sid, "success", {"cache-hit": render(key in self.caches),
-                                               "cache-matched-key": render(found and found.name)})
+                                               "cache-matched-key": render(matched)})
         elif action == "actions/cache/save":
             store = self.work / "caches" / re.sub(r"[^A-Za-z0-9._-]", "_", args["key"])
             shutil.copytree(ws / args["path"], store, dirs_exist_ok=True)
@@ -335,7 +337,14 @@ class Emulator:
             if not files:
                 return StepResult(sid, "success" if args.get("if-no-files-found") == "ignore" else "failure")
             dest = self.work / "artifacts" / str(run_id) / args["name"]
-            shutil.copytree(src, dest, dirs_exist_ok=True) if src.is_dir() else shutil.copy2(src, dest)
+            hidden = args.get("include-hidden-files") == "true"
+            if not hidden and any(part.startswith(".") for part in Path(args["path"]).parts):
+                return StepResult(sid, "failure", log=f"{args['path']}: hidden files need include-hidden-files")
+            if src.is_dir():
+                shutil.copytree(src, dest, dirs_exist_ok=True)
+            else:
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest / src.name)
             self.artifacts[run_id][args["name"]] = dest
         elif action == "actions/download-artifact":
             source = self.artifacts[int(args.get("run-id") or run_id)]
@@ -356,13 +365,35 @@ class Emulator:
 
         git("init", "-q")
         git("remote", "add", "origin", f"file://{self.origin}")
-        fetch = ["fetch", "-q", "--no-tags", f"--depth={args.get('fetch-depth', '1')}"]
+        depth = args.get("fetch-depth", "1")
+        fetch = ["fetch", "-q", "--no-tags", *([f"--depth={depth}"] if depth != "0" else [])]  # 0: all history
         if args.get("filter"):
             fetch.append(f"--filter={args['filter']}")
-        git(*fetch, "origin", sha)
+        git(*fetch, "origin", args.get("ref") or sha)
         if args.get("sparse-checkout"):
             git("sparse-checkout", "set", "--no-cone", *args["sparse-checkout"].split())
-        git("checkout", "-q", "--detach", sha)
+        git("checkout", "-q", "--detach", "FETCH_HEAD")
+
+
+def _matrix_entries(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs of a matrix: the product of its lists, then its ``include`` entries (no product: only those)."""
+    axes = {k: v for k, v in matrix.items() if k not in ("include", "exclude")}
+    product = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())] if axes else []
+    return product + list(matrix.get("include", []))
+
+
+def parse_outputs(text: str) -> dict[str, str]:
+    """``$GITHUB_OUTPUT`` lines: ``name=value`` and multi-line ``name<<DELIMITER`` ... ``DELIMITER``."""
+    outputs: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            outputs[name] = "\n".join(itertools.takewhile(lambda v, d=delimiter: v != d, lines))
+        elif "=" in line:
+            name, value = line.split("=", 1)
+            outputs[name] = value
+    return outputs
 
 
 def _needs(spec: dict[str, Any]) -> list[str]:
@@ -375,18 +406,36 @@ def job_log(result: JobResult) -> str:
 
 
 def python_venv(path: Path) -> Path:
-    """A venv that sees this interpreter's packages (perfq's dependencies, pip, setuptools) and adds its own."""
+    """A venv that sees the running test environment's packages (perfq's dependencies, pip, setuptools).
+
+    Not ``--system-site-packages``: run from a venv, ``venv`` makes the new one from the *base*
+    interpreter, whose site-packages lack what the test environment installed. A ``.pth`` file lists
+    this environment's site directories instead; packages the workflow installs go first.
+    """
     if not (path / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(path)],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        purelib = subprocess.run([str(path / "bin" / "python"), "-c", where], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+        dirs = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+        (Path(purelib) / "test-environment.pth").write_text("".join(f"{d}\n" for d in dirs if Path(d).is_dir()))
     return path
 
 
 def perfq_wheel(source: Path, python: Path, dest: Path) -> Path:
-    """A wheel of the perfq at ``source`` (built offline from a copy of its files)."""
+    """A wheel of the perfq at ``source``, built from a copy of its files.
+
+    Offline with the environment's setuptools when it can build wheels (setuptools >= 70.1, or
+    older with ``wheel``: the dev extras); otherwise with pip's build isolation, which fetches
+    setuptools from the index pip is configured with (a venv's own setuptools 65 from ensurepip
+    shadows a newer one of the interpreter it was made from).
+    """
     copy = dest / "src"
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__",
                                                                   ".venv*"))
-    subprocess.run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-                    str(dest / "dist"), str(copy)], check=True, capture_output=True)
+    argv = [str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest / "dist"), str(copy)]
+    built = subprocess.run([*argv, "--no-build-isolation"], capture_output=True, text=True)
+    if built.returncode != 0 and "invalid command 'bdist_wheel'" in built.stdout + built.stderr:
+        built = subprocess.run(argv, capture_output=True, text=True)
+    assert built.returncode == 0, f"cannot build a perfq wheel:\n{built.stderr[-2000:]}"
     return next((dest / "dist").glob("perfq-*.whl"))

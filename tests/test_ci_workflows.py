@@ -21,10 +21,10 @@ import yaml
 from perfq.ci.comment import MARKER, PullRequestRef, find_sticky, fit, parse_pr, sticky_body
 from perfq.ci.workflows import PINS, WorkflowOptions, render
 from perfq.common.cli import EXIT_ERROR, EXIT_GATE
-from tests.ci_fixture import BUILD, SLOW_PATCH, make_ci_repo, open_pr
+from tests.ci_fixture import SLOW_PATCH, WHEEL_BUILD, make_ci_repo, open_pr
 from tests.conftest import git, run_perfq
 from tests.fake_github import FakeGitHub
-from tests.gha_emulator import Emulator, job_log, perfq_wheel, python_venv
+from tests.gha_emulator import Emulator, job_log, parse_outputs, perfq_wheel, python_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "git+https://github.com/example/perfq@0123456789abcdef0123456789abcdef01234567"
@@ -47,12 +47,15 @@ def _write(tmp_path: Path, files: dict[str, str]) -> Path:
 
 @pytest.mark.parametrize("options", [
     WorkflowOptions(SPEC),
-    WorkflowOptions(SPEC, runner=("self-hosted", "perf"), gate=True, run_flags=(), python_version="3.12",
-                    base_branch="release/2.6", build="{python} -m pip install --no-deps dist/x.whl"),
-], ids=["defaults", "self-hosted-gate"])
+    WorkflowOptions(SPEC, runner=("self-hosted", "perf"), gate=True, run_flags=("--repeat", "3"),
+                    python_version="3.12", base_branch="release/2.6", shards=4, budget="10m",
+                    wheel_build="python setup.py bdist_wheel", build_runner=("self-hosted", "builder")),
+    WorkflowOptions(SPEC, torch_spec="torch==2.6.0", upstream="torch",
+                    wheel_url="https://wheels.example.org/xpu_ops-{commit}-cp311-linux_x86_64.whl"),
+], ids=["defaults", "self-hosted-gate", "backend-published-wheels"])
 def test_generated_workflows_have_no_actionlint_or_zizmor_findings(tmp_path, options):
     target = _write(tmp_path, render(options, "0.0.0"))
-    custom = [label for label in options.runner if label not in ("self-hosted", "ubuntu-latest")]
+    custom = [label for label in options.runner + options.build_runner if label not in ("self-hosted", "ubuntu-latest")]
     config = tmp_path / ".github/actionlint.yaml"  # as a repository with custom runner labels has it
     config.write_text(yaml.safe_dump({"self-hosted-runner": {"labels": custom}}))
     workflows = sorted(str(p) for p in target.iterdir())
@@ -80,11 +83,12 @@ def test_workflows_are_pinned_least_privileged_and_injection_free():
     assert "uses:" not in re.sub(r"uses: \S+@[0-9a-f]{40} # v[\d.]+", "", text)  # no unpinned use
     docs = (ROOT / "docs/ci.md").read_text()
     assert all(f"| {p.version} | `{p.sha}` |" in docs for p in PINS.values())  # the docs state the pins
-    bench, comment = (yaml.safe_load(files[n]) for n in ("perfq-benchmarks.yml", "perfq-comment.yml"))
-    assert bench["permissions"] == {"contents": "read"} and comment["permissions"] == {}
+    bench, comment, nightly = (yaml.safe_load(files[n]) for n in ("perfq-benchmarks.yml", "perfq-comment.yml",
+                                                                    "perfq-nightly.yml"))
+    assert bench["permissions"] == nightly["permissions"] == {"contents": "read"} and comment["permissions"] == {}
     assert comment["jobs"]["comment"]["permissions"] == {"actions": "read", "pull-requests": "write"}
     assert bench["concurrency"]["cancel-in-progress"] is True
-    for flow in (bench, comment):
+    for flow in (bench, comment, nightly):
         for job in flow["jobs"].values():
             assert job["timeout-minutes"] >= 1
             for step in job["steps"]:
@@ -92,7 +96,7 @@ def test_workflows_are_pinned_least_privileged_and_injection_free():
                 if "checkout" in step.get("uses", ""):
                     assert step["with"]["persist-credentials"] is False
     checkouts = [s for s in bench["jobs"]["select"]["steps"] if "checkout" in s.get("uses", "")]
-    assert checkouts[0]["with"]["filter"] == "blob:none" and checkouts[0]["with"]["fetch-depth"] == 2
+    assert checkouts[0]["with"]["filter"] == "blob:none" and checkouts[0]["with"]["fetch-depth"] == 50
     assert not any("checkout" in s.get("uses", "") for s in comment["jobs"]["comment"]["steps"])
     assert "pip install perfq" not in text and '"$PERFQ_SPEC"' in text
 
@@ -100,9 +104,11 @@ def test_workflows_are_pinned_least_privileged_and_injection_free():
 @pytest.mark.parametrize("args, message", [
     (("--perfq-spec", "perfq"), "package name"),
     (("--perfq-spec", "perfq==0.1.0"), "package name"),
-    (("--perfq-spec", SPEC, "--build", "${{ github.event.pull_request.title }} {python}"), "${{"),
+    (("--perfq-spec", SPEC, "--wheel-build", "make ${{ github.event.pull_request.title }}"), "${{"),
     (("--perfq-spec", SPEC, "--runner", "self hosted"), "--runner"),
-    (("--perfq-spec", SPEC, "--build", "make all"), "{python}"),
+    (("--perfq-spec", SPEC, "--wheel-url", "https://x.org/torch.whl"), "{commit}"),
+    (("--perfq-spec", SPEC, "--run-flags", "--tag-filter short"), "--tag-filter"),
+    (("--perfq-spec", SPEC, "--budget", "soon"), "--budget"),
 ])
 def test_init_refuses_unsafe_values(tmp_path, cli, args, message):
     git(tmp_path, "init", "-q")
@@ -115,7 +121,7 @@ def test_init_writes_once(tmp_path, cli):
     git(tmp_path, "init", "-q")
     assert cli(tmp_path, "ci", "init", "--perfq-spec", SPEC).returncode == 0
     assert sorted(p.name for p in (tmp_path / ".github/workflows").iterdir()) == [
-        "perfq-benchmarks.yml", "perfq-comment.yml"]
+        "perfq-benchmarks.yml", "perfq-comment.yml", "perfq-nightly.yml"]
     again = cli(tmp_path, "ci", "init", "--perfq-spec", SPEC)
     assert again.returncode == EXIT_ERROR and "--force" in again.stderr
     assert cli(tmp_path, "ci", "init", "--perfq-spec", SPEC, "--force").returncode == 0
@@ -147,11 +153,19 @@ def _run_event(run_id: int, pr: dict[str, str], branch: str) -> dict:
                              "head_branch": branch, "head_repository": {"full_name": "org/repo"}}}
 
 
+def _fixture_torch_wheel(origin: Path, python: Path, dest: Path) -> Path:
+    """The fixture's own ``torch`` as a wheel: what the select job installs (offline) for a traced index."""
+    subprocess.run([str(python), str(origin / "tools/build_wheel.py"), str(dest)], check=True)
+    return next(dest.glob("torch-*.whl"))
+
+
 def test_workflows_run_end_to_end(tmp_path):
     origin = make_ci_repo(tmp_path / "origin")
     venv = python_venv(tmp_path / "py")
     wheel = perfq_wheel(ROOT, venv / "bin" / "python", tmp_path / "wheel")
-    init = run_perfq(origin, "ci", "init", "--perfq-spec", str(wheel), "--build", BUILD)
+    torch_wheel = _fixture_torch_wheel(origin, venv / "bin" / "python", tmp_path / "torch-wheel")
+    init = run_perfq(origin, "ci", "init", "--perfq-spec", str(wheel), "--wheel-build", WHEEL_BUILD,
+                     "--torch-spec", str(torch_wheel), "--torch-index", "", "--shards", "2", "--gate")
     assert init.returncode == 0, init.stderr
     git(origin, "add", "-A")
     git(origin, "commit", "-qm", "perfq workflows")
@@ -160,31 +174,43 @@ def test_workflows_run_end_to_end(tmp_path):
     server, url = fake.serve()
     fake.add_comment(7, f"a human quoting {MARKER}", "someone", "User")
     emu = Emulator(origin, tmp_path / "gha", venv, api_url=url)
-    benchmarks, comment = (origin / ".github/workflows" / n for n in ("perfq-benchmarks.yml", "perfq-comment.yml"))
+    benchmarks, comment, nightly = (origin / ".github/workflows" / n
+                                    for n in ("perfq-benchmarks.yml", "perfq-comment.yml", "perfq-nightly.yml"))
     try:
-        # a push to main: index, cache saved under main's commit; nothing else runs
-        _, jobs = emu.run_workflow(benchmarks, "push", {}, main, "refs/heads/main")
-        assert jobs["select"].result == "success", job_log(jobs["select"])
-        assert jobs["bench"].result == jobs["report"].result == "skipped"
-        assert [k for k in emu.caches if k.endswith(main)]
+        # the nightly on main: a traced index saved under main's commit, the coverage report and its trend
+        night, jobs = emu.run_workflow(nightly, "schedule", {}, main, "refs/heads/main")
+        assert jobs["index"].result == "success", job_log(jobs["index"])
+        assert [k for k in emu.caches if k.startswith("perfq-index-") and k.endswith(main)]
+        report = emu.artifacts[night]["perfq-coverage"]
+        assert {"coverage.html", "coverage.json", "trend.json", "trend.md"} <= {p.name for p in report.iterdir()}
+        assert [n["commit"] for n in json.loads((report / "trend.json").read_text())["nights"]] == [main]
 
         # PR 7 slows the function the softmax benchmark calls
         pr7 = open_pr(origin, 7, SLOW_PATCH)
         fake.heads[7] = pr7["head"]
         run7, jobs = emu.run_workflow(benchmarks, "pull_request", _pr_event(7, pr7), pr7["merge"], "refs/pull/7/merge")
-        for name in ("select", "bench", "report"):
+        for name in ("select", "build", "bench"):
             assert jobs[name].result == "success", job_log(jobs[name])
+        # --gate: the regression fails the check, the comment still goes out
+        assert jobs["report"].result == "failure", job_log(jobs["bench"]) + job_log(jobs["report"])
         cache = next(s for s in jobs["select"].steps if "cache-hit" in s.outputs)
-        assert cache.outputs["cache-hit"] == "true"  # the index main's push left, keyed by the PR's base
+        assert cache.outputs["cache-hit"] == "true"  # the index the nightly left, keyed by the PR's base
+        log = job_log(jobs["select"])
+        assert "Processing " in log and "torch-0.0.1" in log  # the select job installed torch before indexing
         matrix = json.loads(jobs["select"].outputs["matrix"])
-        assert [e["benchmark"] for e in matrix["include"]] == ["softmax_op_test"]
+        assert matrix["include"] and all(e["shards"] == len(matrix["include"]) for e in matrix["include"])
+        assert {b for e in matrix["include"] for b in e["benchmarks"].split()} == {"softmax_op_test"}
+        assert {"wheel-base", "wheel-head"} <= set(emu.artifacts[run7])  # each side built once for every shard
+        bench_log = job_log(jobs["bench"])
+        assert "pip install" not in bench_log.replace("python -m pip install \"$PERFQ_SPEC\"", "")
+        assert "--tag-filter" not in bench_log
         _, posted = emu.run_workflow(comment, "workflow_run", _run_event(run7, pr7, "pr7"), main, "refs/heads/main")
         assert posted["comment"].result == "success", job_log(posted["comment"])
         [ours] = fake.bot_comments(7)
         body = ours["body"]
         assert body.startswith(MARKER) and "fancy_softmax" in body and "softmax_op_test" in body
         assert body.index("fancy_softmax") < body.index("Base vs head")  # affected summary first, then verdicts
-        assert re.search(r"2 regression\(s\)", body), body
+        assert re.search(r"[1-9]\d* regression\(s\)", body), body
         assert fake.comments[7][0]["body"] == f"a human quoting {MARKER}"  # the human's comment untouched
 
         # the same run commented again (a re-run): one comment, updated in place
@@ -192,11 +218,17 @@ def test_workflows_run_end_to_end(tmp_path):
         assert len(fake.bot_comments(7)) == 1 and ("PATCH", f"/repos/org/repo/issues/comments/{ours['id']}") in \
             fake.requests
 
-        # PR 8 changes nothing a benchmark sees: no bench job, still a comment that says so
+        # main moves on without a nightly; PR 8 changes nothing a benchmark sees: the nearest ancestor's index
+        # is restored and patched, no bench job runs, and the comment says so
+        (origin / "NOTES.md").write_text("notes\n")
+        git(origin, "add", "-A")
+        git(origin, "commit", "-qm", "notes")
         pr8 = open_pr(origin, 8, None)
         fake.heads[8] = pr8["head"]
         run8, jobs = emu.run_workflow(benchmarks, "pull_request", _pr_event(8, pr8), pr8["merge"], "refs/pull/8/merge")
         assert jobs["bench"].result == "skipped" and jobs["report"].result == "success", job_log(jobs["report"])
+        cache = next(s for s in jobs["select"].steps if "cache-hit" in s.outputs)
+        assert cache.outputs["cache-hit"] == "false" and cache.outputs["cache-matched-key"].endswith(main)
         emu.run_workflow(comment, "workflow_run", _run_event(run8, pr8, "pr8"), main, "refs/heads/main")
         [only] = fake.bot_comments(8)
         assert "Nothing to run" in only["body"] and "0 benchmark(s) selected" in only["body"]
@@ -207,6 +239,13 @@ def test_workflows_run_end_to_end(tmp_path):
         _, stale = emu.run_workflow(comment, "workflow_run", _run_event(run8, pr8, "pr8"), main, "refs/heads/main")
         assert stale["comment"].result == "success" and "not commenting" in job_log(stale["comment"])
         assert not [r for r in fake.requests[len(before):] if r[0] in ("POST", "PATCH")]
+
+        # the next night adds a row to the trend
+        head = git(origin, "rev-parse", "main").strip()
+        night2, jobs = emu.run_workflow(nightly, "schedule", {}, head, "refs/heads/main")
+        assert jobs["index"].result == "success", job_log(jobs["index"])
+        trend = json.loads((emu.artifacts[night2]["perfq-coverage"] / "trend.json").read_text())
+        assert [n["commit"] for n in trend["nights"]] == [main, head]
     finally:
         server.shutdown()
 
@@ -245,7 +284,11 @@ def test_report_gate_and_nothing_selected(tmp_path, cli):
     inputs = tmp_path / "perfq-in"
     inputs.mkdir()
     (inputs / "affected.md").write_text("**perfq**: 0 benchmark(s) selected\n")
-    (inputs / "matrix.json").write_text('{"include": []}')
+    # the plan's shards, none with a benchmark: no job, and the comment says nothing runs
+    empty = [{"shard": k, "shards": 2, "benchmarks": ""} for k in (1, 2)]
+    (inputs / "matrix.json").write_text(json.dumps({"include": empty}))
+    matrix = cli(tmp_path, "ci", "matrix", str(inputs / "matrix.json"))
+    assert matrix.returncode == 0 and parse_outputs(matrix.stdout) == {"matrix": '{"include":[]}', "count": "0"}
     res = cli(tmp_path, "ci", "report", str(inputs), "--label", "pr-3", "--pr", "3", "--head-sha", "c" * 40,
               "--out", str(tmp_path / "out"), "--fail-on-regression")
     assert res.returncode == 0, res.stderr
@@ -297,3 +340,81 @@ def test_init_defaults_to_the_git_commit_perfq_was_installed_from(tmp_path, cli,
                                                                               "dir_info": {"editable": True}}))
     res = cli(tmp_path, "ci", "init", "--force")
     assert res.returncode == EXIT_ERROR and "give --perfq-spec" in res.stderr
+
+
+def _step_names(job: dict) -> list[str]:
+    return [s.get("name") or s.get("uses", "").split("@")[0] for s in job["steps"]]
+
+
+def test_init_for_an_out_of_tree_backend(tmp_path):
+    from tests.oot_fixture import git as oot_git
+    from tests.oot_fixture import make_oot_repo
+
+    repo = make_oot_repo(tmp_path).path  # perfq.toml: upstream = "torch"
+    (repo / "requirements.txt").write_text("pyyaml\ntorch==2.6.0  # the upstream this backend builds against\n")
+    oot_git(repo, "add", "-A")
+    oot_git(repo, "commit", "-qm", "pin torch")
+    url = "https://wheels.example.org/torch_xpu_ops-{commit}-cp311-linux_x86_64.whl"
+    init = run_perfq(repo, "ci", "init", "--perfq-spec", SPEC, "--wheel-url", url, "--stdout")
+    assert init.returncode == 0, init.stderr
+    assert "torch for the traced index: torch==2.6.0 (upstream of this backend: torch)" in init.stderr
+    files = dict(re.findall(r"# ---- \.github/workflows/(\S+)\n(.*?)(?=# ---- |\Z)", init.stdout, re.S))
+    flow = yaml.safe_load(files["perfq-benchmarks.yml"])
+    assert flow["env"]["TORCH_SPEC"] == "torch==2.6.0" and flow["env"]["TORCH_INDEX"].endswith("/whl/cpu")
+    assert "build" not in flow["jobs"]  # published per-commit wheels: nothing is built
+    bench = flow["jobs"]["bench"]
+    names = _step_names(bench)
+    run_step = bench["steps"][-2]
+    assert names.index("Install upstream torch (both sides' backend wheels run on it)") < names.index(run_step["name"])
+    assert run_step["env"]["WHEEL_URL"] == url and "--head-ref HEAD^2" in run_step["run"]
+    assert "--tag-filter" not in files["perfq-benchmarks.yml"]
+    nightly = yaml.safe_load(files["perfq-nightly.yml"])
+    assert nightly["env"]["TORCH_SPEC"] == "torch==2.6.0"
+
+    # built per PR instead: each side's wheel is built once, against the upstream torch
+    (repo / ".github/workflows").mkdir(parents=True)
+    built = run_perfq(repo, "ci", "init", "--perfq-spec", SPEC, "--wheel-build", "python setup.py bdist_wheel")
+    assert built.returncode == 0, built.stderr
+    flow = yaml.safe_load((repo / ".github/workflows/perfq-benchmarks.yml").read_text())
+    assert flow["jobs"]["build"]["strategy"]["matrix"] == {"side": ["base", "head"]}
+    assert "Install upstream torch (the backend builds against it)" in _step_names(flow["jobs"]["build"])
+    assert flow["jobs"]["bench"]["needs"] == ["select", "build"]
+    # a PyTorch checkout (no upstream) installs nothing but perfq in the bench job: its wheel is torch
+    pytorch = tmp_path / "pytorch"
+    pytorch.mkdir()
+    git(pytorch, "init", "-q")
+    plain = run_perfq(pytorch, "ci", "init", "--perfq-spec", SPEC, "--stdout")
+    assert plain.returncode == 0 and "Install upstream torch" not in plain.stdout and '"torch"' in plain.stdout
+
+
+def test_cache_keys_fall_back_to_the_nearest_ancestor(tmp_path, cli):
+    git(tmp_path, "init", "-q", "-b", "main")
+    commits = []
+    for i in range(4):
+        (tmp_path / "f").write_text(str(i))
+        git(tmp_path, "add", "-A")
+        git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", str(i))
+        commits.append(git(tmp_path, "rev-parse", "HEAD").strip())
+    res = cli(tmp_path, "ci", "cache-key", "HEAD", "--ancestors", "2")
+    assert res.returncode == 0, res.stderr
+    outputs = parse_outputs(res.stdout)
+    stem = outputs["key"][: -len(commits[3])]
+    assert outputs["key"] == stem + commits[3] and stem.startswith("perfq-index-")
+    assert outputs["restore-keys"].splitlines() == [stem + commits[2], stem + commits[1], stem]
+
+
+def test_coverage_trend_adds_one_row_per_night(tmp_path, cli):
+    report = tmp_path / "coverage.json"
+    trend = tmp_path / "t/trend.json"
+    for night, covered in (("2026-12-01", 40), ("2026-12-02", 43), ("2026-12-02", 44)):
+        report.write_text(json.dumps({"summary": {"ops_total": 100, "ops_covered": covered,
+                                                  "ops_ratio": covered / 100, "benchmarks": 7}, "ops": []}))
+        res = cli(tmp_path, "ci", "coverage-trend", str(report), "--trend", str(trend), "--commit", "a" * 40,
+                  "--date", night, "--markdown", str(tmp_path / "trend.md"))
+        assert res.returncode == 0, res.stderr
+    nights = json.loads(trend.read_text())["nights"]
+    assert [(n["date"], n["ops_covered"]) for n in nights] == [("2026-12-01", 40), ("2026-12-02", 44)]
+    assert "| 2026-12-02 | aaaaaaaaaaaa | 44 | 100 | 44.0% | +4 | 7 |" in (tmp_path / "trend.md").read_text()
+    report.write_text("{}")
+    bad = cli(tmp_path, "ci", "coverage-trend", str(report), "--trend", str(trend), "--commit", "a" * 40)
+    assert bad.returncode == EXIT_ERROR and "not a `perfq coverage --format json` report" in bad.stderr

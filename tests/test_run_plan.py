@@ -261,3 +261,11 @@ def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch)
     text = out.getvalue()
     assert text.index("Shared infrastructure") < text.index("plan: ") < text.index("Benchmarks to run")
     assert "NO BENCHMARK" in text[text.index("Benchmarks to run"):]
+
+
+def test_an_untraced_benchmark_keeps_one_test_in_the_plan():
+    # (ciflow) an index without traces (no torch where it was built) knows no operator of a test: such a
+    # selected benchmark was planned away entirely as "redundant"; one of its tests now runs
+    plan = build_plan([cand("untraced_test", "U_N8", "", 1.0), cand("untraced_test", "U_N64", "", 1.0),
+                       cand("traced_test", "T_N8", "add", 1.0)], 1, 100.0, ONE_PASS)
+    assert sorted(t.benchmark for t in plan.tests) == ["traced_test", "untraced_test"]

@@ -42,6 +42,9 @@ def _installed_spec() -> str:
     return ""
 
 
+_SIDES = "Sides (built or fetched once per PR)"
+
+
 @ci_app.command("init")
 def init(
     perfq_spec: Annotated[str | None, typer.Option("--perfq-spec", rich_help_panel=_WHERE, help=(
@@ -51,90 +54,127 @@ def init(
     python: Annotated[str, typer.Option("--python", rich_help_panel=_WHERE,
                                         help="Python version for actions/setup-python.")] = "3.11",
     base_branch: Annotated[str, typer.Option("--base-branch", rich_help_panel=_WHERE,
-                                             help="Branch whose pushes warm the index cache.")] = "main",
+                                             help="Default branch: the nightly indexes it.")] = "main",
+    torch_spec: Annotated[str, typer.Option("--torch-spec", rich_help_panel=_WHERE, help=(
+        "What the select job (and the nightly) pip-install so the index is traced: 'torch', a pinned "
+        "'torch==2.6.0', or a wheel path/URL. Default: the torch the repo pins, else 'torch'."))] = "",
+    torch_index: Annotated[str, typer.Option("--torch-index", rich_help_panel=_WHERE, help=(
+        "--index-url for --torch-spec ('' = pip's configured index)."))] = "https://download.pytorch.org/whl/cpu",
+    upstream: Annotated[str | None, typer.Option("--upstream", rich_help_panel=_WHERE, help=(
+        "Out-of-tree backend: the upstream its wheels run on ('torch'); the build and bench jobs install "
+        "--torch-spec first. Default: [tool.perfq] upstream of the repository."))] = None,
     runner: Annotated[list[str] | None, typer.Option("--runner", rich_help_panel=_RUN, help=(
         "runs-on label of the benchmark jobs (repeat for several labels, e.g. --runner self-hosted "
         "--runner perf). Default ubuntu-latest: noisy, see docs/ci.md."))] = None,
-    build: Annotated[str, typer.Option("--build", rich_help_panel=_RUN, help=(
-        "Command that builds one side in its checkout; {python} is the side's venv interpreter "
-        "(PyTorch: install your CI's wheel instead of building)."))] = "{python} -m pip install .",
+    budget: Annotated[str, typer.Option("--budget", rich_help_panel=_RUN,
+                                        help="Time budget of each benchmark shard (perfq run --budget).")] = "15m",
+    shards: Annotated[int, typer.Option("--shards", rich_help_panel=_RUN, min=1,
+                                        help="Benchmark jobs per PR: the plan is split in this many shards.")] = 2,
     bench_timeout: Annotated[int, typer.Option("--bench-timeout", rich_help_panel=_RUN, min=1,
                                                help="timeout-minutes of each benchmark job.")] = 90,
     run_flags: Annotated[str, typer.Option("--run-flags", rich_help_panel=_RUN,
-                                           help="Extra `perfq run` flags, one string.")] = "--adaptive --budget 1800",
+                                           help="Extra `perfq run` flags, one string.")] = "",
     gate: Annotated[bool, typer.Option("--gate", rich_help_panel=_RUN, help=(
-        "Fail the check on a regression or a failed benchmark (the comment still goes out)."))] = False,
+        "Fail the check on a regression, a failed benchmark or a missing result (the comment still goes out)."))
+                    ] = False,
+    wheel_build: Annotated[str, typer.Option("--wheel-build", rich_help_panel=_SIDES, help=(
+        "Shell command run once per side in its checkout that leaves one wheel in dist/ "
+        "(PyTorch: your CI's wheel build)."))] = "python -m pip wheel --no-deps --wheel-dir dist .",
+    wheel_url: Annotated[str, typer.Option("--wheel-url", rich_help_panel=_SIDES, help=(
+        "Instead of building: the URL of a commit's published wheel, {commit} standing for it."))] = "",
+    build_runner: Annotated[list[str] | None, typer.Option("--build-runner", rich_help_panel=_SIDES,
+                                                           help="runs-on label of the wheel builds.")] = None,
+    build_timeout: Annotated[int, typer.Option("--build-timeout", rich_help_panel=_SIDES, min=1,
+                                               help="timeout-minutes of each wheel build.")] = 240,
+    cron: Annotated[str, typer.Option("--cron", rich_help_panel=_WHERE,
+                                      help="When the nightly runs (UTC cron).")] = "17 3 * * *",
     force: Annotated[bool, typer.Option("--force", rich_help_panel=_WHERE,
                                         help="Overwrite existing workflow files.")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", rich_help_panel=_WHERE,
                                          help="Print the workflows instead of writing them.")] = False,
     repo: Path | None = RepoOption,
 ) -> None:
-    """Write .github/workflows/perfq-benchmarks.yml and perfq-comment.yml into the repository.
+    """Write perfq-benchmarks.yml (PRs), perfq-comment.yml and perfq-nightly.yml into .github/workflows.
 
     Examples:
 
         perfq ci init --perfq-spec git+https://github.com/ORG/perfq@3f2c...  # pinned perfq
 
-        perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate
+        perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate --shards 4
+
+        perfq ci init --perfq-spec ... --torch-spec torch==2.6.0 --upstream torch   # a backend repo
     """
     from perfq import __version__
+    from perfq.ci.cache import pinned_torch
     from perfq.ci.workflows import WORKFLOW_DIR, WorkflowOptions, render
+    from perfq.config import load_config
 
     spec = perfq_spec or _installed_spec()
     if not spec:
         raise PerfqError("give --perfq-spec (git+https://.../perfq@<commit>): this perfq was not installed from git")
+    root = resolve_repo(repo)
+    if upstream is None:
+        upstream = load_config(root).upstream
     try:
-        flags = tuple(shlex.split(run_flags))
-        files = render(WorkflowOptions(spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), build,
-                                       bench_timeout, flags, gate), __version__)
+        options = WorkflowOptions(
+            spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), bench_timeout,
+            tuple(shlex.split(run_flags)), gate, budget, shards, torch_spec or pinned_torch(root) or "torch",
+            torch_index, wheel_build, wheel_url, tuple(build_runner or ("ubuntu-latest",)), build_timeout,
+            upstream, cron=cron)
+        files = render(options, __version__)
     except ValueError as exc:
         raise PerfqError(str(exc)) from None
+    err = console(stderr=True)
+    err.print(f"torch for the traced index: {options.torch_spec}"
+              + (f" (upstream of this backend: {upstream})" if upstream else ""), markup=False)
     if stdout:
         for name, text in files.items():
             print(f"# ---- {WORKFLOW_DIR}/{name}\n{text}", end="")
         return
-    target = resolve_repo(repo) / WORKFLOW_DIR
+    target = root / WORKFLOW_DIR
     existing = [name for name in files if (target / name).exists()]
     if existing and not force:
         raise PerfqError(f"{target / existing[0]} exists (--force overwrites)")
     target.mkdir(parents=True, exist_ok=True)
-    err = console(stderr=True)
     for name, text in files.items():
         (target / name).write_text(text, encoding="utf-8")
         err.print(f"wrote {target / name}")
-    err.print("next: commit both files; the comment workflow runs from the default branch once merged there")
+    err.print("next: commit the files; the comment and nightly workflows run from the default branch once merged "
+              "there; docs/ci.md lists what to set by hand", markup=False)
 
 
 @ci_app.command("cache-key")
 def cache_key(
-    rev: Annotated[str, typer.Argument(help="The base commit (HEAD^1 of a PR merge commit; HEAD on a push).")],
+    rev: Annotated[str, typer.Argument(help="The commit whose index is wanted (HEAD^1 of a PR merge commit).")],
+    ancestors: Annotated[int, typer.Option("--ancestors", min=0, help=(
+        "Restore keys for this many first-parent ancestors present in the clone, nearest first."))] = 50,
     repo: Path | None = RepoOption,
 ) -> None:
-    """Print key= and restore-keys= for caching .git/perfq/ (append to $GITHUB_OUTPUT).
+    """Print key= and restore-keys= (multi-line) for caching .git/perfq/ (append to $GITHUB_OUTPUT).
 
-    The key is the perfq version, the index schema version and the base commit; a PR with a new
-    base restores the newest index of the same perfq and refreshes it incrementally.
+    The key is the perfq version, the index schema version and the commit. The restore keys are
+    the same for the commit's nearest ancestors, then any index of this perfq: a PR restores the
+    index of its base, else of the nearest ancestor the nightly saved, and patches it.
 
     Example:
 
         perfq ci cache-key HEAD^1 >> "$GITHUB_OUTPUT"
     """
     from perfq import __version__
-    from perfq.common import git
-    from perfq.schema.version import SCHEMA_VERSION
+    from perfq.ci.cache import cache_keys
 
-    commit = git.resolve_ref(resolve_repo(repo), rev)
-    prefix = f"perfq-index-{__version__}-s{SCHEMA_VERSION}-"
-    print(f"key={prefix}{commit}")
-    print(f"restore-keys={prefix}")
+    keys = cache_keys(resolve_repo(repo), rev, f"perfq-index-{__version__}", ancestors)
+    print(f"key={keys.key}")
+    print(f"restore-keys<<{keys.delimiter}")
+    print("\n".join(keys.restore_keys))
+    print(keys.delimiter)
 
 
 @ci_app.command("matrix")
 def matrix(
     file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
 ) -> None:
-    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file.
+    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file (empty shards dropped).
 
     Example:
 
@@ -144,11 +184,40 @@ def matrix(
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
+    from perfq.ci.report import runnable
+
     include = data.get("include") if isinstance(data, dict) else None
     if not isinstance(include, list):
         raise PerfqError(f"{file}: not a gha-matrix document (no 'include' list)")
+    include = runnable(include)  # a shard of the plan with no benchmark gets no job
     print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
     print(f"count={len(include)}")
+
+
+@ci_app.command("coverage-trend")
+def coverage_trend(
+    report: Annotated[Path, typer.Argument(help="Tonight's `perfq coverage --format json` report.")],
+    trend: Annotated[Path, typer.Option("--trend", help="The trend file (JSON), updated in place.")],
+    commit: Annotated[str, typer.Option("--commit", help="The commit the report describes.")],
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the trend as markdown.")] = None,
+    date: Annotated[str | None, typer.Option("--date", help="The night (YYYY-MM-DD; default today).")] = None,
+) -> None:
+    """Add tonight's coverage totals to the trend over nights (the nightly workflow's last step).
+
+    Example:
+
+        perfq ci coverage-trend coverage.json --trend trend/trend.json --commit "$(git rev-parse HEAD)"
+    """
+    from perfq.ci.coverage_trend import add_night, night_from_report, read_trend, trend_markdown
+
+    nights = add_night(read_trend(trend), night_from_report(report, commit, date))
+    trend.parent.mkdir(parents=True, exist_ok=True)
+    tmp = trend.with_name(trend.name + ".tmp")
+    tmp.write_text(json.dumps({"nights": [n.to_json() for n in nights]}, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(trend)
+    if markdown is not None:
+        markdown.write_text(trend_markdown(nights), encoding="utf-8")
+    console(stderr=True).print(f"{trend}: {len(nights)} night(s)", markup=False)
 
 
 @ci_app.command("sides")
@@ -186,7 +255,12 @@ def report(
     out: Annotated[Path, typer.Option("--out", rich_help_panel=_REPORT,
                                       help="Output directory (comment.md, pr.json, ...).")] = Path("perfq-comment"),
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_REPORT, help=(
-        f"Exit {EXIT_GATE} on a regression or a failed benchmark, after writing everything."))] = False,
+        f"Exit {EXIT_GATE} on a regression, a failed benchmark or a selected benchmark without a result, "
+        "after writing everything."))] = False,
+    base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
+        "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "Without it: perfq's defaults."))] = None,
     repo: Path | None = RepoOption,
 ) -> None:
     """Prepare the PR comment: the affected summary, then the base-vs-head verdicts.
@@ -195,9 +269,10 @@ def report(
 
     Example:
 
-        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --out perfq-comment
+        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
     from perfq.ci.comment import PullRequestRef, parse_pr
+    from perfq.ci.gate import base_settings
     from perfq.ci.report import build_report
     from perfq.run.api import Settings
 
@@ -205,33 +280,21 @@ def report(
         ref = parse_pr(json.dumps(PullRequestRef(pr, head_sha).to_json()))
     except ValueError as exc:
         raise PerfqError(str(exc)) from None
-    settings = _compare_settings(resolve_repo(repo)) if repo is not None or _in_git() else Settings()
+    err = console(stderr=True)
+    settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
+    if base is None:
+        err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
     outcome = build_report(inputs, label, ref, out, settings)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
             fh.write(outcome.comment.read_text(encoding="utf-8"))
-    err = console(stderr=True)
     err.print(f"wrote {outcome.comment}: {outcome.result_files} result file(s), "
               f"{outcome.regressions} regression(s), {outcome.failures} failed benchmark invocation(s)")
-    if fail_on_regression and (outcome.regressions or outcome.failures):
+    if outcome.missing:
+        err.print(f"no result for {len(outcome.missing)} selected benchmark(s): {', '.join(outcome.missing)}")
+    if fail_on_regression and (outcome.regressions or outcome.failures or outcome.missing):
         raise typer.Exit(EXIT_GATE)
-
-
-def _in_git() -> bool:
-    from perfq.common.paths import git_common_dir
-
-    return git_common_dir(Path.cwd()) is not None
-
-
-def _compare_settings(repo: Path):
-    from perfq.config import load_config
-    from perfq.run.api import settings_from_config
-
-    try:
-        return settings_from_config(load_config(repo).extra)
-    except (ValueError, TypeError) as exc:
-        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
 @ci_app.command("comment")

@@ -68,8 +68,15 @@ def find_sticky(comments: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
     return None
 
 
-def report_body(affected_md: str | None, verdicts_md: str | None, selected: int | None, run_url: str) -> str:
-    """The prepared comment: the affected summary first, then the compare verdicts (or why there are none)."""
+def _code(name: str) -> str:
+    """``name`` as an inline code span (no HTML or markdown in it renders)."""
+    return f"`{name.replace('`', '')}`"
+
+
+def report_body(affected_md: str | None, verdicts_md: str | None, selected: int | None, run_url: str,
+                missing: tuple[str, ...] = ()) -> str:
+    """The prepared comment: the affected summary first, then the compare verdicts (or why there are none),
+    then the selected benchmarks that produced no result."""
     lines = ["## perfq: benchmarks this PR can slow down", ""]
     lines.append(affected_md.strip() if affected_md else "_No affected summary: the select job did not finish._")
     lines += ["", "### Base vs head", ""]
@@ -79,6 +86,9 @@ def report_body(affected_md: str | None, verdicts_md: str | None, selected: int 
         lines.append("Nothing to run: no benchmark can see this change.")
     else:
         lines.append("_No results: the benchmark jobs did not produce any (see the run's logs)._")
+    if missing:
+        lines += ["", f"**No result for {len(missing)} selected benchmark(s)** (their job failed or was cancelled "
+                  f"before writing one): {', '.join(_code(name) for name in missing)}"]
     if run_url:
         lines += ["", f"<sub>[workflow run]({run_url})</sub>"]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfq.ci.comment import COMMENT_FILE, PR_FILE, PullRequestRef, report_body
+from perfq.ci.gate import missing_results, selected_benchmarks
 from perfq.errors import PerfqError
 from perfq.run import api as run_api
 
@@ -28,6 +29,7 @@ class ReportOutcome:
     selected: int | None
     result_files: int
     comment: Path
+    missing: tuple[str, ...] = ()  # selected benchmarks without any result: the gate fails
 
     @property
     def failures(self) -> int:
@@ -46,8 +48,13 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def runnable(include: list) -> list:
+    """The matrix entries that run something: a shard of the plan with no benchmark is dropped."""
+    return [e for e in include if not (isinstance(e, dict) and "benchmarks" in e and not str(e["benchmarks"]).strip())]
+
+
 def selected_count(matrix_file: Path) -> int | None:
-    """Entries in the select job's matrix (None when the file is missing or not a matrix)."""
+    """Entries that run something in the select job's matrix (None when the file is missing or not a matrix)."""
     text = _read(matrix_file)
     if text is None:
         return None
@@ -55,7 +62,7 @@ def selected_count(matrix_file: Path) -> int | None:
         include = json.loads(text).get("include")
     except (ValueError, AttributeError):
         return None
-    return len(include) if isinstance(include, list) else None
+    return len(runnable(include)) if isinstance(include, list) else None
 
 
 def run_url() -> str:
@@ -82,11 +89,12 @@ def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
             comparison = None
     verdicts = run_api.render_markdown(comparison) if comparison is not None else None
     selected = selected_count(inputs / "matrix.json")
-    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url())
+    missing = missing_results(selected_benchmarks(inputs / "matrix.json"), comparison)
+    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing)
     comment = out / COMMENT_FILE
     comment.write_text(body, encoding="utf-8")
     (out / PR_FILE).write_text(json.dumps(pr.to_json()) + "\n", encoding="utf-8")
     if comparison is not None:
         (out / "comparison.json").write_text(json.dumps(comparison.to_json(), indent=1, default=str) + "\n",
                                             encoding="utf-8")
-    return ReportOutcome(comparison, selected, len(files), comment)
+    return ReportOutcome(comparison, selected, len(files), comment, missing)

@@ -74,6 +74,19 @@ def _settings(repo: Path, alpha: float | None = None, min_effect: float | None =
         raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
+def _checked_threshold(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:
+    """``--alpha`` in (0, 1), ``--min-effect`` finite and >= 0 (NaN refused): a usage error otherwise."""
+    if value is None:
+        return None
+    from perfq.run.compare import check_threshold
+
+    try:
+        return check_threshold(str(param.name), value)
+    except ValueError as exc:
+        message = str(exc)
+        raise typer.BadParameter(message[message.index("must"):]) from None
+
+
 def _render_comparison(doc: ComparisonDocument, fmt: Format) -> None:
     from perfq.run.report import render_markdown
 
@@ -324,10 +337,10 @@ def register(app: typer.Typer) -> None:
             "(default side: head, or OTHER's only side)."))] = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                        ] = Format.table,
-        alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS,
+        alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS, callback=_checked_threshold,
             help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
         min_effect: Annotated[float | None, typer.Option("--min-effect", rich_help_panel=_STATS,
-            help="Minimum relative change for a verdict (default 0.05).")] = None,
+            callback=_checked_threshold, help="Minimum relative change for a verdict (default 0.05).")] = None,
         fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
             help=f"Exit {EXIT_GATE} on a regression, a failed benchmark or a side without a run.")] = False,
         repo: Path | None = RepoOption,

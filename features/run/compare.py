@@ -26,6 +26,7 @@ the history store returns them), vectorised: a million samples take seconds, not
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import math
 from collections.abc import Iterable, Sequence
@@ -88,27 +89,59 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     ``[tool.perfq.compare]`` keys: ``alpha``, ``min_effect``, ``min_samples``, ``resolution``,
     ``max_samples``, ``confidence``, ``ignore`` (list),
     ``[tool.perfq.compare.thresholds]`` (glob = min effect, e.g. ``softmax_test = 0.10``).
+    An unknown key (``min_efect``) or a value out of range (NaN, ``alpha = -1``) is a ValueError.
     """
     section = extra.get("compare") or {}
     if not isinstance(section, dict):
         raise ValueError("[tool.perfq.compare] must be a table")
+    section = {str(k).replace("-", "_"): v for k, v in section.items()}
+    _reject_unknown(section)
     values: dict[str, Any] = {}
     for key in ("alpha", "min_effect", "confidence", "resolution"):
-        if key in section or key.replace("_", "-") in section:
-            values[key] = float(section.get(key, section.get(key.replace("_", "-"))))
+        if key in section:
+            values[key] = check_threshold(key, _number(key, section[key], float))
     for key in ("min_samples", "max_samples"):
-        if key in section or key.replace("_", "-") in section:
-            values[key] = int(section.get(key, section.get(key.replace("_", "-"))))
+        if key in section:
+            values[key] = _number(key, section[key], int)
+            if values[key] < 1:
+                raise ValueError(f"{key} must be a positive integer, not {values[key]}")
     thresholds = section.get("thresholds") or {}
     if not isinstance(thresholds, dict):
         raise ValueError("[tool.perfq.compare.thresholds] must be a table of glob = min effect")
-    values["thresholds"] = tuple((str(k), float(v)) for k, v in thresholds.items())
+    values["thresholds"] = tuple((str(k), check_threshold(f"thresholds.{k}", _number(f"thresholds.{k}", v, float)))
+                                 for k, v in thresholds.items())
     ignore = section.get("ignore") or []
     if isinstance(ignore, str):
         ignore = [ignore]
     values["ignore"] = tuple(str(i) for i in ignore)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Settings(**values)
+
+
+def check_threshold(name: str, value: float) -> float:
+    """``value`` when it is in range for ``name`` (alpha, confidence: (0, 1); an effect: [0, inf)); else ValueError."""
+    unit_interval = name in ("alpha", "confidence")
+    ok = 0 < value < 1 if unit_interval else math.isfinite(value) and value >= 0
+    if not ok:  # NaN fails both comparisons
+        raise ValueError(f"{name} must be {'in (0, 1)' if unit_interval else 'a finite number >= 0'}, not {value}")
+    return value
+
+
+_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "thresholds", "ignore")
+
+
+def _reject_unknown(section: dict[str, Any]) -> None:
+    for key in section:
+        if key not in _KEYS:
+            close = difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(_KEYS)})"
+            raise ValueError(f"unknown key {key!r}{hint}")
+
+
+def _number(name: str, value: Any, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
+        raise ValueError(f"{name} must be a{'n integer' if kind is int else ' number'}, not {value!r}")
+    return kind(value)
 
 
 @dataclass(frozen=True)
