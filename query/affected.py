@@ -34,6 +34,7 @@ from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, Tra
 
 _WEAK_EDGES = {"subclass", "method_of"}
 _TRACED = ("ok", "partial")
+_NARROW_OPS = 10  # a change implementing at most this many operators is one kernel's family (README: 86 of 157)
 _SHARED_MIN_BENCHMARKS = 10  # fewer benchmarks executing a change's operators are never "shared" by breadth
 _REASONS_KEPT = 3
 _MODES = ("eager", "compile")
@@ -215,6 +216,10 @@ def _starts(
     later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
         label, dev = f"{cf.path}:{cf.qualname}", device_of_path(cf.path)
+        if cf.status == "added" and not other_tree:
+            # its callers in the head are changed functions, started from anyway; a function of
+            # the index with its name is another overload (or gone), whose callers it has not
+            continue
         if ids and other_tree and cf.status == "added":
             later.update(ids)  # nor from the file's functions, when the file falls back
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
@@ -408,7 +413,12 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of("op")))))
     )
     sets = store.canary_sets()
-    patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
+    narrow = _narrow_paths(store, cs, starts) if len(own_ops) <= _NARROW_OPS else set()
+    patterns = _pattern_canaries(
+        sets,
+        [p for p in changed_paths if p not in narrow],
+        [cf.qualname for cf in cs.functions if cf.path not in narrow and cf.status != "added"],
+    )
     unbounded = len(own_ops) > cfg.reach_bound
     shared = bool(patterns) or unbounded
 
@@ -630,10 +640,28 @@ def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]
     return out
 
 
+def _narrow_paths(store: IndexStore, cs: ChangeSet, starts: list[Start]) -> set[str]:
+    """Changed files whose changes are narrow whatever their path says: only functions the
+    change adds or that at most one function calls, no line outside them (a pstl helper with
+    one caller, new launch overloads in a device-runtime header). When the change implements
+    few operators (``_NARROW_OPS``), their path does not make it shared infrastructure; what
+    they reach still can (the breadth rules)."""
+    wide = {p for p, _, _ in cs.file_level}
+    graph = store.graph()
+    for s in starts:
+        path = s.label.split(":", 1)[0]
+        if s.confidence != Confidence.high or len({src for src, kind in graph.into(s.node) if kind == "call"}) > 1:
+            wide.add(path)
+    # (a Python module of the compiler acts through torch.compile, which no call graph shows)
+    return {cf.path for cf in cs.functions if not cf.path.endswith(".py")} - wide
+
+
 def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
     """Starts for changed header functions whose callers are not linked (templates called
     through overloads, functors): every function of their headers and of the headers' includers."""
-    headers = sorted({cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh"))})
+    headers = sorted(
+        {cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh")) and cf.status != "added"}
+    )
     if not headers:
         return []
     rows = store.functions_in(sorted(set(headers).union(*store.includers(headers).values())))
