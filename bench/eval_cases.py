@@ -8,7 +8,9 @@ whitespace) that select nothing. The corpus is not written: the cases run in a s
 (``--work``, kept and reused when given) whose index ``--index-cmd`` builds once.
 ``--cases bench/pytorch-heldout-cases.json`` scores the 42 held-out cases labelled apart from
 perfq (by hand from the sources and profiler runs, never from its output; each diff stored as
-its hunks' new lines below a unique anchor line).
+its hunks' new lines below a unique anchor line); ``bench/pytorch-heldout-cases-r2.json`` the 9 of
+issue 31's second round (a case with ``compile_mode: true`` passes only when the answer sets
+``compile_mode`` and runs a benchmark in compile mode).
 
     python bench/eval_cases.py [--repo CORPUS] [--work DIR] [--only ID,ID] [--cases FILE] \\
         [--perfq-cmd "perfq affected {base} --format json"] [--out results.json]
