@@ -120,3 +120,38 @@ def test_a_helper_only_reached_through_callers_keeps_them():
     r.parent[2] = (5, "call", "")  # no operator of its own: every operator is through a caller
     hits = [_hit("copy_", f"b{i}") for i in range(12)]
     assert _drop_branch_hubs(r, ["neg.out", "copy_"], hits, {f"b{i}" for i in range(12)}, Config())[0] == hits
+
+
+class _Graph:
+    def __init__(self, callers: dict[int, list[int]]) -> None:
+        self.callers = callers
+
+    def into(self, node: int) -> list[tuple[int, str]]:
+        return [(src, "call") for src in self.callers.get(node, [])]
+
+
+class _GraphStore:
+    def __init__(self, callers: dict[int, list[int]]) -> None:
+        self._graph = _Graph(callers)
+
+    def graph(self) -> _Graph:
+        return self._graph
+
+
+def test_a_helper_with_one_caller_is_narrow_whatever_its_path():
+    """A pstl helper with one (sparse) caller, in a path the device-runtime canary set names
+    (torch-xpu-ops r04), is not shared infrastructure because of its path; a helper several
+    functions call, lines outside any function, or a Python module of the compiler are."""
+    from perfq.query.affected import _narrow_paths
+    from perfq.query.changes import ChangedFunction, ChangeSet
+
+    pstl, reduce_h = "src/ATen/native/xpu/sycl/pstl/PSTLFunctions.h", "src/ATen/native/xpu/sycl/Reduce.h"
+    lowering = "torch/_inductor/lowering.py"
+    cs = ChangeSet(functions=[ChangedFunction(p, f"f{i}", f"f{i}", [1], "both", "modified")
+                              for i, p in enumerate((pstl, reduce_h, lowering))])
+    starts = [Start(1, f"{pstl}:f0", Confidence.high, ""), Start(2, f"{reduce_h}:f1", Confidence.high, ""),
+              Start(3, f"{lowering}:f2", Confidence.high, "")]
+    store = _GraphStore({1: [10], 2: [20, 21]})
+    assert _narrow_paths(store, cs, starts) == {pstl}
+    cs.file_level.append((pstl, [3], "outside any function"))
+    assert _narrow_paths(store, cs, starts) == set()
