@@ -8,7 +8,9 @@ whitespace) that select nothing. The corpus is not written: the cases run in a s
 (``--work``, kept and reused when given) whose index ``--index-cmd`` builds once.
 ``--cases bench/pytorch-heldout-cases.json`` scores the 42 held-out cases labelled apart from
 perfq (by hand from the sources and profiler runs, never from its output; each diff stored as
-its hunks' new lines below a unique anchor line).
+its hunks' new lines below a unique anchor line); ``bench/pytorch-heldout-cases-r2.json`` the 9 of
+issue 31's second round (a case with ``compile_mode: true`` passes only when the answer sets
+``compile_mode`` and runs a benchmark in compile mode).
 
     python bench/eval_cases.py [--repo CORPUS] [--work DIR] [--only ID,ID] [--cases FILE] \\
         [--perfq-cmd "perfq affected {base} --format json"] [--out results.json]
@@ -87,6 +89,8 @@ def summary(cases: list[Case], results: dict[str, Score | None]) -> dict:
         "no_ops_reported": sum(1 for c, r in negatives if c.no_op and r.no_op_reported),
         "no_ops_total": sum(1 for c, _ in negatives if c.no_op),
         "cases_passing": sum(1 for c, r in scored if not failures(c, r)),
+        "compile_signalled": sum(1 for c, r in scored if c.compile_mode and r.compile_signalled),
+        "compile_total": sum(1 for c, _ in scored if c.compile_mode),
         "wall_s_median": statistics.median(walls) if walls else None,
     }
 
@@ -142,6 +146,7 @@ def print_summary(s: dict) -> None:
           f"   cases with extra: {s['cases_with_extra']}")
     print(f"negatives correctly empty: {s['negatives_empty']}/{s['negatives_total']}   no-ops empty: "
           f"{s['no_ops_empty']}/{s['no_ops_total']} (reported as no-op: {s['no_ops_reported']})")
+    print(f"compile-only changes signalled: {s['compile_signalled']}/{s['compile_total']}")
     print(f"median wall per case: {fmt(s['wall_s_median'])}s")
     print()
     print(f"{'class':<26} {'n':>3} {'recall':>7} {'full%':>6} {'extra':>6} {'pass':>5}")

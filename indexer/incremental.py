@@ -21,6 +21,7 @@ from perfq.indexer.devices import device_of_key, ops_of_stubs
 from perfq.indexer.extract import MAX_BYTES, file_facts
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
+from perfq.indexer.registrations import LAMBDA_KERNEL
 from perfq.indexer.trace import any_installed
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import write_graph_file
@@ -118,6 +119,8 @@ def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
     facts = file_facts("cpp", path, data)
     if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != indexed[3]:
         raise _Unpatchable
+    if any(li.kernel_name == LAMBDA_KERNEL for li in facts.library_impls):
+        raise _Unpatchable  # the functions its registered lambdas call are linked by the full link
     return facts, structure_signature(facts) != indexed[2]
 
 

@@ -7,6 +7,7 @@ re-exports, and builds the reachability graph that queries walk.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import re
@@ -17,9 +18,10 @@ from operator import itemgetter
 
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.devices import device_of_key, layout_of_key, ops_of_stubs
-from perfq.indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
+from perfq.indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
+from perfq.indexer.registrations import LAMBDA_KERNEL
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
 from perfq.schema.packed_graph import pack_graph
 
@@ -85,7 +87,8 @@ class _Graph:
     def __init__(self, tables: Tables) -> None:
         self.t = tables
         self.node_ids: dict[tuple[str, str], int] = {}
-        self.seen: set[tuple[int, int]] = set()
+        # (dst, src) -> the device families of its kernel edges (None: an edge of another kind)
+        self.seen: dict[tuple[int, int], set[str] | None] = {}
 
     def node(self, kind: str, key: str, label: str | None = None) -> int:
         k = (kind, key)
@@ -97,10 +100,42 @@ class _Graph:
         return nid
 
     def edge(self, dst: int, src: int, kind: str, detail: str = "") -> None:
-        if dst == src or (dst, src) in self.seen:
+        # a kernel is one edge per device family: ``CPU, CUDA: neg_out`` reaches neg.out from
+        # a CUDA kernel as well as from a CPU one (the walk keeps to a change's device)
+        if dst == src:
             return
-        self.seen.add((dst, src))
+        pair = (dst, src)
+        family = device_of_key(detail) if kind == "kernel" else None
+        if pair in self.seen:
+            families = self.seen[pair]
+            if family is None or families is None or family in families:
+                return
+            families.add(family)
+        else:
+            self.seen[pair] = None if family is None else {family}
         self.t.rows["reach_edges"].append((dst, src, kind, detail))
+
+
+def lambda_kernels(f: FileFacts, first: int, call_edges: Iterable[tuple]) -> list[tuple[int, LibraryImpl]]:
+    """(function, registration) for each function a lambda registered by ``m.impl`` calls
+    (``m.impl("quantized::layer_norm", [](...) { return quantized_layer_norm_impl(...); })``):
+    the calls of the registration block between that ``m.impl`` and the next one. ``first``:
+    the id of the file's first function; ``call_edges``: (caller, callee, kind, line)."""
+    lambdas = [li for li in f.library_impls if li.kernel_name == LAMBDA_KERNEL]
+    if not lambdas:
+        return []
+    blocks = {first + i: fn for i, fn in enumerate(f.functions) if fn.kind == "registration"}
+    starts = sorted({li.line for li in f.library_impls} | {d.line for d in f.library_defs})
+    out = []
+    for caller, callee, _, line in call_edges:
+        block = blocks.get(caller)
+        if block is None or callee in blocks:
+            continue
+        at = bisect.bisect_right(starts, line) - 1
+        if at < 0:
+            continue
+        out += [(callee, li) for li in lambdas if li.line == starts[at] and block.start_line <= li.line <= line]
+    return out
 
 
 def _file_rows(t: Tables, files: list[FileFacts], first_file: int, first_function: int) -> tuple[list, list[int]]:
@@ -292,6 +327,10 @@ class NativeLink:
             t.rows["op_calls"] += linked.op_calls
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
+            for callee, li in lambda_kernels(f, first, linked.call_edges):
+                op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
+                for on in cpp_linker.library_ops(li.namespace, op):
+                    g.edge(callee, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
 
     # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to
     FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes", "nodes", "reach_edges")

@@ -19,6 +19,8 @@ _LIBRARY = re.compile(r"\b(TORCH_LIBRARY_IMPL|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRA
 _M_CALL = re.compile(r"\b\w+\s*\.\s*(impl|def)\s*\(")
 _STRING = re.compile(r'"((?:\\.|[^"\\])*)"')
 _OP_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)?")
+LAMBDA_KERNEL = "<lambda>"  # an m.impl whose kernel is a lambda: the functions its body calls implement the op
+_LAMBDA = re.compile(r"^\[[^\]]*\]\s*(\(|\{|mutable\b|->)")
 _LAST_NAME = re.compile(r"([A-Za-z_]\w*(?:\s*::\s*[A-Za-z_]\w*)*)\s*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>)?\s*\)*\s*$")
 
 
@@ -59,7 +61,10 @@ def balanced_args(text: str, open_paren: int) -> tuple[list[str], int]:
 
 
 def _function_name(arg: str) -> str:
-    """The function an argument names: '&foo' -> foo, 'TORCH_FN(ns::bar<T>)' -> ns::bar."""
+    """The function an argument names: '&foo' -> foo, 'TORCH_FN(ns::bar<T>)' -> ns::bar;
+    LAMBDA_KERNEL for a lambda (``[](Tensor x) { return impl(x); }``)."""
+    if _LAMBDA.match(arg.strip()):
+        return LAMBDA_KERNEL
     arg = re.sub(r"\bTORCH_FN(_TYPE)?\s*\(", "(", arg).replace("&", " ").strip()
     m = _LAST_NAME.search(arg)
     return re.sub(r"\s+", "", m.group(1)) if m else ""

@@ -34,8 +34,12 @@ from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, Tra
 
 _WEAK_EDGES = {"subclass", "method_of"}
 _TRACED = ("ok", "partial")
+_NARROW_OPS = 10  # a change implementing at most this many operators is one kernel's family (README: 86 of 157)
 _SHARED_MIN_BENCHMARKS = 10  # fewer benchmarks executing a change's operators are never "shared" by breadth
 _REASONS_KEPT = 3
+_MODES = ("eager", "compile")
+# decorators that register a Python function as what torch.compile runs for an aten operator
+_COMPILE_REGISTRARS = ("register_decomposition", "register_lowering", "_register_lowering")
 
 
 class Confidence(str, Enum):
@@ -212,6 +216,10 @@ def _starts(
     later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
         label, dev = f"{cf.path}:{cf.qualname}", device_of_path(cf.path)
+        if cf.status == "added" and not other_tree:
+            # its callers in the head are changed functions, started from anyway; a function of
+            # the index with its name is another overload (or gone), whose callers it has not
+            continue
         if ids and other_tree and cf.status == "added":
             later.update(ids)  # nor from the file's functions, when the file falls back
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
@@ -333,7 +341,9 @@ class _Selection:
         modules: Iterable[str] = (),
         ops: Iterable[str] = (),
         distance: int = 0,
+        modes: tuple[str, ...] = (),
     ) -> None:
+        """Add ``name`` for ``reason``; ``modes``: only in these modes (default: the document's)."""
         e = self.entries.setdefault(
             name,
             {
@@ -344,8 +354,12 @@ class _Selection:
                 "confidence": confidence,
                 "source": source,
                 "distance": distance,
+                "modes": set(),
+                "every_mode": False,
             },
         )
+        e["modes"].update(modes)
+        e["every_mode"] = e["every_mode"] or not modes
         e["tests"].update(dict.fromkeys(tests))
         e["modules"].update(dict.fromkeys(modules))
         e["ops"].update(dict.fromkeys(ops))
@@ -399,7 +413,12 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of("op")))))
     )
     sets = store.canary_sets()
-    patterns = _pattern_canaries(sets, changed_paths, [cf.qualname for cf in cs.functions])
+    narrow = _narrow_paths(store, cs, starts) if len(own_ops) <= _NARROW_OPS else set()
+    patterns = _pattern_canaries(
+        sets,
+        [p for p in changed_paths if p not in narrow],
+        [cf.qualname for cf in cs.functions if cf.path not in narrow and cf.status != "added"],
+    )
     unbounded = len(own_ops) > cfg.reach_bound
     shared = bool(patterns) or unbounded
 
@@ -419,12 +438,25 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
     own_hits, *caller_hits = store.traced_hits(requests)
     hits = _usable(own_hits, families, benches)
-    executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     traced = _traced_benchmarks(benches, families)
+    hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
+    hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
+    hits = [h for h in hits if not (h.inferred and any(n in h.inferred for n in hub_names))]
+    if branch_ops:
+        start_warnings.append(
+            f"{', '.join(sorted(branch_ops)[:6])}: reached only where other code calls the changed function,"
+            " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
+        )
+    executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
     if inner is not None:
         hidden = _direct_callers(inner, callers)
-        hits += _usable([h for h in caller_hits[0] if not h.kernels_seen or set(h.ops) & hidden], families, benches)
+        past_hubs = {inner.key[n] for n in inner.nodes_of("op") if hub_path & {m for m, _, _ in inner.chain(n)}}
+        hits += _usable(
+            [h for h in caller_hits[0] if (not h.kernels_seen or set(h.ops) & hidden) and not set(h.ops) <= past_hubs],
+            families,
+            benches,
+        )
     op_chains = inner if inner is not None else own
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}
@@ -434,16 +466,24 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     ]
     fill_labels(store, chains)
     files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
-    compile_mode = bool(cs.compile_paths)
+    compiled = _compiled_ops(store, starts)
+    compile_hits = _usable(store.traced_hits([(sorted(compiled), None)])[0], families, benches) if compiled else []
+    compile_mode = bool(cs.compile_paths or compiled)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
     sel = _Selection()
     op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
     _select_traced(sel, hits, op_chains, op_node, start_of, files)
+    _select_compiled(sel, compile_hits, compiled)
+    if compiled:
+        start_warnings.append(
+            f"compile only: {', '.join(sorted({op.split('.')[0] for op in compiled})[:6])} run the changed Python"
+            " under torch.compile (a decomposition or lowering); eager kernels are unchanged"
+        )
     _select_static(sel, walk, start_of, files, benches)
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
-    canary = _canaries(patterns, broad, own_ops, hits, benches, sets)
+    canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     selected = _finish(sel, benches, families, modes)
@@ -471,6 +511,62 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
+
+
+def _through_callers(own: Reach) -> set[str]:
+    """The operators of ``own`` reached only because other code calls the changed function
+    (a ``call`` edge on the way: the CUDA copy kernel calling the neg kernel on one branch)."""
+    return {own.key[n] for n in own.nodes_of("op") if any(kind == "call" for _, kind, _ in own.chain(n))}
+
+
+def _drop_branch_hubs(
+    own: Reach, own_ops: list[str], hits: list[TracedHit], traced: set[str], cfg: Config
+) -> tuple[list[TracedHit], set[str], set[int]]:
+    """Hits less those on operators a change reaches only through a caller (``_through_callers``)
+    that most traced benchmarks run, when the change also implements operators of its own (a
+    kernel registered for ``neg`` that ``copy_``'s kernel calls on its negative-bit branch): a
+    widely run caller is a hub that selects only the tests running the change's own operators.
+    Returns the hits kept, the hub operators left out and the functions on the way to them
+    from the first caller (``copy_kernel_cuda``...: what runs the change only on a branch)."""
+    through = _through_callers(own)
+    if not through or not set(own_ops) - through:
+        return hits, set(), set()
+    on_through = [h for h in hits if set(h.ops) <= through]
+    benches = {h.bench for h in on_through}
+    if len(benches) < max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
+        return hits, set(), set()
+    dropped = {op.split(".")[0] for h in on_through for op in h.ops}
+    path: set[int] = set()
+    for node in own.nodes_of("op"):
+        if own.key[node] in through:
+            chain = own.chain(node)
+            first = next(i for i, (_, kind, _) in enumerate(chain) if kind == "call")
+            path |= {n for n, _, _ in chain[first:] if own.kind.get(n) == "function"}
+    return [h for h in hits if not set(h.ops) <= through], dropped, path
+
+
+def _compiled_ops(store: IndexStore, starts: list[Start]) -> dict[str, str]:
+    """Operator -> why, for the changed Python functions registered as an aten operator's
+    decomposition or inductor lowering (``@register_decomposition(aten.hardswish)``,
+    ``@register_lowering([aten.cat.default])``): what torch.compile runs for the operator."""
+    functions = sorted({s.node for s in starts if s.confidence == Confidence.high and ".py:" in s.label})
+    bases: dict[str, str] = {}
+    for _, decorator, ref in store.decorator_refs(functions, list(_COMPILE_REGISTRARS)):
+        parts = ref.split(".")
+        if "aten" in parts[:-1]:
+            base = parts[len(parts) - parts[::-1].index("aten")]
+            bases.setdefault(base, f"@{decorator}(aten.{base})")
+    return {name: bases[base] for _, name, base in store.op_nodes(sorted(bases)) if base in bases}
+
+
+def _select_compiled(sel: _Selection, hits: list[TracedHit], compiled: dict[str, str]) -> None:
+    """Benchmarks whose traced tests execute an operator the change decomposes or lowers: in
+    compile mode only."""
+    for h in hits:
+        op = h.ops[0]
+        chain = (f"op {op} [{compiled.get(op, 'compile')}]", f"benchmark {h.bench} [traced: runs {op.split('.')[0]}]")
+        sel.add(h.bench, Source.traced, Confidence.high, Reason(compiled.get(op, op), chain),
+                tests=h.tests, modules=(h.module,), ops=h.ops, modes=("compile",))
 
 
 def _via_backward(inner: Reach) -> set[str]:
@@ -544,10 +640,28 @@ def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]
     return out
 
 
+def _narrow_paths(store: IndexStore, cs: ChangeSet, starts: list[Start]) -> set[str]:
+    """Changed files whose changes are narrow whatever their path says: only functions the
+    change adds or that at most one function calls, no line outside them (a pstl helper with
+    one caller, new launch overloads in a device-runtime header). When the change implements
+    few operators (``_NARROW_OPS``), their path does not make it shared infrastructure; what
+    they reach still can (the breadth rules)."""
+    wide = {p for p, _, _ in cs.file_level}
+    graph = store.graph()
+    for s in starts:
+        path = s.label.split(":", 1)[0]
+        if s.confidence != Confidence.high or len({src for src, kind in graph.into(s.node) if kind == "call"}) > 1:
+            wide.add(path)
+    # (a Python module of the compiler acts through torch.compile, which no call graph shows)
+    return {cf.path for cf in cs.functions if not cf.path.endswith(".py")} - wide
+
+
 def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
     """Starts for changed header functions whose callers are not linked (templates called
     through overloads, functors): every function of their headers and of the headers' includers."""
-    headers = sorted({cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh"))})
+    headers = sorted(
+        {cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh")) and cf.status != "added"}
+    )
     if not headers:
         return []
     rows = store.functions_in(sorted(set(headers).union(*store.includers(headers).values())))
@@ -715,7 +829,7 @@ def _finish(
                 tests=tuple(sorted(e["tests"])),
                 modules=tuple(sorted(e["modules"])),
                 ops=tuple(e["ops"]),
-                modes=modes,
+                modes=tuple(m for m in _MODES if m in e["modes"] or (e["every_mode"] and m in modes)),
                 devices=_devices(families, row.devices if row else ()),
                 confidence=e["confidence"],
                 source=e["source"],

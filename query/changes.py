@@ -174,9 +174,36 @@ def _sort_outside(
     note = f"{facts.path}: #include lines changed (nothing selected for them)"
     if sorted_out.includes and note not in cs.notes:  # once for a file, whichever side holds them
         cs.notes.append(note)
+    note = f"{facts.path}: namespace alias lines no function of the file names (nothing selected for them)"
+    if sorted_out.aliases and note not in cs.notes:
+        cs.notes.append(note)
     if sorted_out.comments:
         cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
     return sorted_out.other
+
+
+def _added_whole(head: FileFacts, fc: FileChange, head_text: TextOf) -> set[str]:
+    """Qualified names of the head's functions whose every line the change adds (a diff may
+    take a closing brace or a blank line as context: those do not count)."""
+    candidates = [f for f in head.functions if f.start_line in fc.added]
+    if not candidates:
+        return set()
+    rows = _rows(head_text, fc.new_path)
+    return {
+        f.qualname
+        for f in candidates
+        if all(line in fc.added or _trivial(rows, line) for line in range(f.start_line, f.end_line + 1))
+    }
+
+
+def _rows(text_of: TextOf, path: str | None) -> list[str]:
+    raw = text_of(path) if path else None
+    return raw.decode("utf-8", "replace").splitlines() if raw else []
+
+
+def _trivial(rows: list[str], line: int) -> bool:
+    """Whether ``line`` holds no more than a brace (or nothing)."""
+    return 0 < line <= len(rows) and rows[line - 1].strip() in ("", "{", "}", "};")
 
 
 def _map_source(
@@ -227,8 +254,18 @@ def _map_source(
     if base is not None and head is not None:
         base_names = {f.qualname for f in base.functions}
         head_names = {f.qualname for f in head.functions}
+        # a function every line of which the change adds: new, even when an overload of the
+        # same name was there before (a new sycl_kernel_submit<kptr> is not the old ones)
+        whole = _added_whole(head, fc, head_text)
+        if whole:  # a diff may take an old closing brace as removed and added again
+            base_rows = _rows(base_text, fc.old_path)
+            moved = {f.qualname for f in base.functions for line in fc.removed
+                     if f.start_line <= line <= f.end_line and not _trivial(base_rows, line)}
+            whole -= moved
+        spans = {line for f in head.functions if f.qualname in whole for line in range(f.start_line, f.end_line + 1)}
         for cf in found.values():
-            if cf.side == "head" and cf.qualname not in base_names:
+            new_only = cf.qualname in whole and all(line in spans for line in cf.lines if line in fc.added)
+            if (cf.side == "head" and cf.qualname not in base_names) or new_only:
                 cf.status = "added"
             elif cf.side == "base" and cf.qualname not in head_names:
                 cf.status = "deleted"

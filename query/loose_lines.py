@@ -2,7 +2,8 @@
 file: lines without code (comments, blank), ``#include`` lines, lines of a class's definition
 (its fields, its ``template <...>`` head), which belong to the class's methods, lines of a
 function's declaration (a header's prototype), which belong to the functions of its name, and a
-namespace-scope variable's declaration, which belongs to the file's functions that name it, and
+namespace-scope variable's declaration or a namespace or type alias, which belongs to the file's
+functions that name it, and
 the lines of a ``#define``, which belong to the file's functions that use the macro."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ _DEFINE = re.compile(r"#\s*define\s+(\w+)")
 _DECLARED = re.compile(r"(\w+)\s*\($")  # the name before a declaration's parameter list
 _NOT_DECLARED = frozenset({"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"})
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<[^{;]*>\s*)?(?:final\s*)?(?::[^{]*)?$")
+_ALIAS = re.compile(r"^(?:namespace|using)\s+(\w+)\s*=")  # namespace X = a::b; using T = U<V>;
 _VARIABLE = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?$")  # the name a namespace-scope declaration defines
 
 
@@ -28,6 +30,7 @@ class LooseLines:
     functions: dict[str, list[int]] = field(default_factory=dict)
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
+    aliases: list[int] = field(default_factory=list)  # a namespace alias no function of the file names
     other: list[int] = field(default_factory=list)  # still outside: macro bodies, registrations, other globals
 
 
@@ -60,7 +63,14 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
         if inside:
             owners = _methods(facts, max(inside)[1])
         else:
-            owners = _declaration_owners(_statement(code, offset, directives), code, facts, index)
+            alias = _ALIAS.match(row.strip())
+            if alias:  # a namespace or type alias (an object-like macro may stand before it)
+                owners = _functions_naming(alias.group(1), code, facts, index)
+                if not owners and row.strip().startswith("namespace"):
+                    out.aliases.append(line)  # ``namespace syclexp = ...;`` for code added with it
+                    continue
+            else:
+                owners = _declaration_owners(_statement(code, offset, directives), code, facts, index)
         for owner in owners:
             out.functions.setdefault(owner, []).append(line)
         if not owners:

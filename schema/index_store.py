@@ -244,6 +244,21 @@ class IndexStore:
             [names_or_bases, names_or_bases],
         ).fetchall()
 
+    def decorator_refs(self, functions: list[int], decorators: list[str]) -> list[tuple[int, str, str]]:
+        """(function, decorator, dotted reference) of what the named ``decorators`` of the Python
+        ``functions`` are given (``@register_lowering(aten.cat)`` -> ``...aten.cat``): the
+        references on a decorator's line, above the ``def``."""
+        if not functions:
+            return []
+        return self.con.execute(
+            "SELECT r.caller_id, d.callee_name, r.qualifier || '.' || r.callee_name FROM calls d"
+            " JOIN calls r ON r.caller_id = d.caller_id AND r.line = d.line AND r.kind = 'ref'"
+            " JOIN functions f ON f.id = d.caller_id"
+            " WHERE d.caller_id IN (SELECT unnest(?::INTEGER[])) AND d.kind = 'python' AND d.line < f.start_line"
+            " AND d.callee_name IN (SELECT unnest(?::TEXT[])) ORDER BY 1, 3",
+            [functions, decorators],
+        ).fetchall()
+
     def kernel_keys(self, keys: list[str]) -> list[tuple[str, str]]:
         """(op, dispatch key) of the dispatch kernels registered for one of ``keys``."""
         return self.con.execute(

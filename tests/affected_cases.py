@@ -73,6 +73,7 @@ class Case:
     canary: bool
     no_op: bool
     notes: str
+    compile_mode: bool = False  # the change only shows under torch.compile: the answer must say so
 
     @property
     def negative(self) -> bool:
@@ -94,6 +95,7 @@ def case_from_json(doc: dict) -> Case:
         expected_ops=tuple(doc["expected_ops"]), expected_benchmarks=tuple(doc["expected_benchmarks"]),
         acceptable_benchmarks=tuple(doc["acceptable_benchmarks"]),
         canary=bool(doc["canary"]), no_op=bool(doc["no_op"]), notes=doc["notes"],
+        compile_mode=bool(doc.get("compile_mode")),
     )
 
 
@@ -257,6 +259,7 @@ class Score:
     no_op_reported: bool
     missing_ops: tuple[str, ...] = field(default=())
     wall_s: float = 0.0
+    compile_signalled: bool = False  # compile_mode set and the selected benchmarks run in compile mode
 
     @property
     def empty_ok(self) -> bool:
@@ -277,7 +280,14 @@ def score(case: Case, doc: dict, wall_s: float = 0.0) -> Score:
         no_op_reported=bool(doc.get("no_op_changes")),
         missing_ops=tuple(sorted(op for op in case.expected_ops if op.split(".")[0] not in reported_ops)),
         wall_s=round(wall_s, 3),
+        compile_signalled=_compile_signalled(doc),
     )
+
+
+def _compile_signalled(doc: dict) -> bool:
+    """Whether the answer says the change shows in compile mode, with a benchmark to run there."""
+    modes = {m for b in doc.get("benchmarks") or [] for m in b.get("modes") or ()}
+    return bool(doc.get("compile_mode")) and "compile" in modes
 
 
 def failures(case: Case, result: Score) -> list[str]:
@@ -291,4 +301,6 @@ def failures(case: Case, result: Score) -> list[str]:
         problems.append(f"must select nothing, selected {', '.join(result.selected)}")
     if case.no_op and not result.no_op_reported:
         problems.append("the change is not reported under no_op_changes")
+    if case.compile_mode and not result.compile_signalled:
+        problems.append("compile mode not signalled")
     return problems

@@ -46,3 +46,28 @@ def test_an_added_functions_later_callers_are_not_the_changes(tmp_path):
     git(repo, "checkout", "-q", added)
     assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
     assert "lonely" in _affected(repo, f"{base}..{added}")["no_benchmark_ops"]
+
+
+def test_a_new_overload_of_a_called_helper_starts_from_its_callers_in_the_head_only(tmp_path):
+    """New overloads of a widely called launch helper (torch-xpu-ops' ``sycl_kernel_submit<kptr>``,
+    issue 31) and a namespace alias for them are not a change to the old overloads, whose callers
+    are everywhere: with the index at the base, the change reaches what its own changed callers
+    reach, and the alias line selects nothing by itself (it fell back to every includer)."""
+    repo = make_repo(tmp_path / "repo")
+    header = "#pragma once\nnamespace at::native {\ninline int launch(int n) {\n  return n;\n}\n"
+    (repo / HELPER).write_text(header + "}\n")
+    include = f"#include <{HELPER[len('aten/src/'):]}>\n#include <ATen/native/SoftmaxOp.h>\n"
+    replace_in(repo, KERNEL, "#include <ATen/native/SoftmaxOp.h>\n", include)
+    replace_in(repo, KERNEL, "for (int i = 0; i < 4; i++) {", "for (int i = 0; i < launch(4); i++) {")
+    replace_in(repo, OPS_FILE, "#include <ATen/native/SoftmaxOp.h>\n", include)
+    replace_in(repo, OPS_FILE, "  make_size(3);\n", "  make_size(launch(3));\n")
+    base = commit_all(repo, "a launch helper, called by two kernels")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0  # built at the base
+    overload = "namespace fast = at::native;\ninline int launch(int n, int group) { return n / group; }\n"
+    (repo / HELPER).write_text(header + overload + "}\n")
+    head = commit_all(repo, "a new launch overload, not used yet")
+
+    doc = _affected(repo, f"{base}..{head}")
+    assert [cf["status"] for cf in doc["changed_functions"]] == ["added"]
+    assert doc["benchmarks"] == [] and doc["ops"] == [] and doc["unmapped_changes"] == [], (doc["unmapped_changes"], doc["warnings"])
+    assert any("namespace alias" in w for w in doc["warnings"])
