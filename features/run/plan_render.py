@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perfq.run.plan import LeftOut, Pick, TestPlan, format_duration
+from perfq.run.plan import FILE_OP, LeftOut, Pick, TestPlan, format_duration
 
 _REASONS = {
     LeftOut.canary_stands_in: "canary set stands in for them",
@@ -37,7 +37,7 @@ def _rows(plan: TestPlan) -> Iterator[tuple[str, str, str, str]]:
     for bench in plan.benchmarks:
         tests = [t for t in plan.tests if t.benchmark == bench]
         covers = [t for t in tests if t.pick == Pick.covers]
-        ops = {op for t in tests for op in t.ops}
+        ops = {op for t in tests for op in t.ops if not op.startswith(FILE_OP)}
         why = []
         if covers:
             why.append(f"{len(covers)} cover {len(ops)} op(s)")
