@@ -255,7 +255,7 @@ def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch)
                       [cand(f"b{i}_test", f"t{i}_M8", "op", 1.0) for i in range(12) if i != 3],
                       ops_reached=1, budget_seconds=300.0, shared=True)
     md = render_affected.markdown(doc, plan)
-    assert md.index("Shared infrastructure") < md.index("plan: 1 of 12 selected tests") < md.index("| `b0_test`")
+    assert md.index("Shared infrastructure") < md.index("plan: 1 of 12 candidate tests") < md.index("| `b0_test`")
     assert "Canary set (1): b3_test" in md and "canary set stands in for them: 11 tests" in md
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("CI", "true")

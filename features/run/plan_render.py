@@ -23,7 +23,7 @@ def headline(plan: TestPlan) -> str:
     """One line: what runs, in how long, and the coverage of reached operators."""
     budget = "no budget (--all)" if plan.budget_seconds is None else f"budget {format_duration(plan.budget_seconds)}"
     shards = f" per shard ({plan.shards} shards)" if plan.shards > 1 else ""
-    text = (f"plan: {len(plan.tests)} of {plan.selected_tests} selected tests ({len(plan.benchmarks)} benchmarks), "
+    text = (f"plan: {len(plan.tests)} of {plan.selected_tests} candidate tests ({len(plan.benchmarks)} benchmarks), "
             f"~{format_duration(plan.estimated_seconds)}{shards} for {plan.rounds} round(s) x {plan.sides} side(s), "
             f"{budget}; covers {plan.ops_covered}/{plan.ops_executable} ({plan.coverage:.0%}) of the reached "
             f"operators some benchmark executes ({plan.ops_reached} reached)")
