@@ -191,6 +191,14 @@ def test_candidates_from_an_affected_document():
     assert got[("add_test", "add_M8_cpu")].cost == 0.7 and got[("add_test", "add_M8_cpu")].cost_source == "history"
     assert got[("unary_test", "relu_M8_cpu")].canary and got[("unary_test", "relu_M8_cpu")].cost_source == "default"
     assert got[("script_bench", "")].ops == {"mul.Tensor"}
+    # a canary benchmark without traces, a selected one without operators: whole files that stand for themselves
+    doc["canary"][0]["benchmarks"].append({"name": "untraced_test", "file": "y"})
+    doc["benchmarks"].append({"name": "bare_test", "tests": ["BareBenchmark"], "ops": []})
+    got = {(c.benchmark, c.test): c for c in candidates_from(doc, rows, walls)}
+    assert got[("untraced_test", "")].ops == {"file:untraced_test"} and got[("untraced_test", "")].canary
+    plan = build_plan(list(got.values()), ops_reached=3, budget_seconds=3600.0)
+    assert {"bare_test", "untraced_test", "script_bench"} <= set(plan.benchmarks)
+    assert plan.ops_executable == 3  # add.Tensor, mul.Tensor, relu: the files standing for themselves do not count
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -247,7 +255,7 @@ def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch)
                       [cand(f"b{i}_test", f"t{i}_M8", "op", 1.0) for i in range(12) if i != 3],
                       ops_reached=1, budget_seconds=300.0, shared=True)
     md = render_affected.markdown(doc, plan)
-    assert md.index("Shared infrastructure") < md.index("plan: 1 of 12 selected tests") < md.index("| `b0_test`")
+    assert md.index("Shared infrastructure") < md.index("plan: 1 of 12 candidate tests") < md.index("| `b0_test`")
     assert "Canary set (1): b3_test" in md and "canary set stands in for them: 11 tests" in md
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("CI", "true")

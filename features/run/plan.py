@@ -272,6 +272,13 @@ def default_cost(test: str, backward: bool, iterations: int = DEFAULT_ITERATIONS
 # ---------------------------------------------------------------------- planning
 
 
+FILE_OP = "file:"  # a whole-file candidate whose operators are unknown covers this one (not counted as an operator)
+
+
+def file_op(benchmark: str) -> str:
+    return FILE_OP + benchmark
+
+
 def _round_seconds(tests: Iterable[Candidate | PlannedTest], shape: RunShape) -> float:
     """Seconds of one round on one side: the tests, plus process starts and file imports for default costs."""
     tests = list(tests)
@@ -370,7 +377,8 @@ def build_plan(
             left[(c.benchmark, c.test, c.module)] = LeftOut.other_device
         else:
             here.append(c)
-    executable = set().union(*(c.ops for c in candidates))  # on any device: what this run cannot reach counts too
+    # on any device (what this run cannot reach counts too); a file standing for itself is no operator
+    executable = {op for c in candidates for op in c.ops if not op.startswith(FILE_OP)}
     canary_names = tuple(dict.fromkeys(c.benchmark for c in here if c.canary))
     stand_in = shared and bool(canary_names) and budget_seconds is not None
     pool = here

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perfq.run.plan import LeftOut, Pick, TestPlan, format_duration
+from perfq.run.plan import FILE_OP, LeftOut, Pick, TestPlan, format_duration
 
 _REASONS = {
     LeftOut.canary_stands_in: "canary set stands in for them",
@@ -23,7 +23,7 @@ def headline(plan: TestPlan) -> str:
     """One line: what runs, in how long, and the coverage of reached operators."""
     budget = "no budget (--all)" if plan.budget_seconds is None else f"budget {format_duration(plan.budget_seconds)}"
     shards = f" per shard ({plan.shards} shards)" if plan.shards > 1 else ""
-    text = (f"plan: {len(plan.tests)} of {plan.selected_tests} selected tests ({len(plan.benchmarks)} benchmarks), "
+    text = (f"plan: {len(plan.tests)} of {plan.selected_tests} candidate tests ({len(plan.benchmarks)} benchmarks), "
             f"~{format_duration(plan.estimated_seconds)}{shards} for {plan.rounds} round(s) x {plan.sides} side(s), "
             f"{budget}; covers {plan.ops_covered}/{plan.ops_executable} ({plan.coverage:.0%}) of the reached "
             f"operators some benchmark executes ({plan.ops_reached} reached)")
@@ -37,7 +37,7 @@ def _rows(plan: TestPlan) -> Iterator[tuple[str, str, str, str]]:
     for bench in plan.benchmarks:
         tests = [t for t in plan.tests if t.benchmark == bench]
         covers = [t for t in tests if t.pick == Pick.covers]
-        ops = {op for t in tests for op in t.ops}
+        ops = {op for t in tests for op in t.ops if not op.startswith(FILE_OP)}
         why = []
         if covers:
             why.append(f"{len(covers)} cover {len(ops)} op(s)")

@@ -20,6 +20,7 @@ from perfq.run.plan import (
     build_plan,
     config_of,
     default_cost,
+    file_op,
 )
 from perfq.schema.index_store import IndexStore, TracedTestOps
 from perfq.schema.reader import open_index
@@ -52,8 +53,8 @@ def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[
         traced = [r for r in by_bench.get(name, []) if (r.test in wanted) or (name in canary and r.ops)]
         if traced:
             out += [_candidate(r, walls, name in canary, shape.iterations) for r in traced]
-        elif entry:
-            ops, known = frozenset(entry.get("ops") or ()), (name, "") in walls
+        else:  # no per-test trace: the file runs whole; with no operator known, it stands for itself
+            ops, known = frozenset(entry.get("ops") or ()) or frozenset({file_op(name)}), (name, "") in walls
             cost = walls.get((name, ""), WHOLE_FILE_SECONDS)
             out.append(Candidate(name, "", "", ops, config_of("", shape.device), cost,
                                  CostSource.history if known else CostSource.default, name in canary))
@@ -71,8 +72,11 @@ def plan_for(repo: Path, doc: dict[str, Any], budget_seconds: float | None, shap
              db: Path | None = None, history: Path | None = None) -> TestPlan:
     """The budgeted plan of an affected document (JSON), from the index's traces and the history's walls."""
     entries, canary = _entries(doc)
-    with open_index(db or default_index_path(repo), threads=1) as con:
-        rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.get("ops") or ()))
+    index = db or default_index_path(repo)
+    rows: list[TracedTestOps] = []
+    if index.exists():  # (the affected document came from it; without one, every file runs whole)
+        with open_index(index, threads=1) as con:
+            rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.get("ops") or ()))
     walls = test_walls(history or default_history_path(repo))
     candidates = candidates_from(doc, rows, walls, shape)
     notes = []
