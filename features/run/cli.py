@@ -46,9 +46,9 @@ class Mode(str, Enum):
     both = "both"
 
 
-# Defaults measured by bench/run_defaults.py (an A/A of 5 operator_benchmark files on 2 cores): they finish
-# in about a minute with no false regression; the runner's own time-based iteration count did not finish
-# in 800 s.
+# Runner defaults for short invocations (bench/run_defaults.py: an A/A of 5 operator_benchmark files on
+# 2 cores): sequential sampling then adds rounds where they are needed; the runner's own time-based
+# iteration count did not finish in 800 s.
 DEFAULT_ITERATIONS = 10
 DEFAULT_NUM_RUNS = 10
 DEFAULT_WARMUP = 10  # the 2.6.0 runner's own is 100 iterations: most of an invocation's time on large tests
@@ -219,9 +219,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the selected benchmarks as one side (or both, --ab) of a labelled comparison.
 
-        The defaults finish: an A/A of 5 operator_benchmark files takes about a minute on 2 cores
-        (bench/run_defaults.py). Progress: one bar on a terminal, one line per finished
-        invocation in CI logs.
+        With --ab, sampling is sequential: after --repeat rounds only the tests not yet decided
+        run again, until each is decided, --max-repeat or the budget (docs/run.md). Progress: one
+        bar on a terminal, one line per finished invocation in CI logs.
 
         Examples:
 
