@@ -338,7 +338,7 @@ BATCH_TAG_FALLBACK = "# perfq-tag-fallback: "
 # through the runner's one --test-name filter (a name set that equals each of its names); a
 # whole module with no test of the asked tag (gelu_test has only "long" configs) runs them all.
 _BATCH_SCRIPT = """
-import contextlib, copy, importlib, io, json, os, sys, traceback
+import contextlib, copy, importlib, json, os, sys, traceback
 import benchmark_core, benchmark_runner
 
 
@@ -352,7 +352,7 @@ class AnyOf(frozenset):
         return not self.__eq__(other)
 
 
-class Watch(io.TextIOBase):
+class Watch:
     def __init__(self, out):
         self.out, self.named = out, False
 
@@ -360,8 +360,8 @@ class Watch(io.TextIOBase):
         self.named = self.named or "# Name:" in text
         return self.out.write(text)
 
-    def flush(self):
-        self.out.flush()
+    def __getattr__(self, name):
+        return getattr(self.out, name)
 
 
 def run_module(margs):
