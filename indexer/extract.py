@@ -26,10 +26,12 @@ def file_facts(
     functions_only: bool = False,
     compile_args: list[str] | None = None,
     abs_path: str | None = None,
+    sha: str | None = None,
 ) -> FileFacts | BenchmarkFacts:
     """Facts of one file's content ``data`` (kind: cpp | python | benchmark); with
-    ``functions_only`` just the C++ function extents."""
-    sha = hashlib.sha256(data).hexdigest()
+    ``functions_only`` just the C++ function extents. ``sha``: the whole file's digest, when
+    ``data`` is only its first MAX_BYTES + 1 bytes (see ``read_source``)."""
+    sha = sha or hashlib.sha256(data).hexdigest()
     text = decode_source(data)
     lang = language_of(path) if kind == "cpp" else "python"
     facts = FileFacts(path, lang, sha, data.count(b"\n") + 1)
@@ -59,10 +61,24 @@ def read_and_extract(args: tuple) -> tuple[str, str, FileFacts | BenchmarkFacts 
     compile_args = args[3] if len(args) > 3 else None
     file = Path(repo) / path
     try:
-        data = files.read_limited(str(repo), path, MAX_BYTES)  # a longer file is skipped unread
+        data, sha = read_source(str(repo), path)
     except OSError as exc:
         return kind, path, None, f"cannot read: {exc.strerror}"
-    return kind, path, file_facts(kind, path, data, compile_args=compile_args, abs_path=str(file.resolve())), ""
+    facts = file_facts(kind, path, data, compile_args=compile_args, abs_path=str(file.resolve()), sha=sha)
+    return kind, path, facts, ""
+
+
+def read_source(root: str, path: str) -> tuple[bytes, str | None]:
+    """A source file's bytes up to MAX_BYTES + 1 (a longer file is skipped, never read whole)
+    and, for a longer one, the digest of all of it, hashed in chunks (common/files.py); OSError
+    for a file that is not read (a device, a symlink leaving the repository)."""
+    data = files.read_limited(root, path, MAX_BYTES)
+    if len(data) <= MAX_BYTES:
+        return data, None
+    digest = hashlib.sha256()
+    for part in files.chunks(root, path):
+        digest.update(part)
+    return data, digest.hexdigest()
 
 
 @contextlib.contextmanager

@@ -16,9 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from perfq.common import files
 from perfq.indexer.devices import device_of_key, ops_of_stubs
-from perfq.indexer.extract import MAX_BYTES, file_facts
+from perfq.indexer.extract import file_facts, read_source
 from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
 from perfq.indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
 from perfq.indexer.registrations import LAMBDA_KERNEL
@@ -113,10 +112,10 @@ def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
     """The facts of a changed C++ file and whether its functions changed (``indexed``: its
     row of _changed_files); _Unpatchable when its stubs or registrations changed, or it is gone."""
     try:
-        data = files.read_limited(str(repo), path, MAX_BYTES)
+        data, sha = read_source(str(repo), path)
     except OSError:  # removed or unreadable since it was listed: the re-link says so
         raise _Unpatchable from None
-    facts = file_facts("cpp", path, data)
+    facts = file_facts("cpp", path, data, sha=sha)
     if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != indexed[3]:
         raise _Unpatchable
     if any(li.kernel_name == LAMBDA_KERNEL for li in facts.library_impls):

@@ -239,8 +239,11 @@ def affected_for_ref(
 
 def check_index_of(repo: Path, db: Path | None = None) -> None:
     """A PerfqError when the index at ``db`` was built from another repository (the commit it
-    was built at is not in ``repo``): its answers would name nothing of this one."""
+    was built at is not in ``repo``): its answers would name nothing of this one. A missing index
+    is left to the query that needs it."""
     db = db or default_index_path(repo)
+    if not db.exists():
+        return
     with open_index(db, threads=1) as con:
         indexed = IndexStore(con, db).meta().get("indexed_commit", "")
     if indexed and git.rev(repo, indexed) is None:

@@ -43,7 +43,7 @@ def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
     _age(cache, 10)
     read = []
     real = stat_cache._sha256
-    monkeypatch.setattr(stat_cache, "_sha256", lambda f: read.append(os.path.basename(f)) or real(f))
+    monkeypatch.setattr(stat_cache, "_sha256", lambda root, rel: read.append(os.path.basename(rel)) or real(root, rel))
     (repo / "b.cpp").write_text("void b() { return; }\n")
     second = file_digests(repo, ["a.cpp", "b.cpp"], cache)
     assert read == ["b.cpp"] and second["b.cpp"] == _sha("void b() { return; }\n")
