@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -80,3 +81,62 @@ def test_invocation_walls_are_recorded_and_split_by_timed_work(tmp_path):
     assert shares[("b", "slow")] == pytest.approx(0.3 + (10 - 0.303) / 2)
     assert shares[("b", "fast")] == pytest.approx(0.003 + (10 - 0.303) / 2)
     assert test_walls(tmp_path / "none.duckdb") == {}
+
+
+COUNTING_MODULE = '''
+import operator_benchmark as op_bench
+import torch
+
+configs = op_bench.cross_product_configs(M=[8, 16, 32], N=[4, 64], device=["cpu"], tags=["short"])
+
+
+class CountBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, M, N, device):
+        print(f"# perfq-test-init: M{M} N{N}", flush=True)
+        self.inputs = {"x": torch.rand(M, N, device=device, requires_grad=self.auto_set())}
+        self.set_module_name("count")
+
+    def forward(self, x):
+        return x + 1
+
+
+op_bench.generate_pt_test(configs, CountBenchmark)
+op_bench.generate_pt_gradient_test(configs, CountBenchmark)
+
+if __name__ == "__main__":
+    op_bench.benchmark_runner.main()
+'''
+
+
+@pytest.mark.corpus
+@pytest.mark.torch
+def test_only_the_selected_tests_configs_are_built_with_the_real_runner(tmp_path, corpus, monkeypatch):
+    """The 2.6.0 runner builds every config (its tensors included) before it filters by name; perfq's
+    wrapper hands it only the selected tests' configs, backward ones (``_bwdall``) included."""
+    pytest.importorskip("torch")
+    root = tmp_path / "operator_benchmark"
+    shutil.copytree(corpus / "benchmarks/operator_benchmark", root, ignore=shutil.ignore_patterns("pt", "*_test.py"))
+    (root / "pt").mkdir()
+    (root / "pt" / "__init__.py").write_text("")
+    (root / "pt" / "count_test.py").write_text(COUNTING_MODULE)
+    wanted = ("count_M8_N64_cpu", "count_M32_N4_cpu_bwdall")
+    jobs = [opbench_job(root, "count_test", "eager", OpBenchSpec("", device="cpu", iterations=2, num_runs=1), wanted)]
+    plan = runner.Plan(label="narrow", jobs=jobs, sides=[runner.Side("head", PY)], repeat=1, bench_root=root,
+                       repo=tmp_path, history=tmp_path / "h.duckdb")
+    seen: list[str] = []
+    spawn = runner._spawn
+
+    def recording(*args, **kwargs):
+        result = spawn(*args, **kwargs)
+        seen.append(result[1])
+        return result
+
+    monkeypatch.setattr(runner, "_spawn", recording)
+    run = runner.execute(plan)[0]
+    assert not run.failures, run.failures
+    assert {s.test for s in run.samples} == set(wanted)
+    built = [line for out in seen for line in out.splitlines() if line.startswith("# perfq-test-init:")]
+    # without narrowing: 6 forward configs and 6 backward ones built twice (bwdall, bwd1) = 18; with it, the
+    # forward M8 N64, and the backward M32 N4 and M8 N64 (a backward name may equal a forward one) twice each
+    assert len(built) == 5, built
+    assert built.count("# perfq-test-init: M32 N4") == 2 and built.count("# perfq-test-init: M8 N64") == 3

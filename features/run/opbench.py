@@ -337,6 +337,8 @@ BATCH_TAG_FALLBACK = "# perfq-tag-fallback: "
 # Selected tests are never dropped by a tag filter: they run with tag "all", several of them
 # through the runner's one --test-name filter (a name set that equals each of its names); a
 # whole module with no test of the asked tag (gelu_test has only "long" configs) runs them all.
+# Only the selected tests' configs are built (the runner builds every config, tensors included, before
+# it filters by name: add_test builds hundreds of inputs to time two).
 _BATCH_SCRIPT = """
 import contextlib, copy, importlib, json, os, sys, traceback
 import benchmark_core, benchmark_runner
@@ -364,6 +366,33 @@ class Watch:
         return getattr(self.out, name)
 
 
+def config_suffix(config):
+    # the part of a test's name its config gives, as benchmark_core names it: _N1_C3_cpu
+    attrs = {}
+    for attr in config:
+        if "tags" not in attr:
+            attrs.update(attr)
+    parts = [("" if key == "device" else key) + str(value) for key, value in attrs.items()]
+    return ("_" + "_".join(parts)).replace(" ", "")
+
+
+def narrow(tests):
+    # builds only the configs of the selected tests: the runner builds every config (its tensors
+    # included) before it filters by name; a runner whose registry differs is left as it is
+    wanted = [t.replace(" ", "") for t in tests]
+    try:
+        narrowed = []
+        for meta in benchmark_core.BENCHMARK_TESTER:
+            backward = bool(meta[3]) if len(meta) > 3 else True  # a backward test's name may end in _bwdall
+            kept = [c for c in meta[0] if any(t.endswith(s) or (backward and s + "_bwd" in t)
+                                              for s in (config_suffix(c),) for t in wanted)]
+            narrowed.append((kept, *meta[1:]))
+    except Exception:
+        return
+    if any(meta[0] for meta in narrowed):
+        benchmark_core.BENCHMARK_TESTER[:] = narrowed
+
+
 def run_module(margs):
     watch = Watch(sys.stdout)
     with contextlib.redirect_stdout(watch):
@@ -378,6 +407,8 @@ for module, tests, operators, tag in members:
     print("# perfq-module: " + module, flush=True)
     try:
         importlib.import_module("pt." + module)
+        if tests:
+            narrow(tests)
         margs = copy.copy(args)
         margs.test_name = (tests[0] if len(tests) == 1 else AnyOf(tests)) if tests else None
         margs.operators = operators
