@@ -342,14 +342,16 @@ def test_a_changed_file_gone_before_the_patch_reads_it_is_a_relink_not_a_traceba
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
-    read_bytes = Path.read_bytes
+    from perfq.common import files
 
-    def vanished(path: Path) -> bytes:  # removed between the listing and the patch's read
-        if path.name == Path(KERNEL).name:
-            raise FileNotFoundError(2, "No such file or directory", str(path))
-        return read_bytes(path)
+    read_limited = files.read_limited
 
-    monkeypatch.setattr(Path, "read_bytes", vanished)
+    def vanished(root: str, rel: str, limit: int) -> bytes:  # removed between the listing and the patch's read
+        if Path(rel).name == Path(KERNEL).name:
+            raise FileNotFoundError(2, "No such file or directory", f"{root}/{rel}")
+        return read_limited(root, rel, limit)
+
+    monkeypatch.setattr(files, "read_limited", vanished)
     report = build_index(repo, Config(), db, jobs=1, quiet=True)
     assert report.mode == "linked"
     assert [p for p, _ in report.skipped] == [KERNEL]  # the re-link records the file it cannot read

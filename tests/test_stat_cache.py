@@ -89,7 +89,7 @@ def test_the_cache_read_and_saved_in_threads_is_whole_when_the_block_ends(tmp_pa
     _age(cache, 10)
     read = []
     real = stat_cache._sha256
-    monkeypatch.setattr(stat_cache, "_sha256", lambda f: read.append(f) or real(f))
+    monkeypatch.setattr(stat_cache, "_sha256", lambda root, rel: read.append(rel) or real(root, rel))
     with stat_cache.stat_cache(cache) as stats:
         assert stats.digests(repo, names) == first
     assert read == []
