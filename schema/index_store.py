@@ -18,7 +18,7 @@ from perfq.schema.packed_graph import PackedGraph, pack_graph
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
     "op_calls", "op_edges", "benchmarks", "bench_ops", "bench_calls", "traces", "bench_tests",
-    "trace_ops", "nodes", "reach_edges", "warnings",
+    "trace_ops", "native_samples", "nodes", "reach_edges", "warnings",
 )
 
 
@@ -103,6 +103,13 @@ class BenchOpRow(NamedTuple):
     bench: str
     op: str
     source: str
+
+
+class NativeHit(NamedTuple):
+    bench: str
+    test: str
+    function_id: int
+    share: float
 
 
 class TracedTestOps(NamedTuple):
@@ -532,6 +539,14 @@ class IndexStore:
         return [r[0] for r in self.con.execute(
             "SELECT DISTINCT stub FROM stubs WHERE role = 'declare' AND stub NOT IN (SELECT stub FROM stub_impls)"
             " ORDER BY 1 LIMIT ?", [limit]).fetchall()]
+
+    def native_hits(self, function_ids: list[int]) -> list[NativeHit]:
+        """Sampled tests whose stacks hold one of ``function_ids``, largest share first."""
+        if not function_ids:
+            return []
+        return [NativeHit(*r) for r in self.con.execute(
+            "SELECT bench, test, function_id, share FROM native_samples WHERE function_id IN (SELECT unnest(?))"
+            " ORDER BY share DESC, bench, test", [function_ids]).fetchall()]
 
     def trace_summary(self) -> dict:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""
