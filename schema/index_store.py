@@ -110,6 +110,7 @@ class NativeHit(NamedTuple):
     test: str
     function_id: int
     share: float
+    module: str  # the test's --operators name ('' when the index has no bench_tests row for it)
 
 
 class TracedTestOps(NamedTuple):
@@ -545,8 +546,10 @@ class IndexStore:
         if not function_ids:
             return []
         return [NativeHit(*r) for r in self.con.execute(
-            "SELECT bench, test, function_id, share FROM native_samples WHERE function_id IN (SELECT unnest(?))"
-            " ORDER BY share DESC, bench, test", [function_ids]).fetchall()]
+            "SELECT n.bench, n.test, n.function_id, n.share, coalesce(min(t.module), '') FROM native_samples n"
+            " LEFT JOIN bench_tests t ON t.bench = n.bench AND t.test = n.test"
+            " WHERE n.function_id IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL"
+            " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
 
     def trace_summary(self) -> dict:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""

@@ -1,0 +1,65 @@
+"""`perfq affected` with native samples: a changed function on a sampled test's stacks selects its
+benchmark (source `sampled`) where no static link reaches it; `perfq stats` says what was sampled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfq.common.paths import default_index_path
+from perfq.schema.engine import duckdb
+from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
+
+OP_FILE = "aten/src/ATen/native/SoftmaxOp.cpp"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = make_repo(tmp_path_factory.mktemp("sampled"))
+    proc = perfq(root, "index", "-q", "--no-trace")
+    assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def _affected_lonely(repo: Path) -> dict:
+    git(repo, "checkout", "-q", "-b", "work")
+    try:
+        replace_in(repo, OP_FILE, "make_size(3);", "make_size(4);")
+        commit_all(repo)
+        proc = perfq(repo, "affected", "main", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    finally:
+        git(repo, "checkout", "-q", "-f", "main")
+        git(repo, "branch", "-q", "-D", "work")
+
+
+def _sample(repo: Path, qualname: str, bench: str, test: str, share: float) -> None:
+    """Record ``qualname`` on ``test``'s stacks, as `perfq index --native` would."""
+    con = duckdb.connect(str(default_index_path(repo)))
+    try:
+        (fid,) = con.execute("SELECT id FROM functions WHERE qualname = ?", [qualname]).fetchone()
+        con.execute("INSERT INTO native_samples VALUES (?, ?, ?, ?)", [bench, test, fid, share])
+    finally:
+        con.close()
+
+
+def test_sampled_function_selects_the_benchmark_with_its_share(repo):
+    before = _affected_lonely(repo)
+    assert "fancy_test" not in [b["name"] for b in before["benchmarks"]]  # no static link reaches it
+    _sample(repo, "at::native::lonely_kernel", "fancy_test", "fancy_M8", 0.42)
+    after = _affected_lonely(repo)
+    (hit,) = [b for b in after["benchmarks"] if b["name"] == "fancy_test"]
+    assert hit["source"] == "sampled"
+    assert hit["tests"] == ["fancy_M8"]
+    assert any("sampled: 42% of test fancy_M8's samples" in step for r in hit["reasons"] for step in r["chain"])
+
+
+def test_stats_without_native_says_none(repo):
+    proc = perfq(repo, "stats", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["native"]["tests"] == 0
+    table = perfq(repo, "stats")
+    assert "native samples: none" in table.stdout
