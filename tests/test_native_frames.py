@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from perfq.indexer.native_frames import (
-    FunctionMatcher,
     Frame,
+    FunctionMatcher,
     frame_names,
     normalize_name,
     parse_perf_script,
@@ -15,15 +15,30 @@ from perfq.indexer.native_frames import (
 
 LIB = "/site-packages/torch/lib/libtorch_cpu.so"
 
+_NEG_LAMBDA = "at::native::AVX2::neg_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#7}"
+NEG = (
+    "c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX2::VectorizedLoop2d<"
+    f"{_NEG_LAMBDA}::operator()() const::{{lambda(float)#1}}, "
+    f"{_NEG_LAMBDA}::operator()() const::{{lambda(at::vec::AVX2::Vectorized<float>)#1}}> >"
+)
+_SOFTMAX_LAMBDA = (
+    "at::native::(anonymous namespace)::_vec_softmax_lastdim<float>(float const*, float*, long, long)"
+    "::{lambda(long, long)#1}"
+)
+SOFTMAX = (
+    f"at::internal::invoke_parallel<at::parallel_for<{_SOFTMAX_LAMBDA}>(long, long, long, {_SOFTMAX_LAMBDA} const&)"
+    "::{lambda(long, long)#1}>"
+)
+
 # written for these tests in the shape `perf script` prints (default fields): a header line per
 # sample, then its frames leaf first, then a blank line
 PERF_TEXT = f"""\
 python 100 10.000001:     250000 cpu-clock:
-\t 6c110ce c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX2::VectorizedLoop2d<at::native::AVX2::neg_kernel(at::TensorIteratorBase&)::{{lambda()#1}}::operator()() const::{{lambda()#7}}::operator()() const::{{lambda(float)#1}}, at::native::AVX2::neg_kernel(at::TensorIteratorBase&)::{{lambda()#1}}::operator()() const::{{lambda()#7}}::operator()() const::{{lambda(at::vec::AVX2::Vectorized<float>)#1}}> >+0xfe ({LIB})
+\t 6c110ce {NEG}+0xfe ({LIB})
 \t 1981340 at::TensorIteratorBase::serial_for_each+0x1d0 ({LIB})
 
 python 100 10.000251:     250000 cpu-clock:
-\t 7ad3ae1 at::internal::invoke_parallel<at::parallel_for<at::native::(anonymous namespace)::_vec_softmax_lastdim<float>(float const*, float*, long, long)::{{lambda(long, long)#1}}>(long, long, long, at::native::(anonymous namespace)::_vec_softmax_lastdim<float>(float const*, float*, long, long)::{{lambda(long, long)#1}} const&)::{{lambda(long, long)#1}}>+0xa11 ({LIB})
+\t 7ad3ae1 {SOFTMAX}+0xa11 ({LIB})
 \t 1c74277 at::native::structured_softmax_cpu_out::impl(at::Tensor const&, long, bool, at::Tensor const&)+0x37 ({LIB})
 
 python 100 10.000501:     250000 cpu-clock:
@@ -76,8 +91,9 @@ def test_normalize_strips_isa_clones_anonymous_and_templates(raw, expected):
 
 def test_frame_names_finds_kernels_inside_template_arguments_and_lambda_scopes():
     samples = parse_perf_script(PERF_TEXT.splitlines())
-    assert frame_names(samples[0].frames[0].symbol) == ("c10::function_ref::callback_fn", "at::native::neg_kernel")
-    assert frame_names(samples[1].frames[0].symbol) == ("at::internal::invoke_parallel", "at::native::_vec_softmax_lastdim")
+    assert samples[0].frames[0].symbol == NEG and samples[1].frames[0].symbol == SOFTMAX
+    assert frame_names(NEG) == ("c10::function_ref::callback_fn", "at::native::neg_kernel")
+    assert frame_names(SOFTMAX) == ("at::internal::invoke_parallel", "at::native::_vec_softmax_lastdim")
     assert frame_names("at::native::foo(int) [clone .constprop.0]")[0] == "at::native::foo"
 
 
