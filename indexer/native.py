@@ -107,23 +107,30 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
     return list(chosen.values())
 
 
-def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sample]:
-    """Run ``test`` under perf in the sandbox; its samples (PerfqError-free: raises RuntimeError)."""
+def record(argv: list[str], scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
+    """Run ``argv`` under ``perf record -e cpu-clock -g`` (its data in ``scratch``); its samples.
+    Raises RuntimeError when it fails or times out."""
     data = scratch / "perf.data"
     data.unlink(missing_ok=True)
-    sandbox = Sandbox(scratch, (test.root, Path(opts.python).parent, Path(opts.python).resolve().parent.parent))
-    env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    bench = [opts.python, "-m", test.module, "--test-name", test.test, "--tag-filter", "all",
-             "--warmup-iterations", "10"]
-    argv = ["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *sandbox.argv(bench)]
-    ran = proc.run(argv, cwd=test.root, env=env, timeout=opts.timeout_s)
+    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *argv],
+                   cwd=cwd, env=env, timeout=timeout)
     if not ran.ok or not data.is_file():
         raise RuntimeError(ran.error or f"exited {ran.returncode}: {ran.last_line()}")
     with proc.spawned(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], stdout=subprocess.PIPE,
                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         assert child.stdout is not None
         samples = parse_perf_script(line.decode(errors="replace") for line in child.stdout)
+    data.unlink(missing_ok=True)
     return samples
+
+
+def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sample]:
+    """Run ``test`` alone (``--test-name``) in the sandbox under perf; its samples."""
+    sandbox = Sandbox(scratch, (test.root, Path(opts.python).parent, Path(opts.python).resolve().parent.parent))
+    env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    bench = [opts.python, "-m", test.module, "--test-name", test.test, "--tag-filter", "all",
+             "--warmup-iterations", "10"]
+    return record(sandbox.argv(bench), scratch, test.root, env, opts.timeout_s)
 
 
 def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions | None = None,
