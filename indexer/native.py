@@ -19,7 +19,15 @@ from pathlib import Path
 
 from perfq.common import proc
 from perfq.common.sandbox import Sandbox
-from perfq.indexer.native_frames import FunctionMatcher, MatchRate, Sample, parse_perf_script, profile
+from perfq.indexer.native_frames import (
+    FunctionMatcher,
+    MatchRate,
+    Sample,
+    mangled_symbols,
+    parse_perf_script,
+    profile,
+    renamed,
+)
 from perfq.indexer.trace import operator_benchmark_root
 
 LIBRARY = "libtorch_cpu.so"
@@ -121,7 +129,20 @@ def record(argv: list[str], scratch: Path, cwd: Path, env: dict[str, str], timeo
         assert child.stdout is not None
         samples = parse_perf_script(line.decode(errors="replace") for line in child.stdout)
     data.unlink(missing_ok=True)
-    return samples
+    return renamed(samples, demangle(mangled_symbols(samples)))
+
+
+def demangle(symbols: list[str], chunk: int = 64) -> dict[str, str]:
+    """``symbols`` demangled by c++filt (those it cannot are left out; none without c++filt)."""
+    tool = shutil.which("c++filt")
+    out: dict[str, str] = {}
+    for i in range(0, len(symbols) if tool else 0, chunk):
+        part = symbols[i : i + chunk]
+        ran = proc.run([tool, *part], timeout=60)
+        lines = ran.stdout.splitlines()
+        if ran.ok and len(lines) == len(part):
+            out.update((m, d) for m, d in zip(part, lines, strict=True) if d != m)
+    return out
 
 
 def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sample]:

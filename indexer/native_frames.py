@@ -98,6 +98,18 @@ def parse_perf_script(lines: Iterable[str]) -> list[Sample]:
     return samples
 
 
+def mangled_symbols(samples: Iterable[Sample]) -> list[str]:
+    """The distinct symbols perf left mangled (``_Z...``: its demangler gives up on very long ones)."""
+    return sorted({f.symbol for s in samples for f in s.frames if f.symbol.startswith("_Z")})
+
+
+def renamed(samples: list[Sample], names: dict[str, str]) -> list[Sample]:
+    """``samples`` with their symbols replaced by ``names`` (a demangler's output) where it has them."""
+    if not names:
+        return samples
+    return [Sample(tuple(Frame(names.get(f.symbol, f.symbol), f.dso) for f in s.frames)) for s in samples]
+
+
 def _strip_balanced(text: str, opening: str, closing: str) -> str:
     """``text`` without its outermost ``opening ... closing`` groups (nested ones inside them)."""
     out: list[str] = []

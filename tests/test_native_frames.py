@@ -8,9 +8,11 @@ from perfq.indexer.native_frames import (
     Frame,
     FunctionMatcher,
     frame_names,
+    mangled_symbols,
     normalize_name,
     parse_perf_script,
     profile,
+    renamed,
 )
 
 LIB = "/site-packages/torch/lib/libtorch_cpu.so"
@@ -120,3 +122,11 @@ def test_profile_min_share_drops_rare_functions():
     samples = parse_perf_script(PERF_TEXT.splitlines())
     prof = profile(samples * 1 + samples[:1] * 4, FunctionMatcher(INDEX), min_share=0.3)
     assert [fid for fid, _ in prof.shares] == [1, 5]  # neg and serial_for_each are on 5 of 8 samples
+
+
+def test_renamed_replaces_the_symbols_perf_left_mangled():
+    text = "\n\t 1 _ZN2at6native3fooEv (/x/libtorch_cpu.so)\n\t 2 at::native::bar (/x/libtorch_cpu.so)\n\n"
+    samples = parse_perf_script(text.splitlines())
+    assert mangled_symbols(samples) == ["_ZN2at6native3fooEv"]
+    (sample,) = renamed(samples, {"_ZN2at6native3fooEv": "at::native::foo()"})
+    assert [f.symbol for f in sample.frames] == ["at::native::foo()", "at::native::bar"]
