@@ -15,6 +15,7 @@ from perfq.errors import PerfqError
 from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from perfq.indexer.discover import discover
 from perfq.indexer.incremental import patch_index
+from perfq.indexer.native import perf_problem
 from perfq.indexer.stat_cache import combined_digest, stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
@@ -46,6 +47,8 @@ def build_index(
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     check_replaceable(db_path)
+    if native and (problem := perf_problem()):
+        raise PerfqError(f"--native needs perf sampling: {problem}")
     report = BuildReport()
     t0 = time.perf_counter()
     upstream = resolve_upstream(cfg.upstream, repo)

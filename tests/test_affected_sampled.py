@@ -4,6 +4,8 @@ benchmark (source `sampled`) where no static link reaches it; `perfq stats` says
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -63,3 +65,15 @@ def test_stats_without_native_says_none(repo):
     assert json.loads(proc.stdout)["native"]["tests"] == 0
     table = perfq(repo, "stats")
     assert "native samples: none" in table.stdout
+
+
+def test_native_without_perf_is_a_clear_error_that_keeps_the_index(repo, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git"))  # git only: no perf on this PATH
+    index = default_index_path(repo)
+    before = index.stat().st_mtime_ns
+    proc = perfq(repo, "index", "-q", "--native", env={**os.environ, "PATH": str(bin_dir)})
+    assert proc.returncode == 4
+    assert "error: --native needs perf sampling: perf is not installed" in proc.stderr
+    assert index.stat().st_mtime_ns == before
