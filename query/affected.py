@@ -482,8 +482,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             " under torch.compile (a decomposition or lowering); eager kernels are unchanged"
         )
     _select_static(sel, walk, start_of, files, benches)
-    _select_sampled(sel, store.native_hits(sorted(s.node for s in starts if s.confidence != Confidence.low)),
-                    start_of, families, benches)
+    native_hits = store.native_hits(sorted(s.node for s in starts if s.confidence != Confidence.low))
+    _select_sampled(sel, native_hits, start_of, families, benches)
+    _mark_unobserved(sel, store, starts, native_hits, families)
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
     canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
@@ -726,6 +727,38 @@ def _select_sampled(
         seen = f"sampled: {hit.share:.0%} of test {hit.test}'s samples"
         sel.add(hit.bench, Source.sampled, start.confidence, Reason(start.label, (start.label, seen)),
                 tests=(hit.test,), modules=(hit.module,) if hit.module else ())
+
+
+_COMPILED_SOURCES = (".cpp", ".cc")  # a function defined in a header may be inlined: never seen alone
+
+
+def _mark_unobserved(
+    sel: _Selection, store: IndexStore, starts: list[Start], hits: list[NativeHit], families: set[str]
+) -> None:
+    """Benchmarks selected through a static chain or a trace whose sampled tests (those that run
+    the reached operators, when the trace names them) never have a changed C++ function on their
+    stacks: "static, not observed", kept at a lower confidence."""
+    functions = [s.node for s in starts if s.confidence == Confidence.high]
+    paths = store.function_paths(functions)
+    if not _device_ok("cpu", families) or not functions or len(paths) < len(set(functions)):
+        return
+    if not all(p.endswith(_COMPILED_SOURCES) for p in paths.values()):
+        return
+    seen = {h.bench for h in hits}
+    static = (Source.traced, Source.static)
+    candidates = sorted(n for n, e in sel.entries.items() if e["source"] in static and n not in seen)
+    label = next(s.label for s in starts if s.confidence == Confidence.high)
+    for name, sampled in store.sampled_tests(candidates).items():
+        e = sel.entries[name]
+        tests = sampled & set(e["tests"]) if e["tests"] else sampled
+        if not tests:
+            continue
+        first = sorted(tests)[0]
+        more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
+        why = f"static, not observed: on no stack of sampled test {first}{more} (from 1% of its samples)"
+        e["reasons"].insert(0, Reason(label, (why,)))
+        if e["confidence"] == Confidence.high:
+            e["confidence"] = Confidence.medium
 
 
 def _hit_text(hits: list[TracedHit], op: str) -> tuple[str, bool]:

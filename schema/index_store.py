@@ -551,6 +551,16 @@ class IndexStore:
             " WHERE n.function_id IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL"
             " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
 
+    def sampled_tests(self, benches: list[str]) -> dict[str, set[str]]:
+        """Per benchmark of ``benches``, its tests with native samples."""
+        out: dict[str, set[str]] = defaultdict(set)
+        if benches:
+            for bench, test in self.con.execute(
+                "SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))", [benches]
+            ).fetchall():
+                out[bench].add(test)
+        return dict(out)
+
     def trace_summary(self) -> dict:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""
         return {

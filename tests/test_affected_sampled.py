@@ -77,3 +77,38 @@ def test_native_without_perf_is_a_clear_error_that_keeps_the_index(repo, tmp_pat
     assert proc.returncode == 4
     assert "error: --native needs perf sampling: perf is not installed" in proc.stderr
     assert index.stat().st_mtime_ns == before
+
+
+KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
+
+
+def _affected_kernel(repo: Path) -> dict:
+    git(repo, "checkout", "-q", "-b", "work")
+    try:
+        replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
+        commit_all(repo)
+        proc = perfq(repo, "affected", "main", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    finally:
+        git(repo, "checkout", "-q", "-f", "main")
+        git(repo, "branch", "-q", "-D", "work")
+
+
+def _selected(doc: dict, name: str) -> dict:
+    return next(b for b in doc["benchmarks"] if b["name"] == name)
+
+
+def test_static_chain_not_on_sampled_stacks_is_kept_at_lower_confidence(repo):
+    before = _selected(_affected_kernel(repo), "softmax_op_test")
+    assert before["confidence"] == "high"
+    # a sampled test of the benchmark whose stacks hold another function, not the changed kernel
+    _sample(repo, "at::native::fancy", "softmax_op_test", "softmax_op_M8", 0.3)
+    after = _selected(_affected_kernel(repo), "softmax_op_test")
+    assert after["confidence"] == "medium" and after["source"] == before["source"]
+    assert after["reasons"][0]["chain"][0].startswith("static, not observed: on no stack of sampled test softmax_op_M8")
+    # once the kernel is seen on that test's stacks, it is observed: high again
+    _sample(repo, "at::native::(anonymous namespace)::inner_loop<scalar_t>", "softmax_op_test", "softmax_op_M8", 0.5)
+    seen = _selected(_affected_kernel(repo), "softmax_op_test")
+    assert seen["confidence"] == "high"
+    assert any("sampled: 50% of test softmax_op_M8's samples" in s for r in seen["reasons"] for s in r["chain"])
