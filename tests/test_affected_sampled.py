@@ -112,3 +112,22 @@ def test_static_chain_not_on_sampled_stacks_is_kept_at_lower_confidence(repo):
     seen = _selected(_affected_kernel(repo), "softmax_op_test")
     assert seen["confidence"] == "high"
     assert any("sampled: 50% of test softmax_op_M8's samples" in s for r in seen["reasons"] for s in r["chain"])
+
+
+def test_a_patch_that_removes_a_sampled_function_drops_its_samples(tmp_path):
+    root = make_repo(tmp_path / "patched")
+    assert perfq(root, "index", "-q", "--no-trace").returncode == 0
+    _sample(root, "at::native::composite_thing", "fancy_test", "fancy_M8", 0.2)
+    _sample(root, "at::native::lonely_kernel", "fancy_test", "fancy_M8", 0.3)
+    replace_in(root, OP_FILE, "Tensor composite_thing(const Tensor& self) {\n  return self;\n}\n", "")
+    commit_all(root)
+    built = perfq(root, "index", "--no-trace", "--format", "json")
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["mode"] == "patched"
+    con = duckdb.connect(str(default_index_path(root)), read_only=True)
+    try:
+        rows = con.execute("SELECT f.qualname FROM native_samples n LEFT JOIN functions f ON f.id = n.function_id"
+                           ).fetchall()
+    finally:
+        con.close()
+    assert rows == [("at::native::lonely_kernel",)]  # the removed function's row is gone, no dangling id
