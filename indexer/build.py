@@ -15,6 +15,7 @@ from perfq.errors import PerfqError
 from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from perfq.indexer.discover import discover
 from perfq.indexer.incremental import patch_index
+from perfq.indexer.native import perf_problem
 from perfq.indexer.stat_cache import combined_digest, stat_cache
 from perfq.indexer.trace import driver_digest, torch_available
 from perfq.indexer.upstream import Upstream, resolve_upstream
@@ -31,19 +32,23 @@ def build_index(
     full: bool = False,
     trace: bool | None = None,
     events: BuildEvents | None = None,
+    native: bool = False,
 ) -> BuildReport:
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: an edit of
     a few C++ files that keeps their registrations is patched in place, anything else
     re-links from the facts cache (only changed files are parsed again); ``full`` forces the
     re-link. Benchmarks whose traces are not cached are traced when torch is importable
     (``trace`` True: required, False: never, None: the config's ``trace``); cached traces of
-    unchanged benchmark files are always kept."""
+    unchanged benchmark files are always kept. ``native``: also sample benchmark tests under perf
+    (indexer/native.py; a re-link, never a patch)."""
     events = events or BuildEvents()
     if trace is None:
         trace = {"on": True, "off": False}.get(cfg.trace)  # the command line wins over the config
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     check_replaceable(db_path)
+    if native and (problem := perf_problem()):
+        raise PerfqError(f"--native needs perf sampling: {problem}")
     report = BuildReport()
     t0 = time.perf_counter()
     upstream = resolve_upstream(cfg.upstream, repo)
@@ -60,7 +65,7 @@ def build_index(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
-    patchable = db_path.exists() and not full and not trace and not cfg.compile_commands
+    patchable = db_path.exists() and not full and not trace and not native and not cfg.compile_commands
     with sigterm_as_interrupt(), build_lock(db_path):
         inputs["indexed_commit"] = git.head(repo)
         # a patch's copy of the index is made, and the stat cache read, while the files are found
@@ -95,7 +100,7 @@ def build_index(
 
         def link() -> None:
             relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,
-                   jobs=jobs, quiet=quiet, trace=trace, started=t0)
+                   jobs=jobs, quiet=quiet, trace=trace, started=t0, native=native)
 
         facts = db_path.with_name(db_path.name + ".facts")
         try:

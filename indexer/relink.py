@@ -29,6 +29,7 @@ from perfq.indexer.extract import gc_paused, read_and_extract
 from perfq.indexer.facts import FileFacts
 from perfq.indexer.facts_cache import Lines, decode_line, encode_line, load_cache, save_cache
 from perfq.indexer.link import NativeLink
+from perfq.indexer.native import NativeTest, sample_native
 from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
 from perfq.indexer.trace import (
     FileTrace,
@@ -65,6 +66,7 @@ def relink(
     quiet: bool,
     trace: bool | None,
     started: float,
+    native: bool = False,
 ) -> None:
     """Build the whole index of ``repo`` at ``db_path`` from ``files`` (content ``digests``),
     filling ``report`` (its total counted from ``started``; ``canaries_source``: the canary sets'
@@ -122,7 +124,7 @@ def relink(
         missing = sorted({m for t in traces.values() if (m := t.missing_module())})
         inputs = {"native_functions_reader": reader, "trace_missing_modules": ",".join(missing), **inputs}
         _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces,
-                        report, inputs, yaml_warnings, events)
+                        report, inputs, yaml_warnings, events, native)
     report.timings["total"] = time.perf_counter() - started
     report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
     keep_until_exit(kept, cache, lines, native_link, file_facts, benches, traces)  # not freed one by one
@@ -207,6 +209,7 @@ def _link_and_write(
     inputs: dict[str, str],
     yaml_warnings: list[str],
     events: BuildEvents,
+    native_sampling: bool = False,
 ) -> None:
     """Finish the link (``native``: its C++ step) and write the tables as the index at ``db_path``."""
     events.phase("link", f"{len(python_facts)} Python files, {len(benches)} benchmark files")
@@ -218,16 +221,36 @@ def _link_and_write(
         with alongside(prefill.write):
             tables = native.finish(python_facts, benches, canaries, traces, derivatives)
         report.timings["link"] = time.perf_counter() - t3
-        events.phase("write", f"{sum(len(r) for r in tables.rows.values()):,} rows to {db_path}")
-        t4 = time.perf_counter()
         rows = dict(tables.rows)
         rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
+        if native_sampling:
+            inputs = {**inputs, **_native(repo, rows, report, events)}
+        events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {db_path}")
+        t4 = time.perf_counter()
         write_index(db_path, rows, _meta(repo, inputs, report), prefill)
     except BaseException:
         prefill.discard()
         raise
     report.timings["write"] = time.perf_counter() - t4
     report.counts = {k: len(v) for k, v in rows.items()}
+
+
+def _native(repo: Path, rows: dict[str, list[tuple]], report: BuildReport, events: BuildEvents) -> dict[str, str]:
+    """Sample the benchmark tests under perf into ``rows["native_samples"]`` (perf was checked
+    when the build started); the meta keys it gives."""
+    t = time.perf_counter()
+    events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
+
+    def finished(test: NativeTest, error: str) -> None:
+        events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
+
+    done = sample_native(repo, rows, on_test=finished)
+    rows["native_samples"] = list(done.rows)
+    report.timings["native"] = time.perf_counter() - t
+    rate = done.rate
+    events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"
+                           f" samples mapped {rate.samples_mapped}/{rate.samples}")
+    return done.meta()
 
 
 def _meta(repo: Path, inputs: dict[str, str], report: BuildReport) -> dict[str, str]:

@@ -30,7 +30,7 @@ from perfq.indexer.devices import device_of_key, device_of_path
 from perfq.indexer.facts import scope_name
 from perfq.query.changes import ChangedFunction, ChangeSet
 from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, TracedHit
+from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, NativeHit, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
 _TRACED = ("ok", "partial")
@@ -53,6 +53,7 @@ class Source(str, Enum):
     traced = "traced"  # a traced test executes a reached operator
     inferred = "inferred"  # a test of another device is taken to run one inside that device's kernels
     static = "static"  # the benchmark's code reaches it (no usable trace, or a Python path)
+    sampled = "sampled"  # the changed function is on a sampled test's stacks (perfq index --native)
     changed = "changed"  # the benchmark file itself changed
 
 
@@ -481,6 +482,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             " under torch.compile (a decomposition or lowering); eager kernels are unchanged"
         )
     _select_static(sel, walk, start_of, files, benches)
+    native_hits = store.native_hits(sorted(s.node for s in starts if s.confidence != Confidence.low))
+    _select_sampled(sel, native_hits, start_of, families, benches)
+    _mark_unobserved(sel, store, starts, native_hits, families)
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
     canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
@@ -706,6 +710,55 @@ def _select_traced(
                 ops=ops,
                 distance=own.depth.get(node, 0),
             )
+
+
+def _select_sampled(
+    sel: _Selection, hits: list[NativeHit], start_of: dict[int, Start], families: set[str],
+    benches: dict[str, BenchmarkRow],
+) -> None:
+    """Benchmarks whose sampled tests (CPU, perf) have a changed function on their stacks: seen
+    run, even where no static link reaches it (virtual calls, lambdas, function pointers)."""
+    if not _device_ok("cpu", families):
+        return
+    for hit in hits:
+        start = start_of.get(hit.function_id)
+        if start is None or hit.bench not in benches:
+            continue
+        seen = f"sampled: {hit.share:.0%} of test {hit.test}'s samples"
+        sel.add(hit.bench, Source.sampled, start.confidence, Reason(start.label, (start.label, seen)),
+                tests=(hit.test,), modules=(hit.module,) if hit.module else ())
+
+
+_COMPILED_SOURCES = (".cpp", ".cc")  # a function defined in a header may be inlined: never seen alone
+
+
+def _mark_unobserved(
+    sel: _Selection, store: IndexStore, starts: list[Start], hits: list[NativeHit], families: set[str]
+) -> None:
+    """Benchmarks selected through a static chain or a trace whose sampled tests (those that run
+    the reached operators, when the trace names them) never have a changed C++ function on their
+    stacks: "static, not observed", kept at a lower confidence."""
+    functions = [s.node for s in starts if s.confidence == Confidence.high]
+    paths = store.function_paths(functions)
+    if not _device_ok("cpu", families) or not functions or len(paths) < len(set(functions)):
+        return
+    if not all(p.endswith(_COMPILED_SOURCES) for p in paths.values()):
+        return
+    seen = {h.bench for h in hits}
+    static = (Source.traced, Source.static)
+    candidates = sorted(n for n, e in sel.entries.items() if e["source"] in static and n not in seen)
+    label = next(s.label for s in starts if s.confidence == Confidence.high)
+    for name, sampled in store.sampled_tests(candidates).items():
+        e = sel.entries[name]
+        tests = sampled & set(e["tests"]) if e["tests"] else sampled
+        if not tests:
+            continue
+        first = sorted(tests)[0]
+        more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
+        why = f"static, not observed: on no stack of sampled test {first}{more} (from 1% of its samples)"
+        e["reasons"].insert(0, Reason(label, (why,)))
+        if e["confidence"] == Confidence.high:
+            e["confidence"] = Confidence.medium
 
 
 def _hit_text(hits: list[TracedHit], op: str) -> tuple[str, bool]:

@@ -155,6 +155,13 @@ CREATE TABLE trace_ops (
   inferred TEXT NOT NULL
 );
 
+-- Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
+-- on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
+CREATE TABLE native_samples (
+  bench TEXT NOT NULL, test TEXT NOT NULL, function_id INTEGER NOT NULL,
+  share DOUBLE NOT NULL            -- of the test's samples (0..1), stored from 0.01
+);
+
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
 
 -- Precomputed reachability graph over nodes (functions, stubs, ops, benchmarks):

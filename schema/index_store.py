@@ -18,7 +18,7 @@ from perfq.schema.packed_graph import PackedGraph, pack_graph
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
     "op_calls", "op_edges", "benchmarks", "bench_ops", "bench_calls", "traces", "bench_tests",
-    "trace_ops", "nodes", "reach_edges", "warnings",
+    "trace_ops", "native_samples", "nodes", "reach_edges", "warnings",
 )
 
 
@@ -103,6 +103,14 @@ class BenchOpRow(NamedTuple):
     bench: str
     op: str
     source: str
+
+
+class NativeHit(NamedTuple):
+    bench: str
+    test: str
+    function_id: int
+    share: float
+    module: str  # the test's --operators name ('' when the index has no bench_tests row for it)
 
 
 class TracedTestOps(NamedTuple):
@@ -532,6 +540,26 @@ class IndexStore:
         return [r[0] for r in self.con.execute(
             "SELECT DISTINCT stub FROM stubs WHERE role = 'declare' AND stub NOT IN (SELECT stub FROM stub_impls)"
             " ORDER BY 1 LIMIT ?", [limit]).fetchall()]
+
+    def native_hits(self, function_ids: list[int]) -> list[NativeHit]:
+        """Sampled tests whose stacks hold one of ``function_ids``, largest share first."""
+        if not function_ids:
+            return []
+        return [NativeHit(*r) for r in self.con.execute(
+            "SELECT n.bench, n.test, n.function_id, n.share, coalesce(min(t.module), '') FROM native_samples n"
+            " LEFT JOIN bench_tests t ON t.bench = n.bench AND t.test = n.test"
+            " WHERE n.function_id IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL"
+            " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
+
+    def sampled_tests(self, benches: list[str]) -> dict[str, set[str]]:
+        """Per benchmark of ``benches``, its tests with native samples."""
+        out: dict[str, set[str]] = defaultdict(set)
+        if benches:
+            for bench, test in self.con.execute(
+                "SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))", [benches]
+            ).fetchall():
+                out[bench].add(test)
+        return dict(out)
 
     def trace_summary(self) -> dict:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""

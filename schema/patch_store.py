@@ -108,6 +108,7 @@ class PatchStore:
             f"DELETE FROM calls WHERE caller_id IN {_IDS}",
             f"DELETE FROM call_edges WHERE caller_id IN {_IDS} OR callee_id IN {_IDS}",
             f"DELETE FROM op_calls WHERE function_id IN {_IDS}",
+            f"DELETE FROM native_samples WHERE function_id IN {_IDS}",
             f"DELETE FROM functions WHERE id IN {_IDS}",
             f"UPDATE kernels SET function_id = NULL WHERE function_id IN {_IDS}",
             f"UPDATE stub_impls SET function_id = NULL WHERE function_id IN {_IDS}",

@@ -30,6 +30,15 @@ class BuildLines:
         )
 
 
+def _native_line(native: dict) -> str:
+    """``perfq stats``'s line on native sampling."""
+    if not native["tests"]:
+        return "native samples: none (perfq index --native samples benchmark tests under perf)"
+    return (f"native samples: {native['tests']} tests sampled ({native['failed']} failed); frames of libtorch_cpu.so"
+            f" mapped to index functions {native['frames_mapped']}/{native['frames']}, samples"
+            f" {native['samples_mapped']}/{native['samples']}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``index`` and ``stats`` to ``app``."""
 
@@ -72,6 +81,12 @@ def register(app: typer.Typer) -> None:
             rich_help_panel="How",
             help="Trace what each benchmark test executes: runs the checkout's benchmark code, contained "
             "(default: the config's trace = auto|on|off; auto traces when torch is importable; cached).",
+        ),
+        native: bool = typer.Option(
+            False, "--native",
+            rich_help_panel="How",
+            help="Also sample benchmark tests under perf (cpu-clock, call stacks) and map the frames of "
+            "libtorch_cpu.so to index functions (native_samples; needs perf; opt-in, minutes).",
         ),
         trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True,
             rich_help_panel="How", help="Same as --trace."),
@@ -117,6 +132,7 @@ def register(app: typer.Typer) -> None:
             full=full,
             trace=True if trace_benchmarks else trace,
             events=None if quiet else BuildLines(console(stderr=True)),
+            native=native,
         )
         skipped = report.skipped
         if fmt == Format.json:
@@ -194,6 +210,7 @@ def register(app: typer.Typer) -> None:
             c.print("traced benchmark files: none (indexed with --no-trace, or without torch)")
         for f in tr["failed"]:
             c.print(f"  {f['status']}: {f['file']}: {f['reason']}")
+        c.print(_native_line(data["native"]), markup=False)
         if data["skipped_files"]:
             c.print(f"files not indexed: {len(data['skipped_files'])}")
             for f in data["skipped_files"]:
