@@ -68,6 +68,7 @@ def _bwrap_args(scratch: Path, readable: Iterable[Path]) -> list[str]:
         if os.path.isdir(hidden):
             args += ["--tmpfs", hidden]
     for path in readable:
+        path = path.absolute()  # bwrap takes absolute paths: a relative one (a 'bench' on sys.path) is not found
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
     if scratch != Path("/"):
@@ -79,7 +80,7 @@ def _bwrap_args(scratch: Path, readable: Iterable[Path]) -> list[str]:
 def interpreter_paths() -> list[Path]:
     """What perfq's Python needs to read: its prefixes and the directories on its path."""
     paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent}
-    paths |= {Path(p) for p in sys.path if p and Path(p).is_dir()}
+    paths |= {Path(p).absolute() for p in sys.path if p and Path(p).is_dir()}
     return sorted(paths)
 
 

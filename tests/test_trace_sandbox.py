@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.sandbox import bwrap_problem, scrubbed_env
+from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
@@ -277,3 +277,17 @@ def test_perfq_run_sandbox_contains_a_prs_benchmarks(tmp_path, monkeypatch):
     assert history.returncode == 0 and "add_M8_cpu" in history.stdout  # it measured
     if not bwrap_problem():
         assert not existed
+
+
+@needs_bwrap
+def test_a_relative_entry_on_sys_path_does_not_break_the_sandbox(tmp_path, monkeypatch):
+    """bwrap wants absolute sources: a relative ``sys.path`` entry ('bench', as scripts run from the
+    repo root put there) used to make every contained child fail with "Can't find source path"."""
+    (tmp_path / "bench").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [*sys.path, "bench"])
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    box = Sandbox(scratch, (Path("bench"),))
+    done = subprocess.run(box.argv(["true"]), capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
