@@ -128,14 +128,14 @@ def test_ctrl_c_keeps_finished_samples_and_marks_incomplete(tmp_path):
     def progress(tick):
         if tick.kind == runner.TickKind.done:
             calls["n"] += 1
-            if calls["n"] == 3:  # after base, head, base of round 0/1
+            if calls["n"] == 3:  # after base, head of round 0, then head of round 1 (it goes first there)
                 raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         runner.execute(plan, progress)
     stored = runs_for_label(tmp_path / "h.duckdb", "L")
     assert [r.status for r in stored] == ["incomplete", "incomplete"]
-    assert [len(r.samples) for r in stored] == [2 * len(ALL_TESTS_SHORT), len(ALL_TESTS_SHORT)]
+    assert [len(r.samples) for r in stored] == [len(ALL_TESTS_SHORT), 2 * len(ALL_TESTS_SHORT)]
     assert "interrupted" in stored[0].notes
 
 
@@ -348,3 +348,13 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
     )
     assert res.exit_code == 0 and "nothing to run" in res.output
     assert import_files(tmp_path / "x.duckdb", [out]).runs_seen == 0
+
+
+def test_sides_alternate_which_runs_first_each_round(tmp_path):
+    """A B, B A, A B: an order effect of the second process in a pair falls on both sides alike."""
+    root = make_bench_root(tmp_path)
+    starts = []
+    runner.execute(plan_for(tmp_path, root, repeat=4),
+                   lambda tick: starts.append((tick.round, tick.side)) if tick.kind == runner.TickKind.start else None)
+    assert starts == [(0, "base"), (0, "head"), (1, "head"), (1, "base"), (2, "base"), (2, "head"),
+                      (3, "head"), (3, "base")]

@@ -277,3 +277,20 @@ def test_an_untraced_benchmark_keeps_one_test_in_the_plan():
     plan = build_plan([cand("untraced_test", "U_N8", "", 1.0), cand("untraced_test", "U_N64", "", 1.0),
                        cand("traced_test", "T_N8", "add", 1.0)], 1, 100.0, ONE_PASS)
     assert sorted(t.benchmark for t in plan.tests) == ["traced_test", "untraced_test"]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_affected_budget_previews_the_plan_the_run_makes(tmp_path):
+    """`perfq affected --budget` prints the plan `perfq run --ab --affected` runs at its defaults
+    (it once priced 5 rounds of 300 iterations while the run made 3 rounds of 110: 66% against 94%)."""
+    repo = make_repo(tmp_path / "r")
+    assert perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    ci = {"CI": "true", "COLUMNS": "200"}
+    preview = perfq(repo, "affected", "HEAD~1", "--budget", "5m", env=ci)
+    run = perfq(repo, "run", "--label", "p", "--ab", "--affected", "HEAD~1", "--budget", "5m",
+                "--history", str(tmp_path / "h.duckdb"), env=ci)
+    planned = [line for line in preview.stdout.splitlines() if line.startswith("plan: ")]
+    ran = [line for line in run.stderr.splitlines() if line.startswith("plan: ")]
+    assert planned and planned == ran[:1], (preview.stdout, run.stderr)

@@ -29,6 +29,7 @@ from perfq.common.cli import (
 from perfq.common.render import console, plain, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
+from perfq.run import defaults
 from perfq.run.plan import DEFAULT_BUDGET
 
 if TYPE_CHECKING:  # the statistics (scipy) and the history (duckdb) load only when a command runs
@@ -46,14 +47,6 @@ class Mode(str, Enum):
     both = "both"
 
 
-# Runner defaults for short invocations (bench/run_defaults.py: an A/A of 5 operator_benchmark files on
-# 2 cores): sequential sampling then adds rounds where they are needed; the runner's own time-based
-# iteration count did not finish in 800 s.
-DEFAULT_ITERATIONS = 10
-DEFAULT_NUM_RUNS = 10
-DEFAULT_WARMUP = 10  # the 2.6.0 runner's own is 100 iterations: most of an invocation's time on large tests
-DEFAULT_REPEAT, DEFAULT_ADAPTIVE_REPEAT = 5, 3  # first rounds; sequential sampling (--ab) adds the rest
-DEFAULT_OMP_THREADS = 1
 
 _SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
 _WHAT_CMP, _STATS = "What to compare", "Statistics"
@@ -172,8 +165,8 @@ def register(app: typer.Typer) -> None:
         bench_root: Annotated[Path | None, typer.Option("--bench-root", rich_help_panel=_WHAT,
             help="operator_benchmark root (default: benchmarks/operator_benchmark of the repo).")] = None,
         repeat: Annotated[int | None, typer.Option("--repeat", rich_help_panel=_REPEATS, min=1,
-            help=f"Samples per test and side (default {DEFAULT_REPEAT}; with sequential sampling, the first "
-                 f"rounds: {DEFAULT_ADAPTIVE_REPEAT}).")] = None,
+            help=f"Samples per test and side (default {defaults.REPEAT}; with sequential sampling, the first "
+                 f"rounds: {defaults.ADAPTIVE_REPEAT}).")] = None,
         adaptive: Annotated[bool | None, typer.Option("--adaptive/--no-adaptive", rich_help_panel=_REPEATS,
             help="Sequential sampling (default with --ab): after --repeat rounds, re-run only the tests "
                  "not yet decided, until all are, --max-repeat or the budget.")] = None,
@@ -190,15 +183,15 @@ def register(app: typer.Typer) -> None:
             help="With --shards N: run shard K (1..N).")] = None,
         iterations: Annotated[int, typer.Option("--iterations", rich_help_panel=_RUNNER, min=0,
             help="Runner --iterations per measurement (0: the runner's own, slow, time-based count).")
-            ] = DEFAULT_ITERATIONS,
+            ] = defaults.ITERATIONS,
         num_runs: Annotated[int, typer.Option("--num-runs", rich_help_panel=_RUNNER, min=0,
             help="Runner --num-runs per invocation; the fastest becomes the sample (0: the runner's).")
-            ] = DEFAULT_NUM_RUNS,
+            ] = defaults.NUM_RUNS,
         warmup: Annotated[int, typer.Option("--warmup-iterations", rich_help_panel=_RUNNER, min=0,
-            help="Runner --warmup-iterations (0: the runner's own, 100).")] = DEFAULT_WARMUP,
+            help="Runner --warmup-iterations (0: the runner's own, 100).")] = defaults.WARMUP,
         omp: Annotated[int, typer.Option("--omp-num-threads", rich_help_panel=_RUNNER, min=0,
             help="OMP threads, both sides (0: leave unset; more than 1 is noisy on a shared machine).")
-            ] = DEFAULT_OMP_THREADS,
+            ] = defaults.OMP_THREADS,
         mkl: Annotated[int | None, typer.Option("--mkl-num-threads", min=0, rich_help_panel=_RUNNER,
             help="MKL threads, both sides.")] = None,
         batch: Annotated[bool, typer.Option("--batch/--no-batch", rich_help_panel=_RUNNER,
@@ -247,7 +240,7 @@ def register(app: typer.Typer) -> None:
         if adaptive is None:
             adaptive = ab
         if repeat is None:
-            repeat = DEFAULT_ADAPTIVE_REPEAT if adaptive else DEFAULT_REPEAT
+            repeat = defaults.ADAPTIVE_REPEAT if adaptive else defaults.REPEAT
         if adaptive and not ab:
             raise PerfqError("--adaptive needs --ab (both sides in one run)")
         if fail_on_regression and not ab:

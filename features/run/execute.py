@@ -2,8 +2,10 @@
 
 A *job* is one benchmark file (operator_benchmark ``pt/<name>.py`` or a configured script)
 restricted to its selected tests, in one mode. One invocation of a job on one side gives
-one sample per test; ``repeat`` rounds run every job once per side, sides interleaved
-(A B A B ...) so slow drifts of the machine hit both sides alike. Samples are saved after
+one sample per test; ``repeat`` rounds run every job once per side, sides interleaved in
+alternating order (A B, B A, A B ...: :func:`round_sides`) so slow drifts of the machine hit both
+sides alike and whatever the second process of a pair gains (a warm page cache, a settled clock)
+falls on each side half of the time instead of always on the head. Samples are saved after
 every invocation; Ctrl-C keeps them and marks the runs incomplete. A failing invocation is
 recorded with its stderr tail and that job is not retried on that side; the run goes on.
 
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import TypeVar
 
 from perfq.common import git, proc
 from perfq.common.interrupt import interruption
@@ -42,6 +45,8 @@ from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
 from perfq.schema.db import DatabaseLocked
 from perfq.schema.results_store import Run, RunStatus, now, save_runs
+
+_T = TypeVar("_T")
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
 DEFAULT_BUDGET = 600.0  # seconds a run may take when the plan sets no budget (adaptive rounds stop before it)
@@ -375,6 +380,15 @@ def _quiet(tick: Tick) -> None:
     return None
 
 
+def round_sides(pairs: list[_T], round_index: int) -> list[_T]:
+    """The sides in the order they run in round ``round_index``: as given in even rounds, reversed in odd ones.
+
+    With A always first, an order effect (the second process of a pair runs a few percent
+    faster or slower) would read as a change of B; alternating the order cancels it over the rounds.
+    """
+    return pairs[::-1] if round_index % 2 else pairs
+
+
 def planned_invocations(plan: Plan) -> int:
     """Invocations the plan's repeats make (one per job, side and round; adaptive rounds add more)."""
     return len(batch_jobs(plan.jobs) if plan.batch else plan.jobs) * len(plan.sides) * plan.repeat
@@ -393,7 +407,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
 
     def one_round(jobs: list[Job], round_index: int) -> None:
         for job in batch_jobs(jobs) if plan.batch else jobs:
-            for side, run in zip(plan.sides, runs, strict=True):
+            for side, run in round_sides(list(zip(plan.sides, runs, strict=True)), round_index):
                 todo = job
                 if job.members:
                     alive = tuple(m for m in job.members if (m.key, side.name) not in dead)

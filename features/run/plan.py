@@ -28,18 +28,18 @@ from enum import Enum
 
 from perfq.common.documents import to_json
 from perfq.errors import PerfqError
+from perfq.run import defaults
 
 EXIT_USAGE = 2
 DEFAULT_BUDGET = "15m"  # `perfq run --affected` and `perfq affected --budget/--shards`
 HEADROOM = 0.85  # the plan fills this share of the budget: estimates err, and adaptive rounds need room
 SPREAD_SHARE = 0.8  # spreading over configs stops at this share of the planned budget
 # The default estimate of a test never run (2-core machine): set-up and printing, plus the timed
-# iterations (warm-up + iterations x runs: 100 + 20 x 10 at perfq run's defaults) at a time per
-# iteration proportional to the input elements its name gives (M8_N32 -> 256). Measured there:
+# iterations (warm-up + iterations x runs: defaults.TIMED_ITERATIONS) at a time per iteration
+# proportional to the input elements its name gives (M8_N32 -> 256). Measured there:
 # 1.3e-9 (gelu) to 3.4e-8 (FakeQuantize) seconds per element and iteration.
 DEFAULT_TEST_SECONDS = 0.2
 DEFAULT_SECONDS_PER_ELEMENT_ITERATION = 1e-8
-DEFAULT_ITERATIONS = 300
 DEFAULT_BACKWARD_FACTOR = 2.0
 DEFAULT_TEST_CEILING = 600.0
 DEFAULT_PROCESS_START = 4.0  # seconds to start a benchmark process (torch import) on a loaded 2-core machine
@@ -147,13 +147,13 @@ class Shard:
 class RunShape:
     """How the plan's tests are run: rounds (samples per side), sides, one process per round or per file."""
 
-    rounds: int = 5
+    rounds: int = defaults.ADAPTIVE_REPEAT  # `perfq run --ab`'s first rounds (sequential sampling adds more)
     sides: int = 2
     batch: bool = True
     shards: int = 1
     process_start: float = DEFAULT_PROCESS_START
     device: str = "cpu"
-    iterations: int = DEFAULT_ITERATIONS  # timed per test and invocation, warm-up included
+    iterations: int = defaults.TIMED_ITERATIONS  # timed per test and invocation, warm-up included
 
 
 DEFAULT_SHAPE = RunShape()
@@ -262,7 +262,7 @@ def size_bucket(elements: int) -> str:
     return "small" if elements < 10_000 else "medium" if elements < 1_000_000 else "large"
 
 
-def default_cost(test: str, backward: bool, iterations: int = DEFAULT_ITERATIONS) -> float:
+def default_cost(test: str, backward: bool, iterations: int = defaults.TIMED_ITERATIONS) -> float:
     """The default estimate of one test's seconds per invocation (no history yet)."""
     timed = DEFAULT_SECONDS_PER_ELEMENT_ITERATION * elements_of(test) * iterations
     seconds = DEFAULT_TEST_SECONDS + timed * (DEFAULT_BACKWARD_FACTOR if backward else 1.0)
