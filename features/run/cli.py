@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
         side: Annotated[SideName | None, typer.Option("--side", rich_help_panel=_SIDES,
             help="Which side this checkout is (one side per run; the other runs elsewhere).")] = None,
         ab: Annotated[bool, typer.Option("--ab", rich_help_panel=_SIDES,
-            help="Run both sides interleaved (A B A B ...) on this machine.")] = False,
+            help="Run both sides interleaved (A B, B A, ...) on this machine.")] = False,
         python: Annotated[str | None, typer.Option("--python", rich_help_panel=_SIDES,
             help="Interpreter of both sides (default: this one).")] = None,
         base_python: Annotated[str | None, typer.Option("--base-python", rich_help_panel=_SIDES,
