@@ -9,10 +9,10 @@ from perfq.common import git
 from perfq.common.paths import default_index_path
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.query.affected import names
-from perfq.runner.affected_flow import affected_for_ref
-from perfq.schema.index_store import IndexStore
-from perfq.schema.reader import open_index
+from query.affected import names
+from query.service import affected_for_ref
+from schema.index_store import IndexStore
+from schema.reader import open_index
 
 
 def backtest(repo: Path, rev_range: str, db: Path | None = None) -> dict:

@@ -9,19 +9,19 @@ import hashlib
 import os
 from pathlib import Path
 
+from indexer.bench_imports import importers
+from indexer.discover import benchmark_trees, listed_files
+from indexer.facts import FileFacts, Function
 from perfq.common import files, git
 from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
-from perfq.indexer.bench_imports import importers
-from perfq.indexer.discover import benchmark_trees, listed_files
-from perfq.indexer.facts import FileFacts, Function
-from perfq.query.affected import AffectedDoc, AffectedInput, affected
-from perfq.query.changes import changed_functions, source_kind
-from perfq.query.extents import parse_extents, shifted_extents
-from perfq.schema.index_store import IndexStore
-from perfq.schema.reader import open_index
+from query.affected import AffectedDoc, AffectedInput, affected
+from query.changes import changed_functions, source_kind
+from query.extents import parse_extents, shifted_extents
+from schema.index_store import IndexStore
+from schema.reader import open_index
 
 PARALLEL_PARSE_FROM = 16  # files to parse before a process pool pays off
 
@@ -179,7 +179,7 @@ def affected_for_ref(
     if reindex or not db.exists():
         if not reindex:
             raise PerfqError(f"no perfq index at {db}; build one with `perfq index` (or pass --reindex)")
-        from perfq.indexer.build import build_index
+        from indexer.build import build_index
 
         build_index(repo, cfg, db, quiet=True)
     warnings: list[str] = []

@@ -9,7 +9,9 @@ from pathlib import Path
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.cli import (
+from perfq.common.render import print_json
+from perfq.errors import PerfqError
+from perfq.options import (
     EXIT_GATE,
     DbOption,
     Format,
@@ -20,8 +22,6 @@ from perfq.common.cli import (
     positive,
     resolve_repo,
 )
-from perfq.common.render import print_json
-from perfq.errors import PerfqError
 
 _CMD_KEY = "perfq_bisect_command"
 _BENCH, _METRIC, _SEARCH, _SESSION, _OUT = "What to measure", "Metric", "Search", "Session", "Output"

@@ -38,7 +38,7 @@ from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.common.paths import default_history_path
 from perfq.errors import PerfqError
-from perfq.runner.affected_flow import affected_for_range, check_index_of
+from query.service import affected_for_range, check_index_of
 
 
 def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], bool]:

@@ -1,6 +1,6 @@
 """The stored bisect session: its row, the replay queue of stored measurements, where the bisect
 started (to put it back after a crash), and the writer of new measurements (through
-:class:`perfq.schema.bisect_store.BisectStore`)."""
+:class:`schema.bisect_store.BisectStore`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from perfq.bisect.git import Origin
 from perfq.errors import PerfqError
-from perfq.schema.bisect_store import BisectStore
+from schema.bisect_store import BisectStore
 
 
 class Session:

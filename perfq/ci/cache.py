@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfq.common import git
-from perfq.schema.version import SCHEMA_VERSION
+from schema.version import SCHEMA_VERSION
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from perfq.common.cli import EXIT_GATE, RepoOption, resolve_repo
-from perfq.common.render import console
 from perfq.errors import PerfqError
+from perfq.options import EXIT_GATE, RepoOption, resolve_repo
+from perfq.terminal import console
 
 ci_app = typer.Typer(
     help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",

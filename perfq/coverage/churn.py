@@ -13,8 +13,8 @@ from pathlib import Path
 from perfq.common.paths import git_common_dir
 from perfq.coverage.history import changed_lines
 from perfq.coverage.report import HistoryNote, churn_by_op, functions_touched, ops_reached
-from perfq.schema.engine import duckdb
-from perfq.schema.index_store import IndexStore
+from schema.engine import duckdb
+from schema.index_store import IndexStore
 
 
 def op_churn(

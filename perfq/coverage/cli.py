@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfq.common.cli import DbOption, RepoOption, resolve_db, resolve_repo
-from perfq.common.render import console, plain, write_output
+from perfq.common.render import plain
 from perfq.errors import PerfqError
+from perfq.options import DbOption, RepoOption, resolve_db, resolve_repo
+from perfq.terminal import console, write_output
 
 if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
     from perfq.coverage.report import CoverageReport
@@ -56,7 +57,7 @@ def collect_report(
     from perfq.coverage.churn import op_churn
     from perfq.coverage.facts import load_facts
     from perfq.coverage.report import build_report
-    from perfq.schema.reader import open_index
+    from schema.reader import open_index
 
     cfg = load_config(repo)
     bound = infra_bound(cfg.extra, infra_ops)
@@ -69,8 +70,8 @@ def collect_report(
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
     from perfq.coverage.scaffold import pick_overload, scaffold
-    from perfq.schema.index_store import IndexStore
-    from perfq.schema.reader import open_index
+    from schema.index_store import IndexStore
+    from schema.reader import open_index
 
     namespace, _, bare = op.rpartition("::")
     namespace = namespace or "aten"

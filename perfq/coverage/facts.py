@@ -1,12 +1,12 @@
-"""The facts `perfq coverage` needs, read from the index through :class:`perfq.schema.index_store.IndexStore`."""
+"""The facts `perfq coverage` needs, read from the index through :class:`schema.index_store.IndexStore`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
 from perfq.coverage.report import CoverageFacts, LinkSource, Overload
-from perfq.schema.engine import duckdb
-from perfq.schema.index_store import IndexStore
+from schema.engine import duckdb
+from schema.index_store import IndexStore
 
 
 def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:

@@ -17,8 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perfq.common.render import Name, finite_json, folded_table, html_text, md_code, md_text, plain
+from perfq.common.render import finite_json, html_text, md_code, md_text, plain
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow
+from perfq.terminal import Name, folded_table
 
 NO_BENCHMARK = "NO BENCHMARK"
 CSV_FIELDS = [

@@ -14,7 +14,7 @@ from perfq.ir.diff import changed_kernels
 from perfq.ir.manifest import load_manifest
 from perfq.ir.normalize import normalize_ir
 from perfq.ir.store import labels
-from perfq.schema.engine import duckdb
+from schema.engine import duckdb
 
 __all__ = ["changed_kernels", "kernel_fingerprint", "stored_labels"]
 

@@ -1,6 +1,6 @@
 """Compare two IR collections: per (kernel, specialization, target, stage) status, op-count
 deltas, unified diffs and triage buckets. Pure: texts in, answers out (plus the readers
-``load_collection`` and ``changed_kernels`` over :class:`perfq.schema.ir_store.IrStore`).
+``load_collection`` and ``changed_kernels`` over :class:`schema.ir_store.IrStore`).
 
 Statuses: ``identical`` (normalized texts equal), ``attributes-only`` (equal once attribute
 dictionaries, layout encodings, attribute aliases and LLVM attributes are blanked),
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir, stage_kind
-from perfq.schema.ir_store import IrStore
+from schema.ir_store import IrStore
 
 IDENTICAL, ATTRIBUTES, STRUCTURAL, ADDED, REMOVED = (
     "identical", "attributes-only", "structural", "added", "removed"

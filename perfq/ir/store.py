@@ -11,9 +11,9 @@ from typing import Any
 
 from perfq.errors import PerfqError
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
-from perfq.schema.engine import duckdb
-from perfq.schema.history import connect_history
-from perfq.schema.ir_store import IrRecordRow, IrStore, LabelSummary
+from schema.engine import duckdb
+from schema.history import connect_history
+from schema.ir_store import IrRecordRow, IrStore, LabelSummary
 
 
 @dataclass

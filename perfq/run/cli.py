@@ -14,7 +14,10 @@ import typer
 from rich.markup import escape
 
 from perfq.common.build import build_argv
-from perfq.common.cli import (
+from perfq.common.render import plain, print_json
+from perfq.config import load_config
+from perfq.errors import PerfqError
+from perfq.options import (
     EXIT_GATE,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
@@ -26,10 +29,8 @@ from perfq.common.cli import (
     resolve_history,
     resolve_repo,
 )
-from perfq.common.render import console, plain, print_json, wide_console
-from perfq.config import load_config
-from perfq.errors import PerfqError
 from perfq.run.plan import DEFAULT_BUDGET
+from perfq.terminal import console, wide_console
 
 if TYPE_CHECKING:  # the statistics (scipy) and the history (duckdb) load only when a command runs
     from perfq.run.report import ComparisonDocument
@@ -402,7 +403,7 @@ def register(app: typer.Typer) -> None:
         from perfq.run.opbench import normalize_name
         from perfq.run.report import HistoryDocument
         from perfq.run.trend import trends_from_rows
-        from perfq.schema.results_store import history_rows
+        from schema.results_store import history_rows
 
         bench = normalize_name(bench)
         rows = [r for r in history_rows(resolve_history(resolve_repo(repo), history), bench, test)

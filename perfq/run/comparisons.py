@@ -8,7 +8,7 @@ from pathlib import Path
 from perfq.errors import PerfqError
 from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns
 from perfq.run.report import ComparisonDocument, comparison_document
-from perfq.schema.results_store import Run, Side, runs_for_label, side_samples
+from schema.results_store import Run, Side, runs_for_label, side_samples
 
 
 def side_failures(base: list[Run], head: list[Run]) -> SideFailures:

@@ -40,8 +40,8 @@ from perfq.run.machine import interpreters_info, machine_info, repo_info, side_e
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
-from perfq.schema.db import DatabaseLocked
-from perfq.schema.results_store import Run, RunStatus, now, save_runs
+from schema.db import DatabaseLocked
+from schema.results_store import Run, RunStatus, now, save_runs
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
 DEFAULT_BUDGET = 600.0  # seconds a run may take when the plan sets no budget (adaptive rounds stop before it)

@@ -21,7 +21,7 @@ from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.plan import RunShape, TestPlan, shard_of
 from perfq.run.planning import plan_for
 from perfq.run.script_bench import ScriptBench, script_benchmarks
-from perfq.runner.affected_flow import affected_for_range
+from query.service import affected_for_range
 
 
 def list_ops(python: str, root: Path, name: str) -> list[str]:

@@ -22,9 +22,9 @@ from perfq.run.plan import (
     default_cost,
     file_op,
 )
-from perfq.schema.index_store import IndexStore, TracedTestOps
-from perfq.schema.reader import open_index
-from perfq.schema.results_store import test_walls
+from schema.index_store import IndexStore, TracedTestOps
+from schema.reader import open_index
+from schema.results_store import test_walls
 
 WHOLE_FILE_SECONDS = 10.0  # default estimate of a benchmark file run whole (no per-test trace)
 

@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
-from perfq.common.render import console, plain
+from perfq.common.render import plain
 from perfq.run.execute import Tick, TickKind
+from perfq.terminal import console
 
 HEARTBEAT = 50.0  # seconds without a line before a "still running" line
 POLL = 5.0  # how often the heartbeat looks

@@ -13,10 +13,11 @@ from functools import partial
 from rich.console import Console
 from rich.markup import escape
 
-from perfq.common.render import Name, fixed, folded_table, md_code, md_table, md_text, plain
+from perfq.common.render import fixed, md_code, md_table, md_text, plain
 from perfq.run.compare import Verdict
 from perfq.run.report import VOLATILE_ENV, ComparisonDocument, HistoryDocument, env_differences, fmt_p, summary_line
 from perfq.run.trend import Trend, sparkline
+from perfq.terminal import Name, folded_table
 
 COLORS = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
           Verdict.failed: "bold red"}

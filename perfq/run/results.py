@@ -8,7 +8,7 @@ Every line is validated against the JSON Schema generated from the result types
 (:func:`line_schemas`); NaN, ``Infinity``, an unknown side or status is rejected with a one-line
 error before anything is written. Version 1 files (one JSON document, samples nested in their
 runs) are still read. A run's id travels with the file, so merging the result files of many CI
-jobs into one history is idempotent (see :mod:`perfq.schema.result_file_store`).
+jobs into one history is idempotent (see :mod:`schema.result_file_store`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import jsonschema
 from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
-from perfq.schema.result_file_store import RUN_REF, ImportCounts, Source, SourceKind, merge_result_files
-from perfq.schema.results_store import Failure, Run, Sample
+from schema.result_file_store import RUN_REF, ImportCounts, Source, SourceKind, merge_result_files
+from schema.results_store import Failure, Run, Sample
 
 EXPORT_FORMAT = "perfq-results"
 EXPORT_VERSION = 2

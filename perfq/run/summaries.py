@@ -12,7 +12,7 @@ from perfq.common.render import md_code, md_table, md_text
 from perfq.run.report import ComparisonDocument, render_markdown
 
 if TYPE_CHECKING:
-    from perfq.schema.result_file_store import ImportCounts
+    from schema.result_file_store import ImportCounts
 
 
 @dataclass(frozen=True)
