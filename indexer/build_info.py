@@ -52,7 +52,7 @@ def extractor_version() -> str:
 
 
 def canaries_text(repo: Path, cfg: Config) -> str:
-    """The text of the configured canary-sets file, else of perfq's own data/canaries.yaml."""
+    """The text of the configured canary-sets file, else of perfq's own indexer/data/canaries.yaml."""
     if not cfg.canaries:
         return resources.files("indexer").joinpath("data/canaries.yaml").read_text(encoding="utf-8")
     path = repo / cfg.canaries
