@@ -38,7 +38,7 @@ def _load(path: Path) -> tuple[dict[str, list], int]:
 
 def _sha256(root: str, rel: str) -> str | None:
     """SHA-256 of the regular file ``rel`` under ``root`` read in chunks, or None when it is
-    unreadable, a device or pipe, or a symlink leaving the repository (common/files.py)."""
+    unreadable, a device or pipe, or a symlink leaving the repository (perfq/common/files.py)."""
     digest = hashlib.sha256()
     try:
         for part in files.chunks(root, rel):

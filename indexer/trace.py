@@ -1,4 +1,4 @@
-"""Traced benchmark truth: run every benchmark test's timed region once (data/trace_driver.py,
+"""Traced benchmark truth: run every benchmark test's timed region once (indexer/trace_driver.py,
 fake tensors where they work, the CPU for short configs) and record the operators it executes.
 
 The driver runs in one subprocess with the Python that has torch and forks a child per file;
@@ -28,9 +28,9 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 
+from indexer.stat_cache import combined_digest
 from perfq.common import proc
 from perfq.common.sandbox import Sandbox, bwrap_problem
-from perfq.indexer.stat_cache import combined_digest
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
 WARMUP_TIMEOUT_S = 120  # the driver's import of the benchmark harness (the repository's code)
@@ -184,8 +184,12 @@ def torch_available() -> str | None:
 
 def driver_digest() -> str:
     """A digest of the tracer itself: traces from another version of it are not reused."""
-    data = resources.files("perfq.data").joinpath("trace_driver.py").read_bytes()
-    return hashlib.sha256(data).hexdigest()[:12]
+    return hashlib.sha256(_driver_source()).hexdigest()[:12]
+
+
+def _driver_source() -> bytes:
+    """The bytes of the trace driver program (trace_driver.py, beside this module)."""
+    return resources.files("indexer").joinpath("trace_driver.py").read_bytes()
 
 
 def trace_content(file_sha: str, imports: dict[str, str | None]) -> str:
@@ -238,10 +242,10 @@ def sandbox_summary() -> str:
             "time limits, but its network and writes are not contained; trace = \"off\" or --no-trace skips it")
 
 
-def _readable(jobs: list[TraceJob], opts: TraceOptions, driver: Path) -> tuple[Path, ...]:
-    """What the sandboxed driver reads: the repo, the benchmark files' directories, the driver,
-    and the tracing Python's installation."""
-    paths = {driver.parent, Path(opts.python).parent, Path(opts.python).resolve().parent.parent}
+def _readable(jobs: list[TraceJob], opts: TraceOptions) -> tuple[Path, ...]:
+    """What the sandboxed driver reads besides its scratch directory (where the driver is): the
+    repo, the benchmark files' directories and the tracing Python's installation."""
+    paths = {Path(opts.python).parent, Path(opts.python).resolve().parent.parent}
     paths |= {operator_benchmark_root(job.file) or job.file.parent for job in jobs}
     if opts.repo is not None:
         paths.add(opts.repo)
@@ -260,10 +264,13 @@ def trace_files(
             out[job.path] = FileTrace(job.path, TraceStatus.failed, "no benchmark_pytorch.py above it", torch=version)
     if not request["jobs"]:
         return out
-    driver = Path(str(resources.files("perfq.data").joinpath("trace_driver.py")))
     with proc.scratch_dir("trace") as scratch:
         (scratch / "out").mkdir()
-        sandbox = Sandbox(scratch, _readable(jobs, opts, driver), use_bwrap=opts.sandbox)
+        # the driver runs as a file from the scratch directory: run from indexer/, its siblings
+        # (trace.py, build.py...) would shadow the modules of that name the benchmarks import
+        driver = scratch / "trace_driver.py"
+        driver.write_bytes(_driver_source())
+        sandbox = Sandbox(scratch, _readable(jobs, opts), use_bwrap=opts.sandbox)
         request["scratch"] = str(scratch / "out")
         env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         with tempfile.TemporaryFile("w+b", dir=scratch) as stderr:

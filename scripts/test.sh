@@ -20,6 +20,6 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; the
   done
 fi
 # architecture and dependencies first: the import contracts of pyproject.toml, declared = imported
-python scripts/lint_imports.py
+lint-imports --no-cache
 deptry .
 python -m pytest -q "$@"

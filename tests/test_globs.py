@@ -1,4 +1,4 @@
-"""Globs matched literal-first (common/globs.py) agree with fnmatch on any pattern and string,
+"""Globs matched literal-first (perfq/common/globs.py) agree with fnmatch on any pattern and string,
 and a pattern no string can match is never compiled."""
 
 from __future__ import annotations
