@@ -5,7 +5,8 @@ perfq passes. Its behaviour is driven by environment variables so the two sides 
 A/B run can differ: FAKE_SLOW (factor on every time), FAKE_NOISE (relative gaussian noise),
 FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL ("1": every file fails,
 or the name of the one module that fails), FAKE_BAD_BYTES ("1": invalid UTF-8 bytes on stdout and stderr),
-FAKE_NAN ("1": every time printed as nan).
+FAKE_NAN ("1": every time printed as nan), FAKE_SCHED_FILE (a file each invocation appends its
+scheduling policy to: os.SCHED_FIFO under --priority realtime).
 A fake ``benchmark_core``/``benchmark_runner`` lets perfq run several files in one process (batch).
 """
 
@@ -27,6 +28,9 @@ TESTS = [  # (operator, test name, tag, backward, base time in us)
 
 
 def run(args):
+    if os.environ.get("FAKE_SCHED_FILE"):
+        with open(os.environ["FAKE_SCHED_FILE"], "a") as f:
+            f.write(f"{os.sched_getscheduler(0)}\n")
     if os.environ.get("FAKE_FAIL") in ("1", MODULE):
         raise RuntimeError("fake kernel exploded")
     if os.environ.get("FAKE_BAD_BYTES") == "1":

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfq.common import sched
+
 TAIL_LINES = 25
 OUTPUT_CAP = 64 * 2**20  # bytes kept of each stream (half its head, half its tail)
 GRACE_S = 3.0  # SIGTERM, then this long, then SIGKILL
@@ -140,11 +142,18 @@ def _die_with_parent() -> None:
         _LIBC[0].prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def popen(argv: list[str] | str, **kwargs: object) -> subprocess.Popen:
-    """``subprocess.Popen`` in a session and process group of its own, dying with perfq; pair it
-    with :func:`kill_group` (or use :func:`spawned`)."""
+def _die_with_parent_realtime() -> None:
+    """:func:`_die_with_parent`, then real-time scheduling (:mod:`perfq.common.sched`)."""
+    _die_with_parent()
+    sched.enter_realtime()
+
+
+def popen(argv: list[str] | str, realtime: bool = False, **kwargs: object) -> subprocess.Popen:
+    """``subprocess.Popen`` in a session and process group of its own, dying with perfq (and under
+    ``SCHED_FIFO`` with ``realtime``); pair it with :func:`kill_group` (or use :func:`spawned`)."""
     _load_libc()
-    return subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **kwargs)  # type: ignore[call-overload]
+    before_exec = _die_with_parent_realtime if realtime else _die_with_parent
+    return subprocess.Popen(argv, start_new_session=True, preexec_fn=before_exec, **kwargs)  # type: ignore[call-overload]
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -236,17 +245,19 @@ def run(
     capture: bool = True,
     keep: Callable[[str], bool] | None = None,
     cap: int = OUTPUT_CAP,
+    realtime: bool = False,
 ) -> ProcResult:
     """Run ``argv`` to the end (or ``timeout`` seconds): output decoded with replacement, never raised.
 
     The child runs in its own process group, killed on a timeout, Ctrl-C or SIGTERM (which then
     propagates) and when the child ends. ``capture=False`` lets the child use this process's
     stdout and stderr. Each captured stream keeps ``cap`` bytes (head and tail) and, from the
-    middle, the lines ``keep`` accepts (a parser's lines: measurements, headers).
+    middle, the lines ``keep`` accepts (a parser's lines: measurements, headers). ``realtime``:
+    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`).
     """
     pipe = subprocess.PIPE if capture else None
     try:
-        child = popen(argv, cwd=cwd, env=dict(env) if env is not None else None, stdout=pipe, stderr=pipe,
+        child = popen(argv, realtime, cwd=cwd, env=dict(env) if env is not None else None, stdout=pipe, stderr=pipe,
                       stdin=subprocess.DEVNULL, shell=shell)
     except OSError as exc:
         name = argv if isinstance(argv, str) else argv[0]

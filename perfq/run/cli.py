@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from perfq.common.build import build_argv
 from perfq.common.render import plain, print_json
+from perfq.common.sched import Priority
 from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.options import (
@@ -202,6 +203,9 @@ def register(app: typer.Typer) -> None:
         sandbox: Annotated[bool, typer.Option("--sandbox", rich_help_panel=_RUNNER,
             help="Run the benchmarks contained (a PR's code in CI): scrubbed environment, own HOME/TMPDIR; "
                  "with bubblewrap also no network and a read-only file system.")] = False,
+        priority: Annotated[Priority, typer.Option("--priority", metavar="PRIORITY", rich_help_panel=_RUNNER,
+            help="Scheduling of the benchmark processes: realtime (SCHED_FIFO: other load cannot preempt "
+                 "them), normal, or auto (realtime when permitted).")] = Priority.auto,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
@@ -268,6 +272,7 @@ def register(app: typer.Typer) -> None:
                                                     python or base_python or select.default_python())
         if sandbox:
             notes.append(runner.sandbox_note())
+        realtime = runner.realtime_scheduling(priority, notes)
         err = console(stderr=True)
         if test_plan is not None:  # printed before anything runs
             print_plan(err, test_plan, _interactive())
@@ -302,6 +307,7 @@ def register(app: typer.Typer) -> None:
             batch=batch,
             timeout=timeout,
             sandbox=sandbox,
+            realtime=realtime,
             settings=_settings(repo_path, max_samples=max_repeat or None),
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,

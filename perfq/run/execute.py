@@ -26,7 +26,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
-from perfq.common import git, proc
+from perfq.common import git, proc, sched
 from perfq.common.interrupt import interruption
 from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
@@ -112,6 +112,7 @@ class Plan:
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
     sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
+    realtime: bool = False  # benchmark processes under SCHED_FIFO (perfq.common.sched)
     settings: Settings = field(default_factory=Settings)
     command: str = ""
     notes: list[str] = field(default_factory=list)
@@ -137,15 +138,28 @@ def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
     )
 
 
-def _spawn(argv: list[str], cwd: Path, env: dict[str, str], timeout: float, box: Sandbox | None,
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: Sandbox | None,
            keep: Callable[[str], bool] = opbench.output_line_needed) -> tuple[int | None, str, str, str]:
     """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
-    ``keep`` accepts; contained in ``box`` when given); Ctrl-C or SIGTERM kills its process group
-    and propagates."""
+    ``keep`` accepts; contained in ``box`` when given; under the plan's timeout and scheduling);
+    Ctrl-C or SIGTERM kills its process group and propagates."""
     if box is not None:
         argv = box.argv(argv)
-    res = proc.run(argv, cwd=cwd, env=env, timeout=timeout, keep=keep)
+    res = proc.run(argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime)
     return res.returncode, res.stdout, res.stderr, res.error
+
+
+def realtime_scheduling(priority: sched.Priority, notes: list[str]) -> bool:
+    """Whether benchmark processes run under SCHED_FIFO; ``auto`` without permission adds a note
+    (normal priority), an explicit ``realtime`` without it is a PerfqError."""
+    if priority == sched.Priority.normal:
+        return False
+    problem = sched.realtime_problem()
+    if problem and priority == sched.Priority.realtime:
+        raise PerfqError(f"--priority realtime: {problem}")
+    if problem:
+        notes.append(f"benchmarks ran at normal priority, so other load on this machine adds noise: {problem}")
+    return not problem
 
 
 def sandbox_note() -> str:
@@ -194,7 +208,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
     if job.script is not None:
         argv = job.script.argv(side.python)
         script = job.script
-        rc, out, err, error = _spawn(argv, script.workdir(side.source or plan.repo), env, plan.timeout, box,
+        rc, out, err, error = _spawn(argv, script.workdir(side.source or plan.repo), env, plan, box,
                                      lambda line: output_line_needed(script, line))
         return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
     # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
@@ -203,7 +217,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
         specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout, box)
+        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(members, specs, strict=True):
@@ -219,7 +233,7 @@ def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
     json_file = tmp / "out.json" if caps.output_json else None
     argv, _ = opbench.build_command(side.python, spec, caps, json_file)
     env.update(opbench.thread_env(spec))
-    rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan.timeout, box)
+    rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
     found = opbench.parse_invocation(out, spec, json_file)
     return [(job, _outcome(found, rc, out, err, argv, error))]
 
@@ -308,7 +322,8 @@ def new_runs(plan: Plan) -> list[Run]:
                 cpu=f"{machine['cpu_model']} x{machine['logical_cpus']}",
                 command=plan.command,
                 notes="; ".join(plan.notes),
-                env=side_env(machine, interpreter, repo, _thread_overrides(plan, side), dict(side.provenance)),
+                env=side_env({**machine, "scheduling": sched.describe(plan.realtime)}, interpreter, repo,
+                             _thread_overrides(plan, side), dict(side.provenance)),
             )
         )
     return runs
