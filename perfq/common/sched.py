@@ -4,7 +4,8 @@ A benchmark process under ``SCHED_FIFO`` runs whenever it is ready: the other pr
 shared 2-core machine (a CI runner's agent, a second job, an index build) wait for it instead of
 taking its core in the middle of a timed loop. Both sides of a comparison get the same policy, so
 the comparison stays fair; what changes is the noise (an A/A of softmax and add at load 6:
-invocation noise 3-25% at normal priority, 0.5-7% under ``SCHED_FIFO``; docs/run.md "Priority").
+invocation noise 2-75% (median 16%) at normal priority, 0.5-11% (median 2.6%) under
+``SCHED_FIFO``; docs/run.md "Priority").
 
 Linux lets a process take ``SCHED_FIFO`` when it is privileged (``CAP_SYS_NICE``) or when its
 ``RLIMIT_RTPRIO`` allows the priority (``sudo prlimit --pid $$ --rtprio=1`` on a CI runner). The
