@@ -64,6 +64,7 @@ class Settings:
     confidence: float = 0.95
     resolution: float = 0.03  # target: sampling of a test stops once its TOST interval is within ± this
     max_samples: int = 20  # ... or once it has this many samples a side
+    trim: float = 0.2  # share of each side's samples trimmed at each end (Yuen); 0: Welch on all of them
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
     ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
 
@@ -87,7 +88,7 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     """Settings from ``Config.extra['compare']`` plus explicit overrides (None ignored).
 
     ``[tool.perfq.compare]`` keys: ``alpha``, ``min_effect``, ``min_samples``, ``resolution``,
-    ``max_samples``, ``confidence``, ``ignore`` (list),
+    ``max_samples``, ``confidence``, ``trim``, ``ignore`` (list),
     ``[tool.perfq.compare.thresholds]`` (glob = min effect, e.g. ``softmax_test = 0.10``).
     An unknown key (``min_efect``) or a value out of range (NaN, ``alpha = -1``) is a ValueError.
     """
@@ -97,7 +98,7 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     section = {str(k).replace("-", "_"): v for k, v in section.items()}
     _reject_unknown(section)
     values: dict[str, Any] = {}
-    for key in ("alpha", "min_effect", "confidence", "resolution"):
+    for key in ("alpha", "min_effect", "confidence", "resolution", "trim"):
         if key in section:
             values[key] = check_threshold(key, _number(key, section[key], float))
     for key in ("min_samples", "max_samples"):
@@ -120,6 +121,10 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
 
 def check_threshold(name: str, value: float) -> float:
     """``value`` when it is in range for ``name`` (alpha, confidence: (0, 1); an effect: [0, inf)); else ValueError."""
+    if name == "trim":  # scipy trims fewer than half of each side
+        if not 0 <= value < 0.5:  # NaN fails too
+            raise ValueError(f"trim must be in [0, 0.5), not {value}")
+        return value
     unit_interval = name in ("alpha", "confidence")
     ok = 0 < value < 1 if unit_interval else math.isfinite(value) and value >= 0
     if not ok:  # NaN fails both comparisons
@@ -127,7 +132,8 @@ def check_threshold(name: str, value: float) -> float:
     return value
 
 
-_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "thresholds", "ignore")
+_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "trim", "thresholds",
+         "ignore")
 
 
 def _reject_unknown(section: dict[str, Any]) -> None:
@@ -191,12 +197,13 @@ class TestResult:
     reason: str = ""
     resolution: float | None = None  # R: the TOST at alpha certifies "no change beyond ±R"
     tost_ci: tuple[float, float] | None = None  # the TOST interval of the change (90% for alpha 0.05)
+    stop_ci: tuple[float, float] | None = None  # Welch's (untrimmed) TOST interval: what sampling stops on
 
     def stopped(self, settings: Settings) -> bool:
-        """Sampling of this test is over: its TOST interval is narrow enough, or it has the most samples."""
-        if self.tost_ci is None:
+        """Sampling of this test is over: its (untrimmed) TOST interval is narrow enough, or it has the most samples."""
+        if self.stop_ci is None:
             return False
-        half_width = (self.tost_ci[1] - self.tost_ci[0]) / 2
+        half_width = (self.stop_ci[1] - self.stop_ci[0]) / 2
         return half_width <= settings.resolution or min(self.n_base, self.n_head) >= settings.max_samples
 
 
@@ -325,7 +332,7 @@ def _relative(log_interval: np.ndarray) -> tuple[float, float]:
 def _fill(t: TestResult, welch: LogWelch, pos: int) -> None:
     """The Welch results of ``t`` (row ``pos``): change, CIs, raw p and resolution."""
     t.change = float(np.expm1(welch.estimate[pos]))
-    t.ci, t.tost_ci = _relative(welch.ci[pos]), _relative(welch.tost_ci[pos])
+    t.ci, t.tost_ci, t.stop_ci = _relative(welch.ci[pos]), _relative(welch.tost_ci[pos]), _relative(welch.stop_ci[pos])
     t.p_raw = float(welch.pvalue[pos])
     t.resolution = max(abs(t.tost_ci[0]), abs(t.tost_ci[1]))
 
@@ -352,7 +359,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
         tests.append(i)
     idx = np.asarray(tests, dtype=np.int64)
     tested = idx[(nb[idx] >= 2) & (nh[idx] >= 2) & sides.all_positive()[idx]]
-    welch = log_welch(sides.base, sides.head, tested, settings.confidence)
+    welch = log_welch(sides.base, sides.head, tested, settings.confidence, settings.trim)
     row_of = {int(i): pos for pos, i in enumerate(tested)}
     for i in tests:
         key = cols.keys[i]

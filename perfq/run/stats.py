@@ -4,10 +4,16 @@ Pure numpy/scipy, no I/O. Samples come as one value array sorted by (test, side,
 side is a segment ``values[start:start + n]``.
 
 * Medians: the middle element(s) of each sorted segment, exactly what ``np.median`` returns.
-* Welch's t-test on the logarithms of the values (:func:`log_welch`): its estimate is the log of
-  the ratio of the geometric means of head and base, its confidence intervals are those of that
-  log-ratio. scipy's ``ttest_ind`` (``equal_var=False``) runs once per group of tests with equal
-  sample sizes (its ``axis``), so each result equals a call on that test alone.
+* Yuen's trimmed Welch test on the logarithms of the values (:func:`log_welch`): its estimate is
+  the difference of the ``trim``-trimmed means of the log-values (the log of the ratio of the
+  trimmed geometric means of head and base), its confidence intervals are those of that
+  difference; ``trim=0`` is Welch's test itself. scipy's ``ttest_ind`` (``equal_var=False``,
+  ``trim``) runs once per group of tests with equal sample sizes (its ``axis``), so each result
+  equals a call on that test alone.
+* The untrimmed (Welch) TOST interval is returned too (``stop_ci``): sequential sampling stops on
+  its width. The winsorized variance of a few samples is too unstable to stop on (simulated
+  sequential A/As from 5 samples: 6.2-7.5% false positives when the stop looks at the trimmed
+  interval, 5.1-5.4% when it looks at Welch's and the verdict at the trimmed one).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class LogWelch:
     pvalue: np.ndarray
     ci: np.ndarray  # at ``confidence`` (the regression test's interval)
     tost_ci: np.ndarray  # at ``1 - 2 * (1 - confidence) / 2``: TOST's interval (90% for a 95% test)
+    stop_ci: np.ndarray  # the TOST interval of the untrimmed test (Welch's): the one sampling stops on
 
 
 def _groups(sizes: list[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
@@ -63,34 +70,37 @@ def _groups(sizes: list[tuple[int, int]]) -> dict[tuple[int, int], np.ndarray]:
     return {k: np.asarray(v) for k, v in groups.items()}
 
 
-def _welch_rows(lb: np.ndarray, lh: np.ndarray, confidence: float, tost: float) -> tuple[np.ndarray, ...]:
-    """Welch on rows of log-values; rows whose sides are both constant get an exact answer."""
-    d = lh.mean(axis=1) - lb.mean(axis=1)
+def _welch_rows(lb: np.ndarray, lh: np.ndarray, confidence: float, tost: float, trim: float
+                ) -> tuple[np.ndarray, ...]:
+    """(Trimmed) Welch on rows of log-values, and Welch's TOST interval; rows whose sides are both
+    constant get an exact answer."""
+    d = stats.trim_mean(lh, trim, axis=1) - stats.trim_mean(lb, trim, axis=1)
     constant = (np.ptp(lb, axis=1) == 0) & (np.ptp(lh, axis=1) == 0)
     p = np.where(d == 0, 1.0, 0.0)
     ci = np.stack([d, d], axis=1)
-    tci = ci.copy()
+    tci, sci = ci.copy(), ci.copy()
     varied = ~constant
     if varied.any():
         with warnings.catch_warnings():  # nearly equal values: scipy warns of precision loss; the p is still right
             warnings.simplefilter("ignore", RuntimeWarning)
-            res = stats.ttest_ind(lh[varied], lb[varied], axis=1, equal_var=False)
+            res = stats.ttest_ind(lh[varied], lb[varied], axis=1, equal_var=False, trim=trim)
+            plain = res if trim == 0 else stats.ttest_ind(lh[varied], lb[varied], axis=1, equal_var=False)
         p[varied] = res.pvalue
-        low, high = res.confidence_interval(confidence)
-        ci[varied] = np.stack([low, high], axis=1)
-        low, high = res.confidence_interval(tost)
-        tci[varied] = np.stack([low, high], axis=1)
-    return d, p, ci, tci
+        for out, result, level in ((ci, res, confidence), (tci, res, tost), (sci, plain, tost)):
+            low, high = result.confidence_interval(level)
+            out[varied] = np.stack([low, high], axis=1)
+    return d, p, ci, tci, sci
 
 
-def log_welch(base: Segments, head: Segments, tests: np.ndarray, confidence: float) -> LogWelch:
-    """Welch's t-test of log(head) against log(base) for ``tests`` (each with >= 2 positive values a side)."""
+def log_welch(base: Segments, head: Segments, tests: np.ndarray, confidence: float, trim: float = 0.0) -> LogWelch:
+    """Yuen's (``trim`` > 0) or Welch's t-test of log(head) against log(base) for ``tests`` (each with
+    >= 2 positive values a side)."""
     est, p = np.empty(tests.size), np.empty(tests.size)
-    ci, tci = np.empty((tests.size, 2)), np.empty((tests.size, 2))
+    ci, tci, sci = np.empty((tests.size, 2)), np.empty((tests.size, 2)), np.empty((tests.size, 2))
     tost = 1.0 - 2.0 * (1.0 - confidence)
     sizes = [(int(b), int(h)) for b, h in zip(base.count[tests], head.count[tests], strict=True)]
     for (nb, nh), pos in _groups(sizes).items():
         rows = tests[pos]
-        est[pos], p[pos], ci[pos], tci[pos] = _welch_rows(np.log(base.rows(rows, nb)), np.log(head.rows(rows, nh)),
-                                                          confidence, tost)
-    return LogWelch(est, p, ci, tci)
+        est[pos], p[pos], ci[pos], tci[pos], sci[pos] = _welch_rows(
+            np.log(base.rows(rows, nb)), np.log(head.rows(rows, nh)), confidence, tost, trim)
+    return LogWelch(est, p, ci, tci, sci)
