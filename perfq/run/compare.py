@@ -3,13 +3,15 @@
 Pure statistics, no I/O. Per test (benchmark, test, mode, device, metric), on the logarithms of
 the values (times are positive and act multiplicatively; docs/run.md "Comparing" says why):
 
-* ``change`` = the ratio of the geometric means of head and base, minus 1 (a time: + is slower);
-* ``ci``: the 95% Welch confidence interval of that ratio, minus 1;
-* ``p_value``: Welch's two-sided p, then Benjamini-Hochberg across all tests of the comparison
+* ``change`` = the ratio of the 20%-trimmed geometric means of head and base, minus 1 (a time: +
+  is slower);
+* ``ci``: the 95% confidence interval of that ratio, minus 1, from Yuen's trimmed Welch test
+  (``trim``; 0 is Welch's test): a slow mode some invocations land in does not read as a change;
+* ``p_value``: its two-sided p, then Benjamini-Hochberg across all tests of the comparison
   (``scipy.stats.false_discovery_control``; ``p_value`` is that q);
-* ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided Welch tests at
+* ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided trimmed tests at
   alpha) certifies: ``max(|low|, |high|)`` of the 90% interval; "no change beyond ±R";
-* sequential sampling (``perfq run``) stops for a test when its TOST interval's half-width is
+* sequential sampling (``perfq run``) stops for a test when its untrimmed (Welch) TOST interval's half-width is
   at most the target resolution, or at ``max_samples`` a side, or at the time budget: rules on
   the spread and the clock only, never on the estimate (the fixed-width sequential interval of
   Chow and Robbins), so the one verdict taken on the final samples is not inflated by the looks;
