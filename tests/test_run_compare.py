@@ -324,3 +324,14 @@ def test_markdown_summary_first_regressions_first_env_last_details_fold():
     env = md.index("**Environment**")
     assert env > md.index("| same ±0.0% |") and "aaa111" in md[env:] and "bbb222" in md[env:]
     assert "broken_test" in md
+
+
+@pytest.mark.parametrize("trim", [-0.1, 0.5, float("nan"), 0.9])
+def test_trim_out_of_range_is_refused(trim):
+    with pytest.raises(ValueError, match=r"^trim must be in \[0, 0.5\)"):
+        settings_from_config({"compare": {"trim": trim}})
+
+
+def test_trim_from_config():
+    assert settings_from_config({"compare": {"trim": 0.1}}).trim == 0.1
+    assert settings_from_config({"compare": {"trim": 0}}).trim == 0.0
