@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from perfq.indexer.cpp_local_names import resolve_local_names
 from perfq.indexer.facts import Call, Function
 from perfq.indexer.source_text import NOT_CALLED, LineIndex
+from perfq.schema.model import CallKind
 
 KEYWORDS = NOT_CALLED | {
     "class", "const", "constexpr", "defined", "enum", "explicit", "namespace", "operator", "private", "protected",
@@ -144,7 +145,7 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-def qualifier(code: str, start: int) -> tuple[str, str]:
+def qualifier(code: str, start: int) -> tuple[str, CallKind]:
     """(qualifier, kind) of the call name starting at ``start``: ('at::native', 'direct'),
     ('.', 'member') or ('', 'direct')."""
     parts, j = _qualifiers(code, start)
@@ -153,8 +154,8 @@ def qualifier(code: str, start: int) -> tuple[str, str]:
         while j >= 0 and code[j] in _SPACE:
             j -= 1
     if not parts and j >= 0 and (code[j] == "." or (code[j] == ">" and j > 0 and code[j - 1] == "-")):
-        return ".", "member"
-    return "::".join(parts), "direct"
+        return ".", CallKind.MEMBER
+    return "::".join(parts), CallKind.DIRECT
 
 
 class _Text:
@@ -499,12 +500,12 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
             start = declared[0]
             name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
-        if kind == "member":
+        if kind == CallKind.MEMBER:
             qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers)
         calls.append(Call(idx, name, qual, kind, line))
         for arg_qual, arg in template_arguments(code, start + len(name)):
             if arg not in KEYWORDS and not arg[0].isdigit():  # a class it may construct and call
-                calls.append(Call(idx, arg, arg_qual, "template_arg", line))
+                calls.append(Call(idx, arg, arg_qual, CallKind.TEMPLATE_ARG, line))
     for start, end in _brace_declarations(text):
         line = line_of(start)
         idx = owner[line] if line < n_owner else -1
@@ -515,15 +516,15 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
         idx = owner[line] if line < n_owner else -1
         if idx >= 0 and m.group("name") not in KEYWORDS:
             qual = _SPACES.sub("", m.group("qual") or "").rstrip(":")
-            calls.append(Call(idx, m.group("name"), qual, "address", line))
+            calls.append(Call(idx, m.group("name"), qual, CallKind.ADDRESS, line))
     for name, start in _stub_values(text):
         line = lines.line_of(start)
         idx = owner[line] if line < n_owner else -1
         if idx >= 0:
-            calls.append(Call(idx, name, "", "value", line))
+            calls.append(Call(idx, name, "", CallKind.VALUE, line))
     for name, qual, start in _template_values(text):
         line = lines.line_of(start)
         idx = owner[line] if line < n_owner else -1
         if idx >= 0 and name not in KEYWORDS:
-            calls.append(Call(idx, name, qual, "direct", line))
+            calls.append(Call(idx, name, qual, CallKind.DIRECT, line))
     return resolve_local_names(code, calls, owner, line_of, KEYWORDS)

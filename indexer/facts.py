@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from perfq.schema.model import CallKind, FileStatus, Lang, Origin
+
 
 class Function(NamedTuple):
     qualname: str
@@ -22,7 +24,7 @@ class Call(NamedTuple):
     func_index: int  # index into FileFacts.functions
     callee_name: str
     qualifier: str
-    kind: str  # direct | member | address | python
+    kind: CallKind  # read from the facts cache: its value, a str equal to the member
     line: int
 
 
@@ -60,10 +62,10 @@ class LibraryDef:
 @dataclass
 class FileFacts:
     path: str
-    lang: str
+    lang: Lang
     sha256: str
     n_lines: int
-    status: str = "ok"
+    status: FileStatus = FileStatus.OK
     message: str = ""
     functions: list[Function] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
@@ -72,7 +74,7 @@ class FileFacts:
     stub_impls: list[StubImpl] = field(default_factory=list)
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
-    origin: str = "repo"  # repo | upstream (an out-of-tree backend's PyTorch)
+    origin: Origin = Origin.REPO
 
 
 def structure_signature(facts: FileFacts) -> str:

@@ -238,9 +238,11 @@ def _shared_doc():
         SelectedBenchmark,
         Source,
     )
+    from perfq.query.model import ChainStep, StepKind
 
+    reason = Reason("f", (ChainStep(StepKind.FUNCTION, "f"), ChainStep(StepKind.OP, "op")))
     benches = tuple(SelectedBenchmark(f"b{i}_test", f"pt/b{i}_test.py", (f"t{i}_M8",), ("m",), ("op",), ("eager",),
-                                      ("cpu",), Confidence.high, Source.traced, (Reason("f", ("f", "op op")),))
+                                      ("cpu",), Confidence.high, Source.traced, (reason,))
                     for i in range(12))
     hit = CanaryHit("tensor-iterator", "changed TensorIterator.cpp matches the tensor-iterator set", "loops",
                     (CanaryBenchmark("b3_test", "pt/b3_test.py"),))

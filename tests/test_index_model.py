@@ -1,0 +1,58 @@
+"""The index's row types (schema/model.py) are its tables (schema/index.sql): the same tables,
+columns in the same order, of the same types and nullability, as DuckDB creates them."""
+
+from __future__ import annotations
+
+import duckdb
+
+from perfq.schema.model import (
+    ROW_TYPES,
+    EdgeKind,
+    NodeKind,
+    NodeRow,
+    ReachEdgeRow,
+    column_types,
+    columns,
+    nullable,
+    row_tuple,
+)
+from perfq.schema.writer import index_ddl, index_tables, insert_rows
+
+
+def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
+    con = duckdb.connect()
+    con.execute(index_ddl())
+    out: dict[str, list[tuple[str, str, bool]]] = {}
+    for table, column, data_type, is_nullable in con.execute(
+        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+    ).fetchall():
+        out.setdefault(table, []).append((column, data_type, is_nullable == "YES"))
+    return out
+
+
+def test_every_table_has_a_row_type_and_no_row_type_lacks_a_table():
+    assert set(ROW_TYPES) == set(_schema_columns()) == set(index_tables())
+
+
+def test_row_type_fields_are_the_table_columns_in_order():
+    for table, cols in _schema_columns().items():
+        row_type = ROW_TYPES[table]
+        assert columns(row_type) == tuple(c for c, _, _ in cols), table
+        assert column_types(row_type) == tuple(t for _, t, _ in cols), table
+
+
+def test_a_field_is_optional_exactly_when_its_column_is_nullable():
+    for table, cols in _schema_columns().items():
+        assert nullable(ROW_TYPES[table]) == tuple(n for _, _, n in cols), table
+
+
+def test_rows_of_enum_members_are_written_as_their_values():
+    con = duckdb.connect()
+    con.execute(index_ddl())
+    insert_rows(con, "nodes", [row_tuple(NodeRow(0, NodeKind.OP, "add.Tensor", "add.Tensor"))])
+    insert_rows(con, "reach_edges", [row_tuple(ReachEdgeRow(1, 0, EdgeKind.STUB_CALL, "line 3"))])
+    assert con.execute("SELECT * FROM nodes").fetchall() == [(0, "op", "add.Tensor", "add.Tensor")]
+    (row,) = con.execute("SELECT * FROM reach_edges").fetchall()
+    assert ReachEdgeRow(*row) == ReachEdgeRow(1, 0, EdgeKind.STUB_CALL, "line 3")
+    assert row[2] == "stub_call" and type(row[2]) is str
