@@ -30,7 +30,7 @@ PY = sys.executable
 def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
     tests = kw.pop("tests", ())
     jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
-    sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
+    sides = [runner.SideSetup("base", PY, tuple(base_env)), runner.SideSetup("head", PY, tuple(head_env))]
     return runner.Plan(
         label=kw.pop("label", "L"),
         jobs=jobs,

@@ -16,7 +16,7 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.query.affected import AffectedDoc, SelectedBenchmark
 from perfq.run import opbench
-from perfq.run.execute import Job, Side
+from perfq.run.execute import Job, SideSetup
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.plan import RunShape, TestPlan, shard_of
 from perfq.run.planning import plan_for
@@ -236,7 +236,7 @@ class SideOptions:
     wheels: bool = False  # --base-wheel/--head-wheel given (perfq.run.sides installs them)
 
 
-def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[Side]:
+def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[SideSetup]:
     """Both sides (``ab``), or the one ``side`` this checkout is."""
     if ab:
         sourced = opts.base_ref or opts.head_ref or opts.wheels  # each side's code comes from its ref or wheel
@@ -244,12 +244,12 @@ def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[Side]:
             raise PerfqError("--ab needs --base-python and --head-python (or --base-ref/--head-ref)")
         own = opts.python or default_python()
         return [
-            Side("base", opts.base_python or own, opts.base_env, omp_num_threads=opts.base_omp,
+            SideSetup("base", opts.base_python or own, opts.base_env, omp_num_threads=opts.base_omp,
                  ref=opts.base_ref or ""),
-            Side("head", opts.head_python or own, opts.head_env, omp_num_threads=opts.head_omp,
+            SideSetup("head", opts.head_python or own, opts.head_env, omp_num_threads=opts.head_omp,
                  ref=opts.head_ref or ""),
         ]
     assert side in ("base", "head")
     threads = opts.base_omp if side == "base" else opts.head_omp
     env = opts.base_env if side == "base" else opts.head_env
-    return [Side(side, opts.python or default_python(), env, omp_num_threads=threads, ref=opts.ref or "")]
+    return [SideSetup(side, opts.python or default_python(), env, omp_num_threads=threads, ref=opts.ref or "")]
