@@ -92,7 +92,7 @@ def registration_signature(facts: FileFacts) -> str:
         [(s.stub, s.arch, s.impl_name) for s in facts.stub_impls],
         [(x.namespace, x.dispatch_key, x.op, x.kernel_name) for x in facts.library_impls],
         [(d.namespace, d.schema) for d in facts.library_defs],
-        facts.status,
+        str(facts.status),  # the value: the digests of earlier builds hold its repr as a str
         [i for i in facts.includes if not i.startswith("using:")],
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]

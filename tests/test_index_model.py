@@ -56,3 +56,14 @@ def test_rows_of_enum_members_are_written_as_their_values():
     (row,) = con.execute("SELECT * FROM reach_edges").fetchall()
     assert ReachEdgeRow(*row) == ReachEdgeRow(1, 0, EdgeKind.STUB_CALL, "line 3")
     assert row[2] == "stub_call" and type(row[2]) is str
+
+
+def test_digests_of_facts_hold_the_values_of_their_enums():
+    """An index's files.registrations digest is the same whether a status is a member or its
+    value (as earlier builds and the facts cache hold it): an Enum's repr must not reach it."""
+    from perfq.indexer.facts import FileFacts, registration_signature
+    from perfq.schema.model import FileStatus, Lang
+
+    member = FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, status=FileStatus.WARNING, includes=["x.h"])
+    value = FileFacts("a.cpp", "cpp", "0" * 64, 3, status="warning", includes=["x.h"])
+    assert registration_signature(member) == registration_signature(value)
