@@ -35,7 +35,6 @@ from perfq.indexer.trace import (
     FileTrace,
     TraceJob,
     TraceOptions,
-    TraceStatus,
     cache_key,
     sandbox_summary,
     torch_available,
@@ -43,7 +42,7 @@ from perfq.indexer.trace import (
     trace_files,
 )
 from perfq.indexer.upstream import Upstream
-from perfq.schema.model import FileStatus, Lang, Origin
+from perfq.schema.model import FileStatus, Lang, Origin, TraceStatus
 from perfq.schema.writer import Prefill, write_index
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from perfq.schema.engine import duckdb
 from perfq.schema.graph_file import read_graph_file
-from perfq.schema.model import BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin
+from perfq.schema.model import BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
 from perfq.schema.packed_graph import PackedGraph, pack_graph
 
 STATS_TABLES = (
@@ -564,14 +564,14 @@ class IndexStore:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""
         return {
             "files": self.con.execute("SELECT count(*) FROM traces").fetchone()[0],
-            "ok": self.con.execute("SELECT count(*) FROM traces WHERE status = 'ok'").fetchone()[0],
+            "ok": self.con.execute(f"SELECT count(*) FROM traces WHERE status = '{TraceStatus.ok}'").fetchone()[0],
             "tests": self.con.execute("SELECT count(*) FROM bench_tests").fetchone()[0],
             "by_mode": dict(self.con.execute(
                 "SELECT mode, count(*) FROM bench_tests GROUP BY 1 ORDER BY 1").fetchall()),
             "failed": [
                 {"file": f, "status": s, "reason": r}
                 for f, s, r in self.con.execute(
-                    "SELECT file, status, reason FROM traces WHERE status <> 'ok' ORDER BY file"
+                    f"SELECT file, status, reason FROM traces WHERE status <> '{TraceStatus.ok}' ORDER BY file"
                 ).fetchall()
             ],
         }

@@ -111,6 +111,25 @@ class BenchOpSource(StrEnum):
     TRACED = "traced"
 
 
+class TraceStatus(StrEnum):
+    """How tracing a benchmark file went (``traces.status``)."""
+
+    ok = "ok"
+    partial = "partial"  # some configs failed
+    failed = "failed"
+
+
+class TraceMode(StrEnum):
+    """How a test was traced (``bench_tests.mode``)."""
+
+    real = "real"  # ran on the CPU: operators called inside kernels are seen too
+    meta = "meta"  # ran on the meta device (shapes only): the operators it dispatches
+    fake = "fake"  # ran under FakeTensorMode: the operators it dispatches
+    inferred = "inferred"  # could not run fake: the operators of the real tests of its module
+    sampled = "sampled"  # not run: the operators of the traced configs of its group (same benchmark,
+    # device and attributes but sizes), which agreed
+
+
 # --------------------------------------------------------------------------- row types
 
 
@@ -269,7 +288,7 @@ class BenchCallRow:
 class TraceRow:
     bench: str
     file: str
-    status: str
+    status: TraceStatus
     reason: str
     seconds: float
     max_rss_mb: int
@@ -286,7 +305,7 @@ class BenchTestRow:
     tag: str
     backward: bool
     device: str
-    mode: str
+    mode: TraceMode
     kernels_seen: bool
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from perfq.config import Config
 from perfq.indexer.build import build_index
-from perfq.indexer.trace import FileTrace, TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
+from perfq.indexer.trace import FileTrace, TraceJob, TraceOptions, trace_files
+from perfq.schema.model import TraceMode, TraceStatus
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"

@@ -21,7 +21,8 @@ import pytest
 from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
+from perfq.indexer.trace import TraceJob, TraceOptions, trace_files
+from perfq.schema.model import TraceStatus
 from tests.hostile_bench import make_tree, outcomes
 
 pytest.importorskip("torch")
