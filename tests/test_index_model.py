@@ -3,6 +3,10 @@ columns in the same order, of the same types and nullability, as DuckDB creates 
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+
 import duckdb
 
 from perfq.schema.model import (
@@ -67,3 +71,52 @@ def test_digests_of_facts_hold_the_values_of_their_enums():
     member = FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, status=FileStatus.WARNING, includes=["x.h"])
     value = FileFacts("a.cpp", "cpp", "0" * 64, 3, status="warning", includes=["x.h"])
     assert registration_signature(member) == registration_signature(value)
+
+
+CPP = """
+namespace at::native {
+static void relu_kernel(float* x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0; }
+Tensor relu(const Tensor& self) {
+  relu_kernel(nullptr, 0);
+  return at::clamp_min(self, 0);
+}
+}  // namespace at::native
+"""
+
+PY = """
+import torch
+
+def run(x):
+    return torch.relu(x)
+"""
+
+
+def _is_a(value: object, tp: object) -> bool:
+    if isinstance(tp, types.UnionType):
+        return any(_is_a(value, arm) for arm in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is float:
+        return isinstance(value, int | float)
+    return isinstance(value, tp)  # an Enum-typed field holds the member, not only its value
+
+
+def test_the_link_makes_each_table_s_rows_in_its_row_type_s_field_order():
+    from perfq.indexer.extract import file_facts
+    from perfq.indexer.link import link
+    from perfq.indexer.native_yaml import OpFacts
+    from tests.cpp_facts import cpp_facts
+
+    ops = [OpFacts(name, name, "", f"{name}(Tensor self) -> Tensor", False, None, "function", "", None,
+                   [("CPU", name)]) for name in ("relu", "clamp_min")]
+    python = file_facts("python", "pkg/use.py", PY.encode())
+    tables = link([cpp_facts("aten/src/ATen/native/Relu.cpp", CPP), python], [], ops, [], {}, [])
+    filled = {table for table, rows in tables.rows.items() if rows}
+    assert {"files", "functions", "calls", "call_edges", "kernels", "op_calls", "nodes", "reach_edges"} <= filled
+    for table, rows in tables.rows.items():
+        row_type = ROW_TYPES[table]
+        hints = typing.get_type_hints(row_type)
+        for row in rows:
+            typed = row_type(*row)  # as many columns as fields
+            for f in dataclasses.fields(row_type):
+                assert _is_a(getattr(typed, f.name), hints[f.name]), (table, f.name, row)
