@@ -32,10 +32,10 @@ from perfq.query.changes import ChangedFunction, ChangeSet
 from perfq.query.model import Chain, ChainStep, StepKind
 from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from perfq.schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
-from perfq.schema.model import EdgeKind, NodeKind
+from perfq.schema.model import EdgeKind, NodeKind, TraceStatus
 
 _WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
-_TRACED = ("ok", "partial")
+_TRACED = (TraceStatus.ok, TraceStatus.partial)
 _NARROW_OPS = 10  # a change implementing at most this many operators is one kernel's family (README: 86 of 157)
 _SHARED_MIN_BENCHMARKS = 10  # fewer benchmarks executing a change's operators are never "shared" by breadth
 _REASONS_KEPT = 3
@@ -222,7 +222,7 @@ def _starts(
     callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
     later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
-        label, dev = ChainStep(StepKind.FUNCTION, cf.qualname, file=cf.path), device_of_path(cf.path)
+        step, dev = ChainStep(StepKind.FUNCTION, cf.qualname, file=cf.path), device_of_path(cf.path)
         if cf.status == "added" and not other_tree:
             # its callers in the head are changed functions, started from anyway; a function of
             # the index with its name is another overload (or gone), whose callers it has not
@@ -230,15 +230,15 @@ def _starts(
         if ids and other_tree and cf.status == "added":
             later.update(ids)  # nor from the file's functions, when the file falls back
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
-            starts += [Start(n, label, Confidence.high, "added function, where it is registered", dev) for n in upper]
+            starts += [Start(n, step, Confidence.high, "added function, where it is registered", dev) for n in upper]
             continue
         if ids:
-            starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
+            starts += [Start(i, step, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
         callers = callers_of.get(called_as, [])
         if callers:
             why = f"{cf.status} function, reached through callers of {called_as}"
-            starts += [Start(i, label, Confidence.medium, why, dev) for i in callers]
+            starts += [Start(i, step, Confidence.medium, why, dev) for i in callers]
         else:
             reason = f"{cf.status} function not in the index and nothing calls {called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
@@ -277,6 +277,8 @@ def _step(r: Reach, node: int, files: dict[int, str], via: str) -> ChainStep:
         return ChainStep(StepKind.FUNCTION, r.label.get(node, "?"), file=files.get(node, "?"), via=via)
     if kind == NodeKind.PYFUNCTION:
         return ChainStep(StepKind.FUNCTION, r.label.get(node, "?"), via=via)
+    if kind not in _STEP_OF_NODE:  # a node the walk did not describe
+        return ChainStep(StepKind.NOTE, f"? {r.key.get(node, '?')}", via=via)
     return ChainStep(_STEP_OF_NODE[kind], r.key.get(node, "?"), via=via)
 
 
