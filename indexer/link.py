@@ -36,6 +36,10 @@ _PYTHON = CallKind.PYTHON
 _KERNEL = EdgeKind.KERNEL
 _PYTHON_CALL = EdgeKind.PYTHON_CALL
 _OP_CALL = EdgeKind.OP_CALL
+_OP = NodeKind.OP
+_STUB = NodeKind.STUB
+_REPO = Origin.REPO
+_PYTHON_FILE = Lang.PYTHON
 
 _TORCH_OPS = re.compile(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$")  # torch.ops.aten.add.Tensor
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
@@ -197,8 +201,8 @@ def link(
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
     tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call):
     the C++ files first, then the Python files (see NativeLink)."""
-    native = NativeLink([f for f in files if f.lang != Lang.PYTHON], ops)
-    return native.finish([f for f in files if f.lang == Lang.PYTHON], benches, canaries, traces, derivatives)
+    native = NativeLink([f for f in files if f.lang != _PYTHON_FILE], ops)
+    return native.finish([f for f in files if f.lang == _PYTHON_FILE], benches, canaries, traces, derivatives)
 
 
 class NativeLink:
@@ -255,10 +259,10 @@ class NativeLink:
                     o.composite,
                 )
             )
-            g.node(NodeKind.OP, o.name)
+            g.node(_OP, o.name)
 
         def op_node(name: str) -> int:
-            return g.node(NodeKind.OP, name)
+            return g.node(_OP, name)
 
         # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
         by_suffix: dict[str, list[int]] = defaultdict(list)
@@ -268,7 +272,7 @@ class NativeLink:
                 by_suffix["/".join(parts[i:])].append(file_id)
         include_map: dict[int, list[int]] = defaultdict(list)  # file -> the indexed files it includes
         for file_id, f in enumerate(files):
-            if f.lang != Lang.PYTHON:
+            if f.lang != _PYTHON_FILE:
                 for target in f.includes:
                     if not target.startswith("using:"):
                         found = by_suffix.get(target, [])
@@ -319,7 +323,7 @@ class NativeLink:
                 impl = targets[0] if targets else None
                 t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
                 for gid in targets:
-                    g.edge(gid, g.node(NodeKind.STUB, s.stub), EdgeKind.REGISTERED, s.arch)
+                    g.edge(gid, g.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
             for li in f.library_impls:
                 op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
                 cands = cpp_linker.library_targets(li.kernel_name, file_id)
@@ -376,10 +380,10 @@ class NativeLink:
         self._add_python_nodes(py_rows)
         func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
         t.rows["functions"] = func_rows
-        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == Lang.PYTHON}
+        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == _PYTHON_FILE}
 
         def op_node(name: str) -> int:
-            return g.node(NodeKind.OP, name)
+            return g.node(_OP, name)
 
         # ---- stubs whose callers are not in the index (declared and called by an upstream
         # PyTorch the backend is built against): linked to operators by name
@@ -390,7 +394,7 @@ class NativeLink:
             for s in f.stub_impls:
                 registered_in[s.stub].append(f.path)
         for stub in sorted(set(registered_in) - declared):
-            node = g.node(NodeKind.STUB, stub)
+            node = g.node(_STUB, stub)
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
                 for op in ops_named_like(stub, ops_by_base):
@@ -407,7 +411,7 @@ class NativeLink:
         module_aliases: dict[str, dict[str, str]] = {}
         module_stars: dict[str, list[str]] = {}
         for f in files:
-            if f.lang == Lang.PYTHON:
+            if f.lang == _PYTHON_FILE:
                 mod = f.path[:-3].replace("/", ".")
                 mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
                 module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
@@ -470,7 +474,7 @@ class NativeLink:
         class_subs: dict[int, list[int]] = defaultdict(list)
         class_methods: dict[int, list[int]] = defaultdict(list)
         for file_id, f in enumerate(files):
-            if f.lang == Lang.PYTHON:
+            if f.lang == _PYTHON_FILE:
                 for c in f.calls:
                     if c.kind == _MEMBER_OF:
                         method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
@@ -487,7 +491,7 @@ class NativeLink:
             return py_by_qual.get(f"{py_rows[cls - py_first][2]}.__init__")
 
         for file_id, f in enumerate(files):
-            if f.lang != Lang.PYTHON:
+            if f.lang != _PYTHON_FILE:
                 continue
             base_gid = fid_base[file_id]
             for c in f.calls:
@@ -684,16 +688,16 @@ class _DeviceKernels:
         self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
         implemented: set[str] = set()  # aten ops by base name, others qualified: a kernel for any key
         for op, key, _, fid in t.rows["kernels"]:
-            if fid is not None and origin_of.get(fid) == Origin.REPO:
+            if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0])
                 if device_of_key(key):
                     self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
         for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
-            if fid is not None and origin_of.get(fid) == Origin.REPO:
+            if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0] if namespace == "aten" else op)
         served = _ops_of_stubs(t)
         for stub, arch, _, fid, _, _ in t.rows["stub_impls"]:  # a device's DispatchStub impl: its op's kernel
-            if fid is not None and origin_of.get(fid) == Origin.REPO and device_of_key(arch):
+            if fid is not None and origin_of.get(fid) == _REPO and device_of_key(arch):
                 for op, layout in served.get(stub, ()):  # (run by the op's upstream code: not implemented here)
                     self.kernels[(op.split(".")[0], device_of_key(arch), layout)].append(fid)
         self.own = {(base, family) for base, family, _ in self.kernels}  # (op base, device family)
@@ -710,7 +714,7 @@ class _DeviceKernels:
     def callees(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = defaultdict(list)
         for caller, callee, *_ in self.t.rows["call_edges"]:
-            if self.origin_of.get(callee) == Origin.REPO:
+            if self.origin_of.get(callee) == _REPO:
                 out[caller].append(callee)
         return out
 
@@ -762,7 +766,7 @@ class _DeviceKernels:
 
 def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
     """DispatchStub -> (operator, layout) it serves (``ops_of_stubs`` over the link's edges)."""
-    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in (NodeKind.STUB, NodeKind.OP)}
+    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in (_STUB, _OP)}
     kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for op, key, _, fid in t.rows["kernels"]:
         if fid is not None:
