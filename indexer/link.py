@@ -26,7 +26,7 @@ from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
 from perfq.schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
 from perfq.schema.packed_graph import pack_graph
 
-# kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
+# kinds bound once: the hot loops compare them per call site or row, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)
 _MEMBER_OF = CallKind.MEMBER_OF
 _MEMBER = CallKind.MEMBER
@@ -36,6 +36,10 @@ _PYTHON = CallKind.PYTHON
 _KERNEL = EdgeKind.KERNEL
 _PYTHON_CALL = EdgeKind.PYTHON_CALL
 _OP_CALL = EdgeKind.OP_CALL
+_STUB_CALL = EdgeKind.STUB_CALL
+_STUB_NAME = EdgeKind.STUB_NAME
+_FUNCTION = NodeKind.FUNCTION
+_PYFUNCTION = NodeKind.PYFUNCTION
 _OP = NodeKind.OP
 _STUB = NodeKind.STUB
 _REPO = Origin.REPO
@@ -224,7 +228,7 @@ class NativeLink:
         self.func_rows, self.fid_base = func_rows, fid_base = _file_rows(t, files, 0, 0)
         t.rows["functions"] = func_rows
         for gid, _, qualname, *_ in func_rows:  # node id == function id
-            g.node(NodeKind.FUNCTION, str(gid), qualname)
+            g.node(_FUNCTION, str(gid), qualname)
 
         # ---- operators
         self.op_by_name = op_by_name = {o.name: o for o in ops}
@@ -359,7 +363,7 @@ class NativeLink:
         """The nodes of ``functions`` (Python ones, numbered from the first free node id: node
         id == function id, with no renumbering of the first step's nodes and edges)."""
         for gid, _, qualname, *_ in functions:
-            if self.g.node(NodeKind.PYFUNCTION, str(gid), qualname) != gid:
+            if self.g.node(_PYFUNCTION, str(gid), qualname) != gid:
                 raise AssertionError("Python functions must be numbered from the first free node id")
 
     def finish(
@@ -387,7 +391,7 @@ class NativeLink:
 
         # ---- stubs whose callers are not in the index (declared and called by an upstream
         # PyTorch the backend is built against): linked to operators by name
-        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == EdgeKind.STUB_CALL}
+        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == _STUB_CALL}
         declared = {s.stub for f in files for s in f.stubs}
         registered_in: dict[str, list[str]] = defaultdict(list)
         for f in files:
@@ -398,7 +402,7 @@ class NativeLink:
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
                 for op in ops_named_like(stub, ops_by_base):
-                    g.edge(node, op_node(op), EdgeKind.STUB_NAME, layout)
+                    g.edge(node, op_node(op), _STUB_NAME, layout)
 
         # ---- backward formulas: an op's backward ops (followed like composite callers)
         for name, backward_ops in derivatives or []:
@@ -773,9 +777,9 @@ def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
             kernel_of[fid].append((op, key))
     by_name, by_call = [], []
     for dst, src, kind, detail in t.rows["reach_edges"]:
-        if kind == EdgeKind.STUB_NAME and dst in named and src in named:
+        if kind == _STUB_NAME and dst in named and src in named:
             by_name.append((named[dst], named[src], detail))
-        elif kind == EdgeKind.STUB_CALL and dst in named:
+        elif kind == _STUB_CALL and dst in named:
             by_call += [(named[dst], op, key) for op, key in kernel_of.get(src, ())]
     return ops_of_stubs(by_name, by_call)
 
