@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from perfq.indexer.cpp_local_names import resolve_local_names
-from perfq.indexer.facts import Call, Function
-from perfq.indexer.source_text import NOT_CALLED, LineIndex
-from perfq.schema.model import CallKind
+from indexer.cpp_local_names import resolve_local_names
+from indexer.facts import Call, Function
+from indexer.source_text import NOT_CALLED, LineIndex
+from schema.model import CallKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)

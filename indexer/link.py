@@ -16,15 +16,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.devices import device_of_key, layout_of_key, ops_of_stubs
-from perfq.indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
-from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
-from perfq.indexer.native_yaml import OpFacts
-from perfq.indexer.registrations import LAMBDA_KERNEL
-from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
-from perfq.schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
-from perfq.schema.packed_graph import pack_graph
+from indexer.benchmarks import BenchmarkFacts
+from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
+from indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
+from indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
+from indexer.native_yaml import OpFacts
+from indexer.registrations import LAMBDA_KERNEL
+from indexer.trace import FileTrace, group_ops, kernels_seen
+from schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
+from schema.packed_graph import pack_graph
 
 # kinds bound once: the hot loops compare them per call site or row, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 
-from perfq.indexer.facts import Call, namespace_of
-from perfq.schema.model import CallKind, EdgeKind, NodeKind
+from indexer.facts import Call, namespace_of
+from schema.model import CallKind, EdgeKind, NodeKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)

@@ -8,8 +8,8 @@ import ast
 from collections import deque
 from collections.abc import Iterator
 
-from perfq.indexer.facts import Call, FileFacts, Function
-from perfq.schema.model import CallKind, FileStatus
+from indexer.facts import Call, FileFacts, Function
+from schema.model import CallKind, FileStatus
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)

@@ -23,16 +23,16 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from indexer.devices import device_of_key, device_of_path
+from indexer.facts import scope_name
 from perfq.common import globs
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.devices import device_of_key, device_of_path
-from perfq.indexer.facts import scope_name
-from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.query.model import Chain, ChainStep, StepKind
-from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from perfq.schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
-from perfq.schema.model import EdgeKind, NodeKind, TraceStatus
+from query.changes import ChangedFunction, ChangeSet
+from query.model import Chain, ChainStep, StepKind
+from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
+from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
+from schema.model import EdgeKind, NodeKind, TraceStatus
 
 _WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
 _TRACED = (TraceStatus.ok, TraceStatus.partial)

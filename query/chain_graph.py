@@ -13,9 +13,9 @@ from pathlib import Path
 import networkx as nx
 
 from perfq.errors import PerfqError
-from perfq.query.affected import AffectedDoc
-from perfq.query.model import StepKind
-from perfq.schema.model import EdgeKind
+from query.affected import AffectedDoc
+from query.model import StepKind
+from schema.model import EdgeKind
 
 # a file's lines and a note are drawn as function nodes
 _NODE_KIND = {StepKind.FILE: StepKind.FUNCTION, StepKind.NOTE: StepKind.FUNCTION}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from indexer.build import build_index
+from indexer.trace import FileTrace, TraceJob, TraceOptions, trace_files
 from perfq.config import Config
-from perfq.indexer.build import build_index
-from perfq.indexer.trace import FileTrace, TraceJob, TraceOptions, trace_files
-from perfq.schema.model import TraceMode, TraceStatus
+from schema.model import TraceMode, TraceStatus
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"

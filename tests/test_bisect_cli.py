@@ -13,9 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.errors import PerfqError
-from perfq.query.affected import AffectedDoc
+from perfq.options import EXIT_ERROR, EXIT_GATE
+from query.affected import AffectedDoc
 from tests.affected_docs import affected_doc, selected
 from tests.bisect_fixture import git, make_repo
 from tests.conftest import run_perfq as perfq

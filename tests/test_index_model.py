@@ -9,7 +9,7 @@ import typing
 
 import duckdb
 
-from perfq.schema.model import (
+from schema.model import (
     ROW_TYPES,
     EdgeKind,
     NodeKind,
@@ -20,7 +20,7 @@ from perfq.schema.model import (
     nullable,
     row_tuple,
 )
-from perfq.schema.writer import index_ddl, index_tables, insert_rows
+from schema.writer import index_ddl, index_tables, insert_rows
 
 
 def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
@@ -65,8 +65,8 @@ def test_rows_of_enum_members_are_written_as_their_values():
 def test_digests_of_facts_hold_the_values_of_their_enums():
     """An index's files.registrations digest is the same whether a status is a member or its
     value (as earlier builds and the facts cache hold it): an Enum's repr must not reach it."""
-    from perfq.indexer.facts import FileFacts, registration_signature
-    from perfq.schema.model import FileStatus, Lang
+    from indexer.facts import FileFacts, registration_signature
+    from schema.model import FileStatus, Lang
 
     member = FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, status=FileStatus.WARNING, includes=["x.h"])
     value = FileFacts("a.cpp", "cpp", "0" * 64, 3, status="warning", includes=["x.h"])
@@ -103,9 +103,9 @@ def _is_a(value: object, tp: object) -> bool:
 
 
 def test_the_link_makes_each_table_s_rows_in_its_row_type_s_field_order():
-    from perfq.indexer.extract import file_facts
-    from perfq.indexer.link import link
-    from perfq.indexer.native_yaml import OpFacts
+    from indexer.extract import file_facts
+    from indexer.link import link
+    from indexer.native_yaml import OpFacts
     from tests.cpp_facts import cpp_facts
 
     ops = [OpFacts(name, name, "", f"{name}(Tensor self) -> Tensor", False, None, "function", "", None,

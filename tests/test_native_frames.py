@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfq.indexer.native_frames import (
+from indexer.native_frames import (
     Frame,
     FunctionMatcher,
     frame_names,

@@ -8,8 +8,8 @@ import io
 from rich.console import Console
 
 from perfq.cli.render_affected import explain_tree
-from perfq.query.affected import Confidence, Reason, SelectedBenchmark, Source
-from perfq.query.model import ChainStep, StepKind
+from query.affected import Confidence, Reason, SelectedBenchmark, Source
+from query.model import ChainStep, StepKind
 
 FILE = "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
 KERNEL = ChainStep(StepKind.FUNCTION, "at::native::vec_host_softmax_lastdim::apply", file=FILE)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfq.indexer.trace import FileTrace
-from perfq.schema.model import TraceStatus
+from indexer.trace import FileTrace
+from schema.model import TraceStatus
 from tests.conftest import db_rows, run_perfq
 from tests.oot_fixture import git, make_oot_repo, script
 

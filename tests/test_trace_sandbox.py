@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from indexer.trace import TraceJob, TraceOptions, trace_files
 from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer.trace import TraceJob, TraceOptions, trace_files
-from perfq.schema.model import TraceStatus
+from schema.model import TraceStatus
 from tests.hostile_bench import make_tree, outcomes
 
 pytest.importorskip("torch")
@@ -182,7 +182,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 from perfq.common.interrupt import noting_interrupts
-from perfq.indexer.trace import TraceJob, TraceOptions, trace_files
+from indexer.trace import TraceJob, TraceOptions, trace_files
 repo, file = Path(sys.argv[1]), Path(sys.argv[2])
 with noting_interrupts():
     try:
