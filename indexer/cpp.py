@@ -21,6 +21,7 @@ from indexer.cpp_fallback import merge_functions, text_functions
 from indexer.facts import Call, FileFacts, Function
 from indexer.registrations import extract_registrations
 from indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
+from schema.model import CallKind, FileStatus, Lang
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
@@ -52,12 +53,12 @@ _SCOPE_KINDS = {
 _CLASS_KINDS = {"CLASS_DECL", "STRUCT_DECL", "CLASS_TEMPLATE", "CLASS_TEMPLATE_PARTIAL_SPECIALIZATION", "UNION_DECL"}
 
 
-def language_of(path: str) -> str:
+def language_of(path: str) -> Lang:
     if path.endswith((".cu", ".cuh")):
-        return "cuda"
+        return Lang.CUDA
     if path.endswith(".mm"):
-        return "objcpp"
-    return "cpp"
+        return Lang.OBJCPP
+    return Lang.CPP
 
 
 # a #define whose body has a brace: a macro that may define functions where it is used
@@ -87,9 +88,9 @@ def _index():  # one libclang Index per process
 
 def _clang_args(path: str) -> list[str]:
     lang = language_of(path)
-    if lang == "cuda":
+    if lang == Lang.CUDA:
         lang_args = ["-x", "c++", "-std=c++17", "-D__CUDACC__"]
-    elif lang == "objcpp":
+    elif lang == Lang.OBJCPP:
         lang_args = ["-x", "objective-c++", "-std=c++17"]
     else:
         lang_args = ["-x", "c++", "-std=c++17"]
@@ -196,7 +197,7 @@ def _resolved_calls(cursors: list, functions: list[Function]) -> list[Call]:
                 continue
             usr = ref.get_usr()
             if usr:
-                out.append(Call(idx, ref.spelling, usr, "resolved", node.location.line))
+                out.append(Call(idx, ref.spelling, usr, CallKind.RESOLVED, node.location.line))
     return out
 
 
@@ -241,7 +242,7 @@ def _parse(facts: FileFacts | None, name: str, args: list[str], source: str, opt
         return _index().parse(name, args=args, unsaved_files=[(name, source)], options=options)
     except cindex.TranslationUnitLoadError as exc:
         if facts is not None:
-            facts.status, facts.message = "warning", f"libclang could not parse: {exc}"
+            facts.status, facts.message = FileStatus.WARNING, f"libclang could not parse: {exc}"
         return None
 
 

@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Collection
 
 from indexer.facts import Call
+from schema.model import CallKind
 
 # in comment- and string-blanked text
 _USING = re.compile(r"\busing\s+(\w+)\s*=\s*(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*[<;]")
@@ -56,12 +57,12 @@ def resolve_local_names(
         return calls
     out: list[Call] = []
     for call in calls:
-        if call.callee_name in aliases and not call.qualifier and call.kind == "direct":
+        if call.callee_name in aliases and not call.qualifier and call.kind == CallKind.DIRECT:
             named = _alias_at(aliases[call.callee_name], call, owner)
             if named is not None:
                 call = call._replace(qualifier=named[0], callee_name=named[1])
         out.append(call)
-        if call.callee_name in macros and call.kind == "direct":
+        if call.callee_name in macros and call.kind == CallKind.DIRECT:
             out += _expanded(call, macros, keywords)
     return out
 
@@ -91,6 +92,6 @@ def _expanded(call: Call, macros: dict[str, list[tuple[str, str]]], keywords: Co
                     seen.add(name)
                     nxt.append(name)
                 elif name not in keywords and name not in macros:
-                    out.append(Call(call.func_index, name, qual, "direct", call.line))
+                    out.append(Call(call.func_index, name, qual, CallKind.DIRECT, call.line))
         frontier = nxt
     return list(dict.fromkeys(out))

@@ -15,6 +15,7 @@ from indexer.facts import FileFacts
 from indexer.python_src import extract_python
 from indexer.source_text import decode_source
 from perfq.common import files
+from schema.model import FileStatus, Lang
 
 MAX_BYTES = 4 * 1024 * 1024
 
@@ -33,13 +34,13 @@ def file_facts(
     ``data`` is only its first MAX_BYTES + 1 bytes (see ``read_source``)."""
     sha = sha or hashlib.sha256(data).hexdigest()
     text = decode_source(data)
-    lang = language_of(path) if kind == "cpp" else "python"
+    lang = language_of(path) if kind == "cpp" else Lang.PYTHON
     facts = FileFacts(path, lang, sha, data.count(b"\n") + 1)
     if text is None:
-        facts.status, facts.message = "skipped", "binary content"
+        facts.status, facts.message = FileStatus.SKIPPED, "binary content"
         return facts
     if len(data) > MAX_BYTES:
-        facts.status, facts.message = "skipped", f"larger than {MAX_BYTES} bytes"
+        facts.status, facts.message = FileStatus.SKIPPED, f"larger than {MAX_BYTES} bytes"
         return facts
     if kind == "benchmark":
         bench = extract_benchmark(path, text)
@@ -50,7 +51,7 @@ def file_facts(
             return extract_cpp(path, text, facts, functions_only, compile_args, abs_path)
         return extract_python(path, text, facts)
     except RecursionError:
-        facts.status, facts.message = "warning", "too deeply nested to parse"
+        facts.status, facts.message = FileStatus.WARNING, "too deeply nested to parse"
         return facts
 
 

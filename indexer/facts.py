@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from schema.model import CallKind, FileStatus, Lang, Origin
+
 
 class Function(NamedTuple):
     qualname: str
@@ -22,7 +24,7 @@ class Call(NamedTuple):
     func_index: int  # index into FileFacts.functions
     callee_name: str
     qualifier: str
-    kind: str  # direct | member | address | python
+    kind: CallKind  # read from the facts cache: its value, a str equal to the member
     line: int
 
 
@@ -60,10 +62,10 @@ class LibraryDef:
 @dataclass
 class FileFacts:
     path: str
-    lang: str
+    lang: Lang
     sha256: str
     n_lines: int
-    status: str = "ok"
+    status: FileStatus = FileStatus.OK
     message: str = ""
     functions: list[Function] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
@@ -72,7 +74,7 @@ class FileFacts:
     stub_impls: list[StubImpl] = field(default_factory=list)
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
-    origin: str = "repo"  # repo | upstream (an out-of-tree backend's PyTorch)
+    origin: Origin = Origin.REPO
 
 
 def structure_signature(facts: FileFacts) -> str:
@@ -90,7 +92,7 @@ def registration_signature(facts: FileFacts) -> str:
         [(s.stub, s.arch, s.impl_name) for s in facts.stub_impls],
         [(x.namespace, x.dispatch_key, x.op, x.kernel_name) for x in facts.library_impls],
         [(d.namespace, d.schema) for d in facts.library_defs],
-        facts.status,
+        str(facts.status),  # the value: the digests of earlier builds hold its repr as a str
         [i for i in facts.includes if not i.startswith("using:")],
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]

@@ -22,6 +22,7 @@ from indexer.extract import gc_paused
 from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
 from indexer.native_yaml import OpFacts
 from perfq.common.paths import write_atomically
+from schema.model import FileStatus, Lang, Origin
 
 FORMAT = "perfq-facts/1"
 Entry = tuple[str, str, Any]  # (kind, digest, facts)
@@ -85,6 +86,7 @@ def _facts(kind: str, payload: Any) -> Any:
         facts = _decode(FileFacts, payload)
         if not (isinstance(facts.path, str) and isinstance(facts.n_lines, int)):
             raise ValueError("not a FileFacts")
+        facts.lang, facts.status, facts.origin = Lang(facts.lang), FileStatus(facts.status), Origin(facts.origin)
         return facts
     if kind == "benchmark":
         return _decode(BenchmarkFacts, payload)

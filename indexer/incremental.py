@@ -25,6 +25,7 @@ from indexer.trace import any_installed
 from schema.engine import duckdb
 from schema.graph_file import write_graph_file
 from schema.index_store import IndexStore
+from schema.model import EdgeKind, FileStatus, NodeKind
 from schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from schema.patch_store import CALLER_AT, LINKED_TABLES, NotAnIndex, PatchStore
 from schema.version import SCHEMA_VERSION
@@ -116,7 +117,7 @@ def _reparsed(repo: Path, path: str, indexed: tuple) -> tuple[FileFacts, bool]:
     except OSError:  # removed or unreadable since it was listed: the re-link says so
         raise _Unpatchable from None
     facts = file_facts("cpp", path, data, sha=sha)
-    if not isinstance(facts, FileFacts) or facts.status != "ok" or registration_signature(facts) != indexed[3]:
+    if not isinstance(facts, FileFacts) or facts.status != FileStatus.OK or registration_signature(facts) != indexed[3]:
         raise _Unpatchable
     if any(li.kernel_name == LAMBDA_KERNEL for li in facts.library_impls):
         raise _Unpatchable  # the functions its registered lambdas call are linked by the full link
@@ -155,7 +156,7 @@ def _apply(
         removed += edges
         dropped += nodes
     body_only = not fresh and not dropped
-    fresh_nodes = [(fid, "function", str(fid)) for fid, _ in fresh]
+    fresh_nodes = [(fid, NodeKind.FUNCTION, str(fid)) for fid, _ in fresh]
     added_names = {n for _, f in fresh for n in call_names(f.name, f.qualname)}  # calls reach them by
 
     # the linker needs every function of the names that resolve anything here: those the changed
@@ -167,7 +168,7 @@ def _apply(
     next_node = [patch.next_node_id()]
     new_nodes: list[tuple] = []
 
-    def node_of(kind: str, key: str) -> int:
+    def node_of(kind: NodeKind, key: str) -> int:
         nid = nodes.get((kind, key))
         if nid is None:
             nid = nodes[(kind, key)] = next_node[0]
@@ -307,7 +308,7 @@ def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[i
 
 
 def _edges_into(
-    patch: PatchStore, linker: CppCallLinker, file_id: int, fresh: list[int], node_of: Callable[[str, str], int]
+    patch: PatchStore, linker: CppCallLinker, file_id: int, fresh: list[int], node_of: Callable[[NodeKind, str], int]
 ) -> list[tuple]:
     """Edges into the fresh functions of a file: calls from other files, dispatch kernels,
     meta functions, stub registrations and library registrations (the link's rules)."""
@@ -323,7 +324,7 @@ def _edges_into(
                 if target in mine and (caller, target) not in linked:
                     linked.add((caller, target))
                     call_edges.append((caller, target, edge_kind, line))
-                    reach.append((target, caller, "call", f"line {line}"))
+                    reach.append((target, caller, EdgeKind.CALL, f"line {line}"))
     patch.insert("call_edges", call_edges)
     resolved: list[tuple] = []
     for op, key, kernel in patch.kernels():
@@ -332,13 +333,13 @@ def _edges_into(
             continue
         targets = linker.kernel_targets(kernel)
         resolved.append((targets[0] if targets else None, op, key, kernel))
-        reach += [(f, node_of("op", op), "kernel", key) for f in targets if f in mine]
+        reach += [(f, node_of(NodeKind.OP, op), EdgeKind.KERNEL, key) for f in targets if f in mine]
     metas = [f for f in fresh if linker.rows[f][2] == "structured_meta"]
     if metas:
         for op, base, overload in patch.ops():
             for f in metas:
                 if linker.name_of[f] in (base, f"{base}_{overload}"):
-                    reach.append((f, node_of("op", op), "meta", "TORCH_META_FUNC"))
+                    reach.append((f, node_of(NodeKind.OP, op), EdgeKind.META, "TORCH_META_FUNC"))
     patch.set_function_ids("kernels", ("op", "dispatch_key", "kernel_name"), resolved)
     resolved = []
     for stub, arch, impl, impl_file, line in patch.stub_impls():
@@ -347,7 +348,7 @@ def _edges_into(
             continue
         targets = linker.registered_targets(impl, impl_file)
         resolved.append((targets[0] if targets else None, stub, arch, impl_file, line))
-        reach += [(f, node_of("stub", stub), "registered", arch) for f in targets if f in mine]
+        reach += [(f, node_of(NodeKind.STUB, stub), EdgeKind.REGISTERED, arch) for f in targets if f in mine]
     patch.set_function_ids("stub_impls", ("stub", "arch", "file_id", "line"), resolved)
     resolved = []
     for namespace, key, op, kernel, lib_file, line in patch.library_impls():
@@ -358,7 +359,10 @@ def _edges_into(
         resolved.append((cands[0] if cands else None, lib_file, line, op))
         op_names = linker.library_ops(namespace, op)
         reach += [
-            (f, node_of("op", o), "library_impl", key or "CatchAll") for f in cands if f in mine for o in op_names
+            (f, node_of(NodeKind.OP, o), EdgeKind.LIBRARY_IMPL, key or "CatchAll")
+            for f in cands
+            if f in mine
+            for o in op_names
         ]
     patch.set_function_ids("library_impls", ("file_id", "line", "op"), resolved)
     return reach

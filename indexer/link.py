@@ -23,7 +23,27 @@ from indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
 from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.trace import FileTrace, group_ops, kernels_seen
+from schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
 from schema.packed_graph import pack_graph
+
+# kinds bound once: the hot loops compare them per call site or row, and an Enum member looked up on
+# its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)
+_MEMBER_OF = CallKind.MEMBER_OF
+_MEMBER = CallKind.MEMBER
+_REF = CallKind.REF
+_BASE = CallKind.BASE
+_PYTHON = CallKind.PYTHON
+_KERNEL = EdgeKind.KERNEL
+_PYTHON_CALL = EdgeKind.PYTHON_CALL
+_OP_CALL = EdgeKind.OP_CALL
+_STUB_CALL = EdgeKind.STUB_CALL
+_STUB_NAME = EdgeKind.STUB_NAME
+_FUNCTION = NodeKind.FUNCTION
+_PYFUNCTION = NodeKind.PYFUNCTION
+_OP = NodeKind.OP
+_STUB = NodeKind.STUB
+_REPO = Origin.REPO
+_PYTHON_FILE = Lang.PYTHON
 
 _TORCH_OPS = re.compile(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$")  # torch.ops.aten.add.Tensor
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)
@@ -77,7 +97,7 @@ _SETUP_METHODS = frozenset(
 
 @dataclass
 class Tables:
-    """Rows per table, in schema/index.sql column order."""
+    """Rows per table: tuples in the field order of the table's row type (schema/model.py ROW_TYPES)."""
 
     rows: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -86,11 +106,11 @@ class Tables:
 class _Graph:
     def __init__(self, tables: Tables) -> None:
         self.t = tables
-        self.node_ids: dict[tuple[str, str], int] = {}
+        self.node_ids: dict[tuple[NodeKind, str], int] = {}
         # (dst, src) -> the device families of its kernel edges (None: an edge of another kind)
         self.seen: dict[tuple[int, int], set[str] | None] = {}
 
-    def node(self, kind: str, key: str, label: str | None = None) -> int:
+    def node(self, kind: NodeKind, key: str, label: str | None = None) -> int:
         k = (kind, key)
         nid = self.node_ids.get(k)
         if nid is None:
@@ -99,13 +119,13 @@ class _Graph:
             self.t.rows["nodes"].append((nid, kind, key, label or key))
         return nid
 
-    def edge(self, dst: int, src: int, kind: str, detail: str = "") -> None:
+    def edge(self, dst: int, src: int, kind: EdgeKind, detail: str = "") -> None:
         # a kernel is one edge per device family: ``CPU, CUDA: neg_out`` reaches neg.out from
         # a CUDA kernel as well as from a CPU one (the walk keeps to a change's device)
         if dst == src:
             return
         pair = (dst, src)
-        family = device_of_key(detail) if kind == "kernel" else None
+        family = device_of_key(detail) if kind == _KERNEL else None
         if pair in self.seen:
             families = self.seen[pair]
             if family is None or families is None or family in families:
@@ -159,7 +179,7 @@ def _file_rows(t: Tables, files: list[FileFacts], first_file: int, first_functio
                 f.origin,
             )
         )
-        if f.status != "ok":
+        if f.status != FileStatus.OK:
             t.warnings.append((f.path, "extract", f.message))
         fid_base.append(first_function + len(func_rows))
         for fn in f.functions:
@@ -185,8 +205,8 @@ def link(
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
     tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call):
     the C++ files first, then the Python files (see NativeLink)."""
-    native = NativeLink([f for f in files if f.lang != "python"], ops)
-    return native.finish([f for f in files if f.lang == "python"], benches, canaries, traces, derivatives)
+    native = NativeLink([f for f in files if f.lang != _PYTHON_FILE], ops)
+    return native.finish([f for f in files if f.lang == _PYTHON_FILE], benches, canaries, traces, derivatives)
 
 
 class NativeLink:
@@ -208,7 +228,7 @@ class NativeLink:
         self.func_rows, self.fid_base = func_rows, fid_base = _file_rows(t, files, 0, 0)
         t.rows["functions"] = func_rows
         for gid, _, qualname, *_ in func_rows:  # node id == function id
-            g.node("function", str(gid), qualname)
+            g.node(_FUNCTION, str(gid), qualname)
 
         # ---- operators
         self.op_by_name = op_by_name = {o.name: o for o in ops}
@@ -243,10 +263,10 @@ class NativeLink:
                     o.composite,
                 )
             )
-            g.node("op", o.name)
+            g.node(_OP, o.name)
 
         def op_node(name: str) -> int:
-            return g.node("op", name)
+            return g.node(_OP, name)
 
         # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
         by_suffix: dict[str, list[int]] = defaultdict(list)
@@ -256,7 +276,7 @@ class NativeLink:
                 by_suffix["/".join(parts[i:])].append(file_id)
         include_map: dict[int, list[int]] = defaultdict(list)  # file -> the indexed files it includes
         for file_id, f in enumerate(files):
-            if f.lang != "python":
+            if f.lang != _PYTHON_FILE:
                 for target in f.includes:
                     if not target.startswith("using:"):
                         found = by_suffix.get(target, [])
@@ -288,15 +308,15 @@ class NativeLink:
                 targets = cpp_linker.kernel_targets(kernel)
                 t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
                 for gid in targets:
-                    g.edge(gid, op_node(o.name), "kernel", key)
+                    g.edge(gid, op_node(o.name), _KERNEL, key)
             for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
-                g.edge(gid, op_node(o.name), "meta", "TORCH_META_FUNC")
+                g.edge(gid, op_node(o.name), EdgeKind.META, "TORCH_META_FUNC")
             if o.structured_delegate:
-                t.rows["op_edges"].append((o.structured_delegate, o.name, "structured_delegate"))
-                g.edge(op_node(o.structured_delegate), op_node(o.name), "structured_delegate")
+                t.rows["op_edges"].append((o.structured_delegate, o.name, OpEdgeKind.STRUCTURED_DELEGATE))
+                g.edge(op_node(o.structured_delegate), op_node(o.name), EdgeKind.STRUCTURED_DELEGATE)
             for a in o.autogen:
-                t.rows["op_edges"].append((o.name, a, "autogen"))
-                g.edge(op_node(o.name), op_node(a), "autogen")
+                t.rows["op_edges"].append((o.name, a, OpEdgeKind.AUTOGEN))
+                g.edge(op_node(o.name), op_node(a), EdgeKind.AUTOGEN)
 
         # ---- stubs and library registrations
         for file_id, f in enumerate(files):
@@ -307,7 +327,7 @@ class NativeLink:
                 impl = targets[0] if targets else None
                 t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
                 for gid in targets:
-                    g.edge(gid, g.node("stub", s.stub), "registered", s.arch)
+                    g.edge(gid, g.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
             for li in f.library_impls:
                 op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
                 cands = cpp_linker.library_targets(li.kernel_name, file_id)
@@ -316,7 +336,7 @@ class NativeLink:
                 )
                 for gid in cands:
                     for on in cpp_linker.library_ops(li.namespace, op):
-                        g.edge(gid, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
+                        g.edge(gid, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
 
         # ---- C++ calls
         for file_id, f in enumerate(files):
@@ -330,7 +350,7 @@ class NativeLink:
             for callee, li in lambda_kernels(f, first, linked.call_edges):
                 op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
                 for on in cpp_linker.library_ops(li.namespace, op):
-                    g.edge(callee, op_node(on), "library_impl", li.dispatch_key or "CatchAll")
+                    g.edge(callee, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
 
     # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to
     FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes", "nodes", "reach_edges")
@@ -343,7 +363,7 @@ class NativeLink:
         """The nodes of ``functions`` (Python ones, numbered from the first free node id: node
         id == function id, with no renumbering of the first step's nodes and edges)."""
         for gid, _, qualname, *_ in functions:
-            if self.g.node("pyfunction", str(gid), qualname) != gid:
+            if self.g.node(_PYFUNCTION, str(gid), qualname) != gid:
                 raise AssertionError("Python functions must be numbered from the first free node id")
 
     def finish(
@@ -364,38 +384,38 @@ class NativeLink:
         self._add_python_nodes(py_rows)
         func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
         t.rows["functions"] = func_rows
-        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == "python"}
+        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == _PYTHON_FILE}
 
         def op_node(name: str) -> int:
-            return g.node("op", name)
+            return g.node(_OP, name)
 
         # ---- stubs whose callers are not in the index (declared and called by an upstream
         # PyTorch the backend is built against): linked to operators by name
-        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == "stub_call"}
+        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == _STUB_CALL}
         declared = {s.stub for f in files for s in f.stubs}
         registered_in: dict[str, list[str]] = defaultdict(list)
         for f in files:
             for s in f.stub_impls:
                 registered_in[s.stub].append(f.path)
         for stub in sorted(set(registered_in) - declared):
-            node = g.node("stub", stub)
+            node = g.node(_STUB, stub)
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
                 for op in ops_named_like(stub, ops_by_base):
-                    g.edge(node, op_node(op), "stub_name", layout)
+                    g.edge(node, op_node(op), _STUB_NAME, layout)
 
         # ---- backward formulas: an op's backward ops (followed like composite callers)
         for name, backward_ops in derivatives or []:
             for target in [name] if name in op_by_name else ops_by_base.get(name, []):
                 for backward in backward_ops:
                     for b in ops_by_base.get(backward, []):
-                        g.edge(op_node(b), op_node(target), "backward", f"derivatives.yaml: {name}")
+                        g.edge(op_node(b), op_node(target), EdgeKind.BACKWARD, f"derivatives.yaml: {name}")
 
         # ---- Python: references through imports and re-exports
         module_aliases: dict[str, dict[str, str]] = {}
         module_stars: dict[str, list[str]] = {}
         for f in files:
-            if f.lang == "python":
+            if f.lang == _PYTHON_FILE:
                 mod = f.path[:-3].replace("/", ".")
                 mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
                 module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
@@ -436,7 +456,7 @@ class NativeLink:
 
         def python_ops(dotted: str, kind: str) -> list[str]:
             qual, _, name = dotted.rpartition(".")
-            if kind == "member" or (
+            if kind == _MEMBER or (
                 qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
             ):
                 return method_ops.get(name, [])
@@ -458,9 +478,9 @@ class NativeLink:
         class_subs: dict[int, list[int]] = defaultdict(list)
         class_methods: dict[int, list[int]] = defaultdict(list)
         for file_id, f in enumerate(files):
-            if f.lang == "python":
+            if f.lang == _PYTHON_FILE:
                 for c in f.calls:
-                    if c.kind == "member_of":
+                    if c.kind == _MEMBER_OF:
                         method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
                         if method is not None:
                             class_methods[fid_base[file_id] + c.func_index].append(method)
@@ -468,69 +488,69 @@ class NativeLink:
             if len(methods) <= _HUB_METHODS:
                 for method in methods:
                     if py_rows[method - py_first][3] not in _SETUP_METHODS:
-                        g.edge(method, cls, "method_of", "")
+                        g.edge(method, cls, EdgeKind.METHOD_OF, "")
 
         def constructor(cls: int) -> int | None:
             """Calling a class from Python code runs its __init__ (not every method)."""
             return py_by_qual.get(f"{py_rows[cls - py_first][2]}.__init__")
 
         for file_id, f in enumerate(files):
-            if f.lang != "python":
+            if f.lang != _PYTHON_FILE:
                 continue
             base_gid = fid_base[file_id]
             for c in f.calls:
                 caller = base_gid + c.func_index
                 dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
                 t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
-                if c.kind == "member_of":
+                if c.kind == _MEMBER_OF:
                     continue
-                if c.kind == "ref" and py_rows[caller - py_first][4] != "alias":
+                if c.kind == _REF and py_rows[caller - py_first][4] != "alias":
                     continue  # named as a value in a body (isinstance, tables of overrides), not called
-                target = None if c.kind == "member" or dotted.startswith(".") else resolve_py(dotted)
-                if c.kind == "base":
+                target = None if c.kind == _MEMBER or dotted.startswith(".") else resolve_py(dotted)
+                if c.kind == _BASE:
                     if target is not None:
                         class_subs[target].append(caller)
                     continue
-                if target is not None and py_rows[target - py_first][4] == "class" and c.kind == "python":
+                if target is not None and py_rows[target - py_first][4] == "class" and c.kind == _PYTHON:
                     target = constructor(target)
                     if target is None:
                         continue
                 if target is not None and target != caller:
-                    t.rows["call_edges"].append((caller, target, "python", c.line))
-                    g.edge(target, caller, "python_call", f"line {c.line}")
+                    t.rows["call_edges"].append((caller, target, _PYTHON, c.line))
+                    g.edge(target, caller, _PYTHON_CALL, f"line {c.line}")
                     continue
                 for op in ops_of_python(dotted.lstrip("."), c.kind):
                     t.rows["op_calls"].append((caller, op, dotted, c.line))
-                    g.edge(op_node(op), caller, "op_call", f"{dotted} line {c.line}")
+                    g.edge(op_node(op), caller, _OP_CALL, f"{dotted} line {c.line}")
         for base_cls, subs in class_subs.items():
             if len(subs) <= _HUB_SUBCLASSES:
                 for sub in subs:
-                    g.edge(base_cls, sub, "subclass", "")
+                    g.edge(base_cls, sub, EdgeKind.SUBCLASS, "")
 
         # ---- benchmarks
         origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
         device_kernels = _DeviceKernels(t, origin_of, (traces or {}).values())
         for b in benches:
             t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
-            bnode = g.node("benchmark", b.name)
+            bnode = g.node(NodeKind.BENCHMARK, b.name)
             if b.status != "ok":
                 t.warnings.append((b.file, "benchmark", b.message))
             seen: set[tuple[str, str]] = set()
             for test, dotted, kind in b.refs:
-                target = None if kind == "member" or dotted.startswith(".") else resolve_py(dotted)
+                target = None if kind == _MEMBER or dotted.startswith(".") else resolve_py(dotted)
                 if target is not None:
                     if (test, str(target)) not in seen:
                         seen.add((test, str(target)))
                         t.rows["bench_calls"].append((b.name, target, test))
-                        g.edge(target, bnode, "bench_call", f"{test}: {dotted}")
+                        g.edge(target, bnode, EdgeKind.BENCH_CALL, f"{test}: {dotted}")
                     continue
                 for op in ops_of_python(dotted.lstrip("."), kind):
                     if (test, op) in seen:
                         continue
                     seen.add((test, op))
                     for device in b.devices:
-                        t.rows["bench_ops"].append((b.name, op, "static", test, device, dotted))
-                    g.edge(op_node(op), bnode, "bench_op", f"{test}: {dotted}")
+                        t.rows["bench_ops"].append((b.name, op, BenchOpSource.STATIC, test, device, dotted))
+                    g.edge(op_node(op), bnode, EdgeKind.BENCH_OP, f"{test}: {dotted}")
             trace = (traces or {}).get(b.file)
             if trace is not None:
                 _link_trace(t, b.name, trace, ops_by_base, library_ops, device_kernels)
@@ -563,7 +583,7 @@ def _python_reached_bench_ops(
     by its own code, as opposed to everything C++ reaches below."""
     calls: dict[int, list[int]] = defaultdict(list)
     for caller, callee, kind, _ in t.rows["call_edges"]:
-        if kind == "python":
+        if kind == _PYTHON:
             calls[caller].append(callee)
     bases: dict[int, list[int]] = defaultdict(list)
     for base, subs in class_subs.items():
@@ -593,7 +613,8 @@ def _python_reached_bench_ops(
             for op in sorted(op_calls.get(fid, ())):
                 if (bench, op, test) not in direct:
                     direct.add((bench, op, test))
-                    added += [(bench, op, "static", test, d, f"python: {names[fid]}") for d in devices.get(bench, [""])]
+                    via = f"python: {names[fid]}"
+                    added += [(bench, op, BenchOpSource.STATIC, test, d, via) for d in devices.get(bench, [""])]
     t.rows["bench_ops"] += added
 
 
@@ -647,7 +668,7 @@ def _link_trace(
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)
     for op in sorted(linked):
-        t.rows["bench_ops"].append((bench, op, "traced", "", "", "trace"))
+        t.rows["bench_ops"].append((bench, op, BenchOpSource.TRACED, "", "", "trace"))
 
 
 def _numbered_tests(rows: list[tuple]) -> list[tuple]:
@@ -671,16 +692,16 @@ class _DeviceKernels:
         self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
         implemented: set[str] = set()  # aten ops by base name, others qualified: a kernel for any key
         for op, key, _, fid in t.rows["kernels"]:
-            if fid is not None and origin_of.get(fid) == "repo":
+            if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0])
                 if device_of_key(key):
                     self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
         for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
-            if fid is not None and origin_of.get(fid) == "repo":
+            if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0] if namespace == "aten" else op)
         served = _ops_of_stubs(t)
         for stub, arch, _, fid, _, _ in t.rows["stub_impls"]:  # a device's DispatchStub impl: its op's kernel
-            if fid is not None and origin_of.get(fid) == "repo" and device_of_key(arch):
+            if fid is not None and origin_of.get(fid) == _REPO and device_of_key(arch):
                 for op, layout in served.get(stub, ()):  # (run by the op's upstream code: not implemented here)
                     self.kernels[(op.split(".")[0], device_of_key(arch), layout)].append(fid)
         self.own = {(base, family) for base, family, _ in self.kernels}  # (op base, device family)
@@ -697,7 +718,7 @@ class _DeviceKernels:
     def callees(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = defaultdict(list)
         for caller, callee, *_ in self.t.rows["call_edges"]:
-            if self.origin_of.get(callee) == "repo":
+            if self.origin_of.get(callee) == _REPO:
                 out[caller].append(callee)
         return out
 
@@ -749,16 +770,16 @@ class _DeviceKernels:
 
 def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
     """DispatchStub -> (operator, layout) it serves (``ops_of_stubs`` over the link's edges)."""
-    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in ("stub", "op")}
+    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in (_STUB, _OP)}
     kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for op, key, _, fid in t.rows["kernels"]:
         if fid is not None:
             kernel_of[fid].append((op, key))
     by_name, by_call = [], []
     for dst, src, kind, detail in t.rows["reach_edges"]:
-        if kind == "stub_name" and dst in named and src in named:
+        if kind == _STUB_NAME and dst in named and src in named:
             by_name.append((named[dst], named[src], detail))
-        elif kind == "stub_call" and dst in named:
+        elif kind == _STUB_CALL and dst in named:
             by_call += [(named[dst], op, key) for op, key in kernel_of.get(src, ())]
     return ops_of_stubs(by_name, by_call)
 

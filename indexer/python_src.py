@@ -9,6 +9,16 @@ from collections import deque
 from collections.abc import Iterator
 
 from indexer.facts import Call, FileFacts, Function
+from schema.model import CallKind, FileStatus
+
+# kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
+# its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)
+_NAME = CallKind.NAME
+_PYTHON = CallKind.PYTHON
+_MEMBER = CallKind.MEMBER
+_REF = CallKind.REF
+_MEMBER_OF = CallKind.MEMBER_OF
+_BASE = CallKind.BASE
 
 
 def module_name(path: str) -> str:
@@ -105,23 +115,23 @@ def _collect(node: ast.AST, refs: list[tuple[str, str, int]]) -> None:
     kind = type(node)
     if kind is ast.Name:
         if type(node.ctx) is ast.Load:  # type: ignore[attr-defined]
-            refs.append((node.id, "name", node.lineno))  # type: ignore[attr-defined]
+            refs.append((node.id, _NAME, node.lineno))  # type: ignore[attr-defined]
         return
     if kind is ast.Call:
         name = dotted(node.func)  # type: ignore[attr-defined]
         if name is not None:
-            refs.append((name, "python", node.lineno))  # type: ignore[attr-defined]
+            refs.append((name, _PYTHON, node.lineno))  # type: ignore[attr-defined]
             for child in node.args:  # type: ignore[attr-defined]
                 _collect(child, refs)
             for child in node.keywords:  # type: ignore[attr-defined]
                 _collect(child, refs)
             return
         if type(node.func) is ast.Attribute:  # type: ignore[attr-defined]
-            refs.append(("." + node.func.attr, "member", node.lineno))  # type: ignore[attr-defined]
+            refs.append(("." + node.func.attr, _MEMBER, node.lineno))  # type: ignore[attr-defined]
     elif kind is ast.Attribute:
         name = dotted(node)
         if name is not None:
-            refs.append((name, "ref", node.lineno))  # type: ignore[attr-defined]
+            refs.append((name, _REF, node.lineno))  # type: ignore[attr-defined]
             return
     elif kind in _NOT_VISITED:
         return
@@ -154,7 +164,7 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
     try:
         tree, module, aliases = parse_module(path, text)
     except (SyntaxError, ValueError) as exc:
-        facts.status, facts.message = "warning", f"python syntax error: {exc}"
+        facts.status, facts.message = FileStatus.WARNING, f"python syntax error: {exc}"
         return facts
     local = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
     local |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
@@ -166,10 +176,10 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
         facts.functions.append(Function(qualname, name, kind, node.lineno, end, name.startswith("_")))
         for ref, kind_, line in collect_refs(body):
             target = ref if ref.startswith(".") else resolve(ref, aliases, module, local)
-            if kind_ == "name":
+            if kind_ == _NAME:
                 if target == ref:
                     continue  # a local variable or builtin, not something this module names
-                kind_ = "ref"
+                kind_ = _REF
             qual, _, last = target.rpartition(".")
             facts.calls.append(Call(idx, last, qual, kind_, line))
         return idx
@@ -185,7 +195,7 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
                     [*node.decorator_list, *node.args.defaults, *node.body],
                 )
                 if class_idx is not None:
-                    facts.calls.append(Call(class_idx, node.name, f"{prefix}", "member_of", node.lineno))
+                    facts.calls.append(Call(class_idx, node.name, f"{prefix}", _MEMBER_OF, node.lineno))
                 visit_defs(node.body, f"{prefix}.{node.name}", None)
             elif isinstance(node, ast.ClassDef):
                 cidx = add(f"{prefix}.{node.name}", node.name, "class", node, [])
@@ -194,7 +204,7 @@ def extract_python(path: str, text: str, facts: FileFacts) -> FileFacts:
                     if name:
                         target = resolve(name, aliases, module, local)
                         qual, _, last = target.rpartition(".")
-                        facts.calls.append(Call(cidx, last, qual, "base", node.lineno))
+                        facts.calls.append(Call(cidx, last, qual, _BASE, node.lineno))
                 visit_defs(node.body, f"{prefix}.{node.name}", cidx)
             elif class_idx is None and prefix == module and isinstance(node, ast.Assign | ast.AnnAssign):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]

@@ -43,6 +43,7 @@ from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
+from schema.model import FileStatus, Lang, Origin, TraceStatus
 from schema.writer import Prefill, write_index
 
 T = TypeVar("T")
@@ -126,7 +127,7 @@ def relink(
         _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces,
                         report, inputs, yaml_warnings, events, native)
     report.timings["total"] = time.perf_counter() - started
-    report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == "skipped")
+    report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
     keep_until_exit(kept, cache, lines, native_link, file_facts, benches, traces)  # not freed one by one
 
 
@@ -190,7 +191,7 @@ def _facts(kept: dict, kind: str) -> list:
     for key, (entry_kind, _, facts) in sorted(kept.items()):
         if entry_kind == kind:
             if key.startswith("up:"):
-                facts.origin = "upstream"
+                facts.origin = Origin.UPSTREAM
             out.append(facts)
     return out
 
@@ -426,7 +427,8 @@ def _extract_all(
                 for i, (job, (kind, path, line, error)) in enumerate(zip(work, results, strict=True)):
                     if line is None:
                         key, digest = _key_and_digest(job, "")
-                        kept[key] = (kind, digest, FileFacts(path, "unknown", "", 0, status="skipped", message=error))
+                        failed = FileFacts(path, Lang.UNKNOWN, "", 0, status=FileStatus.SKIPPED, message=error)
+                        kept[key] = (kind, digest, failed)
                     else:
                         key, entry = decode_line(line)
                         kept[key], lines[key] = entry, (entry[1], line)

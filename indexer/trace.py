@@ -24,13 +24,13 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from enum import Enum
 from importlib import resources
 from pathlib import Path
 
 from indexer.stat_cache import combined_digest
 from perfq.common import proc
 from perfq.common.sandbox import Sandbox, bwrap_problem
+from schema.model import TraceMode, TraceStatus
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
 WARMUP_TIMEOUT_S = 120  # the driver's import of the benchmark harness (the repository's code)
@@ -39,23 +39,6 @@ SILENCE_SLACK_S = 60  # the driver is stopped when it prints nothing for its tim
 DEFAULT_MEMORY_MB = 3072  # per benchmark file (its child is killed past it)
 REMAPPED_DEVICES = ("cuda", "xpu", "mps", "hpu")
 _LINE = "PERFQ-TRACE "
-
-
-class TraceMode(str, Enum):
-    """How a test was traced."""
-
-    real = "real"  # ran on the CPU: operators called inside kernels are seen too
-    meta = "meta"  # ran on the meta device (shapes only): the operators it dispatches
-    fake = "fake"  # ran under FakeTensorMode: the operators it dispatches
-    inferred = "inferred"  # could not run fake: the operators of the real tests of its module
-    sampled = "sampled"  # not run: the operators of the traced configs of its group (same benchmark,
-    # device and attributes but sizes), which agreed
-
-
-class TraceStatus(str, Enum):
-    ok = "ok"
-    partial = "partial"  # some configs failed
-    failed = "failed"
 
 
 @dataclass(frozen=True)
@@ -264,6 +247,7 @@ def trace_files(
             out[job.path] = FileTrace(job.path, TraceStatus.failed, "no benchmark_pytorch.py above it", torch=version)
     if not request["jobs"]:
         return out
+    driver = Path(str(resources.files("indexer").joinpath("trace_driver.py")))
     with proc.scratch_dir("trace") as scratch:
         (scratch / "out").mkdir()
         # the driver runs as a file from the scratch directory: run from indexer/, its siblings

@@ -31,9 +31,12 @@ from perfq.config import Config
 from query.changes import ChangedFunction, ChangeSet
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, NativeHit, TracedHit
+from query.model import Chain, ChainStep, StepKind
+from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
+from schema.model import EdgeKind, NodeKind, TraceStatus
 
-_WEAK_EDGES = {"subclass", "method_of"}
-_TRACED = ("ok", "partial")
+_WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
+_TRACED = (TraceStatus.ok, TraceStatus.partial)
 _NARROW_OPS = 10  # a change implementing at most this many operators is one kernel's family (README: 86 of 157)
 _SHARED_MIN_BENCHMARKS = 10  # fewer benchmarks executing a change's operators are never "shared" by breadth
 _REASONS_KEPT = 3
@@ -60,7 +63,7 @@ class Source(str, Enum):
 @dataclass(frozen=True)
 class Reason:
     function: str
-    chain: tuple[str, ...]
+    chain: Chain  # written as the steps' texts
 
     def to_json(self) -> dict:
         return to_json(self)
@@ -147,7 +150,7 @@ class AffectedDoc:
             for b in hit.benchmarks:
                 if b.name not in seen:
                     seen.add(b.name)
-                    chain = (f"canary set {hit.set}: {hit.trigger}",)
+                    chain = (ChainStep(StepKind.CANARY, hit.set, detail=hit.trigger),)
                     out.append(
                         SelectedBenchmark(
                             b.name,
@@ -168,10 +171,14 @@ class AffectedDoc:
 @dataclass
 class Start:
     node: int
-    label: str
+    step: ChainStep  # what changed: a function, a file's lines, an operator
     confidence: Confidence
     why: str
     device: str = ""  # device family of the changed file ('' = any)
+
+    @property
+    def label(self) -> str:
+        return self.step.label
 
 
 @dataclass
@@ -185,7 +192,7 @@ class AffectedInput:
 # --------------------------------------------------------------------------- starts
 
 
-_CALLER_EDGES = frozenset({"call", "python_call"})
+_CALLER_EDGES = frozenset({EdgeKind.CALL, EdgeKind.PYTHON_CALL})
 
 
 def _starts(
@@ -216,7 +223,7 @@ def _starts(
     callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
     later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
-        label, dev = f"{cf.path}:{cf.qualname}", device_of_path(cf.path)
+        step, dev = ChainStep(StepKind.FUNCTION, cf.qualname, file=cf.path), device_of_path(cf.path)
         if cf.status == "added" and not other_tree:
             # its callers in the head are changed functions, started from anyway; a function of
             # the index with its name is another overload (or gone), whose callers it has not
@@ -224,15 +231,15 @@ def _starts(
         if ids and other_tree and cf.status == "added":
             later.update(ids)  # nor from the file's functions, when the file falls back
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
-            starts += [Start(n, label, Confidence.high, "added function, where it is registered", dev) for n in upper]
+            starts += [Start(n, step, Confidence.high, "added function, where it is registered", dev) for n in upper]
             continue
         if ids:
-            starts += [Start(i, label, Confidence.high, f"{cf.status} function", dev) for i in ids]
+            starts += [Start(i, step, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
         callers = callers_of.get(called_as, [])
         if callers:
             why = f"{cf.status} function, reached through callers of {called_as}"
-            starts += [Start(i, label, Confidence.medium, why, dev) for i in callers]
+            starts += [Start(i, step, Confidence.medium, why, dev) for i in callers]
         else:
             reason = f"{cf.status} function not in the index and nothing calls {called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
@@ -247,37 +254,46 @@ def _starts(
         if own or from_includers:
             warnings.append(f"{path}: lines {lines[:6]} are outside any function; selection from the whole file (low)")
         dev = device_of_path(path)
-        starts += [Start(i, f"{path} (file level)", Confidence.low, why, dev) for i in own]
-        starts += [Start(i, f"{path} (included by)", Confidence.low, why, dev) for i in from_includers]
+        file_level, included = (ChainStep(StepKind.FILE, path, detail=d) for d in ("file level", "included by"))
+        starts += [Start(i, file_level, Confidence.low, why, dev) for i in own]
+        starts += [Start(i, included, Confidence.low, why, dev) for i in from_includers]
     if cs.yaml_ops:
         why_of = dict(reversed(cs.yaml_ops))
         for nid, key, base in store.op_nodes(list(why_of)):
-            starts.append(Start(nid, f"op {key}", Confidence.high, why_of.get(key) or why_of.get(base, "")))
+            why = why_of.get(key) or why_of.get(base, "")
+            starts.append(Start(nid, ChainStep(StepKind.OP, key), Confidence.high, why))
     return starts, unmapped, warnings
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _label(r: Reach, node: int, files: dict[int, str]) -> str:
-    kind, key, label = r.kind.get(node, "?"), r.key.get(node, "?"), r.label.get(node, "?")
-    if kind == "function":
-        return f"{files.get(node, '?')}:{label}"
-    if kind == "pyfunction":
-        return label
-    return f"{kind} {key}"
+_STEP_OF_NODE = {NodeKind.OP: StepKind.OP, NodeKind.STUB: StepKind.STUB, NodeKind.BENCHMARK: StepKind.BENCHMARK}
 
 
-def _chain_text(r: Reach, node: int, files: dict[int, str]) -> tuple[str, ...]:
-    return tuple(_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in r.chain(node))
+def _step(r: Reach, node: int, files: dict[int, str], via: str) -> ChainStep:
+    """The chain step of a node of the walk ``r``, reached by ``via``."""
+    kind = r.kind.get(node)
+    if kind == NodeKind.FUNCTION:
+        return ChainStep(StepKind.FUNCTION, r.label.get(node, "?"), file=files.get(node, "?"), via=via)
+    if kind == NodeKind.PYFUNCTION:
+        return ChainStep(StepKind.FUNCTION, r.label.get(node, "?"), via=via)
+    if kind not in _STEP_OF_NODE:  # a node the walk did not describe
+        return ChainStep(StepKind.NOTE, f"? {r.key.get(node, '?')}", via=via)
+    return ChainStep(_STEP_OF_NODE[kind], r.key.get(node, "?"), via=via)
+
+
+def _chain(r: Reach, node: int, files: dict[int, str]) -> Chain:
+    """The steps from the walk's start node to ``node``."""
+    return tuple(_step(r, n, files, kind.value if kind else "") for n, kind, _ in r.chain(node))
 
 
 def _functions(r: Reach, nodes: set[int]) -> list[int]:
     """The C++ functions among ``nodes``."""
-    return sorted(n for n in nodes if r.kind.get(n) == "function")
+    return sorted(n for n in nodes if r.kind.get(n) == NodeKind.FUNCTION)
 
 
-def _usable(hits: list[TracedHit], families: set[str], benches: dict[str, BenchmarkRow]) -> list[TracedHit]:
+def _usable(hits: list[TracedHit], families: set[str], benches: dict[str, BenchmarkInfo]) -> list[TracedHit]:
     """The hits of indexed benchmarks on a device the change can reach."""
     device_ok = {d: _device_ok(d, families) for d in {h.device for h in hits}}
     return [h for h in hits if device_ok[h.device] and h.bench in benches]
@@ -289,7 +305,7 @@ def _families(changed_paths: Iterable[str]) -> set[str]:
     return set() if not families or "" in families else families
 
 
-def _traced_benchmarks(benches: dict[str, BenchmarkRow], families: set[str]) -> set[str]:
+def _traced_benchmarks(benches: dict[str, BenchmarkInfo], families: set[str]) -> set[str]:
     """Benchmarks with a usable trace on a device the change can reach."""
     return {
         name
@@ -373,8 +389,8 @@ class _Selection:
 
 
 def _pattern_canaries(
-    sets: list[CanarySetRow], paths: list[str], qualnames: list[str]
-) -> list[tuple[CanarySetRow, str]]:
+    sets: list[CanarySet], paths: list[str], qualnames: list[str]
+) -> list[tuple[CanarySet, str]]:
     """Canary sets whose path globs or function patterns match the change, with the match."""
     out = []
     for s in sets:
@@ -399,7 +415,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     benches = store.benchmarks()
 
     own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
-    if not own.nodes_of("op"):
+    if not own.nodes_of(NodeKind.OP):
         fallback = _header_fallback(store, cs)
         if fallback:
             starts += fallback
@@ -407,11 +423,11 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             start_devices.update({s.node: s.device for s in fallback if s.node not in start_devices})
             start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
             own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
-    own_ops = sorted(own.key[n] for n in own.nodes_of("op"))
+    own_ops = sorted(own.key[n] for n in own.nodes_of(NodeKind.OP))
     own_layouts = own.layouts()
-    layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of("op")}
+    layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of(NodeKind.OP)}
     layouts.update(
-        _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of("op")))))
+        _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of(NodeKind.OP)))))
     )
     sets = store.canary_sets()
     narrow = _narrow_paths(store, cs, starts) if len(own_ops) <= _NARROW_OPS else set()
@@ -434,9 +450,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         # for tests traced without seeing inside kernels (meta/fake only), and for every test
         # when the call is a plain C++ call, which no profiler records
         # (not through a backward formula: a trace records the backward operators a test runs)
-        callers = sorted({inner.key[n] for n in inner.nodes_of("op")} - set(own_ops) - _via_backward(inner))
+        callers = sorted({inner.key[n] for n in inner.nodes_of(NodeKind.OP)} - set(own_ops) - _via_backward(inner))
         inner_layouts = inner.layouts()
-        requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of("op")}))
+        requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
     hits = _usable(own_hits, families, benches)
     traced = _traced_benchmarks(benches, families)
@@ -452,7 +468,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
     if inner is not None:
         hidden = _direct_callers(inner, callers)
-        past_hubs = {inner.key[n] for n in inner.nodes_of("op") if hub_path & {m for m, _, _ in inner.chain(n)}}
+        past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}
         hits += _usable(
             [h for h in caller_hits[0] if (not h.kernels_seen or set(h.ops) & hidden) and not set(h.ops) <= past_hubs],
             families,
@@ -462,8 +478,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     # explanations name the functions on the chains to the traced operators and benchmarks
     hit_ops = {op for h in hits for op in h.ops}
     chains = [
-        (op_chains, op_chains.chain_nodes([n for n in op_chains.nodes_of("op") if op_chains.key[n] in hit_ops])),
-        (walk, walk.chain_nodes(walk.nodes_of("benchmark"))),
+        (op_chains, op_chains.chain_nodes([n for n in op_chains.nodes_of(NodeKind.OP) if op_chains.key[n] in hit_ops])),
+        (walk, walk.chain_nodes(walk.nodes_of(NodeKind.BENCHMARK))),
     ]
     fill_labels(store, chains)
     files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
@@ -473,7 +489,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
     sel = _Selection()
-    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of("op")}
+    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of(NodeKind.OP)}
     _select_traced(sel, hits, op_chains, op_node, start_of, files)
     _select_compiled(sel, compile_hits, compiled)
     if compiled:
@@ -488,7 +504,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
 
     canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
-    ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of("op"))
+    ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     selected = _finish(sel, benches, families, modes)
     return AffectedDoc(
@@ -520,7 +536,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 def _through_callers(own: Reach) -> set[str]:
     """The operators of ``own`` reached only because other code calls the changed function
     (a ``call`` edge on the way: the CUDA copy kernel calling the neg kernel on one branch)."""
-    return {own.key[n] for n in own.nodes_of("op") if any(kind == "call" for _, kind, _ in own.chain(n))}
+    return {own.key[n] for n in own.nodes_of(NodeKind.OP) if any(kind == EdgeKind.CALL for _, kind, _ in own.chain(n))}
 
 
 def _drop_branch_hubs(
@@ -541,11 +557,11 @@ def _drop_branch_hubs(
         return hits, set(), set()
     dropped = {op.split(".")[0] for h in on_through for op in h.ops}
     path: set[int] = set()
-    for node in own.nodes_of("op"):
+    for node in own.nodes_of(NodeKind.OP):
         if own.key[node] in through:
             chain = own.chain(node)
-            first = next(i for i, (_, kind, _) in enumerate(chain) if kind == "call")
-            path |= {n for n, _, _ in chain[first:] if own.kind.get(n) == "function"}
+            first = next(i for i, (_, kind, _) in enumerate(chain) if kind == EdgeKind.CALL)
+            path |= {n for n, _, _ in chain[first:] if own.kind.get(n) == NodeKind.FUNCTION}
     return [h for h in hits if not set(h.ops) <= through], dropped, path
 
 
@@ -568,7 +584,8 @@ def _select_compiled(sel: _Selection, hits: list[TracedHit], compiled: dict[str,
     compile mode only."""
     for h in hits:
         op = h.ops[0]
-        chain = (f"op {op} [{compiled.get(op, 'compile')}]", f"benchmark {h.bench} [traced: runs {op.split('.')[0]}]")
+        chain = (ChainStep(StepKind.OP, op, via=compiled.get(op, "compile")),
+                 ChainStep(StepKind.BENCHMARK, h.bench, via=f"traced: runs {op.split('.')[0]}"))
         sel.add(h.bench, Source.traced, Confidence.high, Reason(compiled.get(op, op), chain),
                 tests=h.tests, modules=(h.module,), ops=h.ops, modes=("compile",))
 
@@ -577,7 +594,9 @@ def _via_backward(inner: Reach) -> set[str]:
     """The operators of ``inner`` reached from the change through a backward formula only (a
     forward operator whose derivative runs the changed backward operator)."""
     return {
-        inner.key[n] for n in inner.nodes_of("op") if any(kind == "backward" for _, kind, _ in inner.chain(n))
+        inner.key[n]
+        for n in inner.nodes_of(NodeKind.OP)
+        if any(kind == EdgeKind.BACKWARD for _, kind, _ in inner.chain(n))
     }
 
 
@@ -585,9 +604,11 @@ def _direct_callers(inner: Reach, callers: list[str]) -> set[str]:
     """Of the operators one composite step above the change, those whose kernels call the
     changed code as plain C++ functions (``at::native::split(...)``), past the dispatcher: a
     trace that saw inside kernels shows them run, never the operator the change implements."""
-    node_of = {inner.key[n]: n for n in inner.nodes_of("op")}
+    node_of = {inner.key[n]: n for n in inner.nodes_of(NodeKind.OP)}
     return {
-        op for op in callers if not any(kind in ("op_call", "backward") for _, kind, _ in inner.chain(node_of[op]))
+        op
+        for op in callers
+        if not any(kind in (EdgeKind.OP_CALL, EdgeKind.BACKWARD) for _, kind, _ in inner.chain(node_of[op]))
     }
 
 
@@ -609,18 +630,18 @@ def _composite_walk(
         )
 
     one_step = walk(1)
-    if len(one_step.nodes_of("op")) > cfg.reach_bound:
-        return own, len(one_step.nodes_of("op")), None
+    if len(one_step.nodes_of(NodeKind.OP)) > cfg.reach_bound:
+        return own, len(one_step.nodes_of(NodeKind.OP)), None
     best = one_step
     unbounded = walk(None)
-    if len(unbounded.nodes_of("op")) <= cfg.reach_bound:
-        return unbounded, len(unbounded.nodes_of("op")), one_step
+    if len(unbounded.nodes_of(NodeKind.OP)) <= cfg.reach_bound:
+        return unbounded, len(unbounded.nodes_of(NodeKind.OP)), one_step
     for hops in (2, 3):
         wider = walk(hops)
-        if len(wider.nodes_of("op")) > cfg.reach_bound:
-            return best, len(wider.nodes_of("op")), one_step
+        if len(wider.nodes_of(NodeKind.OP)) > cfg.reach_bound:
+            return best, len(wider.nodes_of(NodeKind.OP)), one_step
         best = wider
-    return best, len(unbounded.nodes_of("op")), one_step
+    return best, len(unbounded.nodes_of(NodeKind.OP)), one_step
 
 
 _LAYOUT_DIRS = (("/quantized/", "quantized"), ("/sparse/", "sparse"), ("/nested/", "nested"))
@@ -635,10 +656,10 @@ def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]
     general kernel (copy_ through copy_impl's quantized branch) only changes that operator on
     quantized tensors; an operator whose kernel is itself quantized code keeps its layouts."""
     out: dict[str, set[str]] = {}
-    for node in own.nodes_of("op"):
+    for node in own.nodes_of(NodeKind.OP):
         chain = own.chain(node)
         hint = _layout_dir(paths.get(chain[0][0], ""))
-        kernels = [n for n, _, _ in chain if own.kind.get(n) == "function"]
+        kernels = [n for n, _, _ in chain if own.kind.get(n) == NodeKind.FUNCTION]
         if hint and kernels and not _layout_dir(paths.get(kernels[-1], "")):
             out[own.key[node]] = {hint}
     return out
@@ -654,7 +675,8 @@ def _narrow_paths(store: IndexStore, cs: ChangeSet, starts: list[Start]) -> set[
     graph = store.graph()
     for s in starts:
         path = s.label.split(":", 1)[0]
-        if s.confidence != Confidence.high or len({src for src, kind in graph.into(s.node) if kind == "call"}) > 1:
+        callers = {src for src, kind in graph.into(s.node) if kind == EdgeKind.CALL}
+        if s.confidence != Confidence.high or len(callers) > 1:
             wide.add(path)
     # (a Python module of the compiler acts through torch.compile, which no call graph shows)
     return {cf.path for cf in cs.functions if not cf.path.endswith(".py")} - wide
@@ -670,7 +692,8 @@ def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
         return []
     rows = store.functions_in(sorted(set(headers).union(*store.includers(headers).values())))
     why = "a changed header function whose callers the index does not link"
-    return [Start(r.id, f"{r.path} (header fallback)", Confidence.low, why, device_of_path(r.path)) for r in rows]
+    return [Start(r.id, ChainStep(StepKind.FILE, r.path, detail="header fallback"), Confidence.low, why,
+                  device_of_path(r.path)) for r in rows]
 
 
 def _select_traced(
@@ -695,7 +718,7 @@ def _select_traced(
             chain = own.chain(node)
             start = start_of.get(chain[0][0])
             how, inferred = _hit_text(bench_hits, op)
-            text = _chain_text(own, node, files) + (f"benchmark {bench} [{how}]",)
+            steps = _chain(own, node, files) + (ChainStep(StepKind.BENCHMARK, bench, via=how),)
             weak = inferred or any(kind in _WEAK_EDGES for _, kind, _ in chain)
             confidence = start.confidence if start else Confidence.low
             if weak and confidence == Confidence.high:
@@ -704,7 +727,7 @@ def _select_traced(
                 bench,
                 source,
                 confidence,
-                Reason(start.label if start else text[0], text),
+                Reason(start.label if start else steps[0].text, steps),
                 tests=tests,
                 modules=modules,
                 ops=ops,
@@ -714,7 +737,7 @@ def _select_traced(
 
 def _select_sampled(
     sel: _Selection, hits: list[NativeHit], start_of: dict[int, Start], families: set[str],
-    benches: dict[str, BenchmarkRow],
+    benches: dict[str, BenchmarkInfo],
 ) -> None:
     """Benchmarks whose sampled tests (CPU, perf) have a changed function on their stacks: seen
     run, even where no static link reaches it (virtual calls, lambdas, function pointers)."""
@@ -724,8 +747,8 @@ def _select_sampled(
         start = start_of.get(hit.function_id)
         if start is None or hit.bench not in benches:
             continue
-        seen = f"sampled: {hit.share:.0%} of test {hit.test}'s samples"
-        sel.add(hit.bench, Source.sampled, start.confidence, Reason(start.label, (start.label, seen)),
+        seen = ChainStep(StepKind.NOTE, f"sampled: {hit.share:.0%} of test {hit.test}'s samples")
+        sel.add(hit.bench, Source.sampled, start.confidence, Reason(start.label, (start.step, seen)),
                 tests=(hit.test,), modules=(hit.module,) if hit.module else ())
 
 
@@ -756,7 +779,7 @@ def _mark_unobserved(
         first = sorted(tests)[0]
         more = f" and {len(tests) - 1} more" if len(tests) > 1 else ""
         why = f"static, not observed: on no stack of sampled test {first}{more} (from 1% of its samples)"
-        e["reasons"].insert(0, Reason(label, (why,)))
+        e["reasons"].insert(0, Reason(label, (ChainStep(StepKind.NOTE, why),)))
         if e["confidence"] == Confidence.high:
             e["confidence"] = Confidence.medium
 
@@ -772,14 +795,14 @@ def _hit_text(hits: list[TracedHit], op: str) -> tuple[str, bool]:
 
 
 def _select_static(
-    sel: _Selection, walk: Reach, start_of: dict[int, Start], files: dict[int, str], benches: dict[str, BenchmarkRow]
+    sel: _Selection, walk: Reach, start_of: dict[int, Start], files: dict[int, str], benches: dict[str, BenchmarkInfo]
 ) -> None:
     """Benchmarks the walk reaches in their code: those without a usable trace, and any
     reached by a path with no operator on it (a Python change: traces hold operators only)."""
-    for node in walk.nodes_of("benchmark"):
+    for node in walk.nodes_of(NodeKind.BENCHMARK):
         name = walk.key[node]
         chain = walk.chain(node)
-        via_op = any(walk.kind.get(n) == "op" for n, _, _ in chain)
+        via_op = any(walk.kind.get(n) == NodeKind.OP for n, _, _ in chain)
         if via_op and benches.get(name) is not None and benches[name].trace_status in _TRACED:
             continue
         start = start_of.get(chain[0][0])
@@ -788,30 +811,31 @@ def _select_static(
         if weak and confidence == Confidence.high:
             confidence = Confidence.medium
         tests = {d.split(":", 1)[0] for d in walk.into_benchmark.get(node, ()) if ":" in d}
-        ops = [walk.key[n] for n, _, _ in chain if walk.kind.get(n) == "op"]
-        text = _chain_text(walk, node, files)
+        ops = [walk.key[n] for n, _, _ in chain if walk.kind.get(n) == NodeKind.OP]
+        steps = _chain(walk, node, files)
         sel.add(
             name,
             Source.static,
             confidence,
-            Reason(start.label if start else text[0], text),
+            Reason(start.label if start else steps[0].text, steps),
             modules=sorted(t for t in tests if t),
             ops=ops,
             distance=walk.depth[node],
         )
 
 
-def _select_changed_benchmarks(sel: _Selection, cs: ChangeSet, benches: dict[str, BenchmarkRow]) -> list[str]:
+def _select_changed_benchmarks(sel: _Selection, cs: ChangeSet, benches: dict[str, BenchmarkInfo]) -> list[str]:
     """Changed benchmark files, and the benchmarks that import a changed module of their tree
     (shared configs); returns the changed modules no benchmark imports."""
     unused = []
     for path in cs.benchmark_files:  # a new one too: it is not in the index yet
-        sel.add(Path(path).stem, Source.changed, Confidence.high, Reason(path, (f"benchmark file {path} changed",)))
+        changed = ChainStep(StepKind.BENCHMARK_FILE, path)
+        sel.add(Path(path).stem, Source.changed, Confidence.high, Reason(path, (changed,)))
     by_file = {b.file: name for name, b in benches.items()}
     for path in cs.benchmark_modules:
         users = sorted(by_file[f] for f in cs.benchmark_importers.get(path, ()) if f in by_file)
         for name in users:
-            why = f"benchmark file {benches[name].file} imports {path}, which changed"
+            why = ChainStep(StepKind.BENCHMARK_FILE, benches[name].file, detail=path)
             sel.add(name, Source.changed, Confidence.high, Reason(path, (why,)))
         if not users:
             unused.append(f"{path} (no benchmark imports it)")
@@ -833,12 +857,12 @@ def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], c
 
 
 def _canaries(
-    patterns: list[tuple[CanarySetRow, str]],
+    patterns: list[tuple[CanarySet, str]],
     broad: str,
     own_ops: list[str],
     hits: list[TracedHit],
-    benches: dict[str, BenchmarkRow],
-    sets: list[CanarySetRow],
+    benches: dict[str, BenchmarkInfo],
+    sets: list[CanarySet],
 ) -> list[CanaryHit]:
     """Canary sets for shared infrastructure: the fewest traced benchmarks covering the
     operators the change implements; the set's own list (indexed benchmarks only) when
@@ -848,7 +872,7 @@ def _canaries(
         covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
     chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
 
-    def members(s: CanarySetRow | None) -> tuple[CanaryBenchmark, ...]:
+    def members(s: CanarySet | None) -> tuple[CanaryBenchmark, ...]:
         names = chosen or [b for b in (s.benchmarks if s else ()) if b in benches]
         return tuple(CanaryBenchmark(b, benches[b].file) for b in names if b in benches)
 
@@ -865,12 +889,12 @@ def _covered_ops(store: IndexStore, walk: Reach, ops: list[str]) -> set[str]:
     """Reached operators some benchmark executes (a trace) or calls (the benchmark's code)."""
     covered = store.executed(ops)
     reaching = reaching_benchmarks(walk)
-    covered |= {walk.key[n] for n in walk.nodes_of("op") if n in reaching}
+    covered |= {walk.key[n] for n in walk.nodes_of(NodeKind.OP) if n in reaching}
     return covered
 
 
 def _finish(
-    sel: _Selection, benches: dict[str, BenchmarkRow], families: set[str], modes: tuple[str, ...]
+    sel: _Selection, benches: dict[str, BenchmarkInfo], families: set[str], modes: tuple[str, ...]
 ) -> list[SelectedBenchmark]:
     out = []
     for name, e in sorted(sel.entries.items(), key=lambda kv: (kv[1]["distance"], kv[0])):

@@ -8,49 +8,23 @@ fans out. Written as GraphML (yEd, Gephi, Cytoscape), GEXF or GML, networkx's ow
 from __future__ import annotations
 
 from collections.abc import Callable
-from enum import Enum
 from pathlib import Path
 
 import networkx as nx
 
 from perfq.errors import PerfqError
 from query.affected import AffectedDoc
+from query.model import StepKind
+from schema.model import EdgeKind
 
-
-class StepKind(str, Enum):
-    """What a chain step names."""
-
-    function = "function"
-    op = "op"
-    stub = "stub"
-    benchmark = "benchmark"
-    benchmark_file = "benchmark_file"
-    canary = "canary"
-
-
-_PREFIXES = (
-    ("benchmark file ", StepKind.benchmark_file),
-    ("benchmark ", StepKind.benchmark),
-    ("canary set ", StepKind.canary),
-    ("op ", StepKind.op),
-    ("stub ", StepKind.stub),
-)
+# a file's lines and a note are drawn as function nodes
+_NODE_KIND = {StepKind.FILE: StepKind.FUNCTION, StepKind.NOTE: StepKind.FUNCTION}
 
 _WRITERS: dict[str, Callable[[nx.DiGraph, Path], None]] = {
     ".graphml": lambda g, p: nx.write_graphml(g, p),
     ".gexf": lambda g, p: nx.write_gexf(g, p),
     ".gml": lambda g, p: nx.write_gml(g, p),
 }
-
-
-def split_step(step: str) -> tuple[StepKind, str, str]:
-    """(kind, name, edge tag) of a chain step such as ``op _softmax [structured_delegate]``."""
-    text, sep, tag = step.partition(" [")
-    tag = tag[:-1] if sep and tag.endswith("]") else ""
-    for prefix, kind in _PREFIXES:
-        if text.startswith(prefix):
-            return kind, text, tag
-    return StepKind.function, text, tag
 
 
 def chain_graph(doc: AffectedDoc) -> nx.DiGraph:
@@ -64,13 +38,14 @@ def chain_graph(doc: AffectedDoc) -> nx.DiGraph:
         for reason in bench.reasons:
             previous = None
             for index, step in enumerate(reason.chain):
-                kind, label, tag = split_step(step)
+                label = step.label
                 if label not in graph:
+                    kind = _NODE_KIND.get(step.kind, step.kind)
                     graph.add_node(label, kind=kind.value, label=label, changed=False, selected=False)
                 if index == 0:
                     graph.nodes[label]["changed"] = True
                 if previous is not None and previous != label:
-                    graph.add_edge(previous, label, via=tag or "call")
+                    graph.add_edge(previous, label, via=step.via or EdgeKind.CALL.value)
                 previous = label
             if previous is not None:
                 node = graph.nodes[previous]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from indexer.devices import device_of_key, layout_of_key
 from schema.index_store import IndexStore
+from schema.model import EdgeKind, NodeKind
 from schema.packed_graph import PackedGraph
 
 
@@ -15,16 +16,16 @@ class Reach:
     """What a set of start nodes reaches: parents for explanations, kinds and keys (function
     labels once ``fill_labels`` has read them)."""
 
-    parent: dict[int, tuple[int, str, str]] = field(default_factory=dict)  # node -> (parent, edge kind, detail)
+    parent: dict[int, tuple[int, EdgeKind, str]] = field(default_factory=dict)  # node -> (parent, edge kind, detail)
     depth: dict[int, int] = field(default_factory=dict)
-    kind: dict[int, str] = field(default_factory=dict)
+    kind: dict[int, NodeKind] = field(default_factory=dict)
     key: dict[int, str] = field(default_factory=dict)
     label: dict[int, str] = field(default_factory=dict)
     edges: list[tuple[int, int]] = field(default_factory=list)  # (dst, src) explored
     truncated: bool = False
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
     into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
-    into_op: list[tuple[int, int, str, str]] = field(default_factory=list)  # explored edges into ops
+    into_op: list[tuple[int, int, EdgeKind, str]] = field(default_factory=list)  # explored edges into ops
 
     def layouts(self) -> dict[int, set[str]]:
         """op -> the tensor layouts of the kernels the walk reached it through (dense,
@@ -32,9 +33,9 @@ class Reach:
         out: dict[int, set[str]] = {}
         follow: list[tuple[int, int]] = []
         for dst, src, ekind, detail in self.into_op:
-            if ekind in ("kernel", "library_impl", "stub_name"):
+            if ekind in (EdgeKind.KERNEL, EdgeKind.LIBRARY_IMPL, EdgeKind.STUB_NAME):
                 out.setdefault(src, set()).add(layout_of_key(detail))
-            elif ekind in ("structured_delegate", "autogen"):
+            elif ekind in (EdgeKind.STRUCTURED_DELEGATE, EdgeKind.AUTOGEN):
                 follow.append((dst, src))
             else:
                 out.setdefault(src, set()).add("any")
@@ -48,15 +49,15 @@ class Reach:
                     changed = True
         return out
 
-    def nodes_of(self, kind: str) -> list[int]:
+    def nodes_of(self, kind: NodeKind) -> list[int]:
         return [n for n, k in self.kind.items() if k == kind]
 
     def chain_nodes(self, ends: list[int]) -> set[int]:
         """Every node on the chains from the start nodes to ``ends``."""
         return {n for end in ends for n, _, _ in self.chain(end)}
 
-    def chain(self, node: int) -> list[tuple[int, str, str]]:
-        """(node, edge kind that led to it, detail) from the start node to ``node``."""
+    def chain(self, node: int) -> list[tuple[int, EdgeKind | None, str]]:
+        """(node, edge kind that led to it, detail) from the start node (kind None) to ``node``."""
         out = []
         seen = set()
         while node in self.parent and node not in seen:
@@ -64,11 +65,11 @@ class Reach:
             parent, kind, detail = self.parent[node]
             out.append((node, kind, detail))
             node = parent
-        out.append((node, "start", ""))
+        out.append((node, None, ""))
         return list(reversed(out))
 
 
-_REGISTRATIONS = frozenset(("kernel", "registered", "library_impl"))
+_REGISTRATIONS = frozenset((EdgeKind.KERNEL, EdgeKind.REGISTERED, EdgeKind.LIBRARY_IMPL))
 
 
 def walk_up(
@@ -94,9 +95,9 @@ def walk_up(
     # per node, the best state it was reached with: (device family, composite hops used)
     state: dict[int, tuple[str, int]] = {node: (dev, 0) for node, dev in starts.items()}
     frontier = sorted(starts)
-    for node, kind, key, label in store.describe(frontier):
-        r.kind[node], r.key[node], r.label[node] = kind, key, label
-        r.depth[node] = 0
+    for row in store.describe(frontier):
+        r.kind[row.id], r.key[row.id], r.label[row.id] = row.kind, row.key, row.label
+        r.depth[row.id] = 0
     walk = _Walk(store.graph(), r, state, composite_hops, hub_fanout, backends)
     depth = 0
     while frontier:
@@ -130,10 +131,13 @@ class _Walk:
         self.kinds = bytes(g.kind)  # a kind is one byte: ``count`` and ``in`` over a run are C loops
         self.edge_kinds, self.details, self.node_kinds, self.keys = g.edge_kinds, g.details, g.node_kinds, g.keys
         ek, nk = g.edge_codes, g.node_codes
-        self.call, self.kernel, self.op_call, self.backward = (ek.get(k, -1) for k in ("call", "kernel", "op_call",
-                                                                                        "backward"))
+        self.call, self.kernel, self.op_call, self.backward = (
+            ek.get(k, -1) for k in (EdgeKind.CALL, EdgeKind.KERNEL, EdgeKind.OP_CALL, EdgeKind.BACKWARD)
+        )
         self.registrations = frozenset(ek[k] for k in _REGISTRATIONS if k in ek)
-        self.function, self.op, self.benchmark = (nk.get(k, -1) for k in ("function", "op", "benchmark"))
+        self.function, self.op, self.benchmark = (
+            nk.get(k, -1) for k in (NodeKind.FUNCTION, NodeKind.OP, NodeKind.BENCHMARK)
+        )
 
     def key(self, node: int) -> str:
         key = self.keys.get(node)
@@ -214,7 +218,8 @@ class _Walk:
 def fill_labels(store: IndexStore, chains: list[tuple[Reach, set[int]]]) -> None:
     """The qualified names of the functions among the given nodes of each walk (walks know
     functions by id only), read in one query."""
-    wanted = [(r, {n for n in nodes if r.kind.get(n) in ("function", "pyfunction")}) for r, nodes in chains]
+    functions = (NodeKind.FUNCTION, NodeKind.PYFUNCTION)
+    wanted = [(r, {n for n in nodes if r.kind.get(n) in functions}) for r, nodes in chains]
     labels = store.labels(sorted(set().union(*(nodes for _, nodes in wanted))))
     for r, nodes in wanted:
         r.label.update((n, labels[n]) for n in nodes)
@@ -233,7 +238,7 @@ def reaching_benchmarks(r: Reach) -> set[int]:
     up: dict[int, list[int]] = {}
     for dst, src in r.edges:
         up.setdefault(src, []).append(dst)
-    covered = set(r.nodes_of("benchmark"))
+    covered = set(r.nodes_of(NodeKind.BENCHMARK))
     queue = deque(covered)
     while queue:
         node = queue.popleft()

@@ -251,6 +251,6 @@ def check_index_of(repo: Path, db: Path | None = None) -> None:
                          f"{repo}); build this repository's index with `perfq index`")
 
 
-def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
-    """The affected document for ``A..B`` as JSON (used by bisect --prune and run --affected)."""
-    return affected_for_ref(repo, rev_range, db).to_json()
+def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> AffectedDoc:
+    """The affected document for ``A..B`` (used by bisect --prune and run --affected)."""
+    return affected_for_ref(repo, rev_range, db)

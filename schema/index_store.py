@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
+from schema.model import BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
 
 STATS_TABLES = (
@@ -22,7 +23,9 @@ STATS_TABLES = (
 )
 
 
-class FunctionRow(NamedTuple):
+class FunctionInFile(NamedTuple):
+    """A function of the index with its file's path."""
+
     id: int
     path: str
     qualname: str
@@ -31,13 +34,6 @@ class FunctionRow(NamedTuple):
     start_line: int
     end_line: int
     internal: bool
-
-
-class NodeRow(NamedTuple):
-    id: int
-    kind: str
-    key: str
-    label: str
 
 
 class TracedHit(NamedTuple):
@@ -55,7 +51,7 @@ class TracedHit(NamedTuple):
 
 
 @dataclass(frozen=True)
-class BenchmarkRow:
+class BenchmarkInfo:
     name: str
     file: str
     framework: str
@@ -64,7 +60,7 @@ class BenchmarkRow:
 
 
 @dataclass(frozen=True)
-class CanarySetRow:
+class CanarySet:
     name: str
     description: str
     paths: tuple[str, ...]
@@ -72,7 +68,7 @@ class CanarySetRow:
     benchmarks: tuple[str, ...]
 
 
-class OpRow(NamedTuple):
+class OpInfo(NamedTuple):
     name: str
     base: str
     overload: str | None
@@ -81,7 +77,7 @@ class OpRow(NamedTuple):
     composite: str | None
 
 
-class KernelRow(NamedTuple):
+class KernelTarget(NamedTuple):
     op: str
     dispatch_key: str
     function_id: int | None
@@ -99,10 +95,10 @@ class BenchmarkFile(NamedTuple):
     file: str
 
 
-class BenchOpRow(NamedTuple):
+class BenchOpLink(NamedTuple):
     bench: str
     op: str
-    source: str
+    source: BenchOpSource
 
 
 class NativeHit(NamedTuple):
@@ -167,20 +163,20 @@ class IndexStore:
         self._meta: dict[str, str] | None = None
         self._graph: PackedGraph | None = None
         self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
-        self._functions: dict[str, list[FunctionRow]] = {}  # functions_in's cache, by path
+        self._functions: dict[str, list[FunctionInFile]] = {}  # functions_in's cache, by path
 
     # ---- files and functions
-    def functions_in(self, paths: list[str]) -> list[FunctionRow]:
+    def functions_in(self, paths: list[str]) -> list[FunctionInFile]:
         """The functions of the indexed ``paths`` (the repository's), by id; each file read once per store."""
         missing = sorted({p for p in paths if p not in self._functions})
         if missing:
             for r in self.con.execute(
                 "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal"
                 " FROM functions f JOIN files fi ON fi.id = f.file_id"
-                " WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = 'repo' ORDER BY f.id",
+                f" WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = '{Origin.REPO}' ORDER BY f.id",
                 [missing],
             ).fetchall():
-                self._functions.setdefault(r[1], []).append(FunctionRow(*r))
+                self._functions.setdefault(r[1], []).append(FunctionInFile(*r))
             self._functions.update((p, []) for p in missing if p not in self._functions)
         return sorted((row for p in set(paths) for row in self._functions[p]), key=attrgetter("id"))
 
@@ -190,7 +186,7 @@ class IndexStore:
             return {}
         rows = self.con.execute(
             "SELECT path, sha256, lang, n_lines, status, coalesce(message, '') FROM files"
-            " WHERE path IN (SELECT unnest(?::TEXT[])) AND origin = 'repo'",
+            f" WHERE path IN (SELECT unnest(?::TEXT[])) AND origin = '{Origin.REPO}'",
             [paths],
         ).fetchall()
         return {p: (sha, lang, n, status, message) for p, sha, lang, n, status, message in rows}
@@ -198,7 +194,7 @@ class IndexStore:
     def skipped_files(self) -> list[tuple[str, str]]:
         """(path, why) of the files the index holds without parsing them (binary, too large)."""
         return self.con.execute(
-            "SELECT path, coalesce(message, '') FROM files WHERE status = 'skipped' ORDER BY path"
+            f"SELECT path, coalesce(message, '') FROM files WHERE status = '{FileStatus.SKIPPED}' ORDER BY path"
         ).fetchall()
 
     def function_paths(self, ids: list[int]) -> dict[int, str]:
@@ -247,7 +243,7 @@ class IndexStore:
         if not names_or_bases:
             return []
         return self.con.execute(
-            "SELECT n.id, n.key, o.base FROM nodes n JOIN ops o ON o.name = n.key WHERE n.kind = 'op'"
+            f"SELECT n.id, n.key, o.base FROM nodes n JOIN ops o ON o.name = n.key WHERE n.kind = '{NodeKind.OP}'"
             " AND (o.name IN (SELECT unnest(?::TEXT[])) OR o.base IN (SELECT unnest(?::TEXT[]))) ORDER BY n.id",
             [names_or_bases, names_or_bases],
         ).fetchall()
@@ -260,9 +256,10 @@ class IndexStore:
             return []
         return self.con.execute(
             "SELECT r.caller_id, d.callee_name, r.qualifier || '.' || r.callee_name FROM calls d"
-            " JOIN calls r ON r.caller_id = d.caller_id AND r.line = d.line AND r.kind = 'ref'"
+            f" JOIN calls r ON r.caller_id = d.caller_id AND r.line = d.line AND r.kind = '{CallKind.REF}'"
             " JOIN functions f ON f.id = d.caller_id"
-            " WHERE d.caller_id IN (SELECT unnest(?::INTEGER[])) AND d.kind = 'python' AND d.line < f.start_line"
+            f" WHERE d.caller_id IN (SELECT unnest(?::INTEGER[])) AND d.kind = '{CallKind.PYTHON}'"
+            " AND d.line < f.start_line"
             " AND d.callee_name IN (SELECT unnest(?::TEXT[])) ORDER BY 1, 3",
             [functions, decorators],
         ).fetchall()
@@ -304,17 +301,17 @@ class IndexStore:
             for r in self.con.execute(
                 "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [missing]
             ).fetchall():
-                self._nodes[r[0]] = NodeRow(*r)
+                self._nodes[r[0]] = NodeRow(r[0], NodeKind(r[1]), r[2], r[3])
             self._nodes.update((n, None) for n in missing if n not in self._nodes)
         return [row for n in nodes if (row := self._nodes[n]) is not None]
 
     # ---- benchmarks and traces
-    def benchmarks(self) -> dict[str, BenchmarkRow]:
+    def benchmarks(self) -> dict[str, BenchmarkInfo]:
         rows = self.con.execute(
             "SELECT b.name, b.file, b.framework, b.devices, coalesce(t.status, '')"
             " FROM benchmarks b LEFT JOIN traces t ON t.bench = b.name ORDER BY b.name"
         ).fetchall()
-        return {n: BenchmarkRow(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
+        return {n: BenchmarkInfo(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
 
     def traced_hits(
         self, requests: list[tuple[list[str], dict[str, set[str]] | None]]
@@ -425,12 +422,12 @@ class IndexStore:
         ).fetchall()
         return [TracedTestOps(b, t, m, tag, bool(bw), d, tuple(names or ())) for b, t, m, tag, bw, d, names in rows]
 
-    def canary_sets(self) -> list[CanarySetRow]:
+    def canary_sets(self) -> list[CanarySet]:
         rows = self.con.execute(
             "SELECT name, coalesce(description, ''), paths, functions, benchmarks FROM canary_sets ORDER BY name"
         ).fetchall()
         return [
-            CanarySetRow(n, d, tuple(json.loads(p)), tuple(json.loads(f)), tuple(json.loads(b)))
+            CanarySet(n, d, tuple(json.loads(p)), tuple(json.loads(f)), tuple(json.loads(b)))
             for n, d, p, f, b in rows
         ]
 
@@ -441,21 +438,21 @@ class IndexStore:
         return dict(self._meta)
 
     # ---- coverage: operators, kernels, benchmarks -------------------------------------------------
-    def ops(self) -> list[OpRow]:
-        return [OpRow(*r) for r in self.con.execute(
+    def ops(self) -> list[OpInfo]:
+        return [OpInfo(*r) for r in self.con.execute(
             "SELECT name, base, overload, namespace, schema, composite FROM ops").fetchall()]
 
-    def ops_named(self, name: str) -> list[OpRow]:
-        return [OpRow(*r) for r in self.con.execute(
+    def ops_named(self, name: str) -> list[OpInfo]:
+        return [OpInfo(*r) for r in self.con.execute(
             "SELECT name, base, overload, namespace, schema, composite FROM ops WHERE name = ?", [name]).fetchall()]
 
-    def ops_of_base(self, base: str, namespace: str) -> list[OpRow]:
-        return [OpRow(*r) for r in self.con.execute(
+    def ops_of_base(self, base: str, namespace: str) -> list[OpInfo]:
+        return [OpInfo(*r) for r in self.con.execute(
             "SELECT name, base, overload, namespace, schema, composite FROM ops WHERE base = ? AND namespace = ?",
             [base, namespace]).fetchall()]
 
-    def kernels(self) -> list[KernelRow]:
-        return [KernelRow(op, key, None if fid is None else int(fid)) for op, key, fid in self.con.execute(
+    def kernels(self) -> list[KernelTarget]:
+        return [KernelTarget(op, key, None if fid is None else int(fid)) for op, key, fid in self.con.execute(
             "SELECT op, dispatch_key, function_id FROM kernels").fetchall()]
 
     def kernel_sizes(self) -> list[KernelSizeRow]:
@@ -468,8 +465,9 @@ class IndexStore:
     def benchmark_files(self) -> list[BenchmarkFile]:
         return [BenchmarkFile(*r) for r in self.con.execute("SELECT name, file FROM benchmarks").fetchall()]
 
-    def bench_ops(self) -> list[BenchOpRow]:
-        return [BenchOpRow(*r) for r in self.con.execute("SELECT DISTINCT bench, op, source FROM bench_ops").fetchall()]
+    def bench_ops(self) -> list[BenchOpLink]:
+        rows = self.con.execute("SELECT DISTINCT bench, op, source FROM bench_ops").fetchall()
+        return [BenchOpLink(bench, op, BenchOpSource(source)) for bench, op, source in rows]
 
     def benchmarks_of_ops(self, ops: list[str]) -> list[str]:
         """Benchmarks linked to any of ``ops``, sorted."""
@@ -500,11 +498,12 @@ class IndexStore:
 
     def reach_graph(self) -> ReachGraph:
         edges = [(int(d), int(s)) for d, s in self.con.execute("SELECT dst, src FROM reach_edges").fetchall()]
-        op_nodes = {int(i): k for i, k in self.con.execute("SELECT id, key FROM nodes WHERE kind = 'op'").fetchall()}
+        op_nodes = {int(i): k for i, k in self.con.execute(
+            f"SELECT id, key FROM nodes WHERE kind = '{NodeKind.OP}'").fetchall()}
         fn_nodes = {
             int(fid): int(nid)
             for nid, fid in self.con.execute(
-                "SELECT id, TRY_CAST(key AS BIGINT) FROM nodes WHERE kind = 'function'"
+                f"SELECT id, TRY_CAST(key AS BIGINT) FROM nodes WHERE kind = '{NodeKind.FUNCTION}'"
             ).fetchall()
             if fid is not None
         }
@@ -565,14 +564,14 @@ class IndexStore:
         """Benchmark files traced, how many succeeded, tests per mode, and the failures."""
         return {
             "files": self.con.execute("SELECT count(*) FROM traces").fetchone()[0],
-            "ok": self.con.execute("SELECT count(*) FROM traces WHERE status = 'ok'").fetchone()[0],
+            "ok": self.con.execute(f"SELECT count(*) FROM traces WHERE status = '{TraceStatus.ok}'").fetchone()[0],
             "tests": self.con.execute("SELECT count(*) FROM bench_tests").fetchone()[0],
             "by_mode": dict(self.con.execute(
                 "SELECT mode, count(*) FROM bench_tests GROUP BY 1 ORDER BY 1").fetchall()),
             "failed": [
                 {"file": f, "status": s, "reason": r}
                 for f, s, r in self.con.execute(
-                    "SELECT file, status, reason FROM traces WHERE status <> 'ok' ORDER BY file"
+                    f"SELECT file, status, reason FROM traces WHERE status <> '{TraceStatus.ok}' ORDER BY file"
                 ).fetchall()
             ],
         }

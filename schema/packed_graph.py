@@ -14,9 +14,11 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from schema.model import EdgeKind, NodeKind
+
 PARTS = ("offsets", "src", "kind", "detail", "node_kind", "names")
-KEYED = ("op", "stub", "benchmark")  # node kinds whose keys a walk needs
-Edge = tuple[int, int, str, str]  # (dst, src, kind, detail), as in reach_edges
+KEYED = (NodeKind.OP, NodeKind.STUB, NodeKind.BENCHMARK)  # node kinds whose keys a walk needs
+Edge = tuple[int, int, EdgeKind, str]  # (dst, src, kind, detail), as in reach_edges
 
 
 class PackedGraph:
@@ -30,7 +32,7 @@ class PackedGraph:
         self.detail = _array("i", parts["detail"])
         self.node_kind = _array("B", parts["node_kind"])
 
-    def into(self, node: int) -> list[tuple[int, str]]:
+    def into(self, node: int) -> list[tuple[int, EdgeKind]]:
         """(source node, edge kind) of the edges into ``node``: what reaches it one step up."""
         lo, hi = self.offsets[node], self.offsets[node + 1]
         return [(self.src[i], self.edge_kinds[self.kind[i]]) for i in range(lo, hi)]
@@ -40,12 +42,12 @@ class PackedGraph:
         return json.loads(self.names_json)
 
     @functools.cached_property
-    def node_kinds(self) -> list[str]:
-        return self._names["node_kinds"]
+    def node_kinds(self) -> list[NodeKind]:
+        return [NodeKind(k) for k in self._names["node_kinds"]]
 
     @functools.cached_property
-    def edge_kinds(self) -> list[str]:
-        return self._names["edge_kinds"]
+    def edge_kinds(self) -> list[EdgeKind]:
+        return [EdgeKind(k) for k in self._names["edge_kinds"]]
 
     @functools.cached_property
     def details(self) -> list[str]:
@@ -61,12 +63,12 @@ class PackedGraph:
         return _codes(self.details)
 
     @functools.cached_property
-    def edge_codes(self) -> dict[str, int]:
+    def edge_codes(self) -> dict[EdgeKind, int]:
         """edge kind -> its code."""
         return _codes(self.edge_kinds)
 
     @functools.cached_property
-    def node_codes(self) -> dict[str, int]:
+    def node_codes(self) -> dict[NodeKind, int]:
         """node kind -> its code."""
         return _codes(self.node_kinds)
 
@@ -87,10 +89,10 @@ class GraphDelta(NamedTuple):
     removed: list[Edge]
     added: list[Edge]  # in the order they were inserted
     dropped_nodes: list[int]
-    new_nodes: list[tuple[int, str, str]]  # (id, kind, key), in the order they were inserted
+    new_nodes: list[tuple[int, NodeKind, str]]  # (id, kind, key), in the order they were inserted
     n_nodes: int  # the largest node id + 1
-    node_kinds: list[str]
-    edge_kinds: list[str]
+    node_kinds: list[NodeKind]
+    edge_kinds: list[EdgeKind]
     details: list[str]
 
 

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 
 from schema.engine import duckdb
+from schema.model import EdgeKind, FunctionRow, Lang, NodeKind, NodeRow, Origin, row_tuple
 from schema.packed_graph import Edge
 from schema.writer import insert_rows
 
@@ -18,7 +19,9 @@ _NAMES = "(SELECT unnest(?::TEXT[]))"
 LINKED_TABLES = ("calls", "call_edges", "op_calls", "reach_edges")
 _LINKED_BY = {"calls": "caller_id", "call_edges": "caller_id", "op_calls": "function_id", "reach_edges": "src"}
 CALLER_AT = {"calls": 0, "call_edges": 0, "op_calls": 0, "reach_edges": 1}  # the caller's place in a row
-_LINKED_KINDS = dict.fromkeys(LINKED_TABLES, "") | {"reach_edges": " AND kind IN ('call', 'stub_call', 'op_call')"}
+_LINKED_KINDS = dict.fromkeys(LINKED_TABLES, "") | {
+    "reach_edges": f" AND kind IN ('{EdgeKind.CALL}', '{EdgeKind.STUB_CALL}', '{EdgeKind.OP_CALL}')"
+}
 
 
 class NotAnIndex(Exception):
@@ -43,7 +46,7 @@ class PatchStore:
             files = {
                 p: (i, sha, sig, reg)
                 for i, p, sha, sig, reg in self._rows(
-                    "SELECT id, path, sha256, signature, registrations FROM files WHERE origin = 'repo'"
+                    f"SELECT id, path, sha256, signature, registrations FROM files WHERE origin = '{Origin.REPO}'"
                 )
             }
             benches = dict(self._rows("SELECT file, sha256 FROM benchmarks"))
@@ -126,17 +129,18 @@ class PatchStore:
 
     def add_functions(self, file_id: int, functions: list[tuple]) -> None:
         """Insert ``functions`` (id, facts' Function) of a file, and their nodes."""
-        rows = [(i, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal, f.usr)
-                for i, f in functions]
+        rows = [row_tuple(FunctionRow(i, file_id, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal,
+                                      f.usr)) for i, f in functions]
         insert_rows(self.con, "functions", rows)
-        insert_rows(self.con, "nodes", [(i, "function", str(i), f.qualname) for i, f in functions])
+        insert_rows(self.con, "nodes", [row_tuple(NodeRow(i, NodeKind.FUNCTION, str(i), f.qualname))
+                                        for i, f in functions])
 
     # ---- what the linker needs
     def linker_functions(self, names: set[str], file_ids: Iterable[int], callers_of: set[str]) -> list[tuple]:
         """The functions named ``names``, those of ``file_ids``, and those calling a name of
         ``callers_of``, as CppCallLinker rows."""
         return self._rows(
-            "SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> 'python',"
+            f"SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> '{Lang.PYTHON}',"
             " fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr"
             f" FROM functions f JOIN files fi ON fi.id = f.file_id WHERE f.name IN {_NAMES} OR f.file_id IN {_IDS}"
             f" OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN {_NAMES})",
@@ -152,8 +156,9 @@ class PatchStore:
     def stub_names(self) -> set[str]:
         return {r[0] for r in self._rows("SELECT stub FROM stubs UNION SELECT stub FROM stub_impls")}
 
-    def op_and_stub_nodes(self) -> dict[tuple[str, str], int]:
-        return {(k, key): i for i, k, key in self._rows("SELECT id, kind, key FROM nodes WHERE kind IN ('op', 'stub')")}
+    def op_and_stub_nodes(self) -> dict[tuple[NodeKind, str], int]:
+        sql = f"SELECT id, kind, key FROM nodes WHERE kind IN ('{NodeKind.OP}', '{NodeKind.STUB}')"
+        return {(NodeKind(k), key): i for i, k, key in self._rows(sql)}
 
     def next_node_id(self) -> int:
         return self._rows("SELECT coalesce(max(id), -1) + 1 FROM nodes")[0][0]
@@ -167,7 +172,7 @@ class PatchStore:
         return self._rows(
             "SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c"
             " JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id"
-            f" WHERE c.callee_name IN {_NAMES} AND f.file_id <> ? AND fi.lang <> 'python'",
+            f" WHERE c.callee_name IN {_NAMES} AND f.file_id <> ? AND fi.lang <> '{Lang.PYTHON}'",
             [names, outside_file],
         )
 
@@ -213,13 +218,14 @@ class PatchStore:
             return [], []
         named = self._rows(
             "SELECT n.key, o.key, e.detail FROM reach_edges e JOIN nodes n ON n.id = e.dst JOIN nodes o ON o.id = e.src"
-            f" WHERE e.kind = 'stub_name' AND n.kind = 'stub' AND o.kind = 'op' AND n.key IN {_NAMES}",
+            f" WHERE e.kind = '{EdgeKind.STUB_NAME}' AND n.kind = '{NodeKind.STUB}' AND o.kind = '{NodeKind.OP}'"
+            f" AND n.key IN {_NAMES}",
             [stubs],
         )
         called = self._rows(
             "SELECT n.key, k.op, k.dispatch_key FROM reach_edges e JOIN nodes n ON n.id = e.dst"
             " JOIN kernels k ON k.function_id = e.src"
-            f" WHERE e.kind = 'stub_call' AND n.kind = 'stub' AND n.key IN {_NAMES}",
+            f" WHERE e.kind = '{EdgeKind.STUB_CALL}' AND n.kind = '{NodeKind.STUB}' AND n.key IN {_NAMES}",
             [stubs],
         )
         return named, called

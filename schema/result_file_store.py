@@ -46,7 +46,7 @@ class SourceKind(str, Enum):
 
 
 @dataclass(frozen=True)
-class Source:
+class ImportFile:
     """One file to import (``name``: the file the user gave, when ``path`` is a converted copy)."""
 
     path: Path
@@ -176,7 +176,7 @@ class _Staging:
 
     # ---- JSON-lines result files ----
 
-    def add_lines(self, source: int, src: Source) -> None:
+    def add_lines(self, source: int, src: ImportFile) -> None:
         """Stage a JSON-lines result file: other lines validated in Python, sample lines in SQL."""
         path = src.shown
         self.con.execute("SET preserve_insertion_order = true")  # run ordinals follow the file
@@ -213,7 +213,7 @@ class _Staging:
 
     # ---- another history database ----
 
-    def add_duckdb(self, source: int, src: Source) -> None:
+    def add_duckdb(self, source: int, src: ImportFile) -> None:
         """Stage another machine's history: its runs and failures validated in Python, samples in SQL."""
         alias, path = f"src{source}", src.path
         try:
@@ -290,7 +290,7 @@ class _Staging:
         return ids
 
 
-def merge_result_files(history: Path, sources: list[Source], sample_schema: dict[str, Any], check: RecordCheck,
+def merge_result_files(history: Path, sources: list[ImportFile], sample_schema: dict[str, Any], check: RecordCheck,
                        wait: float = LOCK_WAIT) -> ImportCounts:
     """Validate every source, then merge them into ``history`` in one transaction (nothing written on error)."""
     with tempfile.TemporaryDirectory(prefix="perfq-import-") as tmp:
@@ -307,7 +307,7 @@ def merge_result_files(history: Path, sources: list[Source], sample_schema: dict
     return ImportCounts(len(sources), len(staging.runs), *added)
 
 
-def _stage(staging: _Staging, index: int, src: Source) -> None:
+def _stage(staging: _Staging, index: int, src: ImportFile) -> None:
     try:
         if src.kind == SourceKind.duckdb:
             staging.add_duckdb(index, src)

@@ -19,6 +19,7 @@ from pathlib import Path
 from perfq.errors import PerfqError
 from schema.engine import duckdb
 from schema.graph_file import graph_token, write_graph_file
+from schema.model import ROW_TYPES, column_types, columns
 from schema.version import SCHEMA_VERSION
 
 
@@ -33,7 +34,11 @@ def index_tables() -> list[str]:
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    """(name, type) of ``table``'s columns."""
+    """(name, type) of ``table``'s columns: an index table's from its row type (schema/model.py),
+    another's from the database."""
+    row_type = ROW_TYPES.get(table)
+    if row_type is not None:
+        return list(zip(columns(row_type), column_types(row_type), strict=True))
     return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
 
 
@@ -41,7 +46,7 @@ _AS_LISTS = 5000  # rows up to which list parameters beat numpy columns (whose i
 
 
 def insert_rows(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple]) -> None:
-    """Bulk-insert ``rows`` (tuples in column order) into ``table``: up to a few thousand as
+    """Bulk-insert ``rows`` (tuples in the column order of the table's row type) into ``table``: up to a few thousand as
     one list parameter per column (an incremental build never imports numpy), more as numpy
     columns; a table of blobs (the packed graph: a few rows of megabytes) row by row, which
     binds them 10x faster than a BLOB[] list."""

@@ -20,6 +20,7 @@ from indexer.facts import FileFacts
 from indexer.python_src import extract_python
 from perfq.config import Config
 from query.affected import Confidence, Start, _compiled_ops, _drop_branch_hubs
+from query.model import ChainStep, StepKind
 from query.reach import Reach
 from schema.index_store import IndexStore, TracedHit
 from schema.writer import index_ddl
@@ -63,7 +64,8 @@ def _store() -> tuple[IndexStore, dict[str, int]]:
 
 
 def _start(node: int, name: str) -> Start:
-    return Start(node, f"{PATH}:torch._decomp.decompositions.{name}", Confidence.high, "modified function")
+    step = ChainStep(StepKind.FUNCTION, f"torch._decomp.decompositions.{name}", file=PATH)
+    return Start(node, step, Confidence.high, "modified function")
 
 
 def test_a_registered_decomposition_names_every_overload_of_its_operator():
@@ -149,8 +151,8 @@ def test_a_helper_with_one_caller_is_narrow_whatever_its_path():
     lowering = "torch/_inductor/lowering.py"
     cs = ChangeSet(functions=[ChangedFunction(p, f"f{i}", f"f{i}", [1], "both", "modified")
                               for i, p in enumerate((pstl, reduce_h, lowering))])
-    starts = [Start(1, f"{pstl}:f0", Confidence.high, ""), Start(2, f"{reduce_h}:f1", Confidence.high, ""),
-              Start(3, f"{lowering}:f2", Confidence.high, "")]
+    starts = [Start(i, ChainStep(StepKind.FUNCTION, f"f{i - 1}", file=path), Confidence.high, "")
+              for i, path in enumerate((pstl, reduce_h, lowering), 1)]
     store = _GraphStore({1: [10], 2: [20, 21]})
     assert _narrow_paths(store, cs, starts) == {pstl}
     cs.file_level.append((pstl, [3], "outside any function"))

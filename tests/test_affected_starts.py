@@ -11,13 +11,14 @@ import duckdb
 from query.affected import Confidence, _starts
 from query.changes import ChangedFunction, ChangeSet
 from schema.index_store import FunctionRow, IndexStore
+from schema.index_store import FunctionInFile, IndexStore
 from schema.writer import index_ddl
 
 PATH = "src/ATen/native/xpu/sycl/Indexing.cpp"
 ROWS = [
-    FunctionRow(1, PATH, "at::native::xpu::MaskedFillFunctor::operator()", "operator()", "method", 10, 14, False),
-    FunctionRow(2, PATH, "at::native::xpu::TakeFunctor<T>::operator()", "operator()", "method", 20, 24, False),
-    FunctionRow(3, PATH, "at::native::xpu::IndexAddFunctor<T>::operator()", "operator()", "method", 30, 34, False),
+    FunctionInFile(1, PATH, "at::native::xpu::MaskedFillFunctor::operator()", "operator()", "method", 10, 14, False),
+    FunctionInFile(2, PATH, "at::native::xpu::TakeFunctor<T>::operator()", "operator()", "method", 20, 24, False),
+    FunctionInFile(3, PATH, "at::native::xpu::IndexAddFunctor<T>::operator()", "operator()", "method", 30, 34, False),
 ]
 
 

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.errors import PerfqError
 from perfq.options import EXIT_ERROR, EXIT_GATE
+from query.affected import AffectedDoc
+from tests.affected_docs import affected_doc, selected
 from tests.bisect_fixture import git, make_repo
 from tests.conftest import run_perfq as perfq
 
@@ -181,11 +183,11 @@ def test_errors_are_one_line(tmp_path, case):
 
 
 def _fake_affected(touching: set[str], calls: list[str]):
-    def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> dict:
+    def affected_for_range(repo: Path, rev_range: str, db: Path | None = None) -> AffectedDoc:
         calls.append(rev_range)
         names = set(git(repo, "diff", "--name-only", *rev_range.split("..")).split())
         hit = bool(names & touching)
-        return {"benchmarks": [{"name": "bench"}] if hit else [], "canary": []}
+        return affected_doc((selected("bench"),) if hit else ())
 
     return affected_for_range
 

@@ -11,6 +11,7 @@ import pytest
 
 from perfq.options import EXIT_ERROR
 from query.chain_graph import StepKind, split_step
+from query.model import ChainStep, StepKind
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
@@ -26,11 +27,19 @@ def changed_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield root
 
 
-def test_split_step_reads_kind_name_and_edge_tag():
-    assert split_step("op _softmax [structured_delegate]") == (StepKind.op, "op _softmax", "structured_delegate")
-    assert split_step("benchmark softmax_test [traced: 2 test(s) execute _softmax]")[0] is StepKind.benchmark
-    assert split_step("aten/src/x.cpp:at::native::f")[0:2] == (StepKind.function, "aten/src/x.cpp:at::native::f")
-    assert split_step("benchmark file pt/a.py imports b.py, which changed")[0] is StepKind.benchmark_file
+def test_chain_steps_write_the_texts_of_the_json_document():
+    assert ChainStep(StepKind.OP, "_softmax", via="structured_delegate").text == "op _softmax [structured_delegate]"
+    assert (ChainStep(StepKind.BENCHMARK, "softmax_test", via="traced: 2 test(s) execute _softmax").text
+            == "benchmark softmax_test [traced: 2 test(s) execute _softmax]")
+    assert ChainStep(StepKind.FUNCTION, "at::native::f", file="aten/src/x.cpp").text == "aten/src/x.cpp:at::native::f"
+    assert ChainStep(StepKind.FUNCTION, "torch.nn.functional.relu", via="python_call").text == (
+        "torch.nn.functional.relu [python_call]")
+    assert (ChainStep(StepKind.BENCHMARK_FILE, "pt/a.py", detail="b.py").text
+            == "benchmark file pt/a.py imports b.py, which changed")
+    assert ChainStep(StepKind.BENCHMARK_FILE, "pt/a.py").text == "benchmark file pt/a.py changed"
+    assert ChainStep(StepKind.FILE, "aten/x.h", detail="file level").text == "aten/x.h (file level)"
+    assert ChainStep(StepKind.CANARY, "dispatch", detail="path aten/x.h").text == "canary set dispatch: path aten/x.h"
+    assert str(ChainStep(StepKind.NOTE, "sampled: 5% of test t's samples")) == "sampled: 5% of test t's samples"
 
 
 @pytest.mark.parametrize("suffix", [".graphml", ".gexf", ".gml"])

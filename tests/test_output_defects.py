@@ -225,10 +225,11 @@ def test_compare_markdown_escapes_hostile_names():
 def test_affected_markdown_escapes_hostile_names():
     from perfq.cli.render_affected import markdown
     from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source, Unmapped
+    from query.model import ChainStep, StepKind
 
+    chain = (ChainStep(StepKind.FUNCTION, "f <b>bold</b>"), ChainStep(StepKind.BENCHMARK, HOSTILE_FILE))
     bench = SelectedBenchmark(HOSTILE_FILE, f"pt/{HOSTILE_FILE}.py", (HOSTILE_TEST,), (), ("add",), ("eager",),
-                              ("cpu",), Confidence.high, Source.static,
-                              (Reason("f", ("f <b>bold</b>", f"benchmark {HOSTILE_FILE}")),))
+                              ("cpu",), Confidence.high, Source.static, (Reason("f", chain),))
     unmapped = Unmapped(f"{HOSTILE_FILE}.cpp", "## x", (1,), "reason | <img src=y>")
     doc = AffectedDoc("a" * 40, "b" * 40, False, False, {}, (), (), (bench,), (), ("add",), ("<img src=z>",),
                       (unmapped,), (), ())
@@ -336,9 +337,11 @@ def test_full_stdout_is_one_line_and_exit_4():
 def test_affected_table_wraps_names_at_separators(monkeypatch, capsys):
     from perfq.cli.render_affected import table
     from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
+    from query.model import ChainStep, StepKind
 
     long = "torch.nn.functional.fancy_softmax_with_channels_last_memory_format"
-    chain = ("inner_loop<scalar_t>", "op softmax_op.out", long, "benchmark softmax_op_test")
+    chain = (ChainStep(StepKind.FUNCTION, "inner_loop<scalar_t>"), ChainStep(StepKind.OP, "softmax_op.out"),
+             ChainStep(StepKind.FUNCTION, long), ChainStep(StepKind.BENCHMARK, "softmax_op_test"))
     bench = SelectedBenchmark("softmax_op_test", "pt/softmax_op_test.py", ("SoftmaxOpBenchmark",), (),
                               ("softmax_op",), ("eager",), ("cpu",), Confidence.high, Source.static,
                               (Reason("inner_loop", chain),))

@@ -9,17 +9,19 @@ from rich.console import Console
 
 from perfq.cli.render_affected import explain_tree
 from query.affected import Confidence, Reason, SelectedBenchmark, Source
+from query.model import ChainStep, StepKind
 
-KERNEL = "aten/src/ATen/native/cpu/SoftMaxKernel.cpp:at::native::vec_host_softmax_lastdim::apply"
+FILE = "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"
+KERNEL = ChainStep(StepKind.FUNCTION, "at::native::vec_host_softmax_lastdim::apply", file=FILE)
 
 
 def _bench() -> SelectedBenchmark:
-    shared = (KERNEL, "aten/src/ATen/native/cpu/SoftMaxKernel.cpp:at::native::softmax_kernel_impl [call]")
+    shared = (KERNEL, ChainStep(StepKind.FUNCTION, "at::native::softmax_kernel_impl", file=FILE, via="call"),
+              ChainStep(StepKind.STUB, "softmax_lastdim_kernel", via="registered"))
+    bench = ChainStep(StepKind.BENCHMARK, "softmax_test", via="traced")
     reasons = (
-        Reason(KERNEL, (*shared, "stub softmax_lastdim_kernel [registered]", "op _softmax [kernel]",
-                        "benchmark softmax_test [traced]")),
-        Reason(KERNEL, (*shared, "stub softmax_lastdim_kernel [registered]", "op _softmax.out [kernel]",
-                        "benchmark softmax_test [traced]")),
+        Reason(KERNEL.text, (*shared, ChainStep(StepKind.OP, "_softmax", via="kernel"), bench)),
+        Reason(KERNEL.text, (*shared, ChainStep(StepKind.OP, "_softmax.out", via="kernel"), bench)),
     )
     return SelectedBenchmark("softmax_test", "pt/softmax_test.py", (), (), ("_softmax",), ("eager",), ("cpu",),
                              Confidence.high, Source.traced, reasons)

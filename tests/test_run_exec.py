@@ -21,6 +21,7 @@ from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
 from perfq.run.results import export_runs, import_files
 from schema.results_store import runs_for_label
+from tests.affected_docs import affected_doc, canary, selected
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
 PY = sys.executable
@@ -29,7 +30,7 @@ PY = sys.executable
 def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_env=(), repeat=3, **kw):
     tests = kw.pop("tests", ())
     jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
-    sides = [runner.Side("base", PY, tuple(base_env)), runner.Side("head", PY, tuple(head_env))]
+    sides = [runner.SideSetup("base", PY, tuple(base_env)), runner.SideSetup("head", PY, tuple(head_env))]
     return runner.Plan(
         label=kw.pop("label", "L"),
         jobs=jobs,
@@ -312,19 +313,9 @@ def test_cli_affected_selection_and_unsupported_compile(tmp_path, monkeypatch):
 
     def fake_affected(repo, rev_range, db=None):
         calls.append(rev_range)
-        return {
-            "benchmarks": [
-                {
-                    "name": "fake_test",
-                    "file": "pt/fake_test.py",
-                    "tests": ["FakeBenchmark"],  # benchmark classes, as perfq affected reports them
-                    "ops": [],
-                    "modes": ["eager", "compile"],
-                    "devices": ["cpu"],
-                }
-            ],
-            "canary": [{"set": "core", "trigger": "x", "benchmarks": [{"name": "other_test", "file": "y"}]}],
-        }
+        # tests: benchmark classes, as perfq affected reports them
+        fake = selected("fake_test", "pt/fake_test.py", tests=("FakeBenchmark",), modes=("eager", "compile"))
+        return affected_doc((fake,), (canary("core", "other_test", trigger="x"),))
 
     monkeypatch.setattr("perfq.run.jobs.affected_for_range", fake_affected)
     hist = tmp_path / "a.duckdb"

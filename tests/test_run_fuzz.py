@@ -267,7 +267,7 @@ def test_a_run_of_a_benchmark_printing_anything_finishes(chunks):
         (root / "benchmark_runner.py").write_text("")
         history = Path(tmp) / "h.duckdb"
         plan = runner.Plan(label="fuzz", jobs=[opbench_job(root, "echo_test", "eager", OpBenchSpec(""), ())],
-                           sides=[runner.Side("head", sys.executable)], repeat=1, bench_root=root, repo=Path(tmp),
+                           sides=[runner.SideSetup("head", sys.executable)], repeat=1, bench_root=root, repo=Path(tmp),
                            history=history, timeout=60)
         (run,) = runner.execute(plan)
         assert run.status == RunStatus.complete

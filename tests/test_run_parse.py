@@ -13,6 +13,7 @@ from perfq.run import opbench
 from perfq.run.jobs import drop_unsupported_compile, jobs_from_affected, match_ops
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.script_bench import parse_output, script_benchmarks
+from tests.affected_docs import affected_doc, canary, selected
 from tests.conftest import CORPUS
 from tests.run_fakebench import make_bench_root
 
@@ -193,39 +194,15 @@ def test_fake_module_output_parses_and_filters(tmp_path):
     assert [(m.test, m.mode, m.value) for m in found] == [("add_M8_cpu", "compile", 10.0)]
 
 
-AFFECTED = {
-    "benchmarks": [
-        {
-            "name": "fake_test",
-            "file": "benchmarks/operator_benchmark/pt/fake_test.py",
-            "tests": ["AddBenchmark"],
-            "ops": ["aten::add.Tensor"],
-            "modes": ["eager", "compile"],
-            "devices": ["cpu"],
-        },
-        {
-            "name": "other_test",
-            "file": "benchmarks/operator_benchmark/pt/other_test.py",
-            "tests": [],
-            "ops": ["aten::mul", "aten::relu_"],
-            "modes": ["eager"],
-            "devices": ["cpu"],
-        },
-        {
-            "name": "gone_test",
-            "file": "benchmarks/operator_benchmark/pt/gone_test.py",
-            "tests": [],
-            "ops": [],
-        },
-    ],
-    "canary": [
-        {
-            "set": "core",
-            "trigger": "c10/core/TensorImpl.h",
-            "benchmarks": [{"name": "fake_test", "file": "x"}, {"name": "third_test", "file": "y"}],
-        },
-    ],
-}
+AFFECTED = affected_doc(
+    (
+        selected("fake_test", "benchmarks/operator_benchmark/pt/fake_test.py", tests=("AddBenchmark",),
+                 ops=("aten::add.Tensor",), modes=("eager", "compile")),
+        selected("other_test", "benchmarks/operator_benchmark/pt/other_test.py", ops=("aten::mul", "aten::relu_")),
+        selected("gone_test", "benchmarks/operator_benchmark/pt/gone_test.py"),
+    ),
+    (canary("core", "fake_test", "third_test", trigger="c10/core/TensorImpl.h"),),
+)
 
 
 def test_jobs_from_affected_selection_to_commands(tmp_path):
@@ -254,7 +231,7 @@ def test_jobs_from_affected_selection_to_commands(tmp_path):
     # without the canary, the direct entry's operators narrow the job; its "tests" are
     # benchmark classes, which the runner's --test-name would never match
     jobs, _ = jobs_from_affected(
-        {"benchmarks": AFFECTED["benchmarks"][:1]}, root, base, {}, mode="eager", ops_resolver=lambda name: ["add"]
+        affected_doc(AFFECTED.benchmarks[:1]), root, base, {}, mode="eager", ops_resolver=lambda name: ["add"]
     )
     assert [(j.spec.tests, j.spec.ops, j.spec.mode) for j in jobs] == [((), ("add",), "eager")]
     argv, _ = opbench.build_command("py", jobs[0].spec, RunnerCaps())
@@ -263,18 +240,8 @@ def test_jobs_from_affected_selection_to_commands(tmp_path):
 
 def test_traced_selection_runs_its_tests_by_module(tmp_path):
     root = make_bench_root(tmp_path, names=("fake_test",))
-    doc = {
-        "benchmarks": [
-            {
-                "name": "fake_test",
-                "file": "x",
-                "tests": ["add_M1_N1_cpu", "add_M8_N8_cpu"],
-                "modules": ["add"],
-                "ops": ["add.Tensor", "add.out"],
-                "modes": ["eager"],
-            }
-        ]
-    }
+    doc = affected_doc((selected("fake_test", "x", tests=("add_M1_N1_cpu", "add_M8_N8_cpu"), modules=("add",),
+                                 ops=("add.Tensor", "add.out")),))
     (job,) = jobs_from_affected(doc, root, OpBenchSpec("", device="cpu"), {}, mode=None)[0]
     assert job.spec.tests == ("add_M1_N1_cpu", "add_M8_N8_cpu") and job.spec.ops == ("add",)
     argv, notes = opbench.build_command("py", job.spec, RunnerCaps())

@@ -28,6 +28,7 @@ from perfq.run.plan import (
 )
 from perfq.run.planning import candidates_from
 from schema.index_store import TracedTestOps
+from tests.affected_docs import affected_doc, canary, selected
 from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
 
 ONE_PASS = RunShape(rounds=1, sides=1, process_start=0.0)
@@ -177,10 +178,9 @@ def test_config_and_sizes_from_test_names():
 
 
 def test_candidates_from_an_affected_document():
-    doc = {"benchmarks": [{"name": "add_test", "tests": ["add_M8_cpu"], "modules": ["add"], "ops": ["add.Tensor"]},
-                          {"name": "script_bench", "tests": [], "modules": [], "ops": ["mul.Tensor"]}],
-           "canary": [{"set": "loops", "benchmarks": [{"name": "unary_test", "file": "x"}]}],
-           "ops": ["add.Tensor", "mul.Tensor", "relu"]}
+    selection = (selected("add_test", tests=("add_M8_cpu",), modules=("add",), ops=("add.Tensor",)),
+                 selected("script_bench", ops=("mul.Tensor",)))
+    doc = affected_doc(selection, (canary("loops", "unary_test"),), ops=("add.Tensor", "mul.Tensor", "relu"))
     rows = [TracedTestOps("add_test", "add_M8_cpu", "add", "short", False, "cpu", ("add.Tensor",)),
             TracedTestOps("add_test", "add_M64_cpu", "add", "short", False, "cpu", ("add.Tensor",)),  # not selected
             TracedTestOps("unary_test", "relu_M8_cpu", "relu", "short", False, "cpu", ("relu",)),
@@ -192,8 +192,8 @@ def test_candidates_from_an_affected_document():
     assert got[("unary_test", "relu_M8_cpu")].canary and got[("unary_test", "relu_M8_cpu")].cost_source == "default"
     assert got[("script_bench", "")].ops == {"mul.Tensor"}
     # a canary benchmark without traces, a selected one without operators: whole files that stand for themselves
-    doc["canary"][0]["benchmarks"].append({"name": "untraced_test", "file": "y"})
-    doc["benchmarks"].append({"name": "bare_test", "tests": ["BareBenchmark"], "ops": []})
+    doc = affected_doc((*selection, selected("bare_test", tests=("BareBenchmark",))),
+                       (canary("loops", "unary_test", "untraced_test"),), ops=doc.ops)
     got = {(c.benchmark, c.test): c for c in candidates_from(doc, rows, walls)}
     assert got[("untraced_test", "")].ops == {"file:untraced_test"} and got[("untraced_test", "")].canary
     plan = build_plan(list(got.values()), ops_reached=3, budget_seconds=3600.0)
@@ -238,9 +238,11 @@ def _shared_doc():
         SelectedBenchmark,
         Source,
     )
+    from query.model import ChainStep, StepKind
 
+    reason = Reason("f", (ChainStep(StepKind.FUNCTION, "f"), ChainStep(StepKind.OP, "op")))
     benches = tuple(SelectedBenchmark(f"b{i}_test", f"pt/b{i}_test.py", (f"t{i}_M8",), ("m",), ("op",), ("eager",),
-                                      ("cpu",), Confidence.high, Source.traced, (Reason("f", ("f", "op op")),))
+                                      ("cpu",), Confidence.high, Source.traced, (reason,))
                     for i in range(12))
     hit = CanaryHit("tensor-iterator", "changed TensorIterator.cpp matches the tensor-iterator set", "loops",
                     (CanaryBenchmark("b3_test", "pt/b3_test.py"),))

@@ -9,10 +9,11 @@ from __future__ import annotations
 from perfq.config import Config
 from query.affected import _broad, _canaries, _traced_benchmarks
 from schema.index_store import BenchmarkRow, CanarySetRow, TracedHit
+from schema.index_store import BenchmarkInfo, CanarySet, TracedHit
 
 
-def _bench(name: str, devices: tuple[str, ...] = ("xpu",), status: str = "ok") -> BenchmarkRow:
-    return BenchmarkRow(name, f"test/microbench/{name}.py", "script", devices, status)
+def _bench(name: str, devices: tuple[str, ...] = ("xpu",), status: str = "ok") -> BenchmarkInfo:
+    return BenchmarkInfo(name, f"test/microbench/{name}.py", "script", devices, status)
 
 
 def test_traced_benchmarks_are_those_with_a_usable_trace_on_a_reachable_device():
@@ -46,7 +47,7 @@ def test_a_broad_change_gets_the_fewest_benchmarks_covering_its_operators():
         TracedHit(("copy_", "_to_copy"), "clone_test", ("clone_1",), "clone", "xpu", "real", True, ""),
         TracedHit(("_to_copy",), "upsample", ("up_1",), "up", "xpu", "real", True, ""),
     ]
-    broad = CanarySetRow("broad", "changes reaching many operators", (), (), ())
+    broad = CanarySet("broad", "changes reaching many operators", (), (), ())
     (hit,) = _canaries([], "its operators are executed by 3 of the 3 traced benchmarks", ["copy_", "_to_copy"],
                        hits, benches, [broad])
     assert hit.set == "broad" and hit.trigger.startswith("its operators are executed by 3")

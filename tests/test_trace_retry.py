@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from indexer.trace import FileTrace, TraceStatus
+from indexer.trace import FileTrace
+from schema.model import TraceStatus
 from tests.conftest import db_rows, run_perfq
 from tests.oot_fixture import git, make_oot_repo, script
 

@@ -22,6 +22,8 @@ from indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
 from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
+from indexer.trace import TraceJob, TraceOptions, trace_files
+from schema.model import TraceStatus
 from tests.hostile_bench import make_tree, outcomes
 
 pytest.importorskip("torch")

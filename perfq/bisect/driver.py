@@ -56,10 +56,7 @@ def prune_predicate(repo: Path, name: str, db: Path | None) -> Callable[[str], b
             doc = affected_for_range(repo, rev, db)
         except PerfqError as exc:
             raise PerfqError(f"--prune needs a perfq index: run `perfq index` first ({exc})") from None
-        names = {b.get("name") for b in doc.get("benchmarks", [])}
-        for canary in doc.get("canary", []):
-            names |= {b.get("name") for b in canary.get("benchmarks", [])}
-        return name in names
+        return name in {b.name for b in doc.all_benchmarks()}
 
     return may_affect
 

@@ -13,6 +13,7 @@ import typer
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
 from perfq.terminal import console
+from perfq.common.render import console
 
 ci_app = typer.Typer(
     help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",
@@ -184,7 +185,7 @@ def matrix(
         data = json.loads(file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
-    from perfq.ci.report import runnable
+    from perfq.ci.artifacts import runnable
 
     include = data.get("include") if isinstance(data, dict) else None
     if not isinstance(include, list):
@@ -271,9 +272,9 @@ def report(
 
         perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
+    from perfq.ci.artifacts import build_report
     from perfq.ci.comment import PullRequestRef, parse_pr
     from perfq.ci.gate import base_settings
-    from perfq.ci.report import build_report
     from perfq.run.api import Settings
 
     try:

@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
 
         _, n = check_shard(None if shards is None else 1, shards)
         seconds = parse_duration(budget if budget is not None else DEFAULT_BUDGET)
-        return plan_for(root, doc.to_json(), seconds, RunShape(shards=n), db, resolve_history(root, history))
+        return plan_for(root, doc, seconds, RunShape(shards=n), db, resolve_history(root, history))
 
     @app.command()
     def backtest(

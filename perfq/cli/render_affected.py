@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from dataclasses import replace
 
 from rich.markup import escape
 from rich.table import Table
@@ -13,6 +13,8 @@ from perfq.run.plan import RunShape, TestPlan, split
 from perfq.run.plan_render import markdown_lines, print_plan
 from perfq.terminal import Name, console
 from query.affected import AffectedDoc, SelectedBenchmark
+from perfq.common.render import Name, console, md_code, md_text, plain
+from query.model import ChainStep, StepKind
 
 _LIST_SHOWN = 40
 
@@ -52,18 +54,21 @@ def _shared_headline(doc: AffectedDoc) -> str:
             + (", ".join(canaries) or "none indexed"))
 
 
-_FILE_STEP = "benchmark file "
+def _base_name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
 
 
-def _step(step: str) -> str:
-    """A chain step without its edge tag and file paths: ``softmax_lastdim_kernel_impl``,
-    ``benchmark file add_test.py imports benchmark_core.py, which changed``."""
-    text = step.split(" [")[0]
-    if text.startswith(_FILE_STEP):
-        return re.sub(r"\S+/(\S+)", r"\1", text)
-    if ":" in text and not text.startswith(("op ", "stub ", "benchmark ")):
-        text = text.rsplit("::", 1)[-1] if "::" in text else text.rsplit(":", 1)[-1]
-    return text
+def _short(step: ChainStep) -> str:
+    """A chain step without how it was reached and without file paths: ``softmax_lastdim_kernel_impl``,
+    ``benchmark file add_test.py imports benchmark_core.py, which changed``; a canary set or a note
+    by what follows its last colon (the trigger, the observation)."""
+    if step.kind == StepKind.BENCHMARK_FILE:
+        return replace(step, name=_base_name(step.name), detail=_base_name(step.detail)).label
+    if step.kind == StepKind.FUNCTION and step.file:
+        return step.name.rsplit("::", 1)[-1] if "::" in step.name else step.name.rsplit(":", 1)[-1]
+    if step.kind in (StepKind.OP, StepKind.STUB, StepKind.BENCHMARK) or ":" not in step.label:
+        return step.label
+    return step.label.rsplit("::", 1)[-1] if "::" in step.label else step.label.rsplit(":", 1)[-1]
 
 
 def _why(b: SelectedBenchmark) -> str:
@@ -71,7 +76,7 @@ def _why(b: SelectedBenchmark) -> str:
     if not b.reasons:
         return ""
     # the benchmark node itself ends a chain; a changed benchmark file (or module it imports) is the reason
-    steps = [_step(s) for s in b.reasons[0].chain if s.startswith(_FILE_STEP) or not s.startswith("benchmark ")]
+    steps = [_short(s) for s in b.reasons[0].chain if s.kind != StepKind.BENCHMARK]
     if len(steps) > 4:
         steps = [steps[0], "…", *steps[-2:]]
     return " → ".join(steps)
@@ -90,12 +95,11 @@ def _shown(items: tuple[str, ...], limit: int = _LIST_SHOWN) -> str:
     return ", ".join(items[:limit]) + (f" … (+{len(items) - limit})" if len(items) > limit else "")
 
 
-def _tree_label(step: str) -> str:
+def _tree_label(step: ChainStep) -> str:
     """A chain step for the tree: a function's file as its base name (the JSON keeps the path)."""
-    head, sep, rest = step.partition(":")
-    if sep and "/" in head and not step.startswith(("op ", "stub ", "benchmark ")):
-        return f"{head.rsplit('/', 1)[-1]}:{rest}"
-    return step
+    if step.kind == StepKind.FUNCTION and step.file:
+        return replace(step, file=_base_name(step.file)).text
+    return step.text
 
 
 def explain_tree(b: SelectedBenchmark) -> Tree:
@@ -225,7 +229,7 @@ def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
         for b in doc.benchmarks:
             lines.append(f"- {md_code(b.name)} ({b.source.value})")
             for r in b.reasons[:1]:
-                lines += [f"  {'  ' * i}- {md_text(step)}" for i, step in enumerate(r.chain)]
+                lines += [f"  {'  ' * i}- {md_text(step.text)}" for i, step in enumerate(r.chain)]
         lines += ["", "</details>"]
     if doc.unmapped_changes:
         lines += ["", "<details><summary>Unmapped changes</summary>", ""]

@@ -3,7 +3,8 @@
 A document type is a (frozen) dataclass whose fields are JSON-able types: ``str``, ``int``,
 ``float``, ``bool``, ``None``, Enums (their values), ``list``/``tuple``/``dict[str, ...]`` of
 those, unions (``X | None``), ``Literal``, ``Any``, nested document dataclasses and named rows
-(``NamedTuple``, written as objects).
+(``NamedTuple``, written as objects). A class with ``JSON_AS_TEXT = True`` (a ClassVar) is
+written as ``str(value)``, a string in the schema.
 
 - :func:`to_json` turns an instance into plain JSON values (field order kept; Enums become
   their values; tuples become lists). A document's ``to_json()`` is usually just ``to_json(self)``.
@@ -50,6 +51,8 @@ def json_name(f: dataclasses.Field) -> str:
 
 def to_json(value: Any) -> Any:
     """``value`` as plain JSON values (dataclasses by field, Enums by value, tuples as lists)."""
+    if getattr(type(value), "JSON_AS_TEXT", False):
+        return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             json_name(f): to_json(getattr(value, f.name))
@@ -84,6 +87,8 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return dict(_PRIMITIVES[tp])
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return {"enum": [m.value for m in tp]}
+    if getattr(tp, "JSON_AS_TEXT", False):
+        return {"type": "string"}
     if dataclasses.is_dataclass(tp):
         return _dataclass(tp, defs)
     if _is_named_tuple(tp):

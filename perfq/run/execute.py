@@ -55,7 +55,7 @@ FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
 
 @dataclass(frozen=True)
-class Side:
+class SideSetup:
     """One side of the comparison: its name, interpreter and extra environment/options."""
 
     name: str
@@ -100,7 +100,7 @@ class Plan:
 
     label: str
     jobs: list[Job]
-    sides: list[Side]
+    sides: list[SideSetup]
     repeat: int = 5
     bench_root: Path = Path(".")
     repo: Path = Path(".")
@@ -129,7 +129,7 @@ class InvocationResult:
     error: str = ""
 
 
-def side_spec(spec: OpBenchSpec, side: Side) -> OpBenchSpec:
+def side_spec(spec: OpBenchSpec, side: SideSetup) -> OpBenchSpec:
     """The job's spec with the side's thread settings applied."""
     return replace(
         spec,
@@ -170,7 +170,7 @@ def sandbox_note() -> str:
     return f"sandbox partial: scrubbed environment and own HOME/TMPDIR only ({problem})"
 
 
-def _box(plan: Plan, side: Side, scratch: Path) -> Sandbox | None:
+def _box(plan: Plan, side: SideSetup, scratch: Path) -> Sandbox | None:
     """The sandbox of one invocation (``--sandbox``): it reads the repo, the benchmarks and the
     side's Python, and writes only ``scratch``."""
     if not plan.sandbox:
@@ -194,13 +194,13 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
     return InvocationResult(found, rc, proc.tail(err or out), argv, error)
 
 
-def invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
+def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
     """Run one job once on one side; a batch job gives one outcome per member file."""
     with proc.scratch_dir("run") as tmp:
         return _invoke(job, side, plan, caps, tmp, _box(plan, side, tmp))
 
 
-def _invoke(job: Job, side: Side, plan: Plan, caps: RunnerCaps, tmp: Path,
+def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
             box: Sandbox | None) -> list[tuple[Job, InvocationResult]]:
     env = box.env(os.environ) if box is not None else dict(os.environ)  # perfq's own, scrubbed when contained
     env.update(dict(side.env))
@@ -295,7 +295,7 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
     return result
 
 
-def _thread_overrides(plan: Plan, side: Side) -> dict[str, str]:
+def _thread_overrides(plan: Plan, side: SideSetup) -> dict[str, str]:
     """The environment a side's benchmark processes get on top of perfq's: its own and the thread counts."""
     spec = next((j.spec for j in plan.jobs if j.spec is not None), None)
     out = dict(side.env)

@@ -1,7 +1,7 @@
 """What `perfq run` runs: jobs from an affected document or from --bench names, and the sides.
 
-Pure apart from ``list_ops`` (asks a benchmark file for its operator names) and reading the
-affected document through the query layer.
+Pure apart from ``list_ops`` (asks a benchmark file for its operator names) and asking the
+affected service for the document.
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from perfq.common import proc
 from perfq.config import Config
 from perfq.errors import PerfqError
 from perfq.run import opbench
-from perfq.run.execute import Job, Side
+from perfq.run.execute import Job, SideSetup
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.plan import RunShape, TestPlan, shard_of
 from perfq.run.planning import plan_for
 from perfq.run.script_bench import ScriptBench, script_benchmarks
+from query.affected import AffectedDoc, SelectedBenchmark
 from query.service import affected_for_range
 
 
@@ -73,36 +73,36 @@ def modes_for(choice: str | None, default: tuple[str, ...] = ("eager",)) -> tupl
 
 
 def jobs_from_affected(
-    doc: dict[str, Any],
+    doc: AffectedDoc,
     root: Path,
     base: OpBenchSpec,
     scripts: dict[str, ScriptBench],
     mode: str | None = None,
     ops_resolver: Callable[[str], list[str]] | None = None,
 ) -> tuple[list[Job], list[str]]:
-    """Jobs for the benchmarks (and canary sets) of a ``perfq affected --format json`` document.
+    """Jobs for the benchmarks (and canary sets) of an affected document; a benchmark of a
+    triggered canary set runs whole (its selected tests, if any, are among them).
 
     ``ops`` become ``--operators`` when ``ops_resolver(name)`` (the file's registered
     operator names) matches some of them.
     """
     notes: list[str] = []
-    merged: dict[str, dict[str, Any]] = {}
-    entries = list(doc.get("benchmarks") or [])
-    for canary in doc.get("canary") or []:
-        entries.extend(canary.get("benchmarks") or [])
-    for entry in entries:
-        name = opbench.normalize_name(str(entry.get("name") or entry.get("file") or ""))
+    merged: dict[str, dict[str, tuple[str, ...]]] = {}
+    in_canary = {b.name for hit in doc.canary for b in hit.benchmarks}
+    for entry in doc.all_benchmarks():
+        name = opbench.normalize_name(entry.name or entry.file)
         if not name:
             continue
+        whole = entry.name in in_canary
         # traced selections name the runner's own tests and their --operators modules; a
         # static one names operators only, matched against the file's registered names
-        tests = tuple(entry.get("tests") or ()) if entry.get("modules") else ()
-        ops = tuple(entry.get("modules") or entry.get("ops") or ())
-        modes = tuple(m for m in entry.get("modes") or () if m in ("eager", "compile"))
+        tests = entry.tests if entry.modules and not whole else ()
+        ops = () if whole else entry.modules or entry.ops
+        modes = tuple(m for m in entry.modes if m in ("eager", "compile"))
         if name not in merged:
             merged[name] = {"tests": tests, "ops": ops, "modes": modes}
             continue
-        seen = merged[name]  # listed twice (direct and canary): the wider selection wins
+        seen = merged[name]  # listed under two names for one file: the wider selection wins
         seen["tests"] = () if not tests or not seen["tests"] else tuple(dict.fromkeys(seen["tests"] + tests))
         seen["ops"] = () if not ops or not seen["ops"] else tuple(dict.fromkeys(seen["ops"] + ops))
         seen["modes"] = tuple(dict.fromkeys(seen["modes"] + modes))
@@ -124,21 +124,23 @@ def jobs_from_affected(
     return jobs, notes
 
 
-def plan_document(doc: dict[str, Any], plan: TestPlan) -> dict[str, Any]:
+def plan_document(doc: AffectedDoc, plan: TestPlan) -> AffectedDoc:
     """The affected document narrowed to the plan: its benchmarks with the plan's tests (a whole-file
-    pick keeps the entry as selected); no canary sets, the plan holds the canary tests it runs."""
-    entries = {opbench.normalize_name(str(b.get("name") or "")): b for b in doc.get("benchmarks") or []}
-    modes = ["eager", "compile"] if doc.get("compile_mode") else ["eager"]
+    pick keeps the entry as selected); no canary sets, the plan holds the canary tests it runs (a
+    canary benchmark the plan picks becomes a selected one, as ``all_benchmarks`` lists it)."""
+    entries: dict[str, SelectedBenchmark] = {}
+    for b in doc.all_benchmarks():
+        entries.setdefault(opbench.normalize_name(b.name), b)
     out = []
     for bench in plan.benchmarks:
-        entry = entries.get(bench, {"name": bench, "modes": modes})
+        entry = entries[bench]  # the plan's benchmarks are the document's (planning.candidates_from)
         tests = [t for t in plan.tests if t.benchmark == bench]
         if any(not t.test for t in tests):
-            out.append({**entry, "name": bench})
+            out.append(replace(entry, name=bench))
             continue
-        out.append({**entry, "name": bench, "tests": [t.test for t in tests],
-                    "modules": sorted({t.module for t in tests if t.module})})
-    return {**doc, "benchmarks": out, "canary": []}
+        out.append(replace(entry, name=bench, tests=tuple(t.test for t in tests),
+                           modules=tuple(sorted({t.module for t in tests if t.module}))))
+    return replace(doc, benchmarks=tuple(out), canary=())
 
 
 def drop_unsupported_compile(jobs: list[Job], caps: RunnerCaps) -> tuple[list[Job], list[str]]:
@@ -234,7 +236,7 @@ class SideOptions:
     wheels: bool = False  # --base-wheel/--head-wheel given (perfq.run.sides installs them)
 
 
-def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[Side]:
+def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[SideSetup]:
     """Both sides (``ab``), or the one ``side`` this checkout is."""
     if ab:
         sourced = opts.base_ref or opts.head_ref or opts.wheels  # each side's code comes from its ref or wheel
@@ -242,12 +244,12 @@ def make_sides(ab: bool, side: str | None, opts: SideOptions) -> list[Side]:
             raise PerfqError("--ab needs --base-python and --head-python (or --base-ref/--head-ref)")
         own = opts.python or default_python()
         return [
-            Side("base", opts.base_python or own, opts.base_env, omp_num_threads=opts.base_omp,
+            SideSetup("base", opts.base_python or own, opts.base_env, omp_num_threads=opts.base_omp,
                  ref=opts.base_ref or ""),
-            Side("head", opts.head_python or own, opts.head_env, omp_num_threads=opts.head_omp,
+            SideSetup("head", opts.head_python or own, opts.head_env, omp_num_threads=opts.head_omp,
                  ref=opts.head_ref or ""),
         ]
     assert side in ("base", "head")
     threads = opts.base_omp if side == "base" else opts.head_omp
     env = opts.base_env if side == "base" else opts.head_env
-    return [Side(side, opts.python or default_python(), env, omp_num_threads=threads, ref=opts.ref or "")]
+    return [SideSetup(side, opts.python or default_python(), env, omp_num_threads=threads, ref=opts.ref or "")]

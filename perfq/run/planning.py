@@ -7,7 +7,6 @@ The planning itself is pure (:mod:`perfq.run.plan`); this module only reads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from perfq.common.paths import default_history_path, default_index_path
 from perfq.run.opbench import normalize_name
@@ -22,6 +21,7 @@ from perfq.run.plan import (
     default_cost,
     file_op,
 )
+from query.affected import AffectedDoc, SelectedBenchmark
 from schema.index_store import IndexStore, TracedTestOps
 from schema.reader import open_index
 from schema.results_store import test_walls
@@ -29,15 +29,14 @@ from schema.results_store import test_walls
 WHOLE_FILE_SECONDS = 10.0  # default estimate of a benchmark file run whole (no per-test trace)
 
 
-def _entries(doc: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """name -> selected entry (tests, ops) and the canary benchmarks' names."""
-    entries = {normalize_name(str(b.get("name") or "")): b for b in doc.get("benchmarks") or []}
-    canary = {normalize_name(str(b.get("name") or "")) for hit in doc.get("canary") or []
-              for b in hit.get("benchmarks") or []}
+def _entries(doc: AffectedDoc) -> tuple[dict[str, SelectedBenchmark], set[str]]:
+    """name -> selected benchmark and the canary benchmarks' names."""
+    entries = {normalize_name(b.name): b for b in doc.benchmarks}
+    canary = {normalize_name(b.name) for hit in doc.canary for b in hit.benchmarks}
     return entries, canary
 
 
-def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[tuple[str, str], float],
+def candidates_from(doc: AffectedDoc, rows: list[TracedTestOps], walls: dict[tuple[str, str], float],
                     shape: RunShape = DEFAULT_SHAPE) -> list[Candidate]:
     """The tests a plan chooses from: a selected benchmark's traced ``tests``; every test of a canary
     benchmark that executes a reached operator; a benchmark without per-test traces as one whole-file
@@ -48,13 +47,14 @@ def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[
         by_bench.setdefault(r.bench, []).append(r)
     out: list[Candidate] = []
     for name in dict.fromkeys([*entries, *sorted(canary)]):
-        entry = entries.get(name, {})
-        wanted = set(entry.get("tests") or ()) if entry.get("modules") else set()
+        entry = entries.get(name)
+        wanted = set(entry.tests) if entry is not None and entry.modules else set()
         traced = [r for r in by_bench.get(name, []) if (r.test in wanted) or (name in canary and r.ops)]
         if traced:
             out += [_candidate(r, walls, name in canary, shape.iterations) for r in traced]
         else:  # no per-test trace: the file runs whole; with no operator known, it stands for itself
-            ops, known = frozenset(entry.get("ops") or ()) or frozenset({file_op(name)}), (name, "") in walls
+            ops = frozenset(entry.ops if entry is not None else ()) or frozenset({file_op(name)})
+            known = (name, "") in walls
             cost = walls.get((name, ""), WHOLE_FILE_SECONDS)
             out.append(Candidate(name, "", "", ops, config_of("", shape.device), cost,
                                  CostSource.history if known else CostSource.default, name in canary))
@@ -68,19 +68,18 @@ def _candidate(r: TracedTestOps, walls: dict[tuple[str, str], float], canary: bo
                      CostSource.history if wall is not None else CostSource.default, canary)
 
 
-def plan_for(repo: Path, doc: dict[str, Any], budget_seconds: float | None, shape: RunShape,
+def plan_for(repo: Path, doc: AffectedDoc, budget_seconds: float | None, shape: RunShape,
              db: Path | None = None, history: Path | None = None) -> TestPlan:
-    """The budgeted plan of an affected document (JSON), from the index's traces and the history's walls."""
+    """The budgeted plan of an affected document, from the index's traces and the history's walls."""
     entries, canary = _entries(doc)
     index = db or default_index_path(repo)
     rows: list[TracedTestOps] = []
     if index.exists():  # (the affected document came from it; without one, every file runs whole)
         with open_index(index, threads=1) as con:
-            rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.get("ops") or ()))
+            rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.ops))
     walls = test_walls(history or default_history_path(repo))
     candidates = candidates_from(doc, rows, walls, shape)
     notes = []
     if any(c.cost_source == CostSource.default for c in candidates):
         notes.append("costs without history are default estimates; a run records the real ones")
-    return build_plan(candidates, len(doc.get("ops") or ()), budget_seconds, shape,
-                      shared=bool(doc.get("shared_infrastructure")), notes=notes)
+    return build_plan(candidates, len(doc.ops), budget_seconds, shape, shared=doc.shared_infrastructure, notes=notes)

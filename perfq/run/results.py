@@ -27,6 +27,7 @@ from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
 from schema.result_file_store import RUN_REF, ImportCounts, Source, SourceKind, merge_result_files
+from schema.result_file_store import RUN_REF, ImportCounts, ImportFile, SourceKind, merge_result_files
 from schema.results_store import Failure, Run, Sample
 
 EXPORT_FORMAT = "perfq-results"
@@ -183,18 +184,18 @@ def _v1_line(value: Any, path: Path) -> str:
         raise PerfqError(f"{path}: a value is not a finite number") from None
 
 
-def _source(path: Path, tmp: Path) -> Source:
+def _source(path: Path, tmp: Path) -> ImportFile:
     """How to read ``path``: a history database, a version 2 file, or a version 1 file converted to lines."""
     if not path.is_file():
         raise PerfqError(f"no such result file: {path}")
     magic, line = _first_line(path)
     if magic[8:12] == _DUCKDB_MAGIC:
-        return Source(path, SourceKind.duckdb)
+        return ImportFile(path, SourceKind.duckdb)
     header = _header(path, line)
     if header is not None and header.get("version") != 1:
         _check_header(path, header)
-        return Source(path, SourceKind.lines)
-    return Source(_v1_as_lines(path, tmp), SourceKind.lines, name=path)
+        return ImportFile(path, SourceKind.lines)
+    return ImportFile(_v1_as_lines(path, tmp), SourceKind.lines, name=path)
 
 
 def import_files(history: Path, files: list[Path]) -> ImportCounts:

@@ -37,7 +37,7 @@ from perfq.common import git, proc
 from perfq.common.build import build_text, run_build, with_python
 from perfq.common.paths import state_dir
 from perfq.errors import PerfqError
-from perfq.run.execute import Side
+from perfq.run.execute import SideSetup
 
 READY_FILE = "side.json"
 PTH_FILE = "_perfq_base_site.pth"
@@ -126,7 +126,7 @@ class PreparedSide:
         }
 
 
-def side_plans(repo: Path, sides: list[Side], opts: SourceOptions) -> list[SidePlan]:
+def side_plans(repo: Path, sides: list[SideSetup], opts: SourceOptions) -> list[SidePlan]:
     """The sides' plans; PerfqError for a ref that is no commit, a build without refs, or two same sides."""
     if opts.build and not all(s.ref for s in sides):
         raise PerfqError("--build needs --base-ref and --head-ref (each side is built in its own worktree)")
@@ -160,8 +160,8 @@ def refuse_same_code(base: SidePlan, head: SidePlan, base_sha: str = "", head_sh
     )
 
 
-def prepare_sides(repo: Path, sides: list[Side], opts: SourceOptions, bench_root: Path,
-                  log: Log = lambda _: None) -> list[Side]:
+def prepare_sides(repo: Path, sides: list[SideSetup], opts: SourceOptions, bench_root: Path,
+                  log: Log = lambda _: None) -> list[SideSetup]:
     """The sides, each running its ref's code: a worktree per ref, a venv per build or wheel.
 
     Sides without refs, build or wheel are returned as they are.

@@ -1,0 +1,436 @@
+"""The index's data model: an Enum for every vocabulary its tables hold, and a frozen row type
+per table of ``index.sql`` (``tests/test_index_model.py`` checks them against it).
+
+The Enums are ``StrEnum``s: a member is its value (``EdgeKind.CALL == "call"``, formatted and
+hashed as ``"call"``), so the index and every JSON output hold the same strings as before, and
+a value read back from the index compares equal to its member.
+
+The row types name the columns; the hot path of a build keeps plain tuples in that order
+(``row_tuple`` makes one from a row, ``ROW_TYPES[table]`` gives a table's type, ``columns``
+its column names, ``column_types`` their DuckDB types), and a reader makes typed rows of a
+query's tuples with ``RowType(*tuple)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from dataclasses import dataclass
+from enum import StrEnum
+from operator import attrgetter
+
+# --------------------------------------------------------------------------- vocabularies
+
+
+class Lang(StrEnum):
+    """A file's language (``files.lang``)."""
+
+    CPP = "cpp"
+    CUDA = "cuda"
+    OBJCPP = "objcpp"
+    PYTHON = "python"
+    YAML = "yaml"
+    UNKNOWN = "unknown"  # a file whose extraction failed before its kind was known
+
+
+class FileStatus(StrEnum):
+    """How extracting a file went (``files.status``)."""
+
+    OK = "ok"
+    WARNING = "warning"
+    SKIPPED = "skipped"
+
+
+class Origin(StrEnum):
+    """Where a file comes from (``files.origin``)."""
+
+    REPO = "repo"
+    UPSTREAM = "upstream"  # an out-of-tree backend's PyTorch, indexed beside it
+
+
+class CallKind(StrEnum):
+    """How a call site or reference is written (``calls.kind``, ``call_edges.kind``)."""
+
+    DIRECT = "direct"  # foo(), at::foo()
+    MEMBER = "member"  # x.foo(), x->foo(); in Python '.foo' called on a value
+    ADDRESS = "address"  # &foo, a function named as a value in C++
+    VALUE = "value"  # a C++ function passed by name (extraction only: linked as ADDRESS)
+    RESOLVED = "resolved"  # a C++ call clang resolved (parsed with compile flags; qualifier: the callee's USR)
+    TEMPLATE_ARG = "template_arg"  # a functor given as a template argument: impl_<ExponentialStub>(...)
+    PYTHON = "python"  # a Python call of a dotted name
+    REF = "ref"  # a Python dotted name used as a value
+    NAME = "name"  # a bare Python name used as a value (extraction only: resolved into REF)
+    BASE = "base"  # a Python class's base class
+    MEMBER_OF = "member_of"  # a Python class -> one of its methods
+
+
+class NodeKind(StrEnum):
+    """A node of the reachability graph (``nodes.kind``)."""
+
+    FUNCTION = "function"  # a C++ function (key: its function id)
+    PYFUNCTION = "pyfunction"  # a Python function, class or alias (key: its function id)
+    STUB = "stub"  # a DispatchStub
+    OP = "op"  # an operator, name.overload
+    BENCHMARK = "benchmark"  # a benchmark file, by stem
+
+
+class EdgeKind(StrEnum):
+    """An edge of the reachability graph (``reach_edges.kind``): ``src`` is affected when ``dst`` changes."""
+
+    CALL = "call"  # a C++ call
+    STUB_CALL = "stub_call"  # a C++ call of a DispatchStub
+    OP_CALL = "op_call"  # a call of an operator through its API
+    PYTHON_CALL = "python_call"
+    KERNEL = "kernel"  # a dispatch kernel of an operator (detail: its dispatch key)
+    META = "meta"  # a structured kernel's TORCH_META_FUNC
+    REGISTERED = "registered"  # a DispatchStub's registered impl (detail: its arch)
+    LIBRARY_IMPL = "library_impl"  # a TORCH_LIBRARY m.impl (detail: its dispatch key)
+    STRUCTURED_DELEGATE = "structured_delegate"
+    AUTOGEN = "autogen"
+    STUB_NAME = "stub_name"  # a stub whose callers are upstream, linked to operators by its name
+    BACKWARD = "backward"  # an op's derivatives.yaml formula calls the backward op
+    METHOD_OF = "method_of"  # a Python method -> its class
+    SUBCLASS = "subclass"  # a Python base class -> a subclass
+    BENCH_CALL = "bench_call"  # a benchmark calls a Python function
+    BENCH_OP = "bench_op"  # a benchmark calls an operator
+
+
+class OpEdgeKind(StrEnum):
+    """Why ``op_edges.caller_op`` is affected when ``op`` is."""
+
+    STRUCTURED_DELEGATE = "structured_delegate"
+    AUTOGEN = "autogen"
+
+
+class BenchOpSource(StrEnum):
+    """How a benchmark is known to run an operator (``bench_ops.source``)."""
+
+    STATIC = "static"
+    TRACED = "traced"
+
+
+class TraceStatus(StrEnum):
+    """How tracing a benchmark file went (``traces.status``)."""
+
+    ok = "ok"
+    partial = "partial"  # some configs failed
+    failed = "failed"
+
+
+class TraceMode(StrEnum):
+    """How a test was traced (``bench_tests.mode``)."""
+
+    real = "real"  # ran on the CPU: operators called inside kernels are seen too
+    meta = "meta"  # ran on the meta device (shapes only): the operators it dispatches
+    fake = "fake"  # ran under FakeTensorMode: the operators it dispatches
+    inferred = "inferred"  # could not run fake: the operators of the real tests of its module
+    sampled = "sampled"  # not run: the operators of the traced configs of its group (same benchmark,
+    # device and attributes but sizes), which agreed
+
+
+# --------------------------------------------------------------------------- row types
+
+
+@dataclass(frozen=True, slots=True)
+class MetaRow:
+    key: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    id: int
+    path: str
+    sha256: str
+    lang: Lang
+    n_lines: int
+    status: FileStatus
+    message: str | None
+    signature: str
+    registrations: str
+    usings: str  # JSON list
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionRow:
+    id: int
+    file_id: int
+    qualname: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    internal: bool
+    usr: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRow:
+    caller_id: int
+    callee_name: str
+    qualifier: str
+    kind: CallKind
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class CallEdgeRow:
+    caller_id: int
+    callee_id: int
+    kind: CallKind
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class IncludeRow:
+    file_id: int
+    target: str
+    target_file_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    name: str
+    base: str
+    overload: str
+    namespace: str
+    schema: str
+    structured: bool
+    structured_delegate: str | None
+    variants: str
+    tags: str
+    composite: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRow:
+    op: str
+    dispatch_key: str
+    kernel_name: str
+    function_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class StubRow:
+    stub: str
+    role: str
+    file_id: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class StubImplRow:
+    stub: str
+    arch: str
+    impl_name: str
+    function_id: int | None
+    file_id: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryImplRow:
+    namespace: str
+    dispatch_key: str
+    op: str
+    kernel_name: str
+    function_id: int | None
+    file_id: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpCallRow:
+    function_id: int
+    op: str
+    via: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpEdgeRow:
+    op: str
+    caller_op: str
+    kind: OpEdgeKind
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkTableRow:
+    name: str
+    file: str
+    framework: str
+    tests: str  # JSON list of {name, tags, devices}
+    devices: str  # JSON list
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOpRow:
+    bench: str
+    op: str
+    source: BenchOpSource
+    test: str
+    device: str
+    via: str
+
+
+@dataclass(frozen=True, slots=True)
+class BenchCallRow:
+    bench: str
+    function_id: int
+    test: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    bench: str
+    file: str
+    status: TraceStatus
+    reason: str
+    seconds: float
+    max_rss_mb: int
+    torch: str
+
+
+@dataclass(frozen=True, slots=True)
+class BenchTestRow:
+    id: int
+    bench: str
+    test: str
+    module: str
+    class_: str  # the column ``class``
+    tag: str
+    backward: bool
+    device: str
+    mode: TraceMode
+    kernels_seen: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TraceOpRow:
+    bench: str
+    test: str
+    namespace: str
+    base: str
+    layout: str
+    inferred: str
+
+
+@dataclass(frozen=True, slots=True)
+class NativeSampleRow:
+    bench: str
+    test: str
+    function_id: int
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class CanarySetRow:
+    name: str
+    description: str | None
+    paths: str | None
+    functions: str | None
+    benchmarks: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    id: int
+    kind: NodeKind
+    key: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReachEdgeRow:
+    dst: int
+    src: int
+    kind: EdgeKind
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraphRow:
+    part: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WarningRow:
+    file: str | None
+    phase: str
+    message: str
+
+
+ROW_TYPES: dict[str, type] = {
+    "meta": MetaRow,
+    "files": FileRow,
+    "functions": FunctionRow,
+    "calls": CallRow,
+    "call_edges": CallEdgeRow,
+    "includes": IncludeRow,
+    "ops": OpRow,
+    "kernels": KernelRow,
+    "stubs": StubRow,
+    "stub_impls": StubImplRow,
+    "library_impls": LibraryImplRow,
+    "op_calls": OpCallRow,
+    "op_edges": OpEdgeRow,
+    "benchmarks": BenchmarkTableRow,
+    "bench_ops": BenchOpRow,
+    "bench_calls": BenchCallRow,
+    "traces": TraceRow,
+    "bench_tests": BenchTestRow,
+    "trace_ops": TraceOpRow,
+    "native_samples": NativeSampleRow,
+    "canary_sets": CanarySetRow,
+    "nodes": NodeRow,
+    "reach_edges": ReachEdgeRow,
+    "graph": GraphRow,
+    "warnings": WarningRow,
+}
+
+_DUCKDB_TYPES: dict[type, str] = {int: "INTEGER", str: "VARCHAR", bool: "BOOLEAN", float: "DOUBLE", bytes: "BLOB"}
+
+
+def column_name(field: dataclasses.Field) -> str:
+    """The SQL column of a row type's field (a trailing ``_`` spells a Python keyword: ``class_``)."""
+    return field.name.removesuffix("_")
+
+
+@functools.cache
+def columns(row_type: type) -> tuple[str, ...]:
+    """The column names of ``row_type``'s table, in its field (and the table's column) order."""
+    return tuple(column_name(f) for f in dataclasses.fields(row_type))
+
+
+@functools.cache
+def column_types(row_type: type) -> tuple[str, ...]:
+    """The DuckDB types of ``row_type``'s columns (an Enum: its values' type; ``X | None``: X's)."""
+    hints = typing.get_type_hints(row_type)
+    return tuple(_duckdb_type(hints[f.name]) for f in dataclasses.fields(row_type))
+
+
+def nullable(row_type: type) -> tuple[bool, ...]:
+    """Whether each of ``row_type``'s columns may be NULL (its type is ``X | None``)."""
+    hints = typing.get_type_hints(row_type)
+    return tuple(type(None) in typing.get_args(hints[f.name]) for f in dataclasses.fields(row_type))
+
+
+def _duckdb_type(tp: object) -> str:
+    if isinstance(tp, types.UnionType):
+        (tp,) = [a for a in typing.get_args(tp) if a is not type(None)]
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        return "VARCHAR"
+    return _DUCKDB_TYPES[tp]  # type: ignore[index]
+
+
+_GETTERS = {t: attrgetter(*(f.name for f in dataclasses.fields(t))) for t in ROW_TYPES.values()}
+
+
+def row_tuple(row: object) -> tuple:
+    """``row`` (an instance of a row type) as the tuple of its columns, in column order."""
+    return _GETTERS[type(row)](row)
