@@ -29,9 +29,8 @@ from perfq.common import globs
 from perfq.common.documents import to_json
 from perfq.config import Config
 from query.changes import ChangedFunction, ChangeSet
-from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, NativeHit, TracedHit
 from query.model import Chain, ChainStep, StepKind
+from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
 from schema.model import EdgeKind, NodeKind, TraceStatus
 

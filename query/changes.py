@@ -24,7 +24,6 @@ Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, conten
 
 if TYPE_CHECKING:
     from indexer.api import CodeTokens
-    from indexer.tokens import CodeTokens
 
 
 @dataclass
@@ -341,7 +340,6 @@ def _tokenizer(tokens: Tokens | None) -> Tokens:
     if tokens is not None:
         return tokens
     from indexer.api import code_tokens  # libclang's lexer: only for a change that may be layout only
-    from indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
 
     return code_tokens
 

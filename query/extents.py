@@ -14,7 +14,6 @@ def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
     # the parser (libclang) is imported when a file needs parsing: a body edit of an indexed
     # file does not, and the import is 15 ms of a 0.3 s query
     from indexer.api import file_facts
-    from indexer.extract import file_facts
 
     facts = file_facts(kind, path, data, functions_only=True)
     return facts if isinstance(facts, FileFacts) else None

@@ -10,7 +10,6 @@ import duckdb
 
 from query.affected import Confidence, _starts
 from query.changes import ChangedFunction, ChangeSet
-from schema.index_store import FunctionRow, IndexStore
 from schema.index_store import FunctionInFile, IndexStore
 from schema.writer import index_ddl
 

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from indexer.build import build_index
-from indexer.trace import FileTrace, TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
-from perfq.config import Config
 from indexer.trace import FileTrace, TraceJob, TraceOptions, trace_files
+from perfq.config import Config
 from schema.model import TraceMode, TraceStatus
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 

@@ -10,7 +10,6 @@ import networkx as nx
 import pytest
 
 from perfq.options import EXIT_ERROR
-from query.chain_graph import StepKind, split_step
 from query.model import ChainStep, StepKind
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from perfq.config import Config
 from query.affected import _broad, _canaries, _traced_benchmarks
-from schema.index_store import BenchmarkRow, CanarySetRow, TracedHit
 from schema.index_store import BenchmarkInfo, CanarySet, TracedHit
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from indexer.trace import FileTrace, TraceStatus
 from indexer.trace import FileTrace
 from schema.model import TraceStatus
 from tests.conftest import db_rows, run_perfq

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
+from indexer.trace import TraceJob, TraceOptions, trace_files
 from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
-from indexer.trace import TraceJob, TraceOptions, trace_files
 from schema.model import TraceStatus
 from tests.hostile_bench import make_tree, outcomes
 

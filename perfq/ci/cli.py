@@ -13,7 +13,6 @@ import typer
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
 from perfq.terminal import console
-from perfq.common.render import console
 
 ci_app = typer.Typer(
     help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",

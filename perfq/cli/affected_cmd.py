@@ -89,30 +89,10 @@ def register(app: typer.Typer) -> None:
                 raise PerfqError(f"cannot read diff {diff}: {exc}") from None
         doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
         if ir:
-            from perfq.config import load_config
-            from perfq.ir.api import changed_kernels, stored_labels
+            from perfq.ir.api import flag_affected
             from perfq.options import resolve_history
-            from query.affected import flag_ir_changes
-            from schema.history import connect_history
 
-            label_a, sep, label_b = ir.partition("..")
-            if not sep or not label_a or not label_b:
-                raise PerfqError("--ir takes two collection labels: A..B")
-            path = resolve_history(root, history)
-            if not path.exists():
-                raise PerfqError(f"--ir: no results history at {path}; store IR with `perfq ir collect` first")
-            con = connect_history(path, read_only=True)
-            try:
-                known = stored_labels(con)
-                missing = [label for label in (label_a, label_b) if label not in known]
-                if missing:
-                    shown = ", ".join(sorted(known)[:10]) or "none"
-                    raise PerfqError(f"--ir: no IR collection labelled {missing[0]!r} in {path} (labels: {shown})")
-                kernels = changed_kernels(con, label_a, label_b)
-            finally:
-                con.close()
-            kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
-            doc = flag_ir_changes(doc, kernels, kernel_map)
+            doc = flag_affected(doc, root, resolve_history(root, history), ir)
         if graph is not None:
             from query.chain_graph import write_chain_graph  # networkx: only when a graph is asked for
 

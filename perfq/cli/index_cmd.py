@@ -9,7 +9,6 @@ import typer
 from perfq.common.render import print_json
 from perfq.options import DbOption, Format, RepoOption, resolve_db, resolve_repo
 from perfq.terminal import console
-from perfq.common.render import console, print_json
 
 
 class BuildLines:

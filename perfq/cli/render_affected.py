@@ -13,7 +13,6 @@ from perfq.run.plan import RunShape, TestPlan, split
 from perfq.run.plan_render import markdown_lines, print_plan
 from perfq.terminal import Name, console
 from query.affected import AffectedDoc, SelectedBenchmark
-from perfq.common.render import Name, console, md_code, md_text, plain
 from query.model import ChainStep, StepKind
 
 _LIST_SHOWN = 40

@@ -12,7 +12,6 @@ from perfq.common.render import plain
 from perfq.errors import PerfqError
 from perfq.options import DbOption, RepoOption, resolve_db, resolve_repo
 from perfq.terminal import console, write_output
-from perfq.common.render import console, plain, write_output
 
 if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
     from perfq.coverage.report import CoverageReport

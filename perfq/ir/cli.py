@@ -13,7 +13,6 @@ from perfq.common.render import print_json
 from perfq.errors import PerfqError
 from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
 from perfq.terminal import console, print_unified_diff
-from perfq.common.render import console, print_json, print_unified_diff
 
 ir_app = typer.Typer(
     name="ir",

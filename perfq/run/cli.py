@@ -16,7 +16,6 @@ from rich.markup import escape
 from perfq.common.build import build_argv
 from perfq.common.render import plain, print_json
 from perfq.common.sched import Priority
-from perfq.common.render import console, plain, print_json, wide_console
 from perfq.config import load_config
 from perfq.errors import PerfqError
 from perfq.options import (

@@ -26,7 +26,6 @@ import jsonschema
 from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
-from schema.result_file_store import RUN_REF, ImportCounts, Source, SourceKind, merge_result_files
 from schema.result_file_store import RUN_REF, ImportCounts, ImportFile, SourceKind, merge_result_files
 from schema.results_store import Failure, Run, Sample
 
