@@ -20,7 +20,7 @@ from typing import Any
 from perfq.common.paths import write_atomically
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.extract import gc_paused
-from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
+from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
 from perfq.indexer.native_yaml import OpFacts
 
 FORMAT = "perfq-facts/1"
@@ -35,6 +35,7 @@ _ROWS: dict[type, dict[str, Callable[..., Any]]] = {
         "stub_impls": StubImpl,
         "library_impls": LibraryImpl,
         "library_defs": LibraryDef,
+        "classes": class_fact,
     },
     BenchmarkFacts: {"refs": tuple},
     OpFacts: {"kernels": tuple},

@@ -19,7 +19,7 @@ from operator import itemgetter
 from perfq.indexer.benchmarks import BenchmarkFacts
 from perfq.indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from perfq.indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
-from perfq.indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
+from perfq.indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.registrations import LAMBDA_KERNEL
 from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
@@ -264,6 +264,15 @@ class NativeLink:
                         if len(found) == 1:
                             include_map[file_id].append(found[0])
 
+        # ---- the class hierarchy: where virtual calls dispatch
+        for file_id, f in enumerate(files):
+            for c in f.classes:
+                t.rows["class_bases"] += [(file_id, c.qualname, base, c.line) for base in c.bases]
+                t.rows["virtual_methods"] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
+        hierarchy = ClassHierarchy(
+            (file_id, c.qualname, c.bases, c.virtuals) for file_id, f in enumerate(files) for c in f.classes
+        )
+
         # the one set of C++ name-resolution rules (shared with the incremental patch)
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
         cpp_linker = CppCallLinker(
@@ -276,6 +285,7 @@ class NativeLink:
             g.node,
             {file_id: f.path for file_id, f in enumerate(files)},
             lambda: include_map,
+            hierarchy,
         )
 
         # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
@@ -325,6 +335,7 @@ class NativeLink:
             t.rows["calls"] += linked.calls
             t.rows["call_edges"] += linked.call_edges
             t.rows["op_calls"] += linked.op_calls
+            t.warnings += [(f.path, "link", hub) for hub in linked.hubs]
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
             for callee, li in lambda_kernels(f, first, linked.call_edges):

@@ -36,6 +36,10 @@ _AMBIGUOUS_METHOD = 6
 # unqualified calls (``build_unary_op(...)``, ``device_type()``) find their members
 _STRUCTURED_KINDS = frozenset({"structured_meta", "structured_impl"})
 _STRUCTURED_BASES = frozenset({"at::TensorIteratorBase", "at::impl::MetaBase"})
+# a virtual call whose overrides span more classes than this is a hub (an interface most of a
+# library implements): it is not followed, and the link says so
+VIRTUAL_HUB = 12
+_WORDS = re.compile(r"\w+")
 
 
 # the declared types of a receiver whose member calls can be Tensor methods: a tensor (a type
@@ -119,6 +123,11 @@ def _unit_of(path: str) -> tuple[str, str]:
     return directory.rpartition("/")[2], stem
 
 
+def short_class(name: str) -> str:
+    """'at::native::Foo<T>' -> 'Foo': classes are matched to bases by their own name."""
+    return _strip_args(name).rpartition("::")[2]
+
+
 @dataclass
 class LinkedCalls:
     """Rows produced for one file's call sites."""
@@ -127,6 +136,58 @@ class LinkedCalls:
     call_edges: list[tuple] = field(default_factory=list)  # (caller, callee, kind, line)
     op_calls: list[tuple] = field(default_factory=list)  # (caller, op, via, line)
     reach: list[tuple] = field(default_factory=list)  # (dst node, src node, kind, detail)
+    hubs: list[str] = field(default_factory=list)  # virtual calls not followed: too many overrides
+
+
+class ClassHierarchy:
+    """Classes by their own name: their bases, subclasses and virtual methods, for resolving a
+    virtual call to the overrides of its method in the subclasses of the receiver's class."""
+
+    def __init__(self, classes: Iterable[tuple[int, str, Sequence[str], Sequence[str]]]) -> None:
+        # (file id, qualified name, bases as written, methods declared virtual or override)
+        self.parents: dict[str, set[str]] = defaultdict(set)
+        self.children: dict[str, set[str]] = defaultdict(set)
+        self.virtuals: dict[str, set[str]] = defaultdict(set)
+        self.files: dict[str, set[int]] = defaultdict(set)
+        self.declaring: dict[str, set[str]] = defaultdict(set)  # method -> classes declaring it virtual
+        for file_id, qualname, bases, virtuals in classes:
+            cls = short_class(qualname)
+            self.files[cls].add(file_id)
+            for base in bases:
+                base = short_class(base)
+                if base and base != cls:
+                    self.parents[cls].add(base)
+                    self.children[base].add(cls)
+            for name in virtuals:
+                self.virtuals[cls].add(name)
+                self.declaring[name].add(cls)
+        self._subtrees: dict[str, frozenset[str]] = {}
+
+    def is_virtual(self, cls: str, name: str) -> bool:
+        """Whether ``name`` is virtual in ``cls``: declared so there or in one of its bases."""
+        seen, stack = {cls}, [cls]
+        while stack:
+            c = stack.pop()
+            if name in self.virtuals.get(c, ()):
+                return True
+            for p in self.parents.get(c, ()):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return False
+
+    def subtree(self, cls: str) -> frozenset[str]:
+        """``cls`` and every class deriving from it, directly or not."""
+        found = self._subtrees.get(cls)
+        if found is None:
+            seen, stack = {cls}, [cls]
+            while stack:
+                for c in self.children.get(stack.pop(), ()):
+                    if c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+            found = self._subtrees[cls] = frozenset(seen)
+        return found
 
 
 class CppCallLinker:
@@ -141,8 +202,10 @@ class CppCallLinker:
         paths: Mapping[int, str] | None = None,  # file id -> path
         # reads file id -> the indexed files it includes (called when a method call first needs it)
         includes: Callable[[], Mapping[int, Iterable[int]]] | None = None,
+        hierarchy: ClassHierarchy | None = None,
     ) -> None:
         self._read_includes = includes
+        self.hierarchy = hierarchy or ClassHierarchy(())
         self._visible_units: dict[int, frozenset[tuple[str, str] | None]] = {}
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
@@ -197,6 +260,8 @@ class CppCallLinker:
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
+        self.hubs: list[str] = []  # virtual calls left out since the last link_file
+        self._hub_names: set[str] = set()
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -264,7 +329,8 @@ class CppCallLinker:
                     if (caller, target) not in linked and target != caller:
                         linked.add((caller, target))
                         out.call_edges.append((caller, target, kind, c.line))
-                        out.reach.append((target, caller, "call", f"line {c.line}"))
+                        out.reach.append(self.reach_edge(target, caller, kind if target == callee else "call", c.line))
+        out.hubs, self.hubs = self.hubs, []
         return out
 
     def _lookup(self, name: str, last_qual: str, member: bool) -> list[int]:
@@ -408,7 +474,65 @@ class CppCallLinker:
         targets = self._targets(file_id, caller, name, qual, kind, usings)
         if not targets and kind == "direct" and name in self.functors:
             targets = self._functor_targets(file_id, caller, name, qual, usings)
-        return [(f, kind) for f in targets]
+        found = [(f, kind) for f in targets]
+        if name in self.hierarchy.declaring and kind in ("member", "direct"):
+            overrides = self.virtual_targets(file_id, caller, name, qual, kind)
+            if overrides is not None and kind == "member":
+                return [(f, "virtual") for f in overrides]  # the hierarchy, not every method of the name
+            found += [(f, "virtual") for f in overrides or () if f not in targets]
+        return found
+
+    def virtual_targets(self, file_id: int, caller: int, name: str, qual: str, kind: str) -> list[int] | None:
+        """The overrides a virtual call of ``name`` can dispatch to: its definitions in the
+        receiver's class and those deriving from it (``x->m()``: the declared type's; unknown:
+        the classes declaring ``m`` virtual that the caller's file sees; ``m()`` in a method:
+        its own class's). None when the call is not a virtual one, or dispatches to more than
+        VIRTUAL_HUB classes: a hub, not followed (noted in ``hubs``)."""
+        h = self.hierarchy
+        if kind == "member":
+            receiver = qual[1:]
+            if receiver and receiver != "auto" and not receiver.startswith("decltype"):
+                roots = {w for w in _WORDS.findall(receiver) if w in h.files and h.is_virtual(w, name)}
+            else:
+                roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+        elif not qual:
+            own = short_class(self._method_key(caller).rpartition("::")[0])
+            roots = {own} if own and h.is_virtual(own, name) else set()
+        else:
+            return None  # Base::m() names its definition: no dispatch
+        if not roots:
+            return None
+        classes = frozenset().union(*(h.subtree(r) for r in roots))
+        rows = self.rows
+        targets = [
+            f for f in self._lookup(name, "", True)
+            if f != caller and short_class(self._method_key(f).rpartition("::")[0]) in classes
+            and (not rows[f][3] or rows[f][0] == file_id)
+        ]
+        overriding = {short_class(self._method_key(f).rpartition("::")[0]) for f in targets}
+        if len(overriding) > VIRTUAL_HUB:
+            if name not in self._hub_names:  # said once per method name
+                self._hub_names.add(name)
+                self.hubs.append(
+                    f"virtual call {name}() (first in {rows[caller][1]}): {len(overriding)} classes override it,"
+                    " a hub: not followed"
+                )
+            return None
+        return targets
+
+    def _sees(self, file_id: int, files: Collection[int]) -> bool:
+        """Whether ``file_id`` sees a class defined in ``files`` (its own, or a unit it includes)."""
+        if file_id in files or self._read_includes is None or not self._units:
+            return True
+        units = self.visible_units(file_id)
+        return any(self._units[f] in units for f in files if f in self._units)
+
+    def reach_edge(self, target: int, caller: int, kind: str, line: int) -> tuple:
+        """The reachability edge of a call edge: a virtual call names the override's class."""
+        if kind == "virtual":
+            cls = short_class(self._method_key(target).rpartition("::")[0])
+            return (target, caller, "virtual_call", f"virtual call, override in {cls} (line {line})")
+        return (target, caller, "call", f"line {line}")
 
     def _functor_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
         """The operator() of the classes named ``name`` that a construction ``name(...)`` /

@@ -185,7 +185,8 @@ class AffectedInput:
 # --------------------------------------------------------------------------- starts
 
 
-_CALLER_EDGES = frozenset({"call", "python_call"})
+_CALLER_EDGES = frozenset({"call", "python_call", "virtual_call"})
+_CPP_CALLS = frozenset({"call", "virtual_call"})  # a C++ caller: a call, or a virtual call of an override
 
 
 def _starts(
@@ -269,7 +270,15 @@ def _label(r: Reach, node: int, files: dict[int, str]) -> str:
 
 
 def _chain_text(r: Reach, node: int, files: dict[int, str]) -> tuple[str, ...]:
-    return tuple(_label(r, n, files) + (f" [{k}]" if k != "start" else "") for n, k, _ in r.chain(node))
+    return tuple(_label(r, n, files) + _step(k, detail) for n, k, detail in r.chain(node))
+
+
+def _step(kind: str, detail: str) -> str:
+    """How a chain's function reaches the one before it: the edge's kind, or for a virtual call
+    which override it dispatches to (``[virtual call, override in PackedLinearWeight (line 416)]``)."""
+    if kind == "start":
+        return ""
+    return f" [{detail}]" if kind == "virtual_call" else f" [{kind}]"
 
 
 def _functions(r: Reach, nodes: set[int]) -> list[int]:
@@ -520,7 +529,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 def _through_callers(own: Reach) -> set[str]:
     """The operators of ``own`` reached only because other code calls the changed function
     (a ``call`` edge on the way: the CUDA copy kernel calling the neg kernel on one branch)."""
-    return {own.key[n] for n in own.nodes_of("op") if any(kind == "call" for _, kind, _ in own.chain(n))}
+    return {own.key[n] for n in own.nodes_of("op") if any(kind in _CPP_CALLS for _, kind, _ in own.chain(n))}
 
 
 def _drop_branch_hubs(
@@ -544,7 +553,7 @@ def _drop_branch_hubs(
     for node in own.nodes_of("op"):
         if own.key[node] in through:
             chain = own.chain(node)
-            first = next(i for i, (_, kind, _) in enumerate(chain) if kind == "call")
+            first = next(i for i, (_, kind, _) in enumerate(chain) if kind in _CPP_CALLS)
             path |= {n for n, _, _ in chain[first:] if own.kind.get(n) == "function"}
     return [h for h in hits if not set(h.ops) <= through], dropped, path
 
@@ -654,7 +663,7 @@ def _narrow_paths(store: IndexStore, cs: ChangeSet, starts: list[Start]) -> set[
     graph = store.graph()
     for s in starts:
         path = s.label.split(":", 1)[0]
-        if s.confidence != Confidence.high or len({src for src, kind in graph.into(s.node) if kind == "call"}) > 1:
+        if s.confidence != Confidence.high or len({src for src, kind in graph.into(s.node) if kind in _CPP_CALLS}) > 1:
             wide.add(path)
     # (a Python module of the compiler acts through torch.compile, which no call graph shows)
     return {cf.path for cf in cs.functions if not cf.path.endswith(".py")} - wide

@@ -44,11 +44,21 @@ CREATE TABLE calls (
 CREATE TABLE call_edges (
   caller_id INTEGER NOT NULL,
   callee_id INTEGER NOT NULL,
-  kind TEXT NOT NULL,              -- direct | member | address | python
+  kind TEXT NOT NULL,              -- direct | member | address | python | virtual (an override of the callee)
   line INTEGER NOT NULL
 );
 
 CREATE TABLE includes (file_id INTEGER NOT NULL, target TEXT NOT NULL, target_file_id INTEGER);
+
+-- The C++ class hierarchy (classes with bases or virtual methods), by what the text says: a
+-- virtual call of a method reaches its overrides in the subclasses of the receiver's class
+-- (call_edges kind 'virtual', reach_edges kind 'virtual_call').
+CREATE TABLE class_bases (file_id INTEGER NOT NULL, qualname TEXT NOT NULL, base TEXT NOT NULL, line INTEGER NOT NULL);
+CREATE TABLE virtual_methods (
+  file_id INTEGER NOT NULL, qualname TEXT NOT NULL,   -- the class
+  name TEXT NOT NULL,              -- a method it declares virtual or override
+  line INTEGER NOT NULL            -- the class's
+);
 
 CREATE TABLE ops (
   name TEXT PRIMARY KEY,           -- name.overload ('add.Tensor', 'relu')
