@@ -40,6 +40,7 @@ _STRUCTURED_BASES = frozenset({"at::TensorIteratorBase", "at::impl::MetaBase"})
 # library implements): it is not followed, and the link says so
 VIRTUAL_HUB = 12
 _WORDS = re.compile(r"\w+")
+_ANY_ARGS = re.compile(r"<[^<>]*>")
 
 
 # the declared types of a receiver whose member calls can be Tensor methods: a tensor (a type
@@ -124,8 +125,18 @@ def _unit_of(path: str) -> tuple[str, str]:
 
 
 def short_class(name: str) -> str:
-    """'at::native::Foo<T>' -> 'Foo': classes are matched to bases by their own name."""
-    return _strip_args(name).rpartition("::")[2]
+    """'at::native::Foo<T>' -> 'Foo'."""
+    return class_key(name).rpartition("::")[2]
+
+
+def class_key(name: str) -> str:
+    """A class's name without template arguments: 'ns::Foo<T>::Inner<U>' -> 'ns::Foo::Inner'."""
+    while "<" in name:
+        stripped = _ANY_ARGS.sub("", name)
+        if stripped == name:
+            return _strip_args(name)
+        name = stripped
+    return name
 
 
 @dataclass
@@ -140,28 +151,53 @@ class LinkedCalls:
 
 
 class ClassHierarchy:
-    """Classes by their own name: their bases, subclasses and virtual methods, for resolving a
-    virtual call to the overrides of its method in the subclasses of the receiver's class."""
+    """Classes by qualified name (template arguments dropped): their bases, subclasses and
+    virtual methods, for resolving a virtual call to the overrides of its method in the
+    subclasses of the receiver's class. A name as written (a base, a receiver's type) is looked
+    up from the scope it is written in outwards, as C++ does; one found in no enclosing scope
+    is every class of that name."""
 
     def __init__(self, classes: Iterable[tuple[int, str, Sequence[str], Sequence[str]]]) -> None:
         # (file id, qualified name, bases as written, methods declared virtual or override)
+        rows = [(file_id, class_key(qualname), bases, virtuals) for file_id, qualname, bases, virtuals in classes]
+        self.by_short: dict[str, set[str]] = defaultdict(set)
+        self.files: dict[str, set[int]] = defaultdict(set)
+        self.virtuals: dict[str, set[str]] = defaultdict(set)
+        self.declaring: dict[str, set[str]] = defaultdict(set)  # method -> classes declaring it virtual
+        for file_id, key, _, virtuals in rows:
+            self.by_short[key.rpartition("::")[2]].add(key)
+            self.files[key].add(file_id)
+            for name in virtuals:
+                self.virtuals[key].add(name)
+                self.declaring[name].add(key)
         self.parents: dict[str, set[str]] = defaultdict(set)
         self.children: dict[str, set[str]] = defaultdict(set)
-        self.virtuals: dict[str, set[str]] = defaultdict(set)
-        self.files: dict[str, set[int]] = defaultdict(set)
-        self.declaring: dict[str, set[str]] = defaultdict(set)  # method -> classes declaring it virtual
-        for file_id, qualname, bases, virtuals in classes:
-            cls = short_class(qualname)
-            self.files[cls].add(file_id)
+        for _, key, bases, _ in rows:
             for base in bases:
-                base = short_class(base)
-                if base and base != cls:
-                    self.parents[cls].add(base)
-                    self.children[base].add(cls)
-            for name in virtuals:
-                self.virtuals[cls].add(name)
-                self.declaring[name].add(cls)
+                for parent in self.resolve(base, namespace_of(key)):
+                    if parent != key:
+                        self.parents[key].add(parent)
+                        self.children[parent].add(key)
         self._subtrees: dict[str, frozenset[str]] = {}
+
+    def resolve(self, written: str, scope: str) -> set[str]:
+        """The classes a name written in ``scope`` (a namespace or class) names."""
+        written = class_key(written).lstrip(":")
+        candidates = self.by_short.get(written.rpartition("::")[2])
+        if not candidates:
+            return set()
+        parts = scope.split("::") if scope else []
+        for i in range(len(parts), -1, -1):
+            key = "::".join([*parts[:i], written])
+            if key in candidates:
+                return {key}
+        return {c for c in candidates if c == written or c.endswith("::" + written)}
+
+    def classes_of_method(self, method_class: str) -> set[str]:
+        """The classes a method defined as ``method_class::m`` belongs to (by its short name
+        when its qualified one is not a recorded class: a definition written from elsewhere)."""
+        key = class_key(method_class)
+        return {key} if key in self.files else self.by_short.get(key.rpartition("::")[2], set())
 
     def is_virtual(self, cls: str, name: str) -> bool:
         """Whether ``name`` is virtual in ``cls``: declared so there or in one of its bases."""
@@ -489,27 +525,31 @@ class CppCallLinker:
         its own class's). None when the call is not a virtual one, or dispatches to more than
         VIRTUAL_HUB classes: a hub, not followed (noted in ``hubs``)."""
         h = self.hierarchy
+        caller_class = self._method_key(caller).rpartition("::")[0]
         if kind == "member":
             receiver = qual[1:]
             if receiver and receiver != "auto" and not receiver.startswith("decltype"):
-                roots = {w for w in _WORDS.findall(receiver) if w in h.files and h.is_virtual(w, name)}
+                scope = caller_class or self.rows[caller][4]
+                roots = {
+                    c for w in _WORDS.findall(receiver) if w in h.by_short
+                    for c in h.resolve(w, scope) if h.is_virtual(c, name)
+                }
             else:
                 roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
-        elif not qual:
-            own = short_class(self._method_key(caller).rpartition("::")[0])
-            roots = {own} if own and h.is_virtual(own, name) else set()
+        elif not qual and caller_class:
+            roots = {c for c in h.classes_of_method(caller_class) if h.is_virtual(c, name)}
         else:
-            return None  # Base::m() names its definition: no dispatch
+            return None  # Base::m() names its definition; a free function's m() is no method call
         if not roots:
             return None
         classes = frozenset().union(*(h.subtree(r) for r in roots))
         rows = self.rows
         targets = [
             f for f in self._lookup(name, "", True)
-            if f != caller and short_class(self._method_key(f).rpartition("::")[0]) in classes
+            if f != caller and h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
             and (not rows[f][3] or rows[f][0] == file_id)
         ]
-        overriding = {short_class(self._method_key(f).rpartition("::")[0]) for f in targets}
+        overriding = {self._method_key(f).rpartition("::")[0] for f in targets}
         if len(overriding) > VIRTUAL_HUB:
             if name not in self._hub_names:  # said once per method name
                 self._hub_names.add(name)

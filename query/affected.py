@@ -642,12 +642,16 @@ def _layout_dir(path: str) -> str:
 def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]]:
     """A change in quantized (sparse, nested) code that reaches a general operator through a
     general kernel (copy_ through copy_impl's quantized branch) only changes that operator on
-    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts."""
+    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts, and
+    so does one reached through a virtual call (the quantized RNN cells calling packed weights'
+    ``apply_dynamic``: dispatched on the weights' class, on dense inputs)."""
     out: dict[str, set[str]] = {}
     for node in own.nodes_of("op"):
         chain = own.chain(node)
         hint = _layout_dir(paths.get(chain[0][0], ""))
         kernels = [n for n, _, _ in chain if own.kind.get(n) == "function"]
+        if any(kind == "virtual_call" for _, kind, _ in chain):
+            continue
         if hint and kernels and not _layout_dir(paths.get(kernels[-1], "")):
             out[own.key[node]] = {hint}
     return out

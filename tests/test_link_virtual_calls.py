@@ -21,6 +21,8 @@ from perfq.indexer.extract import file_facts
 from perfq.indexer.facts import FileFacts
 from perfq.indexer.link import link
 from perfq.indexer.link_cpp import VIRTUAL_HUB
+from perfq.query.affected import _layouts_from_paths
+from perfq.query.reach import Reach
 from tests.aten_fixture import make_repo, replace_in, write_tree
 
 
@@ -236,3 +238,41 @@ def test_a_changed_hierarchy_is_linked_again(repo: Path, tmp_path: Path):
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
     edges, _ = _virtual_rows(db)
     assert ("at::native::typed", "at::native::Unrelated::apply", "virtual") in edges
+
+
+SPARSE = """
+namespace ao::sparse {
+struct PackedBase {
+  virtual at::Tensor apply(const at::Tensor& input) = 0;
+};
+struct SparseImpl : public PackedBase {
+  at::Tensor apply(const at::Tensor& input) override { return input; }
+};
+at::Tensor sparse_run(const c10::intrusive_ptr<PackedBase>& w, const at::Tensor& x) {
+  return w->apply(x);
+}
+}
+"""
+
+
+def test_a_base_is_looked_up_from_its_classs_namespace_outwards():
+    """Two bases share a name in two namespaces: each subclass derives from its own namespace's."""
+    tables = linked({"aten/src/ATen/native/ao_sparse/packed.h": SPARSE})
+    assert callees(tables, "native::typed", "virtual") == {
+        "at::native::PackedFast::apply", "at::native::PackedSlow::apply", "at::native::PackedSlower::apply"
+    }
+    assert callees(tables, "sparse::sparse_run", "virtual") == {"ao::sparse::SparseImpl::apply"}
+    assert "ao::sparse::SparseImpl::apply" not in callees(tables, "CellParams::linear")  # its file is not included
+
+
+@pytest.mark.parametrize("edge, layouts", [("call", {"quantized_lstm": {"quantized"}}), ("virtual_call", {})])
+def test_quantized_code_reached_through_a_virtual_call_keeps_the_operators_layouts(edge: str, layouts: dict):
+    """Quantized code reached from a general kernel through a call runs on quantized tensors only
+    (a branch on the layout); through a virtual call it runs whatever the tensors (packed weights)."""
+    own = Reach(
+        parent={2: (1, edge, "line 416"), 3: (2, "library_impl", "CPU")},
+        kind={1: "function", 2: "function", 3: "op"},
+        key={3: "quantized_lstm"},
+    )
+    paths = {1: "aten/src/ATen/native/quantized/cpu/qlinear_dynamic.cpp", 2: "aten/src/ATen/native/RNN.cpp"}
+    assert _layouts_from_paths(own, paths) == layouts
