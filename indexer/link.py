@@ -22,7 +22,7 @@ from perfq.indexer.facts import FileFacts, LibraryImpl, registration_signature, 
 from perfq.indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from perfq.indexer.native_yaml import OpFacts
 from perfq.indexer.registrations import LAMBDA_KERNEL
-from perfq.indexer.trace import FileTrace, group_ops, kernels_seen
+from perfq.indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
 from perfq.schema.packed_graph import pack_graph
 
 _TORCH_OPS = re.compile(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$")  # torch.ops.aten.add.Tensor
@@ -624,6 +624,7 @@ def _link_trace(
     )
     # per test, the operators it runs -> '' when the trace saw them, else why they are taken to run
     per_test = {name: dict.fromkeys(sorted(ops), "") for name, ops in group_ops(trace.tests).items()}
+    graph = graph_ops(trace.tests)
     for test in trace.tests:
         ran, family = per_test[test.name], device_of_key(test.device) or "cpu"
         # seen inside others in its small CPU run, where the device's kernel is upstream's
@@ -653,7 +654,8 @@ def _link_trace(
         for entry, why in sorted(ran.items()):
             qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
-            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why))
+            inner = entry not in graph.get(name, set())
+            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why, inner))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)

@@ -477,7 +477,10 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     fill_labels(store, chains)
     files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
     compiled = _compiled_ops(store, starts)
-    compile_hits = _usable(store.traced_hits([(sorted(compiled), None)])[0], families, benches) if compiled else []
+    compile_hits = (  # a lowering replaces the operator where the compiled graph holds it, not inside kernels
+        _usable(store.traced_hits([(sorted(compiled), None)], graph_level=True)[0], families, benches)
+        if compiled else []
+    )
     compile_mode = bool(cs.compile_paths or compiled)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 

@@ -160,9 +160,11 @@ CREATE TABLE bench_tests (
 -- layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
 -- inferred: '' when the trace saw the operator run; else why it is taken to run (inside an
 -- upstream operator in a small CPU run; called by the repo's own kernel for the test's device).
+-- in_kernel: true when the operator ran only inside other operators' kernels (never called from Python
+-- or inside composite operators): torch.compile's graph does not hold it (a lowering of it is not run).
 CREATE TABLE trace_ops (
   bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL,
-  inferred TEXT NOT NULL
+  inferred TEXT NOT NULL, in_kernel BOOLEAN NOT NULL
 );
 
 -- Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
