@@ -96,7 +96,9 @@ def perf_problem() -> str:
 
 def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], per_file: int) -> list[NativeTest]:
     """Per operator_benchmark file (``benchmarks`` rows), the first traced real CPU forward test of
-    each module (``bench_tests`` rows), up to ``per_file``."""
+    each module (``bench_tests`` rows), up to ``per_file``; a module with none (only ``long``
+    configs, traced on meta or sampled) its first CPU forward test whatever its trace's mode: a
+    benchmark is sampled whenever it has a CPU test."""
     roots: dict[str, tuple[Path, str]] = {}
     for name, file, framework, *_ in benchmarks:
         root = operator_benchmark_root(repo / file) if framework == "operator_benchmark" else None
@@ -104,8 +106,9 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
             roots[name] = (root, ".".join((repo / file).relative_to(root).with_suffix("").parts))
     chosen: dict[tuple[str, str], NativeTest] = {}
     per_bench: dict[str, int] = {}
-    for _, bench, test, module, _cls, _tag, backward, device, mode, _seen in sorted(bench_tests):
-        if bench not in roots or backward or mode != "real" or device not in ("cpu", "") or (bench, module) in chosen:
+    real_first = sorted(bench_tests, key=lambda row: (row[1], row[8] != "real", row[0]))
+    for _, bench, test, module, _cls, _tag, backward, device, _mode, _seen in real_first:
+        if bench not in roots or backward or device not in ("cpu", "") or (bench, module) in chosen:
             continue
         if per_bench.get(bench, 0) >= per_file:
             continue
