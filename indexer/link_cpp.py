@@ -298,6 +298,7 @@ class CppCallLinker:
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
         self.hubs: list[str] = []  # virtual calls left out since the last link_file
         self._hub_names: set[str] = set()
+        self._virtual_memo: dict[tuple, list[int] | None] = {}
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -343,6 +344,7 @@ class CppCallLinker:
         of its facts)."""
         out = LinkedCalls()
         self._memo.clear()
+        self._virtual_memo.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -524,8 +526,18 @@ class CppCallLinker:
         the classes declaring ``m`` virtual that the caller's file sees; ``m()`` in a method:
         its own class's). None when the call is not a virtual one, or dispatches to more than
         VIRTUAL_HUB classes: a hub, not followed (noted in ``hubs``)."""
-        h = self.hierarchy
         caller_class = self._method_key(caller).rpartition("::")[0]
+        key = (file_id, caller_class, self.rows[caller][4], name, qual, kind)
+        if key not in self._virtual_memo:  # a file's calls of one method on one receiver type: one lookup
+            self._virtual_memo[key] = self._dispatch(file_id, caller, caller_class, name, qual, kind)
+        found = self._virtual_memo[key]
+        return None if found is None else [f for f in found if f != caller]
+
+    def _dispatch(
+        self, file_id: int, caller: int, caller_class: str, name: str, qual: str, kind: str
+    ) -> list[int] | None:
+        """virtual_targets for a call from ``caller`` (its class ``caller_class``), ``caller`` not left out."""
+        h = self.hierarchy
         if kind == "member":
             receiver = qual[1:]
             if receiver and receiver != "auto" and not receiver.startswith("decltype"):
@@ -546,7 +558,7 @@ class CppCallLinker:
         rows = self.rows
         targets = [
             f for f in self._lookup(name, "", True)
-            if f != caller and h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
+            if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
             and (not rows[f][3] or rows[f][0] == file_id)
         ]
         overriding = {self._method_key(f).rpartition("::")[0] for f in targets}

@@ -63,6 +63,7 @@ class NativeReport:
     the match rate over all sampled tests, and the seconds it took."""
 
     rows: tuple[tuple[str, str, int, float], ...]
+    tests: tuple[tuple[str, str, int, int], ...]  # (bench, test, samples in the library, mapped)
     sampled: int
     failed: tuple[str, ...]
     rate: MatchRate
@@ -166,6 +167,7 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
     matcher = FunctionMatcher((fid, qualname) for fid, _file, qualname, *_ in rows.get("functions", []))
     tests = choose_tests(repo, rows.get("benchmarks", []), rows.get("bench_tests", []), opts.per_file)
     out: list[tuple[str, str, int, float]] = []
+    sampled: list[tuple[str, str, int, int]] = []
     failed: list[str] = []
     symbols: set[str] = set()
     mapped_symbols: set[str] = set()
@@ -180,6 +182,7 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
                     on_test(test, str(exc))
                 continue
             out += [(test.bench, test.test, fid, round(share, 4)) for fid, share in prof.shares]
+            sampled.append((test.bench, test.test, prof.rate.samples, prof.rate.samples_mapped))
             symbols |= prof.symbols
             mapped_symbols |= prof.mapped_symbols
             samples_in += prof.rate.samples
@@ -187,4 +190,5 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
             if on_test:
                 on_test(test, "")
     rate = MatchRate(samples_in, samples_mapped, len(symbols), len(mapped_symbols))
-    return NativeReport(tuple(out), len(tests) - len(failed), tuple(failed), rate, time.perf_counter() - started)
+    return NativeReport(tuple(out), tuple(sampled), len(tests) - len(failed), tuple(failed), rate,
+                        time.perf_counter() - started)

@@ -173,6 +173,10 @@ CREATE TABLE native_samples (
   bench TEXT NOT NULL, test TEXT NOT NULL, function_id INTEGER NOT NULL,
   share DOUBLE NOT NULL            -- of the test's samples (0..1), stored from 0.01
 );
+-- Every test sampled, with its samples in the library and those that map to index functions: a
+-- test none of whose frames map (a oneDNN fast path runs outside the indexed sources) was still
+-- observed, and a static chain its stacks never show is "static, not observed".
+CREATE TABLE native_tests (bench TEXT NOT NULL, test TEXT NOT NULL, samples INTEGER NOT NULL, mapped INTEGER NOT NULL);
 
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
 

@@ -554,11 +554,14 @@ class IndexStore:
             " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
 
     def sampled_tests(self, benches: list[str]) -> dict[str, set[str]]:
-        """Per benchmark of ``benches``, its tests with native samples."""
+        """Per benchmark of ``benches``, its tests sampled (those with samples in the library,
+        mapped to index functions or not)."""
         out: dict[str, set[str]] = defaultdict(set)
         if benches:
             for bench, test in self.con.execute(
-                "SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))", [benches]
+                "SELECT DISTINCT bench, test FROM native_tests WHERE samples > 0 AND bench IN (SELECT unnest(?::TEXT[]))"
+                " UNION SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))",
+                [benches, benches],
             ).fetchall():
                 out[bench].add(test)
         return dict(out)
