@@ -559,7 +559,8 @@ class IndexStore:
         out: dict[str, set[str]] = defaultdict(set)
         if benches:
             for bench, test in self.con.execute(
-                "SELECT DISTINCT bench, test FROM native_tests WHERE samples > 0 AND bench IN (SELECT unnest(?::TEXT[]))"
+                "SELECT DISTINCT bench, test FROM native_tests"
+                " WHERE samples > 0 AND bench IN (SELECT unnest(?::TEXT[]))"
                 " UNION SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))",
                 [benches, benches],
             ).fetchall():
