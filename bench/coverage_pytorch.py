@@ -36,7 +36,7 @@ from perfq.coverage.cli import DEFAULT_INFRA_OPS, collect_report
 from perfq.coverage.report import functions_touched, ops_reached
 from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
-from perfq.schema.index_store import IndexStore
+from schema.index_store import IndexStore
 
 CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
 CPU_KEYS = ["CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"]

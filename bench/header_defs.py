@@ -5,7 +5,7 @@ For every non-test header (.h, .hpp, .cuh) under aten/src/ATen and c10 of the Py
 2.6.0 corpus (and, with --sources, every .cpp/.cu/.cc source as a sanity check; not .mm:
 tree-sitter-cpp cannot read Objective-C++), parses the file with tree-sitter-cpp (the
 reference) and with perfq's extractor
-(``perfq.indexer.extract.file_facts``, full facts as ``perfq index`` computes them), and
+(``indexer.extract.file_facts``, full facts as ``perfq index`` computes them), and
 compares their function definitions per file.
 
 What counts as a reference definition: every ``function_definition`` node whose body is
@@ -51,13 +51,13 @@ try:
 except ImportError:
     sys.exit("error: bench/header_defs.py needs tree-sitter and tree-sitter-cpp: pip install -e '.[bench]'")
 
+from indexer import cpp
+from indexer.cpp_fallback import text_functions
+from indexer.discover import discover
+from indexer.extract import file_facts
+from indexer.facts import FileFacts, Function
+from indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 from perfq.config import Config
-from perfq.indexer import cpp
-from perfq.indexer.cpp_fallback import text_functions
-from perfq.indexer.discover import discover
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts, Function
-from perfq.indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 TARGET = 0.99
 ROOTS = ("aten/src/ATen", "c10")
@@ -304,7 +304,7 @@ def loss_class(ref: RefDef, lines: list[str], prelude: set[str]) -> str:
 
 
 def prelude_macros() -> set[str]:
-    text = resources.files("perfq.data").joinpath("prelude.h").read_text()
+    text = resources.files("indexer").joinpath("data/prelude.h").read_text()
     return set(re.findall(r"#define\s+(\w+)", text))
 
 

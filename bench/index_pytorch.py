@@ -41,7 +41,7 @@ def _parse_walk(path: str) -> int:
     perfq's own libclang pass does) and its cursors walked."""
     from clang import cindex
 
-    from perfq.indexer.cpp import _INCOMPLETE, _KEEP_GOING, _SINGLE_FILE_PARSE, _clang_args
+    from indexer.cpp import _INCOMPLETE, _KEEP_GOING, _SINGLE_FILE_PARSE, _clang_args
 
     tu = cindex.Index.create().parse(path, args=_clang_args(path),
                                      options=_SINGLE_FILE_PARSE | _KEEP_GOING | _INCOMPLETE)
@@ -57,8 +57,8 @@ def children_cpu() -> float:
 def parse_floor(tree: Path, jobs: int) -> tuple[float, float, int]:
     """Seconds and CPU seconds to parse and walk every C++ file perfq indexes in ``tree``, on
     ``jobs`` processes."""
+    from indexer.discover import discover
     from perfq.config import load_config
-    from perfq.indexer.discover import discover
 
     files = [str(tree / p) for p in discover(tree, load_config(tree))["cpp"]]
     start, cpu = time.perf_counter(), children_cpu()

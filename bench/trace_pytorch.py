@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from perfq.indexer.trace import TraceJob, TraceOptions, sandbox_summary, trace_files  # noqa: E402
+from indexer.trace import TraceJob, TraceOptions, sandbox_summary, trace_files  # noqa: E402
 
 TARGET_S = 60.0
 TARGET_MB = 4096.0

@@ -14,7 +14,7 @@ import ast
 import json
 from dataclasses import dataclass, field
 
-from perfq.indexer.python_src import collect_refs, dotted, parse_module, resolve
+from indexer.python_src import collect_refs, dotted, parse_module, resolve
 
 
 @dataclass

@@ -8,19 +8,19 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
+from indexer.discover import discover
+from indexer.incremental import patch_index
+from indexer.native import perf_problem
+from indexer.stat_cache import combined_digest, stat_cache
+from indexer.trace import driver_digest, torch_available
+from indexer.upstream import Upstream, resolve_upstream
 from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
-from perfq.indexer.discover import discover
-from perfq.indexer.incremental import patch_index
-from perfq.indexer.native import perf_problem
-from perfq.indexer.stat_cache import combined_digest, stat_cache
-from perfq.indexer.trace import driver_digest, torch_available
-from perfq.indexer.upstream import Upstream, resolve_upstream
-from perfq.schema.engine import duckdb
-from perfq.schema.writer import build_lock, check_replaceable, copying
+from schema.engine import duckdb
+from schema.writer import build_lock, check_replaceable, copying
 
 
 def build_index(
@@ -96,7 +96,7 @@ def build_index(
             report.timings["total"] = time.perf_counter() - t0
             report.mode = "patched"
             return report
-        from perfq.indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
+        from indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
 
         def link() -> None:
             relink(repo, cfg, db_path, files, digests, upstream, yaml_keys, canaries, inputs, report, events,

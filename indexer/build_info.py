@@ -14,10 +14,10 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 
 if TYPE_CHECKING:
-    from perfq.indexer.trace import FileTrace
+    from indexer.trace import FileTrace
 
 _EXTRACTOR_SOURCES = [
-    ("perfq.indexer", m)
+    ("indexer", m)
     for m in (
         "benchmarks.py",
         "cpp.py",
@@ -37,7 +37,7 @@ def linker_version() -> str:
     """A digest of the linking code: an index linked by another version is re-linked, not patched."""
     digest = hashlib.sha256(__version__.encode())
     for name in ("link.py", "link_cpp.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py"):
-        digest.update(resources.files("perfq.indexer").joinpath(name).read_bytes())
+        digest.update(resources.files("indexer").joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -54,7 +54,7 @@ def extractor_version() -> str:
 def canaries_text(repo: Path, cfg: Config) -> str:
     """The text of the configured canary-sets file, else of perfq's own data/canaries.yaml."""
     if not cfg.canaries:
-        return resources.files("perfq.data").joinpath("canaries.yaml").read_text(encoding="utf-8")
+        return resources.files("indexer").joinpath("data/canaries.yaml").read_text(encoding="utf-8")
     path = repo / cfg.canaries
     try:
         return path.read_text(encoding="utf-8")

@@ -16,11 +16,11 @@ import re
 from functools import cache
 from importlib import resources
 
-from perfq.indexer.cpp_calls import call_sites
-from perfq.indexer.cpp_fallback import merge_functions, text_structure
-from perfq.indexer.facts import Call, FileFacts, Function
-from perfq.indexer.registrations import extract_registrations
-from perfq.indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
+from indexer.cpp_calls import call_sites
+from indexer.cpp_fallback import merge_functions, text_structure
+from indexer.facts import Call, FileFacts, Function
+from indexer.registrations import extract_registrations
+from indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
@@ -72,7 +72,7 @@ def _prelude() -> tuple[str, int]:
     Single-file parsing skips every include, ``-include`` files too: the prelude goes in
     front of the file's own text (cheaper than as ``-D`` arguments), and clang's lines
     are shifted back by its length."""
-    text = resources.files("perfq.data").joinpath("prelude.h").read_text()
+    text = resources.files("indexer").joinpath("data/prelude.h").read_text()
     text = re.sub(r"\\\n", " ", strip_c_comments(text))
     defines = [f"#define {name} {body}\n" for name, body in _DEFINE.findall(text)]
     return "".join(defines), len(defines)

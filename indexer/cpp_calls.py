@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from perfq.indexer.cpp_local_names import resolve_local_names
-from perfq.indexer.facts import Call, Function
-from perfq.indexer.source_text import NOT_CALLED, LineIndex
+from indexer.cpp_local_names import resolve_local_names
+from indexer.facts import Call, Function
+from indexer.source_text import NOT_CALLED, LineIndex
 
 KEYWORDS = NOT_CALLED | {
     "class", "const", "constexpr", "defined", "enum", "explicit", "namespace", "operator", "private", "protected",

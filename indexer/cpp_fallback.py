@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from perfq.indexer.facts import ClassFact, Function
-from perfq.indexer.source_text import NOT_CALLED, LineIndex
+from indexer.facts import ClassFact, Function
+from indexer.source_text import NOT_CALLED, LineIndex
 
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
-from perfq.indexer.facts import Call
+from indexer.facts import Call
 
 # in comment- and string-blanked text
 _USING = re.compile(r"\busing\s+(\w+)\s*=\s*(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*[<;]")

@@ -9,12 +9,12 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from indexer.benchmarks import BenchmarkFacts, extract_benchmark
+from indexer.cpp import extract_cpp, language_of
+from indexer.facts import FileFacts
+from indexer.python_src import extract_python
+from indexer.source_text import decode_source
 from perfq.common import files
-from perfq.indexer.benchmarks import BenchmarkFacts, extract_benchmark
-from perfq.indexer.cpp import extract_cpp, language_of
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.python_src import extract_python
-from perfq.indexer.source_text import decode_source
 
 MAX_BYTES = 4 * 1024 * 1024
 

@@ -17,11 +17,11 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from indexer.benchmarks import BenchmarkFacts
+from indexer.extract import gc_paused
+from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
+from indexer.native_yaml import OpFacts
 from perfq.common.paths import write_atomically
-from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.extract import gc_paused
-from perfq.indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
-from perfq.indexer.native_yaml import OpFacts
 
 FORMAT = "perfq-facts/1"
 Entry = tuple[str, str, Any]  # (kind, digest, facts)

@@ -16,19 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from perfq.indexer.devices import device_of_key, ops_of_stubs
-from perfq.indexer.extract import file_facts, read_source
-from perfq.indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
-from perfq.indexer.link_cpp import ClassHierarchy, CppCallLinker, LinkedCalls, call_names
-from perfq.indexer.registrations import LAMBDA_KERNEL
-from perfq.indexer.trace import any_installed
-from perfq.schema.engine import duckdb
-from perfq.schema.graph_file import write_graph_file
-from perfq.schema.index_store import IndexStore
-from perfq.schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
-from perfq.schema.patch_store import CALLER_AT, LINKED_TABLES, NotAnIndex, PatchStore
-from perfq.schema.version import SCHEMA_VERSION
-from perfq.schema.writer import CopyInProgress, UnreadableIndex, index_tables, replacing, write_graph
+from indexer.devices import device_of_key, ops_of_stubs
+from indexer.extract import file_facts, read_source
+from indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
+from indexer.link_cpp import ClassHierarchy, CppCallLinker, LinkedCalls, call_names
+from indexer.registrations import LAMBDA_KERNEL
+from indexer.trace import any_installed
+from schema.engine import duckdb
+from schema.graph_file import write_graph_file
+from schema.index_store import IndexStore
+from schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
+from schema.patch_store import CALLER_AT, LINKED_TABLES, NotAnIndex, PatchStore
+from schema.version import SCHEMA_VERSION
+from schema.writer import CopyInProgress, UnreadableIndex, index_tables, replacing, write_graph
 
 MAX_PATCHED_FILES = 25
 

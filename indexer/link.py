@@ -16,14 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 
-from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.devices import device_of_key, layout_of_key, ops_of_stubs
-from perfq.indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
-from perfq.indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
-from perfq.indexer.native_yaml import OpFacts
-from perfq.indexer.registrations import LAMBDA_KERNEL
-from perfq.indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
-from perfq.schema.packed_graph import pack_graph
+from indexer.benchmarks import BenchmarkFacts
+from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
+from indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
+from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
+from indexer.native_yaml import OpFacts
+from indexer.registrations import LAMBDA_KERNEL
+from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
+from schema.packed_graph import pack_graph
 
 _TORCH_OPS = re.compile(r"torch(?:\._ops)?\.ops\.(\w+)\.(\w+)(?:\.(\w+))?$")  # torch.ops.aten.add.Tensor
 # Python prefixes whose attributes are ATen operators (torch.foo, F.foo, torch._C._nn.foo...)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 
-from perfq.indexer.facts import Call, namespace_of
+from indexer.facts import Call, namespace_of
 
 _ATEN_API_NAMESPACES = {
     "",

@@ -17,9 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.common import proc
-from perfq.common.sandbox import Sandbox
-from perfq.indexer.native_frames import (
+from indexer.native_frames import (
     FunctionMatcher,
     MatchRate,
     Sample,
@@ -28,7 +26,9 @@ from perfq.indexer.native_frames import (
     profile,
     renamed,
 )
-from perfq.indexer.trace import operator_benchmark_root
+from indexer.trace import operator_benchmark_root
+from perfq.common import proc
+from perfq.common.sandbox import Sandbox
 
 LIBRARY = "libtorch_cpu.so"
 MIN_SHARE = 0.01  # a function on fewer of a test's samples is not stored (start-up noise)

@@ -8,7 +8,7 @@ import ast
 from collections import deque
 from collections.abc import Iterator
 
-from perfq.indexer.facts import Call, FileFacts, Function
+from indexer.facts import Call, FileFacts, Function
 
 
 def module_name(path: str) -> str:

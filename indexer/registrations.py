@@ -6,8 +6,8 @@ from __future__ import annotations
 import bisect
 import re
 
-from perfq.indexer.facts import FileFacts, LibraryDef, LibraryImpl, StubFact, StubImpl
-from perfq.indexer.source_text import LineIndex
+from indexer.facts import FileFacts, LibraryDef, LibraryImpl, StubFact, StubImpl
+from indexer.source_text import LineIndex
 
 _STUB_DECL = re.compile(r"\b(DECLARE_DISPATCH|DEFINE_DISPATCH)\s*\(")
 _STUB_REG = re.compile(

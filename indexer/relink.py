@@ -14,24 +14,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from perfq import __version__
-from perfq.common import git
-from perfq.common.lifetime import keep_until_exit
-from perfq.common.pool import alongside, worker_pool
-from perfq.common.yaml_text import YAMLError, load_yaml
-from perfq.config import Config
-from perfq.errors import PerfqError
-from perfq.indexer.bench_imports import dependencies
-from perfq.indexer.benchmarks import BenchmarkFacts
-from perfq.indexer.build_info import BuildEvents, BuildReport, extractor_version
-from perfq.indexer.compile_db import load_compile_db
-from perfq.indexer.extract import gc_paused, read_and_extract
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.facts_cache import Lines, decode_line, encode_line, load_cache, save_cache
-from perfq.indexer.link import NativeLink
-from perfq.indexer.native import NativeTest, sample_native
-from perfq.indexer.native_yaml import OpFacts, load_native_functions, merge_ops
-from perfq.indexer.trace import (
+from indexer.bench_imports import dependencies
+from indexer.benchmarks import BenchmarkFacts
+from indexer.build_info import BuildEvents, BuildReport, extractor_version
+from indexer.compile_db import load_compile_db
+from indexer.extract import gc_paused, read_and_extract
+from indexer.facts import FileFacts
+from indexer.facts_cache import Lines, decode_line, encode_line, load_cache, save_cache
+from indexer.link import NativeLink
+from indexer.native import NativeTest, sample_native
+from indexer.native_yaml import OpFacts, load_native_functions, merge_ops
+from indexer.trace import (
     FileTrace,
     TraceJob,
     TraceOptions,
@@ -42,8 +35,15 @@ from perfq.indexer.trace import (
     trace_content,
     trace_files,
 )
-from perfq.indexer.upstream import Upstream
-from perfq.schema.writer import Prefill, write_index
+from indexer.upstream import Upstream
+from perfq import __version__
+from perfq.common import git
+from perfq.common.lifetime import keep_until_exit
+from perfq.common.pool import alongside, worker_pool
+from perfq.common.yaml_text import YAMLError, load_yaml
+from perfq.config import Config
+from perfq.errors import PerfqError
+from schema.writer import Prefill, write_index
 
 T = TypeVar("T")
 

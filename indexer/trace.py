@@ -28,9 +28,9 @@ from enum import Enum
 from importlib import resources
 from pathlib import Path
 
+from indexer.stat_cache import combined_digest
 from perfq.common import proc
 from perfq.common.sandbox import Sandbox, bwrap_problem
-from perfq.indexer.stat_cache import combined_digest
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
 WARMUP_TIMEOUT_S = 120  # the driver's import of the benchmark harness (the repository's code)
@@ -189,7 +189,7 @@ def torch_available() -> str | None:
 
 def driver_digest() -> str:
     """A digest of the tracer itself: traces from another version of it are not reused."""
-    data = resources.files("perfq.data").joinpath("trace_driver.py").read_bytes()
+    data = resources.files("indexer").joinpath("trace_driver.py").read_bytes()
     return hashlib.sha256(data).hexdigest()[:12]
 
 
@@ -265,7 +265,7 @@ def trace_files(
             out[job.path] = FileTrace(job.path, TraceStatus.failed, "no benchmark_pytorch.py above it", torch=version)
     if not request["jobs"]:
         return out
-    driver = Path(str(resources.files("perfq.data").joinpath("trace_driver.py")))
+    driver = Path(str(resources.files("indexer").joinpath("trace_driver.py")))
     with proc.scratch_dir("trace") as scratch:
         (scratch / "out").mkdir()
         sandbox = Sandbox(scratch, _readable(jobs, opts, driver), use_bwrap=opts.sandbox)

@@ -5,7 +5,7 @@ class PerfqError(Exception):
     """A user-facing failure: bad input, missing index, unknown ref, locked database...
 
     The message is printed as ``error: <message>`` on one line; ``exit_code`` is the
-    process exit status (None: ``perfq.common.cli.EXIT_ERROR``).
+    process exit status (None: ``perfq.options.EXIT_ERROR``).
     """
 
     def __init__(self, message: str, exit_code: int | None = None) -> None:

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 
+from indexer.devices import device_of_key, device_of_path
+from indexer.facts import scope_name
 from perfq.common import globs
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.devices import device_of_key, device_of_path
-from perfq.indexer.facts import scope_name
-from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from perfq.schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, NativeHit, TracedHit
+from query.changes import ChangedFunction, ChangeSet
+from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
+from schema.index_store import BenchmarkRow, CanarySetRow, IndexStore, NativeHit, TracedHit
 
 _WEAK_EDGES = {"subclass", "method_of"}
 _TRACED = ("ok", "partial")

@@ -14,7 +14,7 @@ from pathlib import Path
 import networkx as nx
 
 from perfq.errors import PerfqError
-from perfq.query.affected import AffectedDoc
+from query.affected import AffectedDoc
 
 
 class StepKind(str, Enum):

@@ -9,21 +9,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
+from indexer.facts import FileFacts, Function
 from perfq.common import globs
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
-from perfq.indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
-from perfq.indexer.facts import FileFacts, Function
-from perfq.query.extents import parse_extents
-from perfq.query.loose_lines import sort_loose
+from query.extents import parse_extents
+from query.loose_lines import sort_loose
 
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
 Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, content) -> code tokens
 
 if TYPE_CHECKING:
-    from perfq.indexer.tokens import CodeTokens
+    from indexer.tokens import CodeTokens
 
 
 @dataclass
@@ -339,7 +339,7 @@ def _layout_only(fc: FileChange, base_text: TextOf, head_text: TextOf, tokens: T
 def _tokenizer(tokens: Tokens | None) -> Tokens:
     if tokens is not None:
         return tokens
-    from perfq.indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
+    from indexer.tokens import code_tokens  # libclang's lexer: only for a change that may be layout only
 
     return code_tokens
 

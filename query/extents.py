@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 
+from indexer.facts import FileFacts, Function
 from perfq.common.diff import FileChange
-from perfq.indexer.facts import FileFacts, Function
 
 
 def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:
     """Function extents of one file version, parsed on the fly."""
     # the parser (libclang) is imported when a file needs parsing: a body edit of an indexed
     # file does not, and the import is 15 ms of a 0.3 s query
-    from perfq.indexer.extract import file_facts
+    from indexer.extract import file_facts
 
     facts = file_facts(kind, path, data, functions_only=True)
     return facts if isinstance(facts, FileFacts) else None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from perfq.schema.engine import duckdb
-from perfq.schema.index_store import IndexStore
+from schema.engine import duckdb
+from schema.index_store import IndexStore
 
 
 def _rate(resolved: int, total: int) -> str:

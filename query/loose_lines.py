@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from perfq.indexer.facts import FileFacts, scope_name
-from perfq.indexer.source_text import LineIndex, blank_strings, preprocessor_spans, strip_c_comments
+from indexer.facts import FileFacts, scope_name
+from indexer.source_text import LineIndex, blank_strings, preprocessor_spans, strip_c_comments
 
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
 _DEFINE = re.compile(r"#\s*define\s+(\w+)")

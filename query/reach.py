@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from perfq.indexer.devices import device_of_key, layout_of_key
-from perfq.schema.index_store import IndexStore
-from perfq.schema.packed_graph import PackedGraph
+from indexer.devices import device_of_key, layout_of_key
+from schema.index_store import IndexStore
+from schema.packed_graph import PackedGraph
 
 
 @dataclass

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from perfq.errors import PerfqError
-from perfq.schema.db import transaction
-from perfq.schema.engine import duckdb
-from perfq.schema.history import connect_history
+from schema.db import transaction
+from schema.engine import duckdb
+from schema.history import connect_history
 
 RESUMABLE = ("running", "interrupted")
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.schema.engine import duckdb
+from schema.engine import duckdb
 
 
 class DatabaseLocked(PerfqError):

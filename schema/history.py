@@ -19,8 +19,8 @@ from importlib import resources
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.schema.db import DatabaseLocked, open_db, transaction
-from perfq.schema.engine import duckdb
+from schema.db import DatabaseLocked, open_db, transaction
+from schema.engine import duckdb
 
 LOCK_WAIT = 30.0  # seconds an open waits for another process's hold on the history
 _HISTORY_TABLES = {"schema_migrations", "runs", "ir_records", "bisect_sessions"}  # any of these: a history
@@ -29,7 +29,7 @@ _HISTORY_TABLES = {"schema_migrations", "runs", "ir_records", "bisect_sessions"}
 def migrations() -> list[tuple[int, str, str]]:
     """(version, name, sql) of every shipped migration, in order."""
     found = []
-    for entry in resources.files("perfq.schema").joinpath("migrations").iterdir():
+    for entry in resources.files("schema").joinpath("migrations").iterdir():
         name = entry.name
         if not name.endswith(".sql") or not name[:4].isdigit():
             continue

@@ -11,9 +11,9 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import NamedTuple
 
-from perfq.schema.engine import duckdb
-from perfq.schema.graph_file import read_graph_file
-from perfq.schema.packed_graph import PackedGraph, pack_graph
+from schema.engine import duckdb
+from schema.graph_file import read_graph_file
+from schema.packed_graph import PackedGraph, pack_graph
 
 STATS_TABLES = (
     "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from perfq.schema.db import transaction
-from perfq.schema.engine import duckdb
+from schema.db import transaction
+from schema.engine import duckdb
 
 IR_RECORD_COLUMNS = (
     "label", "kernel", "specialization", "target", "stage", "collection_id", "source_file", "function",

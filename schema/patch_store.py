@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from perfq.schema.engine import duckdb
-from perfq.schema.packed_graph import Edge
-from perfq.schema.writer import insert_rows
+from schema.engine import duckdb
+from schema.packed_graph import Edge
+from schema.writer import insert_rows
 
 _IDS = "(SELECT unnest(?::INTEGER[]))"
 _NAMES = "(SELECT unnest(?::TEXT[]))"

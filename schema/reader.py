@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.schema.db import open_db
-from perfq.schema.engine import duckdb
-from perfq.schema.version import SCHEMA_VERSION
+from schema.db import open_db
+from schema.engine import duckdb
+from schema.version import SCHEMA_VERSION
 
 
 @contextlib.contextmanager

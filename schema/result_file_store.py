@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from perfq.errors import PerfqError
-from perfq.schema.db import DatabaseLocked, transaction
-from perfq.schema.engine import duckdb
-from perfq.schema.history import LOCK_WAIT, connect_history, open_waiting, tables
-from perfq.schema.results_store import FAILURE_FIELDS, RESULT_TABLES, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
+from schema.db import DatabaseLocked, transaction
+from schema.engine import duckdb
+from schema.history import LOCK_WAIT, connect_history, open_waiting, tables
+from schema.results_store import FAILURE_FIELDS, RESULT_TABLES, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
 
 MEMORY_LIMIT = "256MB"
 RUN_REF = "run"  # key of a sample/failure line naming its run's ordinal

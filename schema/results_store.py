@@ -7,7 +7,7 @@ one DuckDB is idempotent: rows are keyed by (run id, sequence number) and insert
 when missing; a run that was incomplete locally becomes complete if the import has it so.
 
 Readers open the history read-only and wait (bounded) for a writer's short hold; a
-``perfq run`` writes after every invocation and waits likewise (see :mod:`perfq.schema.history`).
+``perfq run`` writes after every invocation and waits likewise (see :mod:`schema.history`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from perfq.errors import PerfqError
-from perfq.schema.db import transaction
-from perfq.schema.engine import duckdb
-from perfq.schema.history import LOCK_WAIT, connect_history, tables
+from schema.db import transaction
+from schema.engine import duckdb
+from schema.history import LOCK_WAIT, connect_history, tables
 
 RUN_FIELDS = (
     "id",

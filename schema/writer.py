@@ -17,13 +17,13 @@ from importlib import resources
 from pathlib import Path
 
 from perfq.errors import PerfqError
-from perfq.schema.engine import duckdb
-from perfq.schema.graph_file import graph_token, write_graph_file
-from perfq.schema.version import SCHEMA_VERSION
+from schema.engine import duckdb
+from schema.graph_file import graph_token, write_graph_file
+from schema.version import SCHEMA_VERSION
 
 
 def index_ddl() -> str:
-    return resources.files("perfq.schema").joinpath("index.sql").read_text(encoding="utf-8")
+    return resources.files("schema").joinpath("index.sql").read_text(encoding="utf-8")
 
 
 def index_tables() -> list[str]:

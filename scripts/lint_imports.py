@@ -1,7 +1,7 @@
 """Run import-linter on perfq as it is installed.
 
 perfq maps top-level folders into one package (``[tool.setuptools.package-dir]``:
-``indexer/`` -> ``perfq.indexer``, ``features/run`` -> ``perfq.run``...). import-linter reads
+``indexer/`` -> ``indexer``, ``features/run`` -> ``perfq.run``...). import-linter reads
 a package from one directory, so this lays the mapped folders out as ``perfq/...`` with
 symlinks in a temporary directory and runs ``lint-imports`` there (contracts in pyproject.toml).
 """

@@ -104,7 +104,7 @@ def _release_libclang():
     """The libclang index that in-process parses cache is freed before the interpreter tears clang down
     (else its destructor prints an ignored exception at exit)."""
     yield
-    from perfq.indexer import cpp
+    from indexer import cpp
 
     cpp._index.cache_clear()
     gc.collect()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.schema.version import SCHEMA_VERSION
+from schema.version import SCHEMA_VERSION
 from tests.conftest import git
 
 FILES = [
@@ -93,7 +93,7 @@ BENCH_OPS = [
 
 
 def schema_sql() -> str:
-    return resources.files("perfq.schema").joinpath("index.sql").read_text()
+    return resources.files("schema").joinpath("index.sql").read_text()
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, **values: object) -> None:

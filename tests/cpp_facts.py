@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import textwrap
 
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.link import Tables
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.link import Tables
 
 
 def cpp_facts(path: str, source: str) -> FileFacts:

@@ -16,13 +16,13 @@ import textwrap
 
 import duckdb
 
+from indexer.facts import FileFacts
+from indexer.python_src import extract_python
 from perfq.config import Config
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.python_src import extract_python
-from perfq.query.affected import Confidence, Start, _compiled_ops, _drop_branch_hubs
-from perfq.query.reach import Reach
-from perfq.schema.index_store import IndexStore, TracedHit
-from perfq.schema.writer import index_ddl
+from query.affected import Confidence, Start, _compiled_ops, _drop_branch_hubs
+from query.reach import Reach
+from schema.index_store import IndexStore, TracedHit
+from schema.writer import index_ddl
 
 DECOMPOSITIONS = """
 import torch
@@ -142,8 +142,8 @@ def test_a_helper_with_one_caller_is_narrow_whatever_its_path():
     """A pstl helper with one (sparse) caller, in a path the device-runtime canary set names
     (torch-xpu-ops r04), is not shared infrastructure because of its path; a helper several
     functions call, lines outside any function, or a Python module of the compiler are."""
-    from perfq.query.affected import _narrow_paths
-    from perfq.query.changes import ChangedFunction, ChangeSet
+    from query.affected import _narrow_paths
+    from query.changes import ChangedFunction, ChangeSet
 
     pstl, reduce_h = "src/ATen/native/xpu/sycl/pstl/PSTLFunctions.h", "src/ATen/native/xpu/sycl/Reduce.h"
     lowering = "torch/_inductor/lowering.py"

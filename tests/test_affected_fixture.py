@@ -10,9 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.common.documents import json_schema
-from perfq.query.affected import AffectedDoc
+from perfq.options import EXIT_ERROR, EXIT_GATE
+from query.affected import AffectedDoc
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from perfq.common.paths import default_index_path
-from perfq.schema.engine import duckdb
+from schema.engine import duckdb
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 OP_FILE = "aten/src/ATen/native/SoftmaxOp.cpp"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import duckdb
 
-from perfq.query.affected import Confidence, _starts
-from perfq.query.changes import ChangedFunction, ChangeSet
-from perfq.schema.index_store import FunctionRow, IndexStore
-from perfq.schema.writer import index_ddl
+from query.affected import Confidence, _starts
+from query.changes import ChangedFunction, ChangeSet
+from schema.index_store import FunctionRow, IndexStore
+from schema.writer import index_ddl
 
 PATH = "src/ATen/native/xpu/sycl/Indexing.cpp"
 ROWS = [

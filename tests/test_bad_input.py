@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
+from perfq.options import EXIT_ERROR
 from tests.aten_fixture import commit_all, make_repo, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
@@ -34,7 +34,7 @@ def indexed(tmp_path_factory) -> Path:
     """The fixture repo, indexed, with a second commit changing a kernel."""
     repo = make_repo(tmp_path_factory.mktemp("bad") / "repo")
     subprocess.run(["git", "tag", "base"], cwd=repo, check=True)
-    from perfq.indexer.build import build_index
+    from indexer.build import build_index
 
     build_index(repo, Config(), repo / ".git/perfq/index.duckdb", jobs=1, quiet=True, trace=False)
     replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
@@ -201,7 +201,7 @@ def test_ir_labels_that_are_not_stored_are_a_one_line_error(indexed: Path, cli, 
     history = tmp_path / "h.duckdb"
     _one_line_error(cli(indexed, "affected", "base..head", "--ir", "a..b", "--history", str(history)),
                     "no results history")
-    from perfq.schema.history import connect_history
+    from schema.history import connect_history
 
     connect_history(history).close()
     _one_line_error(cli(indexed, "affected", "base..head", "--ir", "a..b", "--history", str(history)),

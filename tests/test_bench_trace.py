@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from indexer.build import build_index
+from indexer.trace import FileTrace, TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
 from perfq.config import Config
-from perfq.indexer.build import build_index
-from perfq.indexer.trace import FileTrace, TraceJob, TraceMode, TraceOptions, TraceStatus, trace_files
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"

@@ -8,7 +8,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from perfq.indexer.bench_imports import imported_names, importers, module_names
+from indexer.bench_imports import imported_names, importers, module_names
 from tests.aten_fixture import FILES, commit_all, git, write_tree
 from tests.conftest import run_perfq
 

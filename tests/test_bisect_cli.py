@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.errors import PerfqError
+from perfq.options import EXIT_ERROR, EXIT_GATE
 from tests.bisect_fixture import git, make_repo
 from tests.conftest import run_perfq as perfq
 

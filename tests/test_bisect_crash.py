@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.common.cli import EXIT_ERROR
+from perfq.options import EXIT_ERROR
 from tests.bisect_fixture import BENCH, git, make_repo
 from tests.conftest import run_perfq as perfq
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.triton
 pytest.importorskip("triton")
 
 from perfq.cli import app  # noqa: E402
-from perfq.common.cli import EXIT_GATE  # noqa: E402
+from perfq.options import EXIT_GATE  # noqa: E402
 from tests.bisect_fixture import git  # noqa: E402
 
 KMOD = '''\

@@ -9,8 +9,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
-from perfq.query.chain_graph import StepKind, split_step
+from perfq.options import EXIT_ERROR
+from query.chain_graph import StepKind, split_step
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

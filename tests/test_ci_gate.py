@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE, EXIT_USAGE
+from perfq.options import EXIT_ERROR, EXIT_GATE, EXIT_USAGE
 from tests.conftest import git
 from tests.run_fakebench import make_bench_root
 

@@ -20,7 +20,7 @@ import yaml
 
 from perfq.ci.comment import MARKER, PullRequestRef, find_sticky, fit, parse_pr, sticky_body
 from perfq.ci.workflows import PINS, WorkflowOptions, render
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
+from perfq.options import EXIT_ERROR, EXIT_GATE
 from tests.ci_fixture import SLOW_PATCH, WHEEL_BUILD, make_ci_repo, open_pr
 from tests.conftest import git, run_perfq
 from tests.fake_github import FakeGitHub

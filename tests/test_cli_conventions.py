@@ -12,7 +12,7 @@ import typer
 
 from perfq import __version__
 from perfq.cli import app
-from perfq.common.cli import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+from perfq.options import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 # commands that print one thing only (a version, an exit code for git bisect run, GitHub step outputs)
 NO_FORMAT = {"version", "bisect-step", "ci init", "ci cache-key", "ci matrix", "ci sides", "ci report",

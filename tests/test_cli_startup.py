@@ -107,7 +107,7 @@ try:
     main(["index", "--no-trace", "--format", "json"])
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(" ".join(m for m in ("perfq.indexer.relink", "perfq.indexer.link", "multiprocessing", "yaml", "numpy",
+print(" ".join(m for m in ("indexer.relink", "indexer.link", "multiprocessing", "yaml", "numpy",
                                   "importlib.metadata")
                if m in sys.modules), file=sys.stderr)
 """

@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from indexer.build import build_index
+from indexer.compile_db import load_compile_db
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer.build import build_index
-from perfq.indexer.compile_db import load_compile_db
 from tests.aten_fixture import NATIVE_FUNCTIONS
 
 SOURCES = {

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
+from perfq.options import EXIT_ERROR
 from tests.aten_fixture import make_repo, perfq
 
 

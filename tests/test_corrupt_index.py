@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
+from perfq.options import EXIT_ERROR
 from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
 
 HEADER = 3 * 4096  # DuckDB's file headers; blocks of BLOCK bytes follow

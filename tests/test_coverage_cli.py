@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from perfq.cli import app
-from perfq.common.cli import EXIT_ERROR
+from perfq.options import EXIT_ERROR
 from tests.coverage_fixture_db import build_index, build_repo
 
 

@@ -17,7 +17,7 @@ from perfq.coverage.report import (
     functions_touched,
     ops_reached,
 )
-from perfq.schema.index_store import IndexStore
+from schema.index_store import IndexStore
 from tests.coverage_fixture_db import build_index
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
 
 
 def calls(source: str, path: str = "aten/src/ATen/native/cuda/Fixture.cu") -> set[tuple[str, str, str, int]]:

@@ -12,11 +12,11 @@ import textwrap
 
 import pytest
 
-from perfq.indexer.cpp import clang_definitions
-from perfq.indexer.cpp_fallback import text_functions
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts, Function
-from perfq.indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
+from indexer.cpp import clang_definitions
+from indexer.cpp_fallback import text_functions
+from indexer.extract import file_facts
+from indexer.facts import FileFacts, Function
+from indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 
 
 def extract(source: str, path: str = "aten/src/ATen/native/Fixture.h", functions_only: bool = True) -> FileFacts:

@@ -66,7 +66,7 @@ def test_garbage_is_a_clear_error():
 
 def test_yaml_entries_select_ops_and_backwards():
     from perfq.config import Config
-    from perfq.query.changes import changed_functions
+    from query.changes import changed_functions
 
     derivatives = (
         "- name: _softmax(Tensor self, int dim, bool half_to_float) -> Tensor\n"

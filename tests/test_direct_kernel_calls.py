@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from perfq.query.affected import _direct_callers, _via_backward
-from perfq.query.reach import Reach
+from query.affected import _direct_callers, _via_backward
+from query.reach import Reach
 from tests.conftest import run_perfq
 from tests.oot_fixture import OotRepo, make_indexed_oot_repo, script
 

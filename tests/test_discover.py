@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexer.discover import discover, excluded, excluded_paths
 from perfq.config import Config
-from perfq.indexer.discover import discover, excluded, excluded_paths
 
 FILES = [
     "torch/nn/functional.py",

@@ -55,7 +55,7 @@ def test_compare_document_validates_against_its_schema():
 
 
 def test_compare_cli_json_validates(tmp_path):
-    from perfq.schema.results_store import Run, save_runs
+    from schema.results_store import Run, save_runs
 
     hist = tmp_path / "h.duckdb"
     runs = [Run(label="s", side=side, status="complete") for side in ("base", "head")]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR
+from perfq.options import EXIT_ERROR
 from tests.aten_fixture import make_repo
 
 

@@ -15,15 +15,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from indexer.build import build_index
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.registrations import extract_registrations
 from perfq.bisect.metric import AGGREGATES, MetricSpec, extract
 from perfq.common.diff import applies, apply_hunks, parse_diff, parse_patch
 from perfq.config import POSITIVE, Config, load_config
 from perfq.errors import PerfqError
-from perfq.indexer.build import build_index
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.registrations import extract_registrations
-from perfq.runner.affected_flow import affected_for_ref
+from query.service import affected_for_ref
 from tests.aten_fixture import FILES, make_repo
 
 FUZZ = settings(max_examples=150, deadline=None, database=None,
@@ -296,7 +296,7 @@ CACHE_LINES = st.one_of(
 @FUZZ
 @given(lines=st.lists(CACHE_LINES, max_size=8), header=st.booleans())
 def test_a_damaged_facts_cache_loads_as_data(tmp_path_factory, lines: list[str], header: bool):
-    from perfq.indexer.facts_cache import FORMAT, load_cache
+    from indexer.facts_cache import FORMAT, load_cache
 
     path = tmp_path_factory.mktemp("cache") / "index.duckdb.facts"
     first = [json.dumps({"format": FORMAT, "version": "v"})] if header else []
@@ -335,7 +335,7 @@ YAML_TOKENS = ["- func: ", "foo(Tensor self) -> Tensor", "\n  dispatch:", " [CPU
 @given(text=st.one_of(st.lists(st.sampled_from(YAML_TOKENS), max_size=40).map("".join),
                       st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
 def test_native_functions_yaml_gives_operators_or_one_line(tmp_path_factory, text: str):
-    from perfq.indexer.native_yaml import OpFacts, _plain
+    from indexer.native_yaml import OpFacts, _plain
 
     path = tmp_path_factory.mktemp("yaml") / "native_functions.yaml"
     path.write_text(text, encoding="utf-8")
@@ -355,7 +355,7 @@ def test_native_functions_yaml_gives_operators_or_one_line(tmp_path_factory, tex
 @FUZZ
 @given(tail=st.binary(max_size=400), cut=st.integers(0, 400), keep_header=st.booleans())
 def test_any_graph_file_is_read_whole_or_not_at_all(tmp_path_factory, tail: bytes, cut: int, keep_header: bool):
-    from perfq.schema.graph_file import graph_file, graph_token, read_graph_file, write_graph_file
+    from schema.graph_file import graph_file, graph_token, read_graph_file, write_graph_file
 
     db = tmp_path_factory.mktemp("graph") / "index.duckdb"
     rows = [("src", bytes(range(40))), ("dst", b"\x01" * 24)]
@@ -372,7 +372,7 @@ def test_any_graph_file_is_read_whole_or_not_at_all(tmp_path_factory, tail: byte
 @FUZZ
 @given(data=st.binary(max_size=400), header=st.booleans())
 def test_facts_cache_bytes_load_as_data(tmp_path_factory, data: bytes, header: bool):
-    from perfq.indexer.facts_cache import FORMAT, load_cache
+    from indexer.facts_cache import FORMAT, load_cache
 
     path = tmp_path_factory.mktemp("cacheb") / "index.duckdb.facts"
     first = (json.dumps({"format": FORMAT, "version": "v"}) + "\n").encode() if header else b""

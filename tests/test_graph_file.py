@@ -11,10 +11,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from indexer.build import build_index
 from perfq.config import Config
-from perfq.indexer.build import build_index
-from perfq.schema.graph_file import graph_file, graph_token, read_graph_file
-from perfq.schema.index_store import IndexStore
+from schema.graph_file import graph_file, graph_token, read_graph_file
+from schema.index_store import IndexStore
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

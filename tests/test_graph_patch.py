@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from perfq.schema.packed_graph import GraphDelta, PackedGraph, StaleGraph, pack_graph, patch_packed
+from schema.packed_graph import GraphDelta, PackedGraph, StaleGraph, pack_graph, patch_packed
 
 NODE_KINDS = ("benchmark", "function", "op", "stub")
 EDGE_KINDS = ("call", "kernel", "op_call", "registered")

@@ -16,18 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfq.common.cli import EXIT_ERROR
+from indexer import build as build_module
+from indexer import incremental
+from indexer import relink as relink_module
+from indexer.build import build_index
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer import build as build_module
-from perfq.indexer import incremental
-from perfq.indexer import relink as relink_module
-from perfq.indexer.build import build_index
-from perfq.schema import writer
-from perfq.schema.graph_file import graph_file, read_graph_file
-from perfq.schema.index_store import IndexStore
-from perfq.schema.packed_graph import PARTS, pack_graph
-from perfq.schema.writer import build_lock, write_graph
+from perfq.options import EXIT_ERROR
+from schema import writer
+from schema.graph_file import graph_file, read_graph_file
+from schema.index_store import IndexStore
+from schema.packed_graph import PARTS, pack_graph
+from schema.writer import build_lock, write_graph
 from tests.aten_fixture import make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

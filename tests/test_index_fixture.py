@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from indexer.build import build_index
 from perfq.config import Config
-from perfq.indexer.build import build_index
-from perfq.schema.version import SCHEMA_VERSION
+from schema.version import SCHEMA_VERSION
 from tests.aten_fixture import make_repo
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from perfq.errors import PerfqError
-from perfq.schema.writer import build_lock
+from schema.writer import build_lock
 from tests.aten_fixture import commit_all, make_repo, perfq
 
 FUNCTION = "int {name}(int x) {{ int y = x * 3; for (int k = 0; k < y; k++) y += k; return y; }}"
@@ -134,7 +134,7 @@ def test_the_lock_is_not_held_by_a_forked_child_of_a_dead_holder(tmp_path: Path)
 def test_a_live_holder_is_refused_with_its_pid(tmp_path: Path):
     db = tmp_path / "index.duckdb"
     script = (
-        "import sys, time; from pathlib import Path; from perfq.schema.writer import build_lock\n"
+        "import sys, time; from pathlib import Path; from schema.writer import build_lock\n"
         f"with build_lock(Path({str(db)!r})):\n    print('locked', flush=True); time.sleep(30)\n"
     )
     holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

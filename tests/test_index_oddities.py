@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.indexer.extract import MAX_BYTES
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.registrations import extract_registrations
+from indexer.extract import MAX_BYTES
+from indexer.facts import FileFacts
+from indexer.registrations import extract_registrations
 from tests.aten_fixture import commit_all, make_repo
 
 MACROS = r"""

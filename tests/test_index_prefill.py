@@ -11,13 +11,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from indexer import relink as relink_module
+from indexer.build import build_index
+from indexer.link import NativeLink
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer import relink as relink_module
-from perfq.indexer.build import build_index
-from perfq.indexer.link import NativeLink
-from perfq.schema import writer
-from perfq.schema.writer import Prefill, write_index
+from schema import writer
+from schema.writer import Prefill, write_index
 from tests.aten_fixture import make_repo
 
 

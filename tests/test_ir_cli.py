@@ -10,11 +10,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.common.documents import json_schema
 from perfq.ir.harvest import harvest
 from perfq.ir.report import IRCollectDocument
 from perfq.ir.store import IRRecord, store_collection
+from perfq.options import EXIT_ERROR, EXIT_GATE
 
 TTIR = """\
 #loc = loc("{path}":3:1)

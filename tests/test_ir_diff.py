@@ -19,7 +19,7 @@ from perfq.ir.diff import (
 from perfq.ir.normalize import normalize_ir
 from perfq.ir.report import to_json, to_markdown
 from perfq.ir.store import IRRecord, store_collection
-from perfq.schema.history import connect_history
+from schema.history import connect_history
 
 TTIR = """\
 #loc = loc("/src/k.py":3:1)

@@ -16,14 +16,14 @@ import pytest
 pytestmark = pytest.mark.triton
 triton = pytest.importorskip("triton")
 
-from perfq.common.cli import EXIT_ERROR  # noqa: E402
 from perfq.ir.collect import collect  # noqa: E402
 from perfq.ir.diff import IRText, changed_kernels, diff_collections  # noqa: E402
 from perfq.ir.harvest import harvest  # noqa: E402
 from perfq.ir.manifest import parse_manifest  # noqa: E402
 from perfq.ir.normalize import normalize_ir  # noqa: E402
 from perfq.ir.store import store_collection  # noqa: E402
-from perfq.schema.history import connect_history  # noqa: E402
+from perfq.options import EXIT_ERROR  # noqa: E402
+from schema.history import connect_history  # noqa: E402
 
 KERNELS = '''
 import triton

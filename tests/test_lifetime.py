@@ -7,9 +7,9 @@ import subprocess
 import sys
 import weakref
 
+from indexer.build import build_index
 from perfq.common import lifetime
 from perfq.config import load_config
-from perfq.indexer.build import build_index
 from tests.aten_fixture import make_repo
 
 

@@ -7,7 +7,7 @@ call another class's method (other than a constructor) without an object."""
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
+from indexer.link import link
 from tests.cpp_facts import call_edges, cpp_facts
 
 HEADER = """

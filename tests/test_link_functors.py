@@ -4,7 +4,7 @@ functor reaches its operator(): SYCL kernels (intel/torch-xpu-ops) are launched 
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
+from indexer.link import link
 from tests.cpp_facts import call_edges, cpp_facts
 
 KERNELS = """

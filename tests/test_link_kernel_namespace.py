@@ -7,8 +7,8 @@ the kernel of upstream's ``sort`` op, so the walk from the radix-sort kernels st
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
-from perfq.indexer.native_yaml import OpFacts
+from indexer.link import link
+from indexer.native_yaml import OpFacts
 from tests.cpp_facts import cpp_facts
 
 SOURCE = """

@@ -6,7 +6,7 @@ reached no operator (commit b9bb647953, 'Fix read/write races in topk single-wor
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
+from indexer.link import link
 from tests.cpp_facts import call_edges, cpp_facts
 
 TOPK = """

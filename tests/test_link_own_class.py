@@ -4,7 +4,7 @@ architecture's; the files of one unit (``ivalue.h`` and ``ivalue_inl.h``) still 
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
+from indexer.link import link
 from tests.cpp_facts import cpp_facts
 
 ARCH = """

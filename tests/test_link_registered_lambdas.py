@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import textwrap
 
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.link import link
-from perfq.indexer.native_yaml import OpFacts
-from perfq.indexer.registrations import LAMBDA_KERNEL
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.link import link
+from indexer.native_yaml import OpFacts
+from indexer.registrations import LAMBDA_KERNEL
 
 NORMALIZATION = """
 namespace at::native {

@@ -8,7 +8,7 @@ calling the same name is not a member of any of them."""
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
+from indexer.link import link
 from tests.cpp_facts import call_edges, cpp_facts
 
 ITERATOR = """

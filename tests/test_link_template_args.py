@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import textwrap
 
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.link import link
-from perfq.indexer.native_yaml import OpFacts
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.link import link
+from indexer.native_yaml import OpFacts
 
 TEMPLATES = """
 namespace at::native::templates {

@@ -7,8 +7,8 @@ interpolation change missed interpolate_test)."""
 
 from __future__ import annotations
 
-from perfq.indexer.link import link
-from perfq.indexer.link_cpp import template_params
+from indexer.link import link
+from indexer.link_cpp import template_params
 from tests.cpp_facts import call_edges, cpp_facts
 
 KERNEL = """

@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 import textwrap
 
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.link import NativeLink, link
-from perfq.indexer.native_yaml import OpFacts
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.link import NativeLink, link
+from indexer.native_yaml import OpFacts
 
 CPP = {
     "aten/native/Add.cpp": """

@@ -14,15 +14,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from indexer.build import build_index
+from indexer.cpp_fallback import class_bases, text_structure
+from indexer.extract import file_facts
+from indexer.facts import FileFacts
+from indexer.link import link
+from indexer.link_cpp import VIRTUAL_HUB
 from perfq.config import Config
-from perfq.indexer.build import build_index
-from perfq.indexer.cpp_fallback import class_bases, text_structure
-from perfq.indexer.extract import file_facts
-from perfq.indexer.facts import FileFacts
-from perfq.indexer.link import link
-from perfq.indexer.link_cpp import VIRTUAL_HUB
-from perfq.query.affected import _layouts_from_paths
-from perfq.query.reach import Reach
+from query.affected import _layouts_from_paths
+from query.reach import Reach
 from tests.aten_fixture import make_repo, replace_in, write_tree
 
 

@@ -10,7 +10,7 @@ import difflib
 
 from perfq.common.diff import parse_diff
 from perfq.config import Config
-from perfq.query.changes import changed_functions
+from query.changes import changed_functions
 
 PATH = "aten/src/ATen/native/xpu/sycl/Indexing.cpp"
 

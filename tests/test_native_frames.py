@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from perfq.indexer.native import choose_tests
-from perfq.indexer.native_frames import (
+from indexer.native import choose_tests
+from indexer.native_frames import (
     Frame,
     FunctionMatcher,
     frame_names,

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
+from indexer.native import perf_problem, record
+from indexer.native_frames import FunctionMatcher, profile
 from perfq.common import proc
-from perfq.indexer.native import perf_problem, record
-from perfq.indexer.native_frames import FunctionMatcher, profile
 
 pytestmark = pytest.mark.torch
 

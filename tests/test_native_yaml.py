@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from indexer import native_yaml
 from perfq.errors import PerfqError
-from perfq.indexer import native_yaml
 from tests.aten_fixture import NATIVE_FUNCTIONS
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from perfq.common.diff import parse_diff
 from perfq.config import Config
-from perfq.query.changes import changed_functions
+from query.changes import changed_functions
 
 CPP = """\
 #include <cstdint>

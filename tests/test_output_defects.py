@@ -37,7 +37,7 @@ from perfq.run.report import (
     render_markdown,
 )
 from perfq.run.trend import trends_from_rows
-from perfq.schema.results_store import Run
+from schema.results_store import Run
 from tests.conftest import git, run_perfq
 from tests.run_fakebench import make_bench_root
 
@@ -223,7 +223,7 @@ def test_compare_markdown_escapes_hostile_names():
 
 def test_affected_markdown_escapes_hostile_names():
     from perfq.cli.render_affected import markdown
-    from perfq.query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source, Unmapped
+    from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source, Unmapped
 
     bench = SelectedBenchmark(HOSTILE_FILE, f"pt/{HOSTILE_FILE}.py", (HOSTILE_TEST,), (), ("add",), ("eager",),
                               ("cpu",), Confidence.high, Source.static,
@@ -334,7 +334,7 @@ def test_full_stdout_is_one_line_and_exit_4():
 
 def test_affected_table_wraps_names_at_separators(monkeypatch, capsys):
     from perfq.cli.render_affected import table
-    from perfq.query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
+    from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
 
     long = "torch.nn.functional.fancy_softmax_with_channels_last_memory_format"
     chain = ("inner_loop<scalar_t>", "op softmax_op.out", long, "benchmark softmax_op_test")
@@ -356,7 +356,7 @@ def test_affected_table_wraps_names_at_separators(monkeypatch, capsys):
 
 def test_bisect_exit_codes_are_the_documented_ones(tmp_path):
     from perfq.bisect.step import STEP_BAD, STEP_GOOD, STEP_SKIP
-    from perfq.common.cli import EXIT_GATE
+    from perfq.options import EXIT_GATE
 
     git(tmp_path, "init", "-q")
     git(tmp_path, "commit", "-q", "--allow-empty", "-m", "one")

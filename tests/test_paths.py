@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from perfq.common import files
-from perfq.common.cli import EXIT_ERROR
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
+from perfq.options import EXIT_ERROR
 from perfq.run.results import EXPORT_FORMAT, export_runs, import_files
-from perfq.schema.engine import duckdb
+from schema.engine import duckdb
 from tests.aten_fixture import FILES, commit_all, git, make_repo, replace_in, write_tree
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from perfq.query.index_stats import index_stats
-from perfq.runner.affected_flow import affected_for_ref
+from query.index_stats import index_stats
+from query.service import affected_for_ref
 from tests.conftest import CORPUS  # noqa: E402
 
 pytestmark = [

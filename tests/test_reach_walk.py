@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import duckdb
 
-from perfq.query.reach import walk_up
-from perfq.schema.index_store import IndexStore
-from perfq.schema.writer import index_ddl, insert_rows
+from query.reach import walk_up
+from schema.index_store import IndexStore
+from schema.writer import index_ddl, insert_rows
 
 
 def _store(nodes: list[tuple], edges: list[tuple]) -> IndexStore:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.cli import EXIT_ERROR, EXIT_USAGE
+from perfq.options import EXIT_ERROR, EXIT_USAGE
 from tests.aten_fixture import make_repo
 
 
@@ -111,7 +111,7 @@ def test_a_result_file_nested_100k_deep_is_one_line(tmp_path: Path, cli, doc: st
 @pytest.mark.parametrize("ddl", ["DROP TABLE reach_edges", "ALTER TABLE functions DROP COLUMN end_line",
                                  "DROP TABLE benchmarks"], ids=["table", "column", "benchmarks"])
 def test_an_index_missing_a_table_or_column_is_one_line_then_rebuilt(tmp_path: Path, cli, ddl: str):
-    from perfq.schema.engine import duckdb
+    from schema.engine import duckdb
     from tests.aten_fixture import commit_all, replace_in
 
     repo = make_repo(tmp_path / "repo")

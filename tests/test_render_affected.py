@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from perfq.cli.render_affected import explain_tree
-from perfq.query.affected import Confidence, Reason, SelectedBenchmark, Source
+from query.affected import Confidence, Reason, SelectedBenchmark, Source
 
 KERNEL = "aten/src/ATen/native/cpu/SoftMaxKernel.cpp:at::native::vec_host_softmax_lastdim::apply"
 

@@ -10,8 +10,8 @@ import sys
 import jsonschema
 import pytest
 
-from perfq.common.cli import EXIT_ERROR, EXIT_GATE
 from perfq.common.documents import json_schema
+from perfq.options import EXIT_ERROR, EXIT_GATE
 from perfq.run.report import HistoryDocument
 from perfq.run.trend import Point, find_steps, sparkline, trend
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root

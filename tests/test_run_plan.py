@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfq.common.cli import EXIT_USAGE
 from perfq.errors import PerfqError
+from perfq.options import EXIT_USAGE
 from perfq.run.plan import (
     Candidate,
     CostSource,
@@ -27,7 +27,7 @@ from perfq.run.plan import (
     split,
 )
 from perfq.run.planning import candidates_from
-from perfq.schema.index_store import TracedTestOps
+from schema.index_store import TracedTestOps
 from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
 
 ONE_PASS = RunShape(rounds=1, sides=1, process_start=0.0)
@@ -229,7 +229,7 @@ def test_affected_budget_prints_the_plan_and_errors_are_one_line(tmp_path):
 
 
 def _shared_doc():
-    from perfq.query.affected import (
+    from query.affected import (
         AffectedDoc,
         CanaryBenchmark,
         CanaryHit,

@@ -65,7 +65,7 @@ def test_batch_keeps_each_files_tag_and_selection(tmp_path):
 def test_invocation_walls_are_recorded_and_split_by_timed_work(tmp_path):
     from perfq.run.execute import test_shares, timed_iterations
     from perfq.run.opbench import Measurement
-    from perfq.schema.results_store import test_walls
+    from schema.results_store import test_walls
 
     root = make_bench_root(tmp_path)
     run = _run(tmp_path, root, ("fake_test",), tests=("add_M8_cpu", "add_M512_cpu"))

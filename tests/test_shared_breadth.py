@@ -7,8 +7,8 @@ is not, and neither is anything in a suite too small to need a canary."""
 from __future__ import annotations
 
 from perfq.config import Config
-from perfq.query.affected import _broad, _canaries, _traced_benchmarks
-from perfq.schema.index_store import BenchmarkRow, CanarySetRow, TracedHit
+from query.affected import _broad, _canaries, _traced_benchmarks
+from schema.index_store import BenchmarkRow, CanarySetRow, TracedHit
 
 
 def _bench(name: str, devices: tuple[str, ...] = ("xpu",), status: str = "ok") -> BenchmarkRow:

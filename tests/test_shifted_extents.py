@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfq.common.diff import parse_diff
-from perfq.query.extents import parse_extents, shifted_extents
+from query.extents import parse_extents, shifted_extents
 
 BASE = """#include <vector>
 namespace at { namespace native {

@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from perfq.indexer import stat_cache
+from indexer import stat_cache
 
 
 def file_digests(repo: Path, paths: list[str], cache: Path | None) -> dict[str, str | None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from perfq.indexer.devices import ops_of_stubs
+from indexer.devices import ops_of_stubs
 
 
 def test_a_stub_named_like_an_operator_serves_the_layout_its_name_or_folder_says():

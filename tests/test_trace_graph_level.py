@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from indexer.trace import TracedTest, TraceMode, graph_ops
 from perfq.data.trace_driver import _MARK, _ops_per_marker
-from perfq.indexer.trace import TracedTest, TraceMode, graph_ops
 
 pytestmark = pytest.mark.torch  # composite operators are told by torch's dispatcher
 

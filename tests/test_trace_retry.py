@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.indexer.trace import FileTrace, TraceStatus
+from indexer.trace import FileTrace, TraceStatus
 from tests.conftest import db_rows, run_perfq
 from tests.oot_fixture import git, make_oot_repo, script
 

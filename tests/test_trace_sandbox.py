@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
 from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
 from perfq.config import Config
 from perfq.errors import PerfqError
-from perfq.indexer.trace import TraceJob, TraceOptions, TraceStatus, trace_files
 from tests.hostile_bench import make_tree, outcomes
 
 pytest.importorskip("torch")
@@ -181,7 +181,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 from perfq.common.interrupt import noting_interrupts
-from perfq.indexer.trace import TraceJob, TraceOptions, trace_files
+from indexer.trace import TraceJob, TraceOptions, trace_files
 repo, file = Path(sys.argv[1]), Path(sys.argv[2])
 with noting_interrupts():
     try:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import duckdb
 
-from perfq.indexer.link import _numbered_tests
-from perfq.schema.index_store import IndexStore
-from perfq.schema.writer import index_ddl
+from indexer.link import _numbered_tests
+from schema.index_store import IndexStore
+from schema.writer import index_ddl
 
 OPS = [  # name, base, overload, namespace
     ("add.Tensor", "add", "Tensor", "aten"),

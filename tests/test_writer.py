@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from perfq.schema import writer
+from schema import writer
 
 
 @pytest.mark.parametrize("n", [10, writer._AS_LISTS + 1])

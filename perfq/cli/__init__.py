@@ -23,10 +23,10 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from perfq import __version__
-from perfq.common.cli import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 from perfq.common.interrupt import interrupted, noting_interrupts
 from perfq.common.lifetime import free_at_exit
 from perfq.errors import PerfqError
+from perfq.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 # every command (or command group) and the module whose register(app) adds it
 COMMAND_MODULES = {

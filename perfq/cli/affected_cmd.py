@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from perfq.common.cli import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.common.render import print_json
+from perfq.options import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.run.plan import DEFAULT_BUDGET
 
 
@@ -77,8 +77,8 @@ def register(app: typer.Typer) -> None:
             perfq affected origin/main --format gha-matrix --shards 4 --budget 15m
         """
         from perfq.errors import PerfqError
-        from perfq.query.affected import names
-        from perfq.runner.affected_flow import affected_for_ref
+        from query.affected import names
+        from query.service import affected_for_ref
 
         root = resolve_repo(repo)
         diff_text = None
@@ -89,11 +89,11 @@ def register(app: typer.Typer) -> None:
                 raise PerfqError(f"cannot read diff {diff}: {exc}") from None
         doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
         if ir:
-            from perfq.common.cli import resolve_history
             from perfq.config import load_config
             from perfq.ir.api import changed_kernels, stored_labels
-            from perfq.query.affected import flag_ir_changes
-            from perfq.schema.history import connect_history
+            from perfq.options import resolve_history
+            from query.affected import flag_ir_changes
+            from schema.history import connect_history
 
             label_a, sep, label_b = ir.partition("..")
             if not sep or not label_a or not label_b:
@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
             kernel_map = load_config(root).extra.get("ir", {}).get("benchmarks", {})
             doc = flag_ir_changes(doc, kernels, kernel_map)
         if graph is not None:
-            from perfq.query.chain_graph import write_chain_graph  # networkx: only when a graph is asked for
+            from query.chain_graph import write_chain_graph  # networkx: only when a graph is asked for
 
             write_chain_graph(doc, graph)
         plan = None
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
     def _plan(root: Path, doc, db: Path | None, history: Path | None, budget: str | None, shards: int | None):
         """The budgeted plan of ``doc``: ``budget`` per shard (default 15m), ``shards`` shards (default 1)."""
-        from perfq.common.cli import resolve_history
+        from perfq.options import resolve_history
         from perfq.run.plan import RunShape, check_shard, parse_duration
         from perfq.run.planning import plan_for
 
@@ -165,7 +165,7 @@ def register(app: typer.Typer) -> None:
             perfq backtest HEAD~50..HEAD --format json
         """
         from perfq.cli import render_affected as render
-        from perfq.runner.backtest import backtest as run_backtest
+        from query.backtest import backtest as run_backtest
 
         report = run_backtest(resolve_repo(repo), rev_range, db)
         if fmt == AffectedFormat.json:

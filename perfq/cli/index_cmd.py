@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from perfq.common.cli import DbOption, Format, RepoOption, resolve_db, resolve_repo
 from perfq.common.render import console, print_json
+from perfq.options import DbOption, Format, RepoOption, resolve_db, resolve_repo
 
 
 class BuildLines:
@@ -103,8 +103,8 @@ def register(app: typer.Typer) -> None:
 
             perfq index --repo ../xpu-ops --upstream ~/pytorch    # an out-of-tree backend
         """
+        from indexer.build import build_index
         from perfq.config import load_config
-        from perfq.indexer.build import build_index
 
         root = resolve_repo(repo)
         cfg = load_config(
@@ -184,8 +184,8 @@ def register(app: typer.Typer) -> None:
 
             perfq stats --format json | jq .resolution
         """
-        from perfq.query.index_stats import index_stats
-        from perfq.schema.reader import open_index
+        from query.index_stats import index_stats
+        from schema.reader import open_index
 
         root = resolve_repo(repo)
         with open_index(resolve_db(root, db)) as con:

@@ -9,9 +9,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from perfq.common.render import Name, console, md_code, md_text, plain
-from perfq.query.affected import AffectedDoc, SelectedBenchmark
 from perfq.run.plan import RunShape, TestPlan, split
 from perfq.run.plan_render import markdown_lines, print_plan
+from query.affected import AffectedDoc, SelectedBenchmark
 
 _LIST_SHOWN = 40
 

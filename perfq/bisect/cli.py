@@ -1,0 +1,248 @@
+"""CLI for `perfq bisect` and `perfq bisect-step` (see docs/bisect.md)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import typer
+from typer.core import TyperCommand
+
+from perfq.common.render import print_json
+from perfq.errors import PerfqError
+from perfq.options import (
+    EXIT_GATE,
+    DbOption,
+    Format,
+    HistoryOption,
+    RepoOption,
+    finite,
+    non_negative,
+    positive,
+    resolve_repo,
+)
+
+_CMD_KEY = "perfq_bisect_command"
+_BENCH, _METRIC, _SEARCH, _SESSION, _OUT = "What to measure", "Metric", "Search", "Session", "Output"
+_FORMAT = typer.Option(Format.table, "--format", metavar="FORMAT", rich_help_panel=_OUT,
+                       help="table (text), markdown or json.")
+_IR_TARGET = typer.Option(None, "--ir-target", rich_help_panel=_BENCH,
+                          help="With --ir: compile target(s), e.g. cuda:90.")
+# options of both bisect and bisect-step
+_BUILD = typer.Option(None, "--build", rich_help_panel=_BENCH,
+                      help="Command run before benchmarking each commit (an argv, no shell).")
+def _regex(pattern: str | None) -> str | None:
+    """Typer callback: a regular expression that compiles."""
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise typer.BadParameter(f"{pattern!r} is not a regular expression ({exc})") from None
+    return pattern
+
+
+_METRIC_REGEX = typer.Option(None, "--metric", callback=_regex, rich_help_panel=_METRIC,
+                             help="Regex; its first group is the value.")
+_METRIC_JSON = typer.Option(None, "--metric-json", rich_help_panel=_METRIC, help="Dotted path into JSON output.")
+_AGGREGATE = typer.Option("first", "--aggregate", rich_help_panel=_METRIC,
+                          help="Several --metric matches: first|last|sum|mean|min|max.")
+_LOWER = typer.Option(False, "--lower-is-better", rich_help_panel=_METRIC, help="Smaller values are better.")
+_HIGHER = typer.Option(False, "--higher-is-better", rich_help_panel=_METRIC, help="Larger values are better.")
+_THRESHOLD = typer.Option(0.30, "--threshold", callback=finite, min=0.01, max=0.99, rich_help_panel=_SEARCH,
+                          help="Bad when past this fraction of the way from good to bad.")
+_MARGIN = typer.Option(0.10, "--margin", callback=finite, min=0.0, max=0.5, rich_help_panel=_SEARCH,
+                       help="Near the threshold (fraction of good-to-bad): run more.")
+_EXTRA_RUNS = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
+                           help="Runs added when near the threshold.")
+_TIMEOUT = typer.Option(600.0, "--timeout", callback=positive, rich_help_panel=_BENCH,
+                        help="Seconds per build or benchmark run.")
+_TEST_NAME = typer.Option(None, "--test-name", rich_help_panel=_BENCH, help="With --benchmark: one test, not the sum.")
+
+
+class _DashDashCommand(TyperCommand):
+    """Keeps everything after the first ``--`` verbatim as the benchmark command."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta[_CMD_KEY] = list(args[i + 1:])
+            args = args[:i]
+        else:
+            ctx.meta[_CMD_KEY] = []
+        return super().parse_args(ctx, args)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _metric(metric: str | None, metric_json: str | None, aggregate: str):
+    from perfq.bisect.metric import AGGREGATES, MetricSpec
+
+    if metric and metric_json:
+        raise PerfqError("use either --metric or --metric-json, not both")
+    if aggregate not in AGGREGATES:
+        raise PerfqError(f"--aggregate must be one of {', '.join(AGGREGATES)}")
+    return MetricSpec(regex=metric, json_path=metric_json, aggregate=aggregate)
+
+
+def _confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    return typer.confirm(question, default=False, err=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bisect`` and ``bisect-step`` to ``app``."""
+
+    @app.command("bisect", cls=_DashDashCommand)
+    def bisect_cmd(
+        ctx: typer.Context,
+        good: str = typer.Argument(None, help="A commit where the benchmark is fast (good)."),
+        bad: str = typer.Argument(None, help="A commit where it is slow (bad); default HEAD."),
+        build: str = _BUILD,
+        metric: str = _METRIC_REGEX,
+        metric_json: str = _METRIC_JSON,
+        aggregate: str = _AGGREGATE,
+        lower: bool = _LOWER,
+        higher: bool = _HIGHER,
+        runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs per tested commit (median)."),
+        baseline_runs: int = typer.Option(3, "--baseline-runs", min=1, rich_help_panel=_SEARCH,
+                                          help="Runs of GOOD and BAD."),
+        threshold: float = _THRESHOLD,
+        margin: float = _MARGIN,
+        extra_runs: int = _EXTRA_RUNS,
+        min_change: float = typer.Option(0.05, "--min-change", callback=non_negative, rich_help_panel=_SEARCH,
+                                         help="Smaller GOOD/BAD change: noise."),
+        max_failures: int = typer.Option(3, "--max-failures", min=1, rich_help_panel=_SEARCH,
+                                         help="Stop after this many in a row."),
+        force: bool = typer.Option(False, "--force", rich_help_panel=_SEARCH,
+                                   help="Bisect even if the baselines look like noise."),
+        all_parents: bool = typer.Option(False, "--all-parents", rich_help_panel=_SEARCH,
+                                         help="When the first bad commit is a merge, descend into it."),
+        timeout: float = _TIMEOUT,
+        yes: bool = typer.Option(False, "--yes", "-y", rich_help_panel=_SESSION,
+                                 help="Stash a dirty tree without asking."),
+        prune: bool = typer.Option(False, "--prune", rich_help_panel=_SEARCH,
+                                   help="Skip commits the perfq index says cannot matter."),
+        benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
+                                      help="Operator benchmark (pt/NAME.py): builds command and metric."),
+        test_name: str = _TEST_NAME,
+        ir: str = typer.Option(None, "--ir", rich_help_panel=_BENCH,
+                               help="Bisect on 'the IR of this kernel changed' (perfq ir)."),
+        ir_target: list[str] = _IR_TARGET,
+        resume: bool = typer.Option(False, "--resume", rich_help_panel=_SESSION,
+                                    help="Continue the last interrupted session."),
+        fmt: Format = _FORMAT,
+        repo: Path = RepoOption,
+        db: Path = DbOption,
+        history: Path = HistoryOption,
+    ) -> None:
+        """Find the commit that made a benchmark slower: perfq bisect GOOD [BAD] -- CMD...
+
+        Examples:
+
+            perfq bisect v2.5.0 -- python bench.py --size 4096
+
+            perfq bisect HEAD~40 --benchmark softmax --test-name Softmax_N1_C3_H256_W256_cpu --prune
+
+            perfq bisect --resume
+        """
+        from perfq.bisect.driver import run_bisect
+        from perfq.bisect.report import render_markdown, render_text
+        from perfq.bisect.request import BisectRequest, opbench_command
+        from perfq.bisect.search import SearchConfig
+        from perfq.common.build import build_argv
+
+        command: list[str] = ctx.meta.get(_CMD_KEY, [])
+        spec = _metric(metric, metric_json, aggregate)
+        cwd = ""
+        if benchmark:
+            if command:
+                raise PerfqError("give either --benchmark NAME or a command after `--`, not both")
+            command, cwd, bench_metric = opbench_command(benchmark, test_name)
+            if not (metric or metric_json):
+                spec = bench_metric
+            lower = lower or not higher
+        elif test_name:
+            raise PerfqError("--test-name only applies with --benchmark")
+        if ir and benchmark:
+            raise PerfqError("give either --ir KERNEL or --benchmark NAME, not both")
+        if resume and (good or command):
+            raise PerfqError("--resume continues the stored session; do not give commits or a command")
+        cfg = SearchConfig(runs=runs, baseline_runs=baseline_runs, threshold=threshold, margin=margin,
+                           extra_runs=extra_runs, min_change=min_change, max_failures=max_failures,
+                           force=force)
+        req = BisectRequest(
+            repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build_argv(build), metric=spec,
+            lower=lower or None, higher=higher or None, search=cfg, all_parents=all_parents, timeout=timeout,
+            yes=yes, prune=prune, benchmark=benchmark, db=db, history=history, resume=resume,
+            ir_kernel=ir, ir_targets=tuple(ir_target or ()),
+        )
+        doc = run_bisect(req, _log, _confirm)
+        if fmt == Format.json:
+            print_json(doc.to_json())
+        elif fmt == Format.markdown:
+            print(render_markdown(doc))
+        else:
+            print(render_text(doc))
+        if not doc.found:
+            raise typer.Exit(EXIT_GATE)
+
+    @app.command("bisect-step", cls=_DashDashCommand)
+    def bisect_step_cmd(
+        ctx: typer.Context,
+        good_value: float = typer.Option(None, "--good-value", callback=finite, rich_help_panel=_SEARCH,
+                                         help="The metric at the good commit."),
+        bad_value: float = typer.Option(None, "--bad-value", callback=finite, rich_help_panel=_SEARCH,
+                                        help="The metric at the bad commit."),
+        threshold_value: float = typer.Option(None, "--threshold-value", callback=finite, rich_help_panel=_SEARCH,
+                                              help="Or: an absolute threshold (needs a polarity)."),
+        build: str = _BUILD,
+        metric: str = _METRIC_REGEX,
+        metric_json: str = _METRIC_JSON,
+        aggregate: str = _AGGREGATE,
+        lower: bool = _LOWER,
+        higher: bool = _HIGHER,
+        runs: int = typer.Option(3, "--runs", min=1, rich_help_panel=_SEARCH, help="Runs of this commit (median)."),
+        extra_runs: int = _EXTRA_RUNS,
+        threshold: float = _THRESHOLD,
+        margin: float = _MARGIN,
+        timeout: float = _TIMEOUT,
+        benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
+                                      help="Operator benchmark name (pt/NAME.py)."),
+        test_name: str = _TEST_NAME,
+    ) -> None:
+        """One `git bisect run` step: exit 0 good, 1 bad, 125 skip (128 aborts on a usage error).
+
+        Examples:
+
+            git bisect run perfq bisect-step --good-value 1.2 --bad-value 1.9 -- python bench.py
+
+            git bisect run perfq bisect-step --good-value 180 --bad-value 240 --benchmark softmax
+        """
+        from perfq.bisect.request import opbench_command
+        from perfq.bisect.step import StepRequest, run_step
+        from perfq.common.build import build_argv
+
+        try:
+            command: list[str] = ctx.meta.get(_CMD_KEY, [])
+            spec = _metric(metric, metric_json, aggregate)
+            cwd = Path.cwd()
+            if benchmark:
+                command, sub, bench_metric = opbench_command(benchmark, test_name)
+                cwd = resolve_repo(None) / sub
+                spec = spec if (metric or metric_json) else bench_metric
+                lower = lower or not higher
+            if not command:
+                raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
+            req = StepRequest(command=command, cwd=cwd, metric=spec, build=build_argv(build), good_value=good_value,
+                              bad_value=bad_value, threshold_value=threshold_value, lower=lower or None,
+                              higher=higher or None, runs=runs, extra_runs=extra_runs, threshold=threshold,
+                              margin=margin, timeout=timeout)
+            code = run_step(req, _log)
+        except PerfqError as exc:
+            # git bisect run treats 1-127 (but 125) as "bad": a usage error must abort instead.
+            raise PerfqError(str(exc), exit_code=128) from None
+        raise typer.Exit(code)

@@ -1,0 +1,339 @@
+"""CLI for `perfq ci`: write the GitHub Actions workflows, and the commands their steps run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from perfq.common.render import console
+from perfq.errors import PerfqError
+from perfq.options import EXIT_GATE, RepoOption, resolve_repo
+
+ci_app = typer.Typer(
+    help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",
+    no_args_is_help=True,
+)
+
+_WHERE = "Workflow"
+_RUN = "Benchmark jobs"
+_PR, _REPORT = "Pull request", "Output"
+
+
+def _installed_spec() -> str:
+    """A pip requirement for the perfq running now, when it was installed from a git URL ('' otherwise)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        raw = distribution("perfq").read_text("direct_url.json")
+    except PackageNotFoundError:
+        return ""
+    try:
+        info = json.loads(raw or "{}")
+    except ValueError:
+        return ""
+    vcs = info.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and vcs.get("commit_id") and str(info.get("url", "")).startswith("https://"):
+        return f"git+{info['url']}@{vcs['commit_id']}"
+    return ""
+
+
+_SIDES = "Sides (built or fetched once per PR)"
+
+
+@ci_app.command("init")
+def init(
+    perfq_spec: Annotated[str | None, typer.Option("--perfq-spec", rich_help_panel=_WHERE, help=(
+        "pip requirement the workflows install perfq from: a git URL pinned to a commit "
+        "(git+https://github.com/ORG/perfq@SHA) or a wheel URL; never PyPI's 'perfq'. "
+        "Default: where this perfq was installed from, if that was a git URL."))] = None,
+    python: Annotated[str, typer.Option("--python", rich_help_panel=_WHERE,
+                                        help="Python version for actions/setup-python.")] = "3.11",
+    base_branch: Annotated[str, typer.Option("--base-branch", rich_help_panel=_WHERE,
+                                             help="Default branch: the nightly indexes it.")] = "main",
+    torch_spec: Annotated[str, typer.Option("--torch-spec", rich_help_panel=_WHERE, help=(
+        "What the select job (and the nightly) pip-install so the index is traced: 'torch', a pinned "
+        "'torch==2.6.0', or a wheel path/URL. Default: the torch the repo pins, else 'torch'."))] = "",
+    torch_index: Annotated[str, typer.Option("--torch-index", rich_help_panel=_WHERE, help=(
+        "--index-url for --torch-spec ('' = pip's configured index)."))] = "https://download.pytorch.org/whl/cpu",
+    upstream: Annotated[str | None, typer.Option("--upstream", rich_help_panel=_WHERE, help=(
+        "Out-of-tree backend: the upstream its wheels run on ('torch'); the build and bench jobs install "
+        "--torch-spec first. Default: [tool.perfq] upstream of the repository."))] = None,
+    runner: Annotated[list[str] | None, typer.Option("--runner", rich_help_panel=_RUN, help=(
+        "runs-on label of the benchmark jobs (repeat for several labels, e.g. --runner self-hosted "
+        "--runner perf). Default ubuntu-latest: noisy, see docs/ci.md."))] = None,
+    budget: Annotated[str, typer.Option("--budget", rich_help_panel=_RUN,
+                                        help="Time budget of each benchmark shard (perfq run --budget).")] = "15m",
+    shards: Annotated[int, typer.Option("--shards", rich_help_panel=_RUN, min=1,
+                                        help="Benchmark jobs per PR: the plan is split in this many shards.")] = 2,
+    bench_timeout: Annotated[int, typer.Option("--bench-timeout", rich_help_panel=_RUN, min=1,
+                                               help="timeout-minutes of each benchmark job.")] = 90,
+    run_flags: Annotated[str, typer.Option("--run-flags", rich_help_panel=_RUN,
+                                           help="Extra `perfq run` flags, one string.")] = "",
+    gate: Annotated[bool, typer.Option("--gate", rich_help_panel=_RUN, help=(
+        "Fail the check on a regression, a failed benchmark or a missing result (the comment still goes out)."))
+                    ] = False,
+    wheel_build: Annotated[str, typer.Option("--wheel-build", rich_help_panel=_SIDES, help=(
+        "Shell command run once per side in its checkout that leaves one wheel in dist/ "
+        "(PyTorch: your CI's wheel build)."))] = "python -m pip wheel --no-deps --wheel-dir dist .",
+    wheel_url: Annotated[str, typer.Option("--wheel-url", rich_help_panel=_SIDES, help=(
+        "Instead of building: the URL of a commit's published wheel, {commit} standing for it."))] = "",
+    build_runner: Annotated[list[str] | None, typer.Option("--build-runner", rich_help_panel=_SIDES,
+                                                           help="runs-on label of the wheel builds.")] = None,
+    build_timeout: Annotated[int, typer.Option("--build-timeout", rich_help_panel=_SIDES, min=1,
+                                               help="timeout-minutes of each wheel build.")] = 240,
+    cron: Annotated[str, typer.Option("--cron", rich_help_panel=_WHERE,
+                                      help="When the nightly runs (UTC cron).")] = "17 3 * * *",
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=_WHERE,
+                                        help="Overwrite existing workflow files.")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", rich_help_panel=_WHERE,
+                                         help="Print the workflows instead of writing them.")] = False,
+    repo: Path | None = RepoOption,
+) -> None:
+    """Write perfq-benchmarks.yml (PRs), perfq-comment.yml and perfq-nightly.yml into .github/workflows.
+
+    Examples:
+
+        perfq ci init --perfq-spec git+https://github.com/ORG/perfq@3f2c...  # pinned perfq
+
+        perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate --shards 4
+
+        perfq ci init --perfq-spec ... --torch-spec torch==2.6.0 --upstream torch   # a backend repo
+    """
+    from perfq import __version__
+    from perfq.ci.cache import pinned_torch
+    from perfq.ci.workflows import WORKFLOW_DIR, WorkflowOptions, render
+    from perfq.config import load_config
+
+    spec = perfq_spec or _installed_spec()
+    if not spec:
+        raise PerfqError("give --perfq-spec (git+https://.../perfq@<commit>): this perfq was not installed from git")
+    root = resolve_repo(repo)
+    if upstream is None:
+        upstream = load_config(root).upstream
+    try:
+        options = WorkflowOptions(
+            spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), bench_timeout,
+            tuple(shlex.split(run_flags)), gate, budget, shards, torch_spec or pinned_torch(root) or "torch",
+            torch_index, wheel_build, wheel_url, tuple(build_runner or ("ubuntu-latest",)), build_timeout,
+            upstream, cron=cron)
+        files = render(options, __version__)
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    err = console(stderr=True)
+    err.print(f"torch for the traced index: {options.torch_spec}"
+              + (f" (upstream of this backend: {upstream})" if upstream else ""), markup=False)
+    if stdout:
+        for name, text in files.items():
+            print(f"# ---- {WORKFLOW_DIR}/{name}\n{text}", end="")
+        return
+    target = root / WORKFLOW_DIR
+    existing = [name for name in files if (target / name).exists()]
+    if existing and not force:
+        raise PerfqError(f"{target / existing[0]} exists (--force overwrites)")
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+        err.print(f"wrote {target / name}")
+    err.print("next: commit the files; the comment and nightly workflows run from the default branch once merged "
+              "there; docs/ci.md lists what to set by hand", markup=False)
+
+
+@ci_app.command("cache-key")
+def cache_key(
+    rev: Annotated[str, typer.Argument(help="The commit whose index is wanted (HEAD^1 of a PR merge commit).")],
+    ancestors: Annotated[int, typer.Option("--ancestors", min=0, help=(
+        "Restore keys for this many first-parent ancestors present in the clone, nearest first."))] = 50,
+    repo: Path | None = RepoOption,
+) -> None:
+    """Print key= and restore-keys= (multi-line) for caching .git/perfq/ (append to $GITHUB_OUTPUT).
+
+    The key is the perfq version, the index schema version and the commit. The restore keys are
+    the same for the commit's nearest ancestors, then any index of this perfq: a PR restores the
+    index of its base, else of the nearest ancestor the nightly saved, and patches it.
+
+    Example:
+
+        perfq ci cache-key HEAD^1 >> "$GITHUB_OUTPUT"
+    """
+    from perfq import __version__
+    from perfq.ci.cache import cache_keys
+
+    keys = cache_keys(resolve_repo(repo), rev, f"perfq-index-{__version__}", ancestors)
+    print(f"key={keys.key}")
+    print(f"restore-keys<<{keys.delimiter}")
+    print("\n".join(keys.restore_keys))
+    print(keys.delimiter)
+
+
+@ci_app.command("matrix")
+def matrix(
+    file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
+) -> None:
+    """Print matrix= (one line) and count= for $GITHUB_OUTPUT from a gha-matrix file (empty shards dropped).
+
+    Example:
+
+        perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
+    """
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
+    from perfq.ci.report import runnable
+
+    include = data.get("include") if isinstance(data, dict) else None
+    if not isinstance(include, list):
+        raise PerfqError(f"{file}: not a gha-matrix document (no 'include' list)")
+    include = runnable(include)  # a shard of the plan with no benchmark gets no job
+    print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
+    print(f"count={len(include)}")
+
+
+@ci_app.command("coverage-trend")
+def coverage_trend(
+    report: Annotated[Path, typer.Argument(help="Tonight's `perfq coverage --format json` report.")],
+    trend: Annotated[Path, typer.Option("--trend", help="The trend file (JSON), updated in place.")],
+    commit: Annotated[str, typer.Option("--commit", help="The commit the report describes.")],
+    markdown: Annotated[Path | None, typer.Option("--markdown", help="Also write the trend as markdown.")] = None,
+    date: Annotated[str | None, typer.Option("--date", help="The night (YYYY-MM-DD; default today).")] = None,
+) -> None:
+    """Add tonight's coverage totals to the trend over nights (the nightly workflow's last step).
+
+    Example:
+
+        perfq ci coverage-trend coverage.json --trend trend/trend.json --commit "$(git rev-parse HEAD)"
+    """
+    from perfq.ci.coverage_trend import add_night, night_from_report, read_trend, trend_markdown
+
+    nights = add_night(read_trend(trend), night_from_report(report, commit, date))
+    trend.parent.mkdir(parents=True, exist_ok=True)
+    tmp = trend.with_name(trend.name + ".tmp")
+    tmp.write_text(json.dumps({"nights": [n.to_json() for n in nights]}, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(trend)
+    if markdown is not None:
+        markdown.write_text(trend_markdown(nights), encoding="utf-8")
+    console(stderr=True).print(f"{trend}: {len(nights)} night(s)", markup=False)
+
+
+@ci_app.command("sides")
+def sides(
+    base: Annotated[str, typer.Argument(help="Base revision (HEAD^1 of a PR merge commit).")],
+    head: Annotated[str, typer.Argument(help="Head revision (HEAD).")],
+    build: Annotated[str, typer.Option("--build", help="Build command, {python}: the side's interpreter.")
+                     ] = "{python} -m pip install .",
+    out_dir: Annotated[Path, typer.Option("--dir", help="Where the sides go: DIR/{base,head}/{src,venv}.")
+                       ] = Path("perfq-sides"),
+    repo: Path | None = RepoOption,
+) -> None:
+    """Check base and head out side by side (git worktrees), each with a venv, and build them.
+
+    `perfq run --ab --base-python DIR/base/venv/bin/python --head-python DIR/head/venv/bin/python`
+    then runs them interleaved.
+
+    Example:
+
+        perfq ci sides HEAD^1 HEAD --build "{python} -m pip install ." --dir "$RUNNER_TEMP/perfq-sides"
+    """
+    from perfq.ci.sides import build_sides
+
+    err = console(stderr=True)
+    built = build_sides(resolve_repo(repo), base, head, build, out_dir.resolve(), log=lambda m: err.print(m))
+    (out_dir / "sides.json").write_text(json.dumps([s.to_json() for s in built], indent=1) + "\n", encoding="utf-8")
+
+
+@ci_app.command("report")
+def report(
+    inputs: Annotated[Path, typer.Argument(help="Directory with affected.md, matrix.json and results-*.json.")],
+    label: Annotated[str, typer.Option("--label", rich_help_panel=_PR, help="The label `perfq run` used.")],
+    pr: Annotated[int, typer.Option("--pr", min=1, rich_help_panel=_PR, help="Pull request number.")],
+    head_sha: Annotated[str, typer.Option("--head-sha", rich_help_panel=_PR, help="The PR's head commit.")],
+    out: Annotated[Path, typer.Option("--out", rich_help_panel=_REPORT,
+                                      help="Output directory (comment.md, pr.json, ...).")] = Path("perfq-comment"),
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_REPORT, help=(
+        f"Exit {EXIT_GATE} on a regression, a failed benchmark or a selected benchmark without a result, "
+        "after writing everything."))] = False,
+    base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
+        "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "Without it: perfq's defaults."))] = None,
+    repo: Path | None = RepoOption,
+) -> None:
+    """Prepare the PR comment: the affected summary, then the base-vs-head verdicts.
+
+    Also writes it to the job summary ($GITHUB_STEP_SUMMARY) when there is one.
+
+    Example:
+
+        perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
+    """
+    from perfq.ci.comment import PullRequestRef, parse_pr
+    from perfq.ci.gate import base_settings
+    from perfq.ci.report import build_report
+    from perfq.run.api import Settings
+
+    try:
+        ref = parse_pr(json.dumps(PullRequestRef(pr, head_sha).to_json()))
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    err = console(stderr=True)
+    settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
+    if base is None:
+        err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
+    outcome = build_report(inputs, label, ref, out, settings)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(outcome.comment.read_text(encoding="utf-8"))
+    err.print(f"wrote {outcome.comment}: {outcome.result_files} result file(s), "
+              f"{outcome.regressions} regression(s), {outcome.failures} failed benchmark invocation(s)")
+    if outcome.missing:
+        err.print(f"no result for {len(outcome.missing)} selected benchmark(s): {', '.join(outcome.missing)}")
+    if fail_on_regression and (outcome.regressions or outcome.failures or outcome.missing):
+        raise typer.Exit(EXIT_GATE)
+
+
+@ci_app.command("comment")
+def comment(
+    prepared: Annotated[Path, typer.Argument(help="The perfq-comment artifact (comment.md, pr.json).")],
+    repository: Annotated[str, typer.Option("--repository", help="OWNER/NAME (${{ github.repository }}).")],
+    head_sha: Annotated[str, typer.Option("--head-sha", help=(
+        "The commit the benchmarks ran on, from the event (${{ github.event.workflow_run.head_sha }}).")
+    )],
+    api_url: Annotated[str | None, typer.Option("--api-url", help=(
+        "GitHub REST API root (default $GITHUB_API_URL or https://api.github.com)."))] = None,
+) -> None:
+    """Create or update the PR's one sticky comment (found by a hidden marker); token from $GH_TOKEN.
+
+    The PR number in the artifact is checked against the PR's current head commit: a stale or
+    forged artifact comments nowhere.
+
+    Example:
+
+        GH_TOKEN=... perfq ci comment perfq-comment --repository ORG/REPO --head-sha "$HEAD_SHA"
+    """
+    from perfq.ci.comment import COMMENT_FILE, PR_FILE, parse_pr
+    from perfq.ci.github import GitHub, post_sticky
+
+    try:
+        pr = parse_pr((prepared / PR_FILE).read_text(encoding="utf-8"))
+        body = (prepared / COMMENT_FILE).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise PerfqError(str(exc)) from None
+    posted = post_sticky(GitHub.from_env(repository, api_url), pr, head_sha, body)
+    err = console(stderr=True)
+    if posted.action == "skipped":
+        err.print(f"not commenting: {posted.reason}")
+    else:
+        err.print(f"{posted.action} the perfq comment on #{pr.number}: {posted.url}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `ci` command group to ``app``."""
+    app.add_typer(ci_app, name="ci")

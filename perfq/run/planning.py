@@ -1,0 +1,86 @@
+"""Gather a budgeted plan's inputs: the affected document's tests with the reached operators each
+one's trace executes (the index), and what each test cost before (the results history).
+
+The planning itself is pure (:mod:`perfq.run.plan`); this module only reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from perfq.common.paths import default_history_path, default_index_path
+from perfq.run.opbench import normalize_name
+from perfq.run.plan import (
+    DEFAULT_SHAPE,
+    Candidate,
+    CostSource,
+    RunShape,
+    TestPlan,
+    build_plan,
+    config_of,
+    default_cost,
+    file_op,
+)
+from schema.index_store import IndexStore, TracedTestOps
+from schema.reader import open_index
+from schema.results_store import test_walls
+
+WHOLE_FILE_SECONDS = 10.0  # default estimate of a benchmark file run whole (no per-test trace)
+
+
+def _entries(doc: dict[str, Any]) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """name -> selected entry (tests, ops) and the canary benchmarks' names."""
+    entries = {normalize_name(str(b.get("name") or "")): b for b in doc.get("benchmarks") or []}
+    canary = {normalize_name(str(b.get("name") or "")) for hit in doc.get("canary") or []
+              for b in hit.get("benchmarks") or []}
+    return entries, canary
+
+
+def candidates_from(doc: dict[str, Any], rows: list[TracedTestOps], walls: dict[tuple[str, str], float],
+                    shape: RunShape = DEFAULT_SHAPE) -> list[Candidate]:
+    """The tests a plan chooses from: a selected benchmark's traced ``tests``; every test of a canary
+    benchmark that executes a reached operator; a benchmark without per-test traces as one whole-file
+    candidate. Cost: the history's median wall per test, else the default estimate."""
+    entries, canary = _entries(doc)
+    by_bench: dict[str, list[TracedTestOps]] = {}
+    for r in rows:
+        by_bench.setdefault(r.bench, []).append(r)
+    out: list[Candidate] = []
+    for name in dict.fromkeys([*entries, *sorted(canary)]):
+        entry = entries.get(name, {})
+        wanted = set(entry.get("tests") or ()) if entry.get("modules") else set()
+        traced = [r for r in by_bench.get(name, []) if (r.test in wanted) or (name in canary and r.ops)]
+        if traced:
+            out += [_candidate(r, walls, name in canary, shape.iterations) for r in traced]
+        else:  # no per-test trace: the file runs whole; with no operator known, it stands for itself
+            ops, known = frozenset(entry.get("ops") or ()) or frozenset({file_op(name)}), (name, "") in walls
+            cost = walls.get((name, ""), WHOLE_FILE_SECONDS)
+            out.append(Candidate(name, "", "", ops, config_of("", shape.device), cost,
+                                 CostSource.history if known else CostSource.default, name in canary))
+    return out
+
+
+def _candidate(r: TracedTestOps, walls: dict[tuple[str, str], float], canary: bool, iterations: int) -> Candidate:
+    wall = walls.get((r.bench, r.test))
+    return Candidate(r.bench, r.test, r.module, frozenset(r.ops), config_of(r.test, r.device, r.backward),
+                     wall if wall is not None else default_cost(r.test, r.backward, iterations),
+                     CostSource.history if wall is not None else CostSource.default, canary)
+
+
+def plan_for(repo: Path, doc: dict[str, Any], budget_seconds: float | None, shape: RunShape,
+             db: Path | None = None, history: Path | None = None) -> TestPlan:
+    """The budgeted plan of an affected document (JSON), from the index's traces and the history's walls."""
+    entries, canary = _entries(doc)
+    index = db or default_index_path(repo)
+    rows: list[TracedTestOps] = []
+    if index.exists():  # (the affected document came from it; without one, every file runs whole)
+        with open_index(index, threads=1) as con:
+            rows = IndexStore(con).test_ops(sorted(set(entries) | canary), list(doc.get("ops") or ()))
+    walls = test_walls(history or default_history_path(repo))
+    candidates = candidates_from(doc, rows, walls, shape)
+    notes = []
+    if any(c.cost_source == CostSource.default for c in candidates):
+        notes.append("costs without history are default estimates; a run records the real ones")
+    return build_plan(candidates, len(doc.get("ops") or ()), budget_seconds, shape,
+                      shared=bool(doc.get("shared_infrastructure")), notes=notes)
