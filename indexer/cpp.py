@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 
 from indexer.cpp_calls import call_sites
-from indexer.cpp_fallback import merge_functions, text_functions
+from indexer.cpp_fallback import merge_functions, text_structure
 from indexer.facts import Call, FileFacts, Function
 from indexer.registrations import extract_registrations
 from indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
@@ -270,7 +270,7 @@ def extract_cpp(
     code = blank_strings(stripped)
     directives, unseen = preprocessor_spans(code)
     lines = LineIndex(code)  # blanking keeps every newline: the same lines for every version of the text
-    scanned = text_functions(blank_spans(code, directives + unseen), lines)
+    scanned, classes = text_structure(blank_spans(code, directives + unseen), lines)
     cursors: list = []
     if compile_args is not None:
         tu_name = abs_path or path
@@ -282,6 +282,7 @@ def extract_cpp(
     facts.functions = merge_functions(facts.functions, scanned)
     if functions_only:
         return facts
+    facts.classes = classes
     facts.calls = call_sites(code, facts.functions, lines)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)

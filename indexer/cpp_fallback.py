@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from indexer.facts import Function
+from indexer.facts import ClassFact, Function
 from indexer.source_text import NOT_CALLED, LineIndex
 
 _MACRO_NAMED = re.compile(
@@ -42,6 +42,9 @@ _ATTRIBUTE_MACRO = re.compile(r"LAUNCH_BOUNDS|DEPRECATED|ALIGN")
 _SCOPE_DELIMS = re.compile(r"[{};()]")
 _BRACES = re.compile(r"[{}]")
 _CATCH = re.compile(r"\s*catch\s*\(")
+# a method declared virtual, or overriding one, in a class body (nested blocks blanked)
+_VIRTUAL = re.compile(r"\bvirtual\b[^;{}()]*?(~?\w+)\s*\(")
+_OVERRIDE = re.compile(r"(~?\w+)\s*\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)[^;{}()]*\b(?:override|final)\b")
 _PARENS = re.compile(r"[(){}]")
 
 
@@ -471,6 +474,7 @@ class _Scanner:
         self.lines = lines or LineIndex(code)
         self.pairs = _brace_pairs(code)
         self.out: list[Function] = []
+        self.classes: list[ClassFact] = []
 
     def scan(self, start: int, end: int, scope: list[str], anonymous: bool, class_name: str) -> None:
         code = self.code
@@ -500,6 +504,7 @@ class _Scanner:
             elif decl.kind == "extern":
                 self.scan(i + 1, close, scope, anonymous, "")
             elif decl.kind == "class":
+                self.record_class(header, i, close, [*scope, decl.name])
                 self.scan(i + 1, close, [*scope, decl.name], anonymous, decl.name)
             elif decl.kind == "function":
                 if decl.init_brace:
@@ -510,6 +515,26 @@ class _Scanner:
             elif decl.kind == "initializer":
                 continue  # an initializer: the declaration ends at the next ';'
             header_start = pos
+
+    def record_class(self, header: str, brace: int, close: int, qualified: list[str]) -> None:
+        """A class definition: its bases (from ``header``) and the methods its body, less the
+        blocks nested in it, declares ``virtual`` or ``override``."""
+        bases = class_bases(header)
+        parts, pos = [], brace + 1
+        for m in _BRACES.finditer(self.code, brace + 1, close):
+            if m.start() < pos:
+                continue
+            if m.group() == "{":
+                parts.append(self.code[pos : m.start()] + ";")  # a nested block ends a declaration
+                pos = self.pairs.get(m.start(), close) + 1
+        parts.append(self.code[pos:close])
+        body = "".join(parts)
+        virtuals = {m.group(1) for m in _VIRTUAL.finditer(body)} if "virtual" in body else set()
+        if "override" in body:
+            virtuals |= {m.group(1) for m in _OVERRIDE.finditer(body)}
+        if bases or virtuals:
+            line = self.lines.line_of(brace)
+            self.classes.append(ClassFact("::".join(qualified), bases, tuple(sorted(virtuals)), line))
 
     def handlers_end(self, close: int, end: int) -> int:
         """The end of a function-try-block's last ``catch`` handler after the body that
@@ -552,9 +577,48 @@ class _Scanner:
 def text_functions(code: str, lines: LineIndex | None = None) -> list[Function]:
     """The definitions in ``code``, which has comments, strings, directives and the
     branches a build would not see blanked (``lines``: its line index, when at hand)."""
+    return text_structure(code, lines)[0]
+
+
+def text_structure(code: str, lines: LineIndex | None = None) -> tuple[list[Function], list[ClassFact]]:
+    """The function definitions in ``code`` (as ``text_functions``) and its class definitions
+    with bases or virtual methods."""
     scanner = _Scanner(code, lines)
     scanner.scan(0, len(scanner.code), [], False, "")
-    return scanner.out
+    return scanner.out, scanner.classes
+
+
+def class_bases(header: str) -> tuple[str, ...]:
+    """The bases a class head names (``struct TORCH_API D : public ns::B<T>, private C``:
+    ('ns::B', 'C')), template arguments, access and ``virtual`` dropped."""
+    toks, _ = _tokens(header)
+    depth, colon = 0, -1
+    for i, t in enumerate(toks):
+        if t == "<":
+            depth += 1
+        elif t == ">" and depth:
+            depth -= 1
+        elif t == ":" and depth == 0:
+            colon = i
+            break
+    if colon < 0:
+        return ()
+    bases, current, depth = [], [], 0
+    for t in [*toks[colon + 1 :], ","]:
+        if t == "<":
+            depth += 1
+        elif t == ">" and depth:
+            depth -= 1
+        elif depth:
+            continue
+        elif t == ",":
+            name = "".join(current)
+            if name:
+                bases.append(name)
+            current = []
+        elif t not in _ACCESS and t != "virtual" and t != "...":
+            current.append(t)
+    return tuple(bases)
 
 
 def merge_functions(parsed: list[Function], scanned: list[Function]) -> list[Function]:

@@ -28,6 +28,21 @@ class Call(NamedTuple):
     line: int
 
 
+class ClassFact(NamedTuple):
+    """A class (or struct) definition: its bases as written (template arguments dropped) and
+    the methods it declares ``virtual`` or ``override`` (names only)."""
+
+    qualname: str  # at::native::Foo, with its enclosing namespaces and classes
+    bases: tuple[str, ...]
+    virtuals: tuple[str, ...]
+    line: int
+
+
+def class_fact(qualname: str, bases: list[str], virtuals: list[str], line: int) -> ClassFact:
+    """A ClassFact from its decoded fields (JSON lists)."""
+    return ClassFact(qualname, tuple(bases), tuple(virtuals), line)
+
+
 @dataclass
 class StubFact:
     stub: str
@@ -75,6 +90,7 @@ class FileFacts:
     library_impls: list[LibraryImpl] = field(default_factory=list)
     library_defs: list[LibraryDef] = field(default_factory=list)
     origin: Origin = Origin.REPO
+    classes: list[ClassFact] = field(default_factory=list)
 
 
 def structure_signature(facts: FileFacts) -> str:
@@ -94,6 +110,8 @@ def registration_signature(facts: FileFacts) -> str:
         [(d.namespace, d.schema) for d in facts.library_defs],
         str(facts.status),  # the value: the digests of earlier builds hold its repr as a str
         [i for i in facts.includes if not i.startswith("using:")],
+        # the class hierarchy: where virtual calls dispatch (a patch keeps the indexed one)
+        [(c.qualname, tuple(c.bases), tuple(c.virtuals)) for c in facts.classes],
     )
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from indexer.benchmarks import BenchmarkFacts
 from indexer.extract import gc_paused
-from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl
+from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
 from indexer.native_yaml import OpFacts
 from perfq.common.paths import write_atomically
 from schema.model import FileStatus, Lang, Origin
@@ -36,6 +36,7 @@ _ROWS: dict[type, dict[str, Callable[..., Any]]] = {
         "stub_impls": StubImpl,
         "library_impls": LibraryImpl,
         "library_defs": LibraryDef,
+        "classes": class_fact,
     },
     BenchmarkFacts: {"refs": tuple},
     OpFacts: {"kernels": tuple},

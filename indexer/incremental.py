@@ -19,7 +19,7 @@ from typing import NamedTuple
 from indexer.devices import device_of_key, ops_of_stubs
 from indexer.extract import file_facts, read_source
 from indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
-from indexer.link_cpp import CppCallLinker, LinkedCalls, call_names
+from indexer.link_cpp import ClassHierarchy, CppCallLinker, LinkedCalls, call_names
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.trace import any_installed
 from schema.engine import duckdb
@@ -176,8 +176,11 @@ def _apply(
             new_nodes.append((nid, kind, key, key))
         return nid
 
-    paths = patch.paths(sorted({row[1] for row in functions} | set(changed)))
-    linker = CppCallLinker(functions, patch.aten_ops(), patch.stub_names(), node_of, paths, patch.include_graph)
+    classes = patch.class_hierarchy()  # unchanged: a change of it is re-linked (registration_signature)
+    paths = patch.paths(sorted({row[1] for row in functions} | set(changed) | {row[0] for row in classes}))
+    linker = CppCallLinker(
+        functions, patch.aten_ops(), patch.stub_names(), node_of, paths, patch.include_graph, ClassHierarchy(classes)
+    )
     reach: list[tuple] = []
     for file_id, (facts, _) in changed.items():
         lines = {fid: (f.start_line, f.end_line) for fid, f in zip(ids[file_id], facts.functions, strict=True)}
@@ -324,7 +327,8 @@ def _edges_into(
                 if target in mine and (caller, target) not in linked:
                     linked.add((caller, target))
                     call_edges.append((caller, target, edge_kind, line))
-                    reach.append((target, caller, EdgeKind.CALL, f"line {line}"))
+                    kind = edge_kind if target == callee else EdgeKind.CALL
+                    reach.append(linker.reach_edge(target, caller, kind, line))
     patch.insert("call_edges", call_edges)
     resolved: list[tuple] = []
     for op, key, kernel in patch.kernels():

@@ -19,10 +19,10 @@ from operator import itemgetter
 from indexer.benchmarks import BenchmarkFacts
 from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
-from indexer.link_cpp import HEADER_SUFFIXES, CppCallLinker
+from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
-from indexer.trace import FileTrace, group_ops, kernels_seen
+from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
 from schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
 from schema.packed_graph import pack_graph
 
@@ -284,6 +284,15 @@ class NativeLink:
                         if len(found) == 1:
                             include_map[file_id].append(found[0])
 
+        # ---- the class hierarchy: where virtual calls dispatch
+        for file_id, f in enumerate(files):
+            for c in f.classes:
+                t.rows["class_bases"] += [(file_id, c.qualname, base, c.line) for base in c.bases]
+                t.rows["virtual_methods"] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
+        hierarchy = ClassHierarchy(
+            (file_id, c.qualname, c.bases, c.virtuals) for file_id, f in enumerate(files) for c in f.classes
+        )
+
         # the one set of C++ name-resolution rules (shared with the incremental patch)
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
         cpp_linker = CppCallLinker(
@@ -296,6 +305,7 @@ class NativeLink:
             g.node,
             {file_id: f.path for file_id, f in enumerate(files)},
             lambda: include_map,
+            hierarchy,
         )
 
         # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
@@ -345,6 +355,7 @@ class NativeLink:
             t.rows["calls"] += linked.calls
             t.rows["call_edges"] += linked.call_edges
             t.rows["op_calls"] += linked.op_calls
+            t.warnings += [(f.path, "link", hub) for hub in linked.hubs]
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
             for callee, li in lambda_kernels(f, first, linked.call_edges):
@@ -634,6 +645,7 @@ def _link_trace(
     )
     # per test, the operators it runs -> '' when the trace saw them, else why they are taken to run
     per_test = {name: dict.fromkeys(sorted(ops), "") for name, ops in group_ops(trace.tests).items()}
+    graph = graph_ops(trace.tests)
     for test in trace.tests:
         ran, family = per_test[test.name], device_of_key(test.device) or "cpu"
         # seen inside others in its small CPU run, where the device's kernel is upstream's
@@ -663,7 +675,8 @@ def _link_trace(
         for entry, why in sorted(ran.items()):
             qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
-            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why))
+            inner = entry not in graph.get(name, set())
+            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why, inner))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)

@@ -51,6 +51,11 @@ _AMBIGUOUS_METHOD = 6
 # unqualified calls (``build_unary_op(...)``, ``device_type()``) find their members
 _STRUCTURED_KINDS = frozenset({"structured_meta", "structured_impl"})
 _STRUCTURED_BASES = frozenset({"at::TensorIteratorBase", "at::impl::MetaBase"})
+# a virtual call whose overrides span more classes than this is a hub (an interface most of a
+# library implements): it is not followed, and the link says so
+VIRTUAL_HUB = 12
+_WORDS = re.compile(r"\w+")
+_ANY_ARGS = re.compile(r"<[^<>]*>")
 
 
 # the declared types of a receiver whose member calls can be Tensor methods: a tensor (a type
@@ -134,6 +139,21 @@ def _unit_of(path: str) -> tuple[str, str]:
     return directory.rpartition("/")[2], stem
 
 
+def short_class(name: str) -> str:
+    """'at::native::Foo<T>' -> 'Foo'."""
+    return class_key(name).rpartition("::")[2]
+
+
+def class_key(name: str) -> str:
+    """A class's name without template arguments: 'ns::Foo<T>::Inner<U>' -> 'ns::Foo::Inner'."""
+    while "<" in name:
+        stripped = _ANY_ARGS.sub("", name)
+        if stripped == name:
+            return _strip_args(name)
+        name = stripped
+    return name
+
+
 @dataclass
 class LinkedCalls:
     """Rows produced for one file's call sites."""
@@ -142,6 +162,83 @@ class LinkedCalls:
     call_edges: list[tuple] = field(default_factory=list)  # (caller, callee, kind, line)
     op_calls: list[tuple] = field(default_factory=list)  # (caller, op, via, line)
     reach: list[tuple] = field(default_factory=list)  # (dst node, src node, kind, detail)
+    hubs: list[str] = field(default_factory=list)  # virtual calls not followed: too many overrides
+
+
+class ClassHierarchy:
+    """Classes by qualified name (template arguments dropped): their bases, subclasses and
+    virtual methods, for resolving a virtual call to the overrides of its method in the
+    subclasses of the receiver's class. A name as written (a base, a receiver's type) is looked
+    up from the scope it is written in outwards, as C++ does; one found in no enclosing scope
+    is every class of that name."""
+
+    def __init__(self, classes: Iterable[tuple[int, str, Sequence[str], Sequence[str]]]) -> None:
+        # (file id, qualified name, bases as written, methods declared virtual or override)
+        rows = [(file_id, class_key(qualname), bases, virtuals) for file_id, qualname, bases, virtuals in classes]
+        self.by_short: dict[str, set[str]] = defaultdict(set)
+        self.files: dict[str, set[int]] = defaultdict(set)
+        self.virtuals: dict[str, set[str]] = defaultdict(set)
+        self.declaring: dict[str, set[str]] = defaultdict(set)  # method -> classes declaring it virtual
+        for file_id, key, _, virtuals in rows:
+            self.by_short[key.rpartition("::")[2]].add(key)
+            self.files[key].add(file_id)
+            for name in virtuals:
+                self.virtuals[key].add(name)
+                self.declaring[name].add(key)
+        self.parents: dict[str, set[str]] = defaultdict(set)
+        self.children: dict[str, set[str]] = defaultdict(set)
+        for _, key, bases, _ in rows:
+            for base in bases:
+                for parent in self.resolve(base, namespace_of(key)):
+                    if parent != key:
+                        self.parents[key].add(parent)
+                        self.children[parent].add(key)
+        self._subtrees: dict[str, frozenset[str]] = {}
+
+    def resolve(self, written: str, scope: str) -> set[str]:
+        """The classes a name written in ``scope`` (a namespace or class) names."""
+        written = class_key(written).lstrip(":")
+        candidates = self.by_short.get(written.rpartition("::")[2])
+        if not candidates:
+            return set()
+        parts = scope.split("::") if scope else []
+        for i in range(len(parts), -1, -1):
+            key = "::".join([*parts[:i], written])
+            if key in candidates:
+                return {key}
+        return {c for c in candidates if c == written or c.endswith("::" + written)}
+
+    def classes_of_method(self, method_class: str) -> set[str]:
+        """The classes a method defined as ``method_class::m`` belongs to (by its short name
+        when its qualified one is not a recorded class: a definition written from elsewhere)."""
+        key = class_key(method_class)
+        return {key} if key in self.files else self.by_short.get(key.rpartition("::")[2], set())
+
+    def is_virtual(self, cls: str, name: str) -> bool:
+        """Whether ``name`` is virtual in ``cls``: declared so there or in one of its bases."""
+        seen, stack = {cls}, [cls]
+        while stack:
+            c = stack.pop()
+            if name in self.virtuals.get(c, ()):
+                return True
+            for p in self.parents.get(c, ()):
+                if p not in seen:
+                    seen.add(p)
+                    stack.append(p)
+        return False
+
+    def subtree(self, cls: str) -> frozenset[str]:
+        """``cls`` and every class deriving from it, directly or not."""
+        found = self._subtrees.get(cls)
+        if found is None:
+            seen, stack = {cls}, [cls]
+            while stack:
+                for c in self.children.get(stack.pop(), ()):
+                    if c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+            found = self._subtrees[cls] = frozenset(seen)
+        return found
 
 
 class CppCallLinker:
@@ -156,8 +253,10 @@ class CppCallLinker:
         paths: Mapping[int, str] | None = None,  # file id -> path
         # reads file id -> the indexed files it includes (called when a method call first needs it)
         includes: Callable[[], Mapping[int, Iterable[int]]] | None = None,
+        hierarchy: ClassHierarchy | None = None,
     ) -> None:
         self._read_includes = includes
+        self.hierarchy = hierarchy or ClassHierarchy(())
         self._visible_units: dict[int, frozenset[tuple[str, str] | None]] = {}
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
@@ -212,6 +311,9 @@ class CppCallLinker:
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
+        self.hubs: list[str] = []  # virtual calls left out since the last link_file
+        self._hub_names: set[str] = set()
+        self._virtual_memo: dict[tuple, list[int] | None] = {}
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -257,6 +359,7 @@ class CppCallLinker:
         of its facts)."""
         out = LinkedCalls()
         self._memo.clear()
+        self._virtual_memo.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -279,7 +382,8 @@ class CppCallLinker:
                     if (caller, target) not in linked and target != caller:
                         linked.add((caller, target))
                         out.call_edges.append((caller, target, kind, c.line))
-                        out.reach.append((target, caller, _CALL, f"line {c.line}"))
+                        out.reach.append(self.reach_edge(target, caller, kind if target == callee else _CALL, c.line))
+        out.hubs, self.hubs = self.hubs, []
         return out
 
     def _lookup(self, name: str, last_qual: str, member: bool) -> list[int]:
@@ -423,7 +527,79 @@ class CppCallLinker:
         targets = self._targets(file_id, caller, name, qual, kind, usings)
         if not targets and kind == _DIRECT and name in self.functors:
             targets = self._functor_targets(file_id, caller, name, qual, usings)
-        return [(f, kind) for f in targets]
+        found = [(f, kind) for f in targets]
+        if name in self.hierarchy.declaring and kind in ("member", "direct"):
+            overrides = self.virtual_targets(file_id, caller, name, qual, kind)
+            if overrides is not None and kind == "member":
+                return [(f, CallKind.VIRTUAL) for f in overrides]  # the hierarchy, not every method of the name
+            found += [(f, CallKind.VIRTUAL) for f in overrides or () if f not in targets]
+        return found
+
+    def virtual_targets(self, file_id: int, caller: int, name: str, qual: str, kind: str) -> list[int] | None:
+        """The overrides a virtual call of ``name`` can dispatch to: its definitions in the
+        receiver's class and those deriving from it (``x->m()``: the declared type's; unknown:
+        the classes declaring ``m`` virtual that the caller's file sees; ``m()`` in a method:
+        its own class's). None when the call is not a virtual one, or dispatches to more than
+        VIRTUAL_HUB classes: a hub, not followed (noted in ``hubs``)."""
+        caller_class = self._method_key(caller).rpartition("::")[0]
+        key = (file_id, caller_class, self.rows[caller][4], name, qual, kind)
+        if key not in self._virtual_memo:  # a file's calls of one method on one receiver type: one lookup
+            self._virtual_memo[key] = self._dispatch(file_id, caller, caller_class, name, qual, kind)
+        found = self._virtual_memo[key]
+        return None if found is None else [f for f in found if f != caller]
+
+    def _dispatch(
+        self, file_id: int, caller: int, caller_class: str, name: str, qual: str, kind: str
+    ) -> list[int] | None:
+        """virtual_targets for a call from ``caller`` (its class ``caller_class``), ``caller`` not left out."""
+        h = self.hierarchy
+        if kind == "member":
+            receiver = qual[1:]
+            if receiver and receiver != "auto" and not receiver.startswith("decltype"):
+                scope = caller_class or self.rows[caller][4]
+                roots = {
+                    c for w in _WORDS.findall(receiver) if w in h.by_short
+                    for c in h.resolve(w, scope) if h.is_virtual(c, name)
+                }
+            else:
+                roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+        elif not qual and caller_class:
+            roots = {c for c in h.classes_of_method(caller_class) if h.is_virtual(c, name)}
+        else:
+            return None  # Base::m() names its definition; a free function's m() is no method call
+        if not roots:
+            return None
+        classes = frozenset().union(*(h.subtree(r) for r in roots))
+        rows = self.rows
+        targets = [
+            f for f in self._lookup(name, "", True)
+            if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
+            and (not rows[f][3] or rows[f][0] == file_id)
+        ]
+        overriding = {self._method_key(f).rpartition("::")[0] for f in targets}
+        if len(overriding) > VIRTUAL_HUB:
+            if name not in self._hub_names:  # said once per method name
+                self._hub_names.add(name)
+                self.hubs.append(
+                    f"virtual call {name}() (first in {rows[caller][1]}): {len(overriding)} classes override it,"
+                    " a hub: not followed"
+                )
+            return None
+        return targets
+
+    def _sees(self, file_id: int, files: Collection[int]) -> bool:
+        """Whether ``file_id`` sees a class defined in ``files`` (its own, or a unit it includes)."""
+        if file_id in files or self._read_includes is None or not self._units:
+            return True
+        units = self.visible_units(file_id)
+        return any(self._units[f] in units for f in files if f in self._units)
+
+    def reach_edge(self, target: int, caller: int, kind: str, line: int) -> tuple:
+        """The reachability edge of a call edge: a virtual call names the override's class."""
+        if kind == CallKind.VIRTUAL:
+            cls = short_class(self._method_key(target).rpartition("::")[0])
+            return (target, caller, EdgeKind.VIRTUAL_CALL, f"virtual call, override in {cls} (line {line})")
+        return (target, caller, _CALL, f"line {line}")
 
     def _functor_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
         """The operator() of the classes named ``name`` that a construction ``name(...)`` /

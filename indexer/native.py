@@ -63,6 +63,7 @@ class NativeReport:
     the match rate over all sampled tests, and the seconds it took."""
 
     rows: tuple[tuple[str, str, int, float], ...]
+    tests: tuple[tuple[str, str, int, int], ...]  # (bench, test, samples in the library, mapped)
     sampled: int
     failed: tuple[str, ...]
     rate: MatchRate
@@ -96,7 +97,9 @@ def perf_problem() -> str:
 
 def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], per_file: int) -> list[NativeTest]:
     """Per operator_benchmark file (``benchmarks`` rows), the first traced real CPU forward test of
-    each module (``bench_tests`` rows), up to ``per_file``."""
+    each module (``bench_tests`` rows), up to ``per_file``; a module with none (only ``long``
+    configs, traced on meta or sampled) its first CPU forward test whatever its trace's mode: a
+    benchmark is sampled whenever it has a CPU test."""
     roots: dict[str, tuple[Path, str]] = {}
     for name, file, framework, *_ in benchmarks:
         root = operator_benchmark_root(repo / file) if framework == "operator_benchmark" else None
@@ -104,8 +107,9 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
             roots[name] = (root, ".".join((repo / file).relative_to(root).with_suffix("").parts))
     chosen: dict[tuple[str, str], NativeTest] = {}
     per_bench: dict[str, int] = {}
-    for _, bench, test, module, _cls, _tag, backward, device, mode, _seen in sorted(bench_tests):
-        if bench not in roots or backward or mode != "real" or device not in ("cpu", "") or (bench, module) in chosen:
+    real_first = sorted(bench_tests, key=lambda row: (row[1], row[8] != "real", row[0]))
+    for _, bench, test, module, _cls, _tag, backward, device, _mode, _seen in real_first:
+        if bench not in roots or backward or device not in ("cpu", "") or (bench, module) in chosen:
             continue
         if per_bench.get(bench, 0) >= per_file:
             continue
@@ -163,6 +167,7 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
     matcher = FunctionMatcher((fid, qualname) for fid, _file, qualname, *_ in rows.get("functions", []))
     tests = choose_tests(repo, rows.get("benchmarks", []), rows.get("bench_tests", []), opts.per_file)
     out: list[tuple[str, str, int, float]] = []
+    sampled: list[tuple[str, str, int, int]] = []
     failed: list[str] = []
     symbols: set[str] = set()
     mapped_symbols: set[str] = set()
@@ -177,6 +182,7 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
                     on_test(test, str(exc))
                 continue
             out += [(test.bench, test.test, fid, round(share, 4)) for fid, share in prof.shares]
+            sampled.append((test.bench, test.test, prof.rate.samples, prof.rate.samples_mapped))
             symbols |= prof.symbols
             mapped_symbols |= prof.mapped_symbols
             samples_in += prof.rate.samples
@@ -184,4 +190,5 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
             if on_test:
                 on_test(test, "")
     rate = MatchRate(samples_in, samples_mapped, len(symbols), len(mapped_symbols))
-    return NativeReport(tuple(out), len(tests) - len(failed), tuple(failed), rate, time.perf_counter() - started)
+    return NativeReport(tuple(out), tuple(sampled), len(tests) - len(failed), tuple(failed), rate,
+                        time.perf_counter() - started)

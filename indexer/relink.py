@@ -246,6 +246,7 @@ def _native(repo: Path, rows: dict[str, list[tuple]], report: BuildReport, event
 
     done = sample_native(repo, rows, on_test=finished)
     rows["native_samples"] = list(done.rows)
+    rows["native_tests"] = list(done.tests)
     report.timings["native"] = time.perf_counter() - t
     rate = done.rate
     events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"

@@ -54,10 +54,14 @@ class TracedTest:
     mode: TraceMode
     ops: tuple[str, ...]  # 'aten::add', 'quantized::relu6'
     nested: tuple[tuple[str, str], ...] = ()  # (parent, child) seen inside operators in a small CPU run
+    # of ``ops``, those run only inside another operator's kernel, never at graph level (called
+    # from Python or inside composite operators): no torch.compile graph holds them
+    inner: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         nested = [list(n) for n in self.nested]
-        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested}
+        return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested,
+                "inner": list(self.inner)}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -71,6 +75,7 @@ class TracedTest:
             mode=TraceMode(d.get("mode", "real")),
             ops=tuple(d.get("ops", ())),
             nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
+            inner=tuple(str(op) for op in d.get("inner", ())),
         )
 
 
@@ -301,6 +306,23 @@ def kernels_seen(tests: Iterable[TracedTest]) -> dict[str, bool]:
     real = {(t.module, t.backward) for t in tests if t.mode == TraceMode.real}
     seen = (TraceMode.real, TraceMode.inferred)  # inferred tests carry the ops of real ones
     return {t.name: t.mode in seen or (t.module, t.backward) in real for t in tests}
+
+
+def graph_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
+    """Operators per test run at graph level (see TracedTest.inner), where a fake or inferred
+    test also gets those the real tests of its module and direction ran so."""
+    tests = list(tests)
+    real: dict[tuple[str, bool], set[str]] = {}
+    for t in tests:
+        if t.mode == TraceMode.real:
+            real.setdefault((t.module, t.backward), set()).update(set(t.ops) - set(t.inner))
+    out: dict[str, set[str]] = {}
+    for t in tests:
+        ops = set(t.ops) - set(t.inner)
+        if t.mode != TraceMode.real:
+            ops |= real.get((t.module, t.backward), set())
+        out.setdefault(t.name, set()).update(ops)
+    return out
 
 
 def group_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:

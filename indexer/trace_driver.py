@@ -155,14 +155,24 @@ def _op_name(event) -> str | None:
     return event.name()
 
 
+def _graph_level(tests: list[dict]) -> set[str]:
+    """The operators some of ``tests`` ran at graph level (their ops less their inner ones)."""
+    return set().union(*(set(t.get("ops", ())) - set(t.get("inner", ())) for t in tests))
+
+
 def _markers(events, prefix: str = _MARK) -> list[tuple[int, int, str]]:
     """(start, end, suffix) of the marker events whose name starts with ``prefix``."""
     return sorted((e.start_ns(), e.end_ns(), e.name()[len(prefix) :]) for e in events if e.name().startswith(prefix))
 
 
-def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str, str]) -> dict[str, set[str]]:
+def _ops_per_marker(
+    events, markers: list[tuple[int, int, str]], modes: dict[str, str], graph: dict[str, set[str]] | None = None
+) -> dict[str, set[str]]:
     """Operator names executed inside each marker (non-overlapping, by time, on any thread);
-    ``modes``: marker -> real | fake (see the module docstring for what fakes hide)."""
+    ``modes``: marker -> real | fake (see the module docstring for what fakes hide). ``graph``,
+    when given, gets per marker those run at least once at graph level: called from Python or
+    inside composite (CompositeImplicitAutograd) operators only, not inside another operator's
+    kernel (what torch.compile's graph holds and its lowerings replace)."""
     import torch
 
     composite: dict[str, bool] = {}
@@ -190,23 +200,27 @@ def _ops_per_marker(events, markers: list[tuple[int, int, str]], modes: dict[str
         by_thread.setdefault(e.start_thread_id(), []).append(e)
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e.start_ns(), -e.end_ns()))
-        stack: list[tuple[int, bool, str]] = []  # (end, its children are fake-kernel work, name)
+        # (end, its children are fake-kernel work, name, its children run inside an operator's kernel)
+        stack: list[tuple[int, bool, str, bool]] = []
         for e in evs:
             while stack and stack[-1][0] <= e.start_ns():
                 stack.pop()
             hidden = bool(stack) and stack[-1][1]
+            inner = bool(stack) and stack[-1][3]
             name = _op_name(e)
             k = bisect.bisect_right(starts, e.start_ns()) - 1
             marker = markers[k][2] if k >= 0 and e.start_ns() < markers[k][1] else None
             if name and marker is not None and not hidden:
                 out[marker].add(name + _layout(e))
+                if graph is not None and not inner:
+                    graph.setdefault(marker, set()).add(name + _layout(e))
             fake = marker is not None and modes.get(marker) == "fake"
             # under fake tensors, what a kernel or a Python decomposition runs is fake-tensor work;
             # a composite calling an overload of its own name calls that overload's kernel
             python_level = e.name() in _PYTHON_DISPATCH
             same_as_parent = bool(stack) and stack[-1][2] == e.name()
             kernel = name is not None and (same_as_parent or not is_composite(name))
-            stack.append((e.end_ns(), hidden or (fake and (kernel or python_level)), e.name()))
+            stack.append((e.end_ns(), hidden or (fake and (kernel or python_level)), e.name(), inner or kernel))
     return out
 
 
@@ -322,7 +336,7 @@ class _OpBenchTracer:
             return False
         for case, entry in zip(cases, like, strict=True):
             mode = "inferred" if entry["mode"] == "inferred" else "sampled"
-            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"]})
+            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", [])})
         return True
 
     def _save(self) -> None:
@@ -354,10 +368,13 @@ class _OpBenchTracer:
                     signal.alarm(0)
                 spans.append((done, len(self.tests)))
         events = prof.profiler.kineto_results.events()
-        ops = _ops_per_marker(events, _markers(events), modes)
+        graph: dict[str, set[str]] = {}
+        ops = _ops_per_marker(events, _markers(events), modes, graph)
         for i in range(first, len(self.tests)):
             if self.tests[i]["mode"] != "inferred":
-                self.tests[i]["ops"] = sorted(ops.get(str(i), ()))
+                ran = ops.get(str(i), set())
+                self.tests[i]["ops"] = sorted(ran)
+                self.tests[i]["inner"] = sorted(ran - graph.get(str(i), set()))
         return spans
 
     def _local(self, config, target: str, remap: set[str]) -> list[dict]:
@@ -458,7 +475,8 @@ class _OpBenchTracer:
             ] or [t for t in self.tests if t["mode"] == "real" and t["class"] == entry["class"]]
             if not same:
                 return False
-            added.append({**entry, "ops": sorted(set().union(*(t.get("ops", ()) for t in same)))})
+            ran = set().union(*(t.get("ops", ()) for t in same))
+            added.append({**entry, "ops": sorted(ran), "inner": sorted(ran - _graph_level(same))})
         self.tests += added
         return bool(added)
 
@@ -779,7 +797,9 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
     def entry(prof, mode: str) -> dict:
         events = prof.profiler.kineto_results.events()
         regions = timed_regions(events)
-        ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions})
+        graph: dict[str, set[str]] = {}
+        ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions}, graph)
+        ran = set().union(*ops.values())
         stem = os.path.splitext(os.path.basename(script))[0]
         device = ",".join(sorted(remapping.seen)) or "cpu"
         return {
@@ -790,7 +810,8 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
             "backward": False,
             "device": device,
             "mode": {"meta-gaps": "meta"}.get(mode, mode),
-            "ops": sorted(set().union(*ops.values())),
+            "ops": sorted(ran),
+            "inner": sorted(ran - set().union(*graph.values())),
         }
 
     errors: list[str] = []
@@ -814,7 +835,9 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
             if partial is None:
                 partial = found
             else:
+                graph = _graph_level([partial, found])
                 partial["ops"] = sorted(set(partial["ops"]) | set(found["ops"]))
+                partial["inner"] = sorted(set(partial["ops"]) - graph)
             with open(checkpoint, "w", encoding="utf-8") as fh:
                 json.dump({"tests": [partial], "errors": errors}, fh)
     return {"tests": [partial] if partial else [], "errors": errors}

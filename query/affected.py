@@ -191,7 +191,8 @@ class AffectedInput:
 # --------------------------------------------------------------------------- starts
 
 
-_CALLER_EDGES = frozenset({EdgeKind.CALL, EdgeKind.PYTHON_CALL})
+_CALLER_EDGES = frozenset({EdgeKind.CALL, EdgeKind.PYTHON_CALL, EdgeKind.VIRTUAL_CALL})
+_CPP_CALLS = frozenset({EdgeKind.CALL, EdgeKind.VIRTUAL_CALL})  # a C++ caller: a call, or a virtual call of an override
 
 
 def _starts(
@@ -284,7 +285,15 @@ def _step(r: Reach, node: int, files: dict[int, str], via: str) -> ChainStep:
 
 def _chain(r: Reach, node: int, files: dict[int, str]) -> Chain:
     """The steps from the walk's start node to ``node``."""
-    return tuple(_step(r, n, files, kind.value if kind else "") for n, kind, _ in r.chain(node))
+    return tuple(_step(r, n, files, _via(kind, detail)) for n, kind, detail in r.chain(node))
+
+
+def _via(kind: EdgeKind | None, detail: str) -> str:
+    """How a chain's node is reached: the edge's kind, or for a virtual call which override it
+    dispatches to (``virtual call, override in PackedLinearWeight (line 416)``); '' for the start."""
+    if kind is None:
+        return ""
+    return detail if kind == EdgeKind.VIRTUAL_CALL else kind.value
 
 
 def _functions(r: Reach, nodes: set[int]) -> list[int]:
@@ -483,7 +492,10 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     fill_labels(store, chains)
     files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
     compiled = _compiled_ops(store, starts)
-    compile_hits = _usable(store.traced_hits([(sorted(compiled), None)])[0], families, benches) if compiled else []
+    compile_hits = (  # a lowering replaces the operator where the compiled graph holds it, not inside kernels
+        _usable(store.traced_hits([(sorted(compiled), None)], graph_level=True)[0], families, benches)
+        if compiled else []
+    )
     compile_mode = bool(cs.compile_paths or compiled)
     modes = ("eager", "compile") if compile_mode else ("eager",)
 
@@ -535,7 +547,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
 def _through_callers(own: Reach) -> set[str]:
     """The operators of ``own`` reached only because other code calls the changed function
     (a ``call`` edge on the way: the CUDA copy kernel calling the neg kernel on one branch)."""
-    return {own.key[n] for n in own.nodes_of(NodeKind.OP) if any(kind == EdgeKind.CALL for _, kind, _ in own.chain(n))}
+    return {own.key[n] for n in own.nodes_of(NodeKind.OP) if any(kind in _CPP_CALLS for _, kind, _ in own.chain(n))}
 
 
 def _drop_branch_hubs(
@@ -559,7 +571,7 @@ def _drop_branch_hubs(
     for node in own.nodes_of(NodeKind.OP):
         if own.key[node] in through:
             chain = own.chain(node)
-            first = next(i for i, (_, kind, _) in enumerate(chain) if kind == EdgeKind.CALL)
+            first = next(i for i, (_, kind, _) in enumerate(chain) if kind in _CPP_CALLS)
             path |= {n for n, _, _ in chain[first:] if own.kind.get(n) == NodeKind.FUNCTION}
     return [h for h in hits if not set(h.ops) <= through], dropped, path
 
@@ -653,12 +665,16 @@ def _layout_dir(path: str) -> str:
 def _layouts_from_paths(own: Reach, paths: dict[int, str]) -> dict[str, set[str]]:
     """A change in quantized (sparse, nested) code that reaches a general operator through a
     general kernel (copy_ through copy_impl's quantized branch) only changes that operator on
-    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts."""
+    quantized tensors; an operator whose kernel is itself quantized code keeps its layouts, and
+    so does one reached through a virtual call (the quantized RNN cells calling packed weights'
+    ``apply_dynamic``: dispatched on the weights' class, on dense inputs)."""
     out: dict[str, set[str]] = {}
     for node in own.nodes_of(NodeKind.OP):
         chain = own.chain(node)
         hint = _layout_dir(paths.get(chain[0][0], ""))
         kernels = [n for n, _, _ in chain if own.kind.get(n) == NodeKind.FUNCTION]
+        if any(kind == EdgeKind.VIRTUAL_CALL for _, kind, _ in chain):
+            continue
         if hint and kernels and not _layout_dir(paths.get(kernels[-1], "")):
             out[own.key[node]] = {hint}
     return out
@@ -674,7 +690,7 @@ def _narrow_paths(store: IndexStore, cs: ChangeSet, starts: list[Start]) -> set[
     graph = store.graph()
     for s in starts:
         path = s.label.split(":", 1)[0]
-        callers = {src for src, kind in graph.into(s.node) if kind == EdgeKind.CALL}
+        callers = {src for src, kind in graph.into(s.node) if kind in _CPP_CALLS}
         if s.confidence != Confidence.high or len(callers) > 1:
             wide.add(path)
     # (a Python module of the compiler acts through torch.compile, which no call graph shows)

@@ -44,11 +44,21 @@ CREATE TABLE calls (
 CREATE TABLE call_edges (
   caller_id INTEGER NOT NULL,
   callee_id INTEGER NOT NULL,
-  kind TEXT NOT NULL,              -- direct | member | address | python
+  kind TEXT NOT NULL,              -- direct | member | address | python | virtual (an override of the callee)
   line INTEGER NOT NULL
 );
 
 CREATE TABLE includes (file_id INTEGER NOT NULL, target TEXT NOT NULL, target_file_id INTEGER);
+
+-- The C++ class hierarchy (classes with bases or virtual methods), by what the text says: a
+-- virtual call of a method reaches its overrides in the subclasses of the receiver's class
+-- (call_edges kind 'virtual', reach_edges kind 'virtual_call').
+CREATE TABLE class_bases (file_id INTEGER NOT NULL, qualname TEXT NOT NULL, base TEXT NOT NULL, line INTEGER NOT NULL);
+CREATE TABLE virtual_methods (
+  file_id INTEGER NOT NULL, qualname TEXT NOT NULL,   -- the class
+  name TEXT NOT NULL,              -- a method it declares virtual or override
+  line INTEGER NOT NULL            -- the class's
+);
 
 CREATE TABLE ops (
   name TEXT PRIMARY KEY,           -- name.overload ('add.Tensor', 'relu')
@@ -150,9 +160,11 @@ CREATE TABLE bench_tests (
 -- layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
 -- inferred: '' when the trace saw the operator run; else why it is taken to run (inside an
 -- upstream operator in a small CPU run; called by the repo's own kernel for the test's device).
+-- in_kernel: true when the operator ran only inside other operators' kernels (never called from Python
+-- or inside composite operators): torch.compile's graph does not hold it (a lowering of it is not run).
 CREATE TABLE trace_ops (
   bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL,
-  inferred TEXT NOT NULL
+  inferred TEXT NOT NULL, in_kernel BOOLEAN NOT NULL
 );
 
 -- Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
@@ -161,6 +173,10 @@ CREATE TABLE native_samples (
   bench TEXT NOT NULL, test TEXT NOT NULL, function_id INTEGER NOT NULL,
   share DOUBLE NOT NULL            -- of the test's samples (0..1), stored from 0.01
 );
+-- Every test sampled, with its samples in the library and those that map to index functions: a
+-- test none of whose frames map (a oneDNN fast path runs outside the indexed sources) was still
+-- observed, and a static chain its stacks never show is "static, not observed".
+CREATE TABLE native_tests (bench TEXT NOT NULL, test TEXT NOT NULL, samples INTEGER NOT NULL, mapped INTEGER NOT NULL);
 
 CREATE TABLE canary_sets (name TEXT PRIMARY KEY, description TEXT, paths TEXT, functions TEXT, benchmarks TEXT);
 

@@ -314,12 +314,13 @@ class IndexStore:
         return {n: BenchmarkInfo(n, f, fw, tuple(json.loads(d)), s) for n, f, fw, d, s in rows}
 
     def traced_hits(
-        self, requests: list[tuple[list[str], dict[str, set[str]] | None]]
+        self, requests: list[tuple[list[str], dict[str, set[str]] | None]], graph_level: bool = False
     ) -> list[list[TracedHit]]:
         """Per request (ops, layouts): the traced tests that execute any overload of its ops (by
         namespace and base name), on the tensor layouts ``layouts`` gives per op ('any', 'dense',
         'quantized'; default any); one per test, operator and layout run, by benchmark, test and
-        operator. All requests are answered from one read of the traces."""
+        operator. All requests are answered from one read of the traces. ``graph_level``: only
+        where the test ran the operator outside other operators' kernels (what torch.compile sees)."""
         wanted_ops = sorted({op for ops, _ in requests for op in ops})
         if not wanted_ops:
             return [[] for _ in requests]
@@ -337,7 +338,8 @@ class IndexStore:
             "WITH w AS (SELECT unnest(?::TEXT[]) AS ns, unnest(?::TEXT[]) AS b, unnest(range(?)) AS k),"
             " hit AS (SELECT DISTINCT bt.id, bt.bench, bt.module, bt.device, bt.mode, bt.kernels_seen, w.k,"
             " t.layout, t.inferred FROM trace_ops t JOIN w ON w.ns = t.namespace AND w.b = t.base"
-            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test)"
+            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test"
+            + (" WHERE NOT t.in_kernel)" if graph_level else ")") +
             " SELECT min(id), bench, module, device, mode, kernels_seen, k, layout, inferred, list(id ORDER BY id)"
             " FROM hit GROUP BY ALL",
             [[k[0] for k in keys], [k[1] for k in keys], len(keys)],
@@ -551,11 +553,15 @@ class IndexStore:
             " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
 
     def sampled_tests(self, benches: list[str]) -> dict[str, set[str]]:
-        """Per benchmark of ``benches``, its tests with native samples."""
+        """Per benchmark of ``benches``, its tests sampled (those with samples in the library,
+        mapped to index functions or not)."""
         out: dict[str, set[str]] = defaultdict(set)
         if benches:
             for bench, test in self.con.execute(
-                "SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))", [benches]
+                "SELECT DISTINCT bench, test FROM native_tests"
+                " WHERE samples > 0 AND bench IN (SELECT unnest(?::TEXT[]))"
+                " UNION SELECT DISTINCT bench, test FROM native_samples WHERE bench IN (SELECT unnest(?::TEXT[]))",
+                [benches, benches],
             ).fetchall():
                 out[bench].add(test)
         return dict(out)

@@ -64,6 +64,7 @@ class CallKind(StrEnum):
     NAME = "name"  # a bare Python name used as a value (extraction only: resolved into REF)
     BASE = "base"  # a Python class's base class
     MEMBER_OF = "member_of"  # a Python class -> one of its methods
+    VIRTUAL = "virtual"  # a C++ call of a virtual method linked to an override (call_edges only)
 
 
 class NodeKind(StrEnum):
@@ -80,6 +81,7 @@ class EdgeKind(StrEnum):
     """An edge of the reachability graph (``reach_edges.kind``): ``src`` is affected when ``dst`` changes."""
 
     CALL = "call"  # a C++ call
+    VIRTUAL_CALL = "virtual_call"  # a C++ call of a virtual method, to an override (detail: which)
     STUB_CALL = "stub_call"  # a C++ call of a DispatchStub
     OP_CALL = "op_call"  # a call of an operator through its API
     PYTHON_CALL = "python_call"

@@ -176,6 +176,15 @@ class PatchStore:
             [names, outside_file],
         )
 
+    def class_hierarchy(self) -> list[tuple[int, str, tuple[str, ...], tuple[str, ...]]]:
+        """(file id, class, its bases, its virtual methods) of every class the index records."""
+        classes: dict[tuple[int, str], tuple[list[str], list[str]]] = {}
+        for file_id, qualname, base in self._rows("SELECT file_id, qualname, base FROM class_bases ORDER BY ALL"):
+            classes.setdefault((file_id, qualname), ([], []))[0].append(base)
+        for file_id, qualname, name in self._rows("SELECT file_id, qualname, name FROM virtual_methods ORDER BY ALL"):
+            classes.setdefault((file_id, qualname), ([], []))[1].append(name)
+        return [(f, q, tuple(b), tuple(v)) for (f, q), (b, v) in sorted(classes.items())]
+
     def kernels(self) -> list[tuple]:
         return self._rows("SELECT op, dispatch_key, kernel_name FROM kernels")
 

@@ -157,7 +157,7 @@ def build_index(path: Path) -> Path:
         _insert(con, "bench_ops", bench=bench, op=op, source=source, test="", device="cpu", via="torch.x")
     # the trace saw add_test run aten::add (its traced link is "traced", not "inferred")
     _insert(con, "trace_ops", bench="add_test", test="add_M8_cpu", namespace="aten", base="add", layout="dense",
-            inferred="")
+            inferred="", in_kernel=False)
     # nodes: function node id == function id, ops from 100, benchmarks from 200
     for fid, _, name, _, _ in FUNCTIONS:
         _insert(con, "nodes", id=fid, kind="function", key=str(fid), label=name)

@@ -131,3 +131,25 @@ def test_a_patch_that_removes_a_sampled_function_drops_its_samples(tmp_path):
     finally:
         con.close()
     assert rows == [("at::native::lonely_kernel",)]  # the removed function's row is gone, no dangling id
+
+
+def test_a_sampled_test_whose_frames_map_to_no_function_still_observes(tmp_path):
+    """A test whose samples all fall outside the indexed sources (a oneDNN fast path: gelu on
+    contiguous fp32) was sampled all the same: the CPU kernel behind the fast path's ``else``
+    is on none of its stacks, so its static chain is "static, not observed"."""
+    root = make_repo(tmp_path / "fastpath")
+    assert perfq(root, "index", "-q", "--no-trace").returncode == 0
+    con = duckdb.connect(str(default_index_path(root)))
+    try:
+        con.execute("INSERT INTO native_tests VALUES ('softmax_op_test', 'softmax_op_M8', 0, 0)")  # no sample
+    finally:
+        con.close()
+    assert _selected(_affected_kernel(root), "softmax_op_test")["confidence"] == "high"  # nothing observed
+    con = duckdb.connect(str(default_index_path(root)))
+    try:
+        con.execute("INSERT INTO native_tests VALUES ('softmax_op_test', 'softmax_op_M8', 812, 0)")
+    finally:
+        con.close()
+    after = _selected(_affected_kernel(root), "softmax_op_test")
+    assert after["confidence"] == "medium"
+    assert after["reasons"][0]["chain"][0].startswith("static, not observed: on no stack of sampled test softmax_op_M8")

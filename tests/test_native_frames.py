@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from indexer.native import choose_tests
 from indexer.native_frames import (
     Frame,
     FunctionMatcher,
@@ -130,3 +131,29 @@ def test_renamed_replaces_the_symbols_perf_left_mangled():
     assert mangled_symbols(samples) == ["_ZN2at6native3fooEv"]
     (sample,) = renamed(samples, {"_ZN2at6native3fooEv": "at::native::foo()"})
     assert [f.symbol for f in sample.frames] == ["at::native::foo()", "at::native::bar"]
+
+
+def test_a_benchmark_without_real_tests_is_sampled_with_its_first_cpu_forward_test(tmp_path):
+    """gelu_test has only ``long`` configs (traced on meta, or sampled from them): it is sampled
+    all the same; a module with a real test keeps it, and the per-file bound holds."""
+    root = tmp_path / "benchmarks/operator_benchmark"
+    (root / "pt").mkdir(parents=True)
+    for harness in ("benchmark_pytorch.py", "benchmark_core.py"):
+        (root / harness).write_text("")
+    for name in ("gelu_test", "softmax_test"):
+        (root / "pt" / f"{name}.py").write_text("")
+    benchmarks = [(name, f"benchmarks/operator_benchmark/pt/{name}.py", "operator_benchmark")
+                  for name in ("gelu_test", "softmax_test")]
+    rows = [  # id, bench, test, module, class, tag, backward, device, mode, kernels_seen
+        (0, "gelu_test", "Gelu_N1_cpu", "Gelu", "Gelu", "long", False, "cpu", "meta", False),
+        (1, "gelu_test", "Gelu_N4_cpu", "Gelu", "Gelu", "long", False, "cpu", "sampled", False),
+        (2, "softmax_test", "Softmax_N1_cpu", "Softmax", "S", "long", False, "cpu", "meta", False),
+        (3, "softmax_test", "Softmax_N8_cpu", "Softmax", "S", "short", False, "cpu", "real", True),
+        (4, "softmax_test", "Softmax_bwd_cpu", "Softmax", "S", "short", True, "cpu", "real", True),
+        (5, "softmax_test", "LogSoftmax_N1_cuda", "LogSoftmax", "S", "short", False, "cuda", "meta", False),
+    ]
+    chosen = choose_tests(tmp_path, benchmarks, rows, per_file=2)
+    assert [(t.bench, t.test, t.module) for t in chosen] == [
+        ("gelu_test", "Gelu_N1_cpu", "pt.gelu_test"),
+        ("softmax_test", "Softmax_N8_cpu", "pt.softmax_test"),
+    ]

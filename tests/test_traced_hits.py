@@ -25,14 +25,14 @@ TESTS = [  # bench, test, module, class, tag, backward, device, mode, kernels_se
     ("binary_test", "mul_M8_cpu", "mul", "MulBenchmark", "short", False, "cpu", "real", True),
     ("aa_test", "qadd_cpu", "qadd", "QAddBenchmark", "short", False, "cpu", "inferred", False),
 ]
-TRACE_OPS = [  # bench, test, namespace, base, layout, inferred
-    ("binary_test", "add_M8_cpu", "aten", "add", "dense", ""),
-    ("binary_test", "add_M8_cpu", "aten", "mul", "dense", ""),
-    ("binary_test", "add_M64_cpu", "aten", "add", "dense", ""),
-    ("binary_test", "add_M8_cuda", "aten", "add", "dense", ""),
-    ("binary_test", "mul_M8_cpu", "aten", "mul", "dense", ""),
-    ("aa_test", "qadd_cpu", "quantized", "add", "quantized", "its module's real tests run it"),
-    ("aa_test", "qadd_cpu", "aten", "add", "quantized", "its module's real tests run it"),
+TRACE_OPS = [  # bench, test, namespace, base, layout, inferred, in_kernel
+    ("binary_test", "add_M8_cpu", "aten", "add", "dense", "", False),
+    ("binary_test", "add_M8_cpu", "aten", "mul", "dense", "", True),  # only inside add's kernel
+    ("binary_test", "add_M64_cpu", "aten", "add", "dense", "", False),
+    ("binary_test", "add_M8_cuda", "aten", "add", "dense", "", False),
+    ("binary_test", "mul_M8_cpu", "aten", "mul", "dense", "", False),
+    ("aa_test", "qadd_cpu", "quantized", "add", "quantized", "its module's real tests run it", False),
+    ("aa_test", "qadd_cpu", "aten", "add", "quantized", "its module's real tests run it", False),
 ]
 
 
@@ -41,7 +41,7 @@ def _store() -> IndexStore:
     con.execute(index_ddl())
     con.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, '', false, NULL, 'function', '', NULL)", OPS)
     con.executemany("INSERT INTO bench_tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _numbered_tests(TESTS))
-    con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?)", TRACE_OPS)
+    con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?, ?)", TRACE_OPS)
     return IndexStore(con)
 
 
@@ -69,3 +69,11 @@ def test_hits_of_several_requests_and_layouts_from_one_read():
         ("binary_test", ("mul_M8_cpu",), ("mul.Tensor",)),
     ]
     assert store.traced_hits([([], None)]) == [[]]
+
+
+def test_graph_level_hits_leave_out_operators_run_only_inside_kernels():
+    """What torch.compile's graph holds: an operator a test ran only inside another's kernel is
+    not lowered there (a lowering of mul does not change add_M8_cpu)."""
+    (everywhere,), (graph,) = (_store().traced_hits([(["mul.Tensor"], None)], graph_level=g) for g in (False, True))
+    assert {h.tests for h in everywhere} == {("add_M8_cpu",), ("mul_M8_cpu",)}
+    assert [h.tests for h in graph] == [("mul_M8_cpu",)]
