@@ -252,7 +252,6 @@ def trace_files(
             out[job.path] = FileTrace(job.path, TraceStatus.failed, "no benchmark_pytorch.py above it", torch=version)
     if not request["jobs"]:
         return out
-    driver = Path(str(resources.files("indexer").joinpath("trace_driver.py")))
     with proc.scratch_dir("trace") as scratch:
         (scratch / "out").mkdir()
         # the driver runs as a file from the scratch directory: run from indexer/, its siblings
