@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from indexer.trace import TracedTest, TraceMode, graph_ops
-from perfq.data.trace_driver import _MARK, _ops_per_marker
+from indexer.trace_driver import _MARK, _ops_per_marker
 
 pytestmark = pytest.mark.torch  # composite operators are told by torch's dispatcher
 
