@@ -187,6 +187,22 @@ class CallEdgeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassBaseRow:
+    file_id: int
+    qualname: str
+    base: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class VirtualMethodRow:
+    file_id: int
+    qualname: str  # the class
+    name: str  # a method it declares virtual or override
+    line: int  # the class's
+
+
+@dataclass(frozen=True, slots=True)
 class IncludeRow:
     file_id: int
     target: str
@@ -319,6 +335,7 @@ class TraceOpRow:
     base: str
     layout: str
     inferred: str
+    in_kernel: bool  # the operator ran only inside other operators' kernels: no compiled graph holds it
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +344,14 @@ class NativeSampleRow:
     test: str
     function_id: int
     share: float
+
+
+@dataclass(frozen=True, slots=True)
+class NativeTestRow:
+    bench: str
+    test: str
+    samples: int
+    mapped: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +399,8 @@ ROW_TYPES: dict[str, type] = {
     "calls": CallRow,
     "call_edges": CallEdgeRow,
     "includes": IncludeRow,
+    "class_bases": ClassBaseRow,
+    "virtual_methods": VirtualMethodRow,
     "ops": OpRow,
     "kernels": KernelRow,
     "stubs": StubRow,
@@ -388,6 +415,7 @@ ROW_TYPES: dict[str, type] = {
     "bench_tests": BenchTestRow,
     "trace_ops": TraceOpRow,
     "native_samples": NativeSampleRow,
+    "native_tests": NativeTestRow,
     "canary_sets": CanarySetRow,
     "nodes": NodeRow,
     "reach_edges": ReachEdgeRow,
