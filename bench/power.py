@@ -28,13 +28,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-BENCHES = ("softmax", "add", "layernorm", "sum", "cat")
+from run_defaults import BENCHES, corpus, perfq  # the A/A bench next to this one: same corpus, same CLI call
+
 TARGETS = {0.10: 0.90, 0.25: 1.00}  # effect -> detection rate wanted
 DEFAULT_BUDGET = 600.0  # perfq run's budget when none is given (perfq.run.execute.DEFAULT_BUDGET)
 
@@ -71,22 +71,6 @@ if _TARGET:
 
     atexit.register(_report)
 '''
-
-
-def corpus() -> Path:
-    repo = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
-    if not (repo / "benchmarks/operator_benchmark/pt").is_dir():
-        sys.exit(f"error: no operator_benchmark under {repo} (set PERFQ_CORPUS)")
-    return repo
-
-
-def perfq(*args: str) -> subprocess.CompletedProcess:
-    """The perfq CLI as CI runs it (CI=true: plain progress lines on stderr)."""
-    cmd = [sys.executable, "-m", "perfq", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "CI": "true"})
-    if proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd)} exited {proc.returncode}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def realised(path: Path) -> tuple[int, int]:
