@@ -16,6 +16,7 @@ import pytest
 from perfq.errors import PerfqError
 from schema.writer import build_lock
 from tests.aten_fixture import commit_all, make_repo, perfq
+from tests.processes import alive, wait_for
 
 FUNCTION = "int {name}(int x) {{ int y = x * 3; for (int k = 0; k < y; k++) y += k; return y; }}"
 
@@ -46,22 +47,8 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    """Running and not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture(scope="module")
@@ -81,20 +68,20 @@ def test_a_killed_build_leaves_no_workers_and_no_lock(big_repo: Path, sig: signa
     )
     workers: set[int] = set()
     try:
-        assert _wait_for(lambda: len(_children(build.pid)) >= 2, 60), "the pool never started"
+        assert wait_for(lambda: len(_children(build.pid)) >= 2, 60), "the pool never started"
         time.sleep(0.5)  # the workers are extracting
         workers = _children(build.pid)
         assert build.poll() is None, "the build finished before it could be killed; make the fixture bigger"
         build.send_signal(sig)
-        if not _wait_for(lambda: build.poll() is not None, 30):
+        if not wait_for(lambda: build.poll() is not None, 30):
             build.send_signal(signal.SIGABRT)
             build.wait(timeout=10)
             stderr.seek(0)
             pytest.fail(f"the build did not end within 30 s of {sig.name}:\n{stderr.read()[-4000:]}")
-        assert _wait_for(lambda: not any(_alive(w) for w in workers), 10), "pool workers outlived their parent"
+        assert wait_for(lambda: not any(alive(w) for w in workers), 10), "pool workers outlived their parent"
     finally:
         for pid in [build.pid, *workers]:  # never leave a failed run's processes behind
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         build.wait()
         stderr.close()
@@ -124,7 +111,7 @@ def test_the_lock_is_not_held_by_a_forked_child_of_a_dead_holder(tmp_path: Path)
     os.close(read)
     os.waitpid(holder, 0)
     try:
-        assert _alive(worker)
+        assert alive(worker)
         with build_lock(db):  # taken over at once, while the orphan still runs
             assert (tmp_path / "index.duckdb.lock").read_text().strip() == str(os.getpid())
     finally:

@@ -16,31 +16,18 @@ from pathlib import Path
 import duckdb
 
 from perfq.common import proc
+from tests.processes import alive, wait_for
 from tests.run_fakebench import make_bench_root
 
 PY = sys.executable
 
 
-def _alive(pid: int) -> bool:
-    """Running and not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _pids(path: Path, timeout: float = 30) -> list[int]:
-    assert _wait_for(lambda: path.is_file() and path.read_text().endswith("\n"), timeout)
+    assert wait_for(lambda: path.is_file() and path.read_text().endswith("\n"), timeout)
     return [int(p) for p in path.read_text().split()]
 
 
@@ -50,7 +37,7 @@ def test_a_timeout_holds_when_a_grandchild_keeps_the_pipe_open(tmp_path):
     res = proc.run(["sh", "-c", f"sleep 1000 & echo $$ $! > {pids}; sleep 1000"], timeout=1)
     assert time.monotonic() - started < 10  # it waited for the pipe's end of file: 1,000 s
     assert res.error == "timed out after 1s" and res.returncode is None
-    assert not any(_alive(p) for p in _pids(pids))
+    assert not any(alive(p) for p in _pids(pids))
 
 
 def test_a_child_that_ends_leaving_a_process_on_the_pipe_returns_at_once(tmp_path):
@@ -61,7 +48,7 @@ def test_a_child_that_ends_leaving_a_process_on_the_pipe_returns_at_once(tmp_pat
     assert res.ok and res.stdout == "done\n"
     stray = _pids(pids)[0]
     # the stray of its group is signalled before run() returns; on a loaded machine it may take a moment to exit
-    assert _wait_for(lambda: not _alive(stray), 10)
+    assert wait_for(lambda: not alive(stray), 10)
 
 
 def test_output_is_capped_keeping_its_head_tail_and_the_lines_a_parser_needs():
@@ -115,7 +102,7 @@ def test_sigterm_and_ctrl_c_kill_the_childs_whole_group(tmp_path):
         holder.send_signal(signum)
         out, _ = holder.communicate(timeout=30)
         assert holder.returncode == 130 and out == "interrupted\n"
-        assert _wait_for(lambda c=children: not any(_alive(p) for p in c), 10)
+        assert wait_for(lambda c=children: not any(alive(p) for p in c), 10)
 
 
 def test_a_child_dies_with_a_killed_perfq(tmp_path):
@@ -124,7 +111,7 @@ def test_a_child_dies_with_a_killed_perfq(tmp_path):
     (child,) = _pids(pids)
     holder.kill()
     holder.wait()
-    assert _wait_for(lambda: not _alive(child), 10)
+    assert wait_for(lambda: not alive(child), 10)
 
 
 def test_scratch_dirs_of_dead_owners_are_removed_and_live_ones_kept(tmp_path):
@@ -179,7 +166,7 @@ def test_perfq_run_timeout_holds_with_a_benchmark_whose_child_keeps_the_pipe(tmp
                          timeout=300)
     assert time.monotonic() - started < 120, res.stderr
     assert "timed out after 4s" in res.stdout + res.stderr
-    assert not any(_alive(p) for p in _pids(pids))
+    assert not any(alive(p) for p in _pids(pids))
 
 
 def test_sigterm_of_perfq_run_is_like_ctrl_c(tmp_path):
@@ -198,7 +185,7 @@ def test_sigterm_of_perfq_run_is_like_ctrl_c(tmp_path):
         f"error: interrupted: finished samples kept in {tmp_path / 'h.duckdb'}, runs of label 'L' marked incomplete"
     ]
     assert _statuses(tmp_path / "h.duckdb") == [("incomplete", "interrupted (SIGTERM)")] * 2
-    assert _wait_for(lambda: not any(_alive(p) for p in children), 10)
+    assert wait_for(lambda: not any(alive(p) for p in children), 10)
     assert not list(tmp.glob("perfq-run-*"))
 
 
@@ -218,7 +205,7 @@ def test_sigterm_of_perfq_import_is_one_line_and_exit_130(tmp_path):
                             "--repo", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**os.environ, "TMPDIR": str(tmp)})
     # the signal lands once the import stages the file, however fast the machine (a fixed sleep raced a fast CI)
-    assert _wait_for(lambda: any(tmp.glob("perfq-import-*")), 60)
+    assert wait_for(lambda: any(tmp.glob("perfq-import-*")), 60)
     imp.send_signal(signal.SIGTERM)
     _, err = imp.communicate(timeout=60)
     assert imp.returncode == 130, err

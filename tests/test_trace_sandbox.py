@@ -24,6 +24,7 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 from schema.model import TraceStatus
 from tests.hostile_bench import make_tree, outcomes
+from tests.processes import alive, wait_for
 
 pytest.importorskip("torch")
 needs_bwrap = pytest.mark.skipif(bool(bwrap_problem()), reason=f"no sandbox here: {bwrap_problem()}")
@@ -60,18 +61,8 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
-def _wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not predicate():
-        time.sleep(0.1)
-    return predicate()
 
 
 def _trace(file: Path, repo: Path, **opts) -> object:
@@ -145,7 +136,7 @@ def test_the_sandbox_blocks_the_network_writes_hooks_home_and_daemons(hostile):
     assert seen["hook"].startswith("blocked") and not Path(plan["hook"]).exists()
     assert seen["home_secret"].startswith("blocked")
     assert seen["daemon"] == "started"  # it ran, inside the sandbox's pid namespace ...
-    assert _wait_for(lambda: not _marked(plan["marker"]), 10)  # ... which died with the tracer
+    assert wait_for(lambda: not _marked(plan["marker"]), 10)  # ... which died with the tracer
     assert result.status == TraceStatus.failed
 
 
@@ -203,12 +194,12 @@ def test_a_killed_perfq_index_leaves_no_tracer_and_no_scratch(tmp_path, signum):
     tmp.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOLDER), str(repo), str(file)],
                               env={**os.environ, "TMPDIR": str(tmp)})
-    assert _wait_for(lambda: list(tmp.glob("perfq-trace-*")) and len(_descendants(holder.pid)) >= 2, 60)
+    assert wait_for(lambda: list(tmp.glob("perfq-trace-*")) and len(_descendants(holder.pid)) >= 2, 60)
     time.sleep(1)
     tree = _descendants(holder.pid)
     holder.send_signal(signum)
     holder.wait(timeout=60)
-    assert _wait_for(lambda: not any(_alive(p) for p in tree), 15), [p for p in tree if _alive(p)]
+    assert wait_for(lambda: not any(alive(p) for p in tree), 15), [p for p in tree if alive(p)]
     if signum == 15:
         assert holder.returncode == 130
         assert not list(tmp.glob("perfq-trace-*"))
