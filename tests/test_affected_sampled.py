@@ -25,10 +25,12 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _affected_lonely(repo: Path) -> dict:
+def _affected_after(repo: Path, path: str, old: str, new: str) -> dict:
+    """`perfq affected main` of a branch that replaces ``old`` with ``new`` in ``path`` (the branch
+    is removed after)."""
     git(repo, "checkout", "-q", "-b", "work")
     try:
-        replace_in(repo, OP_FILE, "make_size(3);", "make_size(4);")
+        replace_in(repo, path, old, new)
         commit_all(repo)
         proc = perfq(repo, "affected", "main", "--format", "json")
         assert proc.returncode == 0, proc.stderr
@@ -36,6 +38,10 @@ def _affected_lonely(repo: Path) -> dict:
     finally:
         git(repo, "checkout", "-q", "-f", "main")
         git(repo, "branch", "-q", "-D", "work")
+
+
+def _affected_lonely(repo: Path) -> dict:
+    return _affected_after(repo, OP_FILE, "make_size(3);", "make_size(4);")
 
 
 def _sample(repo: Path, qualname: str, bench: str, test: str, share: float) -> None:
@@ -83,16 +89,7 @@ KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
 
 
 def _affected_kernel(repo: Path) -> dict:
-    git(repo, "checkout", "-q", "-b", "work")
-    try:
-        replace_in(repo, KERNEL, "out[i] * 2", "out[i] * 3")
-        commit_all(repo)
-        proc = perfq(repo, "affected", "main", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-    finally:
-        git(repo, "checkout", "-q", "-f", "main")
-        git(repo, "branch", "-q", "-D", "work")
+    return _affected_after(repo, KERNEL, "out[i] * 2", "out[i] * 3")
 
 
 def _selected(doc: dict, name: str) -> dict:
