@@ -25,7 +25,7 @@ from indexer.trace import any_installed
 from schema.engine import duckdb
 from schema.graph_file import write_graph_file
 from schema.index_store import IndexStore
-from schema.model import EdgeKind, FileStatus, NodeKind
+from schema.model import CallKind, EdgeKind, FileStatus, NodeKind
 from schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from schema.patch_store import CALLER_AT, LINKED_TABLES, NotAnIndex, PatchStore
 from schema.version import SCHEMA_VERSION
@@ -327,8 +327,8 @@ def _edges_into(
                 if target in mine and (caller, target) not in linked:
                     linked.add((caller, target))
                     call_edges.append((caller, target, edge_kind, line))
-                    kind = edge_kind if target == callee else EdgeKind.CALL
-                    reach.append(linker.reach_edge(target, caller, kind, line))
+                    virtual = target == callee and edge_kind == CallKind.VIRTUAL
+                    reach.append(linker.reach_edge(target, caller, virtual, line))
     patch.insert("call_edges", call_edges)
     resolved: list[tuple] = []
     for op, key, kernel in patch.kernels():

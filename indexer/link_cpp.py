@@ -382,7 +382,8 @@ class CppCallLinker:
                     if (caller, target) not in linked and target != caller:
                         linked.add((caller, target))
                         out.call_edges.append((caller, target, kind, c.line))
-                        out.reach.append(self.reach_edge(target, caller, kind if target == callee else _CALL, c.line))
+                        virtual = target == callee and kind == CallKind.VIRTUAL
+                        out.reach.append(self.reach_edge(target, caller, virtual, c.line))
         out.hubs, self.hubs = self.hubs, []
         return out
 
@@ -594,9 +595,9 @@ class CppCallLinker:
         units = self.visible_units(file_id)
         return any(self._units[f] in units for f in files if f in self._units)
 
-    def reach_edge(self, target: int, caller: int, kind: str, line: int) -> tuple:
-        """The reachability edge of a call edge: a virtual call names the override's class."""
-        if kind == CallKind.VIRTUAL:
+    def reach_edge(self, target: int, caller: int, virtual: bool, line: int) -> tuple:
+        """The reachability edge of a call edge: a virtual call (to an override) names the override's class."""
+        if virtual:
             cls = short_class(self._method_key(target).rpartition("::")[0])
             return (target, caller, EdgeKind.VIRTUAL_CALL, f"virtual call, override in {cls} (line {line})")
         return (target, caller, _CALL, f"line {line}")
