@@ -13,14 +13,11 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
-from schema.model import BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
+from schema.model import ROW_TYPES, BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
 
-STATS_TABLES = (
-    "files", "functions", "calls", "call_edges", "ops", "kernels", "stubs", "stub_impls", "library_impls",
-    "op_calls", "op_edges", "benchmarks", "bench_ops", "bench_calls", "traces", "bench_tests",
-    "trace_ops", "native_samples", "nodes", "reach_edges", "warnings",
-)
+# every table of rows (the row model's, in index.sql order): not the build's meta or the packed graph
+STATS_TABLES = tuple(t for t in ROW_TYPES if t not in ("meta", "graph"))
 
 
 class FunctionInFile(NamedTuple):

@@ -54,6 +54,9 @@ def test_stats_reports_counts_and_resolution(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
     assert stats["counts"]["benchmarks"] == 3 and stats["counts"]["stub_impls"] == 1
+    # every table of rows is counted, the class hierarchy's and the sampler's included
+    assert {"includes", "class_bases", "virtual_methods", "native_tests", "canary_sets"} <= set(stats["counts"])
+    assert not {"meta", "graph"} & set(stats["counts"])
     assert stats["resolution"]["stub impls resolved"] == "1/1 (100.0%)"
     assert stats["resolution"]["CPU/CUDA kernels resolved"] == "4/4 (100.0%)"
     proc = perfq(repo, "stats", "--db", str(tmp_path / "missing.duckdb"))
