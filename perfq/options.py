@@ -28,6 +28,8 @@ HistoryOption = typer.Option(
     None, "--history", rich_help_panel=REPO_PANEL,
     help="Results history database (default: <git common dir>/perfq/history.duckdb).",
 )
+PRIORITY_HELP = ("Scheduling of the benchmark processes: realtime (SCHED_FIFO: other load cannot preempt them), "
+                 "normal, or auto (realtime when permitted).")
 FORMAT_HELP = "table on a terminal, json for machines, markdown for PR comments."
 
 

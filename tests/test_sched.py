@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -14,6 +15,8 @@ import pytest
 from perfq.common import proc, sched
 from perfq.errors import PerfqError
 from perfq.run import execute as runner
+from tests.bisect_fixture import make_repo
+from tests.conftest import run_perfq
 from tests.run_fakebench import make_bench_root
 from tests.test_run_exec import plan_for
 
@@ -40,11 +43,11 @@ def test_auto_without_permission_notes_normal_priority_and_realtime_is_an_error(
 
     monkeypatch.setattr(os, "sched_setscheduler", refuse)
     notes: list[str] = []
-    assert runner.realtime_scheduling(sched.Priority.auto, notes) is False
+    assert sched.use_realtime(sched.Priority.auto, notes) is False
     assert len(notes) == 1 and notes[0].startswith("benchmarks ran at normal priority") and "prlimit" in notes[0]
     with pytest.raises(PerfqError, match="^--priority realtime: real-time scheduling is not permitted here"):
-        runner.realtime_scheduling(sched.Priority.realtime, [])
-    assert runner.realtime_scheduling(sched.Priority.normal, []) is False
+        sched.use_realtime(sched.Priority.realtime, [])
+    assert sched.use_realtime(sched.Priority.normal, []) is False
 
 
 @needs_realtime
@@ -76,3 +79,50 @@ def test_without_the_privilege_the_cli_says_so_in_one_line(tmp_path):
     (env,) = con.execute("SELECT env FROM runs").fetchone()
     con.close()
     assert json.loads(env)["scheduling"] == "normal (SCHED_OTHER)"
+
+
+def _sched_logging(log: Path) -> list[str]:
+    """A bisect command that appends its scheduling policy to ``log``, then runs the fixture's bench.py."""
+    code = (f"import os, runpy; open({str(log)!r}, 'a').write(f'{{os.sched_getscheduler(0)}}\\n');"
+            " runpy.run_path('bench.py')")
+    return [PY, "-c", code]
+
+
+@needs_realtime
+@pytest.mark.parametrize("priority", ["realtime", "normal"])
+def test_bisect_runs_the_benchmark_under_the_asked_priority(tmp_path, priority):
+    repo = make_repo(tmp_path, n=6, culprit=3)
+    log = tmp_path / "policies.txt"
+    res = run_perfq(repo.path, "bisect", repo.commits[0], "--priority", priority, "--format", "json",
+                    "--history", str(tmp_path / "h.duckdb"), "--", *_sched_logging(log))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["first_bad"]["commit"] == repo.culprit  # the bisection itself is unchanged
+    policy = os.SCHED_FIFO if priority == "realtime" else os.SCHED_OTHER
+    runs = log.read_text().split()
+    assert len(runs) >= 6 and set(runs) == {str(policy)}
+    assert ("benchmark runs under SCHED_FIFO 1" in res.stderr) == (priority == "realtime")
+
+
+@needs_realtime
+def test_bisect_step_judges_a_run_under_sched_fifo(tmp_path):
+    """The metric is the run's own scheduling policy: above 0.5 (FIFO is 1) means it ran real-time."""
+    code = "import os; print('policy', os.sched_getscheduler(0))"
+    argv = [PY, "-m", "perfq", "bisect-step", "--threshold-value", "0.5", "--lower-is-better",
+            "--metric", r"policy (\d+)", "--runs", "1"]
+    for priority, verdict in (("realtime", 1), ("normal", 0)):  # 1: bad (FIFO), 0: good (normal)
+        res = subprocess.run([*argv, "--priority", priority, "--", PY, "-c", code], cwd=tmp_path,
+                             capture_output=True, text=True, check=False)
+        assert res.returncode == verdict, (priority, res.stderr)
+
+
+@needs_setpriv
+def test_bisect_without_the_privilege_notes_normal_priority_or_refuses(tmp_path):
+    repo = make_repo(tmp_path, n=3, culprit=2)
+    argv = [*UNPRIVILEGED, PY, "-m", "perfq", "bisect", repo.commits[0], "--history", str(tmp_path / "h.duckdb")]
+    strict = subprocess.run([*argv, "--priority", "realtime", "--", PY, "bench.py"], cwd=repo.path,
+                            capture_output=True, text=True, check=False)
+    assert strict.returncode == 4 and strict.stderr.count("\n") == 1, strict.stderr
+    assert strict.stderr.startswith("error: --priority realtime: real-time scheduling is not permitted here")
+    auto = subprocess.run([*argv, "--", PY, "bench.py"], cwd=repo.path, capture_output=True, text=True, check=False)
+    assert auto.returncode == 0, auto.stderr
+    assert "note: the benchmark runs ran at normal priority" in auto.stderr

@@ -10,9 +10,11 @@ import typer
 from typer.core import TyperCommand
 
 from perfq.common.render import print_json
+from perfq.common.sched import Priority
 from perfq.errors import PerfqError
 from perfq.options import (
     EXIT_GATE,
+    PRIORITY_HELP,
     DbOption,
     Format,
     HistoryOption,
@@ -57,6 +59,8 @@ _EXTRA_RUNS = typer.Option(5, "--extra-runs", min=0, rich_help_panel=_SEARCH,
                            help="Runs added when near the threshold.")
 _TIMEOUT = typer.Option(600.0, "--timeout", callback=positive, rich_help_panel=_BENCH,
                         help="Seconds per build or benchmark run.")
+_PRIORITY = typer.Option(Priority.auto, "--priority", metavar="PRIORITY", rich_help_panel=_BENCH,
+                         help=PRIORITY_HELP)
 _TEST_NAME = typer.Option(None, "--test-name", rich_help_panel=_BENCH, help="With --benchmark: one test, not the sum.")
 
 
@@ -122,6 +126,7 @@ def register(app: typer.Typer) -> None:
         all_parents: bool = typer.Option(False, "--all-parents", rich_help_panel=_SEARCH,
                                          help="When the first bad commit is a merge, descend into it."),
         timeout: float = _TIMEOUT,
+        priority: Priority = _PRIORITY,
         yes: bool = typer.Option(False, "--yes", "-y", rich_help_panel=_SESSION,
                                  help="Stash a dirty tree without asking."),
         prune: bool = typer.Option(False, "--prune", rich_help_panel=_SEARCH,
@@ -178,7 +183,7 @@ def register(app: typer.Typer) -> None:
             repo=resolve_repo(repo), good=good, bad=bad, command=command, cwd=cwd, build=build_argv(build), metric=spec,
             lower=lower or None, higher=higher or None, search=cfg, all_parents=all_parents, timeout=timeout,
             yes=yes, prune=prune, benchmark=benchmark, db=db, history=history, resume=resume,
-            ir_kernel=ir, ir_targets=tuple(ir_target or ()),
+            ir_kernel=ir, ir_targets=tuple(ir_target or ()), priority=priority,
         )
         doc = run_bisect(req, _log, _confirm)
         if fmt == Format.json:
@@ -210,6 +215,7 @@ def register(app: typer.Typer) -> None:
         threshold: float = _THRESHOLD,
         margin: float = _MARGIN,
         timeout: float = _TIMEOUT,
+        priority: Priority = _PRIORITY,
         benchmark: str = typer.Option(None, "--benchmark", rich_help_panel=_BENCH,
                                       help="Operator benchmark name (pt/NAME.py)."),
         test_name: str = _TEST_NAME,
@@ -240,7 +246,7 @@ def register(app: typer.Typer) -> None:
             req = StepRequest(command=command, cwd=cwd, metric=spec, build=build_argv(build), good_value=good_value,
                               bad_value=bad_value, threshold_value=threshold_value, lower=lower or None,
                               higher=higher or None, runs=runs, extra_runs=extra_runs, threshold=threshold,
-                              margin=margin, timeout=timeout)
+                              margin=margin, timeout=timeout, priority=priority)
             code = run_step(req, _log)
         except PerfqError as exc:
             # git bisect run treats 1-127 (but 125) as "bad": a usage error must abort instead.

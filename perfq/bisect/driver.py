@@ -37,6 +37,7 @@ from perfq.bisect.session import Session
 from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.common.paths import default_history_path
+from perfq.common.sched import describe, use_realtime
 from perfq.errors import PerfqError
 from query.service import affected_for_range, check_index_of
 
@@ -74,6 +75,8 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
             req = ir_request(req)
         elif not req.command:
             raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
+    # first: a refused --priority realtime is an error before anything else (said once the range is known)
+    realtime, scheduling = _realtime(req)
     history = req.history or _default_history(repo)
     session = Session(history)
     try:
@@ -91,6 +94,8 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
         n = len(commits) - 1
         log(f"{n} commit(s) in {commits[0][:12]}..{commits[-1][:12]} (first-parent), "
             f"about {estimated_steps(n)} step(s)")
+        for line in scheduling:
+            log(line)
         if n > 100:
             log(f"warning: {n} commits is a long range; each step runs the benchmark several times")
         may_affect = None
@@ -103,9 +108,22 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
             reach = {c: pred(c) for c in commits[1:]}  # before any checkout: errors leave no trace
             may_affect = reach.__getitem__
             log(f"--prune: {sum(reach.values())} of {n} commit(s) can reach {name}")
-        return _drive(repo, req, commits, session, may_affect, log, confirm)
+        return _drive(repo, req, commits, session, may_affect, log, confirm, realtime)
     finally:
         session.close()
+
+
+def _realtime(req: BisectRequest) -> tuple[bool, list[str]]:
+    """Whether the benchmark runs go under SCHED_FIFO (``--priority``), and the log lines that say
+    so; an IR bisection compiles, it times nothing."""
+    if req.ir_kernel:
+        return False, []
+    notes: list[str] = []
+    realtime = use_realtime(req.priority, notes, "the benchmark runs")
+    lines = [f"note: {note}" for note in notes]
+    if realtime:
+        lines.append(f"benchmark runs under {describe(True)}: other load on this machine cannot preempt them")
+    return realtime, lines
 
 
 def _default_history(repo: Path) -> Path:
@@ -114,7 +132,7 @@ def _default_history(repo: Path) -> Path:
 
 def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
            may_affect: Callable[[str], bool] | None, log: Callable[[str], None],
-           confirm: Callable[[str], bool] | None) -> BisectReport:
+           confirm: Callable[[str], bool] | None, realtime: bool = False) -> BisectReport:
     def stash_ok(files: list[str]) -> bool:
         if req.yes:
             return True
@@ -129,7 +147,7 @@ def _drive(repo: Path, req: BisectRequest, commits: list[str], session: Session,
     try:
         with sigterm_as_interrupt(), g.guarded(repo, stash_ok, log, session.origin(), started,
                                                session.restored) as co:
-            bench = Bench(repo, req, co, session, log)
+            bench = Bench(repo, req, co, session, log, realtime)
             bench.ir_good = commits[0]
 
             def lower_is_better() -> bool:

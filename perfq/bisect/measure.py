@@ -18,11 +18,12 @@ from perfq.ir import api as ir_api
 
 
 def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
-             env: dict[str, str] | None = None) -> tuple[Reading | None, str | None]:
-    """Run the benchmark once and read its metric: (reading, None) or (None, why it failed)."""
+             env: dict[str, str] | None = None, realtime: bool = False) -> tuple[Reading | None, str | None]:
+    """Run the benchmark once (``realtime``: under SCHED_FIFO) and read its metric: (reading, None)
+    or (None, why it failed)."""
     if not cwd.is_dir():
         return None, f"{cwd} does not exist at this commit"
-    res = proc.run(command, cwd=cwd, env=env, timeout=timeout)
+    res = proc.run(command, cwd=cwd, env=env, timeout=timeout, realtime=realtime)
     if res.error:
         return None, f"benchmark {res.error}"
     if res.returncode != 0:
@@ -34,11 +35,13 @@ def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
 
 
 class Bench:
-    """``measure(commit, n)``: replay stored values, else check out, build and run."""
+    """``measure(commit, n)``: replay stored values, else check out, build and run (``realtime``:
+    the benchmark runs under SCHED_FIFO; builds never are)."""
 
     def __init__(self, repo: Path, req: BisectRequest, co: g.Checkout, session: Session,
-                 log: Callable[[str], None]) -> None:
+                 log: Callable[[str], None], realtime: bool = False) -> None:
         self.repo, self.req, self.co, self.session, self.log = repo, req, co, session, log
+        self.realtime = realtime
         self.built: str | None = None
         self.units: list[str] = []
         self.last_error = ""
@@ -81,7 +84,7 @@ class Bench:
         cwd = self.repo / self.req.cwd if self.req.cwd else self.repo
         for _ in range(n):
             reading, err = run_once(self.req.command, cwd, self.req.metric, self.req.timeout,
-                                    self._env(commit))
+                                    self._env(commit), self.realtime)
             if err or reading is None:
                 return self._fail(commit, err or "no value")
             if reading.unit:

@@ -12,6 +12,7 @@ from typing import Any
 from perfq.bisect.metric import MetricSpec
 from perfq.bisect.search import SearchConfig
 from perfq.common.build import build_argv
+from perfq.common.sched import Priority
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"
@@ -41,6 +42,7 @@ class BisectRequest:
     db: Path | None = None
     history: Path | None = None
     resume: bool = False
+    priority: Priority = Priority.auto  # of the benchmark runs (not stored: a resume asks the machine again)
 
 
 def stored_build(value: str | None) -> list[str] | None:

@@ -12,6 +12,7 @@ from perfq.bisect.measure import run_once
 from perfq.bisect.metric import MetricSpec, polarity
 from perfq.bisect.search import classify
 from perfq.common.build import run_build
+from perfq.common.sched import Priority, use_realtime
 from perfq.errors import PerfqError
 
 
@@ -33,6 +34,7 @@ class StepRequest:
     threshold: float = 0.30
     margin: float = 0.10
     timeout: float = 600.0
+    priority: Priority = Priority.auto  # of the benchmark runs
 
 
 STEP_GOOD, STEP_BAD, STEP_SKIP = 0, 1, 125
@@ -47,6 +49,10 @@ def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
         if err:
             log(f"build failed ({err}): skip")
             return STEP_SKIP
+    notes: list[str] = []
+    realtime = use_realtime(req.priority, notes, "the benchmark runs")
+    for note in notes:
+        log(f"note: {note}")
     values: list[float] = []
     unit = None
 
@@ -54,7 +60,7 @@ def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
         nonlocal unit
         for _ in range(n):
             env = {**os.environ, "PERFQ_BISECT_RUN": str(len(values) + 1)}
-            reading, err = run_once(req.command, req.cwd, req.metric, req.timeout, env)
+            reading, err = run_once(req.command, req.cwd, req.metric, req.timeout, env, realtime)
             if err or reading is None:
                 log(f"benchmark failed ({err}): skip")
                 return False

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from enum import Enum
 
+from perfq.errors import PerfqError
+
 FIFO_PRIORITY = 1  # the lowest real-time priority: above every normal process, below the kernel's own
 
 
@@ -41,6 +43,19 @@ def realtime_problem() -> str:
                 "the real-time limit first (`sudo prlimit --pid $$ --rtprio=1`)")
     os.sched_setscheduler(0, before[0], before[1])  # back: the probe only asks; lowering is always allowed
     return ""
+
+
+def use_realtime(priority: Priority, notes: list[str], what: str = "benchmarks") -> bool:
+    """Whether ``what`` (the benchmark processes) run under SCHED_FIFO: ``auto`` without permission
+    adds a note to ``notes`` (normal priority), an explicit ``realtime`` without it is a PerfqError."""
+    if priority == Priority.normal:
+        return False
+    problem = realtime_problem()
+    if problem and priority == Priority.realtime:
+        raise PerfqError(f"--priority realtime: {problem}")
+    if problem:
+        notes.append(f"{what} ran at normal priority, so other load on this machine adds noise: {problem}")
+    return not problem
 
 
 def enter_realtime() -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from perfq.common import sched
 from perfq.common.build import build_argv
 from perfq.common.render import plain, print_json
 from perfq.common.sched import Priority
@@ -23,6 +24,7 @@ from perfq.options import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     FORMAT_HELP,
+    PRIORITY_HELP,
     Format,
     HistoryOption,
     RepoOption,
@@ -204,8 +206,7 @@ def register(app: typer.Typer) -> None:
             help="Run the benchmarks contained (a PR's code in CI): scrubbed environment, own HOME/TMPDIR; "
                  "with bubblewrap also no network and a read-only file system.")] = False,
         priority: Annotated[Priority, typer.Option("--priority", metavar="PRIORITY", rich_help_panel=_RUNNER,
-            help="Scheduling of the benchmark processes: realtime (SCHED_FIFO: other load cannot preempt "
-                 "them), normal, or auto (realtime when permitted).")] = Priority.auto,
+            help=PRIORITY_HELP)] = Priority.auto,
         out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
             help="Also write a portable result file (for perfq import).")] = None,
         fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
@@ -272,7 +273,7 @@ def register(app: typer.Typer) -> None:
                                                     python or base_python or select.default_python())
         if sandbox:
             notes.append(runner.sandbox_note())
-        realtime = runner.realtime_scheduling(priority, notes)
+        realtime = sched.use_realtime(priority, notes)
         err = console(stderr=True)
         if test_plan is not None:  # printed before anything runs
             print_plan(err, test_plan, _interactive())

@@ -149,19 +149,6 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: San
     return res.returncode, res.stdout, res.stderr, res.error
 
 
-def realtime_scheduling(priority: sched.Priority, notes: list[str]) -> bool:
-    """Whether benchmark processes run under SCHED_FIFO; ``auto`` without permission adds a note
-    (normal priority), an explicit ``realtime`` without it is a PerfqError."""
-    if priority == sched.Priority.normal:
-        return False
-    problem = sched.realtime_problem()
-    if problem and priority == sched.Priority.realtime:
-        raise PerfqError(f"--priority realtime: {problem}")
-    if problem:
-        notes.append(f"benchmarks ran at normal priority, so other load on this machine adds noise: {problem}")
-    return not problem
-
-
 def sandbox_note() -> str:
     """What ``--sandbox`` contains on this machine, for the run's notes."""
     problem = bwrap_problem()
