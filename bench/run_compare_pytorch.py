@@ -34,24 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from run_defaults import corpus, perfq  # the A/A bench beside this one: the same corpus and CLI call
+
 AA_BENCHES = ("softmax", "sum", "index_select", "linear", "matmul")
 AB_BENCHES = ("softmax", "matmul")  # matmul: BLAS, its own ISA dispatch: the control
-
-
-def corpus_root() -> Path:
-    base = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"
-    root = base / "benchmarks" / "operator_benchmark"
-    if not root.is_dir():
-        sys.exit(f"no operator_benchmark at {root} (set PERFQ_CORPUS)")
-    return root
-
-
-def perfq(*args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "perfq", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env={**os.environ, "CI": "true"})
-    if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def run_and_compare(label: str, benches: tuple[str, ...], extra: list[str], tmp: Path, root: Path) -> dict:
@@ -108,7 +94,7 @@ def main() -> int:
     parser.add_argument("--repeat-aa", type=int, default=7)
     parser.add_argument("--repeat-ab", type=int, default=5)
     args = parser.parse_args()
-    root = corpus_root()
+    root = corpus() / "benchmarks" / "operator_benchmark"
     torch_version = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.__version__)"],
         capture_output=True,
