@@ -23,7 +23,40 @@ from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
-from schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
+from schema.model import (
+    BenchCallRow,
+    BenchmarkTableRow,
+    BenchOpRow,
+    BenchOpSource,
+    BenchTestRow,
+    CallEdgeRow,
+    CallKind,
+    CallRow,
+    CanarySetRow,
+    ClassBaseRow,
+    EdgeKind,
+    FileRow,
+    FileStatus,
+    FunctionRow,
+    GraphRow,
+    IncludeRow,
+    KernelRow,
+    Lang,
+    LibraryImplRow,
+    NodeKind,
+    NodeRow,
+    OpCallRow,
+    OpEdgeKind,
+    OpEdgeRow,
+    OpRow,
+    Origin,
+    ReachEdgeRow,
+    StubImplRow,
+    StubRow,
+    TraceOpRow,
+    TraceRow,
+    VirtualMethodRow,
+)
 from schema.packed_graph import pack_graph
 
 # kinds bound once: the hot loops compare them per call site or row, and an Enum member looked up on
@@ -97,7 +130,9 @@ _SETUP_METHODS = frozenset(
 
 @dataclass
 class Tables:
-    """Rows per table: tuples in the field order of the table's row type (schema/model.py ROW_TYPES)."""
+    """Rows per table (keyed by its row type's ``TABLE``: ``rows[ReachEdgeRow.TABLE]``): tuples in the
+    field order of the table's row type (schema/model.py ROW_TYPES); tuples, not row instances, at
+    the link's hot path."""
 
     rows: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -116,7 +151,7 @@ class _Graph:
         if nid is None:
             nid = len(self.node_ids)
             self.node_ids[k] = nid
-            self.t.rows["nodes"].append((nid, kind, key, label or key))
+            self.t.rows[NodeRow.TABLE].append((nid, kind, key, label or key))
         return nid
 
     def edge(self, dst: int, src: int, kind: EdgeKind, detail: str = "") -> None:
@@ -133,7 +168,7 @@ class _Graph:
             families.add(family)
         else:
             self.seen[pair] = None if family is None else {family}
-        self.t.rows["reach_edges"].append((dst, src, kind, detail))
+        self.t.rows[ReachEdgeRow.TABLE].append((dst, src, kind, detail))
 
 
 def lambda_kernels(f: FileFacts, first: int, call_edges: Iterable[tuple]) -> list[tuple[int, LibraryImpl]]:
@@ -164,7 +199,7 @@ def _file_rows(t: Tables, files: list[FileFacts], first_file: int, first_functio
     func_rows: list[tuple] = []
     fid_base: list[int] = []
     for file_id, f in enumerate(files, first_file):
-        t.rows["files"].append(
+        t.rows[FileRow.TABLE].append(
             (
                 file_id,
                 f.path,
@@ -228,7 +263,7 @@ class NativeLink:
         self.t = Tables()
         self.g = _Graph(self.t)
         self.func_rows, self.fid_base = _file_rows(self.t, files, 0, 0)
-        self.t.rows["functions"] = self.func_rows
+        self.t.rows[FunctionRow.TABLE] = self.func_rows
         for gid, _, qualname, *_ in self.func_rows:  # node id == function id
             self.g.node(_FUNCTION, str(gid), qualname)
         self._add_operators(ops)
@@ -260,9 +295,9 @@ class NativeLink:
         for key, (namespace, schema) in sorted(library_ops.items()):
             if key not in self.op_by_name:
                 base, _, overload = key.split("::")[-1].partition(".")
-                t.rows["ops"].append((key, base, overload, namespace, schema, False, None, "function", "", None))
+                t.rows[OpRow.TABLE].append((key, base, overload, namespace, schema, False, None, "function", "", None))
         for o in ops:
-            t.rows["ops"].append(
+            t.rows[OpRow.TABLE].append(
                 (
                     o.name,
                     o.base,
@@ -293,7 +328,7 @@ class NativeLink:
                 for target in f.includes:
                     if not target.startswith("using:"):
                         found = by_suffix.get(target, [])
-                        t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+                        t.rows[IncludeRow.TABLE].append((file_id, target, found[0] if len(found) == 1 else None))
                         if len(found) == 1:
                             include_map[file_id].append(found[0])
         return include_map
@@ -303,8 +338,8 @@ class NativeLink:
         files, t = self.files, self.t
         for file_id, f in enumerate(files):
             for c in f.classes:
-                t.rows["class_bases"] += [(file_id, c.qualname, base, c.line) for base in c.bases]
-                t.rows["virtual_methods"] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
+                t.rows[ClassBaseRow.TABLE] += [(file_id, c.qualname, base, c.line) for base in c.bases]
+                t.rows[VirtualMethodRow.TABLE] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
         return ClassHierarchy(
             (file_id, c.qualname, c.bases, c.virtuals) for file_id, f in enumerate(files) for c in f.classes
         )
@@ -339,16 +374,16 @@ class NativeLink:
         for o in ops:
             for key, kernel in o.kernels:
                 targets = self.cpp_linker.kernel_targets(kernel)
-                t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
+                t.rows[KernelRow.TABLE].append((o.name, key, kernel, targets[0] if targets else None))
                 for gid in targets:
                     g.edge(gid, op_node(o.name), _KERNEL, key)
             for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
                 g.edge(gid, op_node(o.name), EdgeKind.META, "TORCH_META_FUNC")
             if o.structured_delegate:
-                t.rows["op_edges"].append((o.structured_delegate, o.name, OpEdgeKind.STRUCTURED_DELEGATE))
+                t.rows[OpEdgeRow.TABLE].append((o.structured_delegate, o.name, OpEdgeKind.STRUCTURED_DELEGATE))
                 g.edge(op_node(o.structured_delegate), op_node(o.name), EdgeKind.STRUCTURED_DELEGATE)
             for a in o.autogen:
-                t.rows["op_edges"].append((o.name, a, OpEdgeKind.AUTOGEN))
+                t.rows[OpEdgeRow.TABLE].append((o.name, a, OpEdgeKind.AUTOGEN))
                 g.edge(op_node(o.name), op_node(a), EdgeKind.AUTOGEN)
 
     def _link_registrations(self) -> None:
@@ -357,17 +392,17 @@ class NativeLink:
         t, g, op_node, cpp_linker = self.t, self.g, self._op_node, self.cpp_linker
         for file_id, f in enumerate(self.files):
             for s in f.stubs:
-                t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
+                t.rows[StubRow.TABLE].append((s.stub, s.role, file_id, s.line))
             for s in f.stub_impls:
                 targets = cpp_linker.registered_targets(s.impl_name, file_id)
                 impl = targets[0] if targets else None
-                t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
+                t.rows[StubImplRow.TABLE].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
                 for gid in targets:
                     g.edge(gid, g.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
             for li in f.library_impls:
                 op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
                 cands = cpp_linker.library_targets(li.kernel_name, file_id)
-                t.rows["library_impls"].append(
+                t.rows[LibraryImplRow.TABLE].append(
                     (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
                 )
                 for gid in cands:
@@ -380,9 +415,9 @@ class NativeLink:
         for file_id, f in enumerate(self.files):
             first = self.fid_base[file_id]
             linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), f.calls, usings_of(f))
-            t.rows["calls"] += linked.calls
-            t.rows["call_edges"] += linked.call_edges
-            t.rows["op_calls"] += linked.op_calls
+            t.rows[CallRow.TABLE] += linked.calls
+            t.rows[CallEdgeRow.TABLE] += linked.call_edges
+            t.rows[OpCallRow.TABLE] += linked.op_calls
             t.warnings += [(f.path, "link", hub) for hub in linked.hubs]
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
@@ -392,7 +427,10 @@ class NativeLink:
                     g.edge(callee, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
 
     # tables whose rows so far the later steps keep as they are, in place, and only append to
-    FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes", "nodes", "reach_edges")
+    FINAL_HEADS = tuple(
+        row_type.TABLE
+        for row_type in (FileRow, FunctionRow, CallRow, CallEdgeRow, OpCallRow, IncludeRow, NodeRow, ReachEdgeRow)
+    )
 
     def heads(self) -> dict[str, list[tuple]]:
         """The rows of the FINAL_HEADS tables so far: the first rows of what ``pack`` returns."""
@@ -436,7 +474,7 @@ class NativeLink:
             if g.node(_PYFUNCTION, str(gid), qualname) != gid:
                 raise AssertionError("Python functions must be numbered from the first free node id")
         self.func_rows, self.fid_base = self.func_rows + self.py_rows, self.fid_base + py_base
-        t.rows["functions"] = self.func_rows
+        t.rows[FunctionRow.TABLE] = self.func_rows
         self.py_by_qual = {
             qualname: gid for gid, file_id, qualname, *_ in self.py_rows if files[file_id].lang == _PYTHON_FILE
         }
@@ -445,7 +483,7 @@ class NativeLink:
         """Stubs whose callers are not in the index (declared and called by an upstream PyTorch
         the backend is built against): linked to operators by name."""
         t, g = self.t, self.g
-        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == _STUB_CALL}
+        called = {dst for dst, _, kind, _ in t.rows[ReachEdgeRow.TABLE] if kind == _STUB_CALL}
         declared = {s.stub for f in self.all_files for s in f.stubs}
         registered_in: dict[str, list[str]] = defaultdict(list)
         for f in self.all_files:
@@ -499,7 +537,7 @@ class NativeLink:
             for c in f.calls:
                 caller = base_gid + c.func_index
                 dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
-                t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+                t.rows[CallRow.TABLE].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 if c.kind == _MEMBER_OF:
                     continue
                 if c.kind == _REF and py_rows[caller - py_first][4] != "alias":
@@ -515,11 +553,11 @@ class NativeLink:
                     if target is None:
                         continue
                 if target is not None and target != caller:
-                    t.rows["call_edges"].append((caller, target, _PYTHON, c.line))
+                    t.rows[CallEdgeRow.TABLE].append((caller, target, _PYTHON, c.line))
                     g.edge(target, caller, _PYTHON_CALL, f"line {c.line}")
                     continue
                 for op in ops_of_python(dotted.lstrip("."), c.kind):
-                    t.rows["op_calls"].append((caller, op, dotted, c.line))
+                    t.rows[OpCallRow.TABLE].append((caller, op, dotted, c.line))
                     g.edge(op_node(op), caller, _OP_CALL, f"{dotted} line {c.line}")
 
     def _link_python_subclasses(self) -> None:
@@ -542,13 +580,15 @@ class NativeLink:
             if trace is not None:
                 _link_trace(t, b.name, trace, self.ops_by_base, self.library_ops, device_kernels)
         _python_reached_bench_ops(t, benches, self.class_methods, self.class_subs)
-        t.rows["bench_tests"] = _numbered_tests(t.rows["bench_tests"])
+        t.rows[BenchTestRow.TABLE] = _numbered_tests(t.rows[BenchTestRow.TABLE])
 
     def _link_benchmark_refs(self, b: BenchmarkFacts) -> None:
         """A benchmark's row, and what its tests reference: Python functions, else operators."""
         t, g = self.t, self.g
         resolve_py, ops_of_python = self.python.function, self.python.ops
-        t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
+        t.rows[BenchmarkTableRow.TABLE].append(
+            (b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256)
+        )
         bnode = g.node(NodeKind.BENCHMARK, b.name)
         if b.status != "ok":
             t.warnings.append((b.file, "benchmark", b.message))
@@ -558,7 +598,7 @@ class NativeLink:
             if target is not None:
                 if (test, str(target)) not in seen:
                     seen.add((test, str(target)))
-                    t.rows["bench_calls"].append((b.name, target, test))
+                    t.rows[BenchCallRow.TABLE].append((b.name, target, test))
                     g.edge(target, bnode, EdgeKind.BENCH_CALL, f"{test}: {dotted}")
                 continue
             for op in ops_of_python(dotted.lstrip("."), kind):
@@ -566,15 +606,15 @@ class NativeLink:
                     continue
                 seen.add((test, op))
                 for device in b.devices:
-                    t.rows["bench_ops"].append((b.name, op, BenchOpSource.STATIC, test, device, dotted))
+                    t.rows[BenchOpRow.TABLE].append((b.name, op, BenchOpSource.STATIC, test, device, dotted))
                 g.edge(self._op_node(op), bnode, EdgeKind.BENCH_OP, f"{test}: {dotted}")
 
     def pack(self, canaries: list[dict]) -> Tables:
         """All index tables: the reachability graph packed, and the canary sets (after link_benchmarks)."""
         t = self.t
-        t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
+        t.rows[GraphRow.TABLE] = pack_graph(t.rows[NodeRow.TABLE], t.rows[ReachEdgeRow.TABLE])
         for c in canaries:
-            t.rows["canary_sets"].append(
+            t.rows[CanarySetRow.TABLE].append(
                 (
                     c["name"],
                     c.get("description", ""),
@@ -669,7 +709,7 @@ def _python_reached_bench_ops(
     methods, torch.nn.functional helpers...), a few calls deep: what the benchmark runs
     by its own code, as opposed to everything C++ reaches below."""
     calls: dict[int, list[int]] = defaultdict(list)
-    for caller, callee, kind, _ in t.rows["call_edges"]:
+    for caller, callee, kind, _ in t.rows[CallEdgeRow.TABLE]:
         if kind == _PYTHON:
             calls[caller].append(callee)
     bases: dict[int, list[int]] = defaultdict(list)
@@ -679,13 +719,13 @@ def _python_reached_bench_ops(
                 bases[sub].append(base)
     methods = {cls: ms for cls, ms in class_methods.items() if len(ms) <= _HUB_METHODS}
     op_calls: dict[int, set[str]] = defaultdict(set)
-    for fid, op, _, _ in t.rows["op_calls"]:
+    for fid, op, _, _ in t.rows[OpCallRow.TABLE]:
         op_calls[fid].add(op)
-    names = dict((r[0], r[2]) for r in t.rows["functions"])
+    names = dict((r[0], r[2]) for r in t.rows[FunctionRow.TABLE])
     devices = {b.name: b.devices for b in benches}
-    direct = {(b, op, test) for b, op, _, test, _, _ in t.rows["bench_ops"]}
+    direct = {(b, op, test) for b, op, _, test, _, _ in t.rows[BenchOpRow.TABLE]}
     added = []
-    for bench, target, test in t.rows["bench_calls"]:
+    for bench, target, test in t.rows[BenchCallRow.TABLE]:
         seen = {target}
         frontier = [target]
         for _ in range(_PY_DEPTH):
@@ -702,7 +742,7 @@ def _python_reached_bench_ops(
                     direct.add((bench, op, test))
                     via = f"python: {names[fid]}"
                     added += [(bench, op, BenchOpSource.STATIC, test, d, via) for d in devices.get(bench, [""])]
-    t.rows["bench_ops"] += added
+    t.rows[BenchOpRow.TABLE] += added
 
 
 def _link_trace(
@@ -716,7 +756,7 @@ def _link_trace(
     """Rows for one benchmark file's trace: the file's status, its tests, the operators each
     test executes (by namespace and base name: any overload), and per-operator bench_ops links.
     ``device_kernels``: the indexed repo's own kernels per device, and what they run."""
-    t.rows["traces"].append(
+    t.rows[TraceRow.TABLE].append(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
     # per test, the operators it runs -> '' when the trace saw them, else why they are taken to run
@@ -734,7 +774,7 @@ def _link_trace(
     inside = kernels_seen(trace.tests)
     linked: set[str] = set()
     for test in trace.tests:
-        t.rows["bench_tests"].append(
+        t.rows[BenchTestRow.TABLE].append(
             (
                 bench,
                 test.name,
@@ -752,12 +792,12 @@ def _link_trace(
             qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
             inner = entry not in graph.get(name, set())
-            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why, inner))
+            t.rows[TraceOpRow.TABLE].append((bench, name, namespace, base, layout or "dense", why, inner))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)
     for op in sorted(linked):
-        t.rows["bench_ops"].append((bench, op, BenchOpSource.TRACED, "", "", "trace"))
+        t.rows[BenchOpRow.TABLE].append((bench, op, BenchOpSource.TRACED, "", "", "trace"))
 
 
 def _numbered_tests(rows: list[tuple]) -> list[tuple]:
@@ -780,16 +820,16 @@ class _DeviceKernels:
         self.t, self.origin_of = t, origin_of
         self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
         implemented: set[str] = set()  # aten ops by base name, others qualified: a kernel for any key
-        for op, key, _, fid in t.rows["kernels"]:
+        for op, key, _, fid in t.rows[KernelRow.TABLE]:
             if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0])
                 if device_of_key(key):
                     self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
-        for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
+        for namespace, _, op, _, fid, _, _ in t.rows[LibraryImplRow.TABLE]:
             if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0] if namespace == "aten" else op)
         served = _ops_of_stubs(t)
-        for stub, arch, _, fid, _, _ in t.rows["stub_impls"]:  # a device's DispatchStub impl: its op's kernel
+        for stub, arch, _, fid, _, _ in t.rows[StubImplRow.TABLE]:  # a device's DispatchStub impl: its op's kernel
             if fid is not None and origin_of.get(fid) == _REPO and device_of_key(arch):
                 for op, layout in served.get(stub, ()):  # (run by the op's upstream code: not implemented here)
                     self.kernels[(op.split(".")[0], device_of_key(arch), layout)].append(fid)
@@ -806,7 +846,7 @@ class _DeviceKernels:
     @functools.cached_property
     def callees(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = defaultdict(list)
-        for caller, callee, *_ in self.t.rows["call_edges"]:
+        for caller, callee, *_ in self.t.rows[CallEdgeRow.TABLE]:
             if self.origin_of.get(callee) == _REPO:
                 out[caller].append(callee)
         return out
@@ -815,7 +855,7 @@ class _DeviceKernels:
     def op_calls(self) -> dict[int, list[str]]:
         """function -> the operators it calls, qualified by base name (aten::index)."""
         out: dict[int, list[str]] = defaultdict(list)
-        for fid, op, *_ in self.t.rows["op_calls"]:
+        for fid, op, *_ in self.t.rows[OpCallRow.TABLE]:
             out[fid].append(op if "::" in op else "aten::" + op.split(".")[0])
         return out
 
@@ -834,7 +874,7 @@ class _DeviceKernels:
             for fid in frontier:
                 if fid not in seen:
                     seen.add(fid)
-                    qualname = self.t.rows["functions"][fid][2]
+                    qualname = self.t.rows[FunctionRow.TABLE][fid][2]
                     for op in self.op_calls.get(fid, ()):
                         found.setdefault(op, f"called by {qualname} ({family} kernel of {base})")
                     nxt += self.callees.get(fid, [])
@@ -859,13 +899,13 @@ class _DeviceKernels:
 
 def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
     """DispatchStub -> (operator, layout) it serves (``ops_of_stubs`` over the link's edges)."""
-    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in (_STUB, _OP)}
+    named = {nid: key for nid, kind, key, _ in t.rows[NodeRow.TABLE] if kind in (_STUB, _OP)}
     kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for op, key, _, fid in t.rows["kernels"]:
+    for op, key, _, fid in t.rows[KernelRow.TABLE]:
         if fid is not None:
             kernel_of[fid].append((op, key))
     by_name, by_call = [], []
-    for dst, src, kind, detail in t.rows["reach_edges"]:
+    for dst, src, kind, detail in t.rows[ReachEdgeRow.TABLE]:
         if kind == _STUB_NAME and dst in named and src in named:
             by_name.append((named[dst], named[src], detail))
         elif kind == _STUB_CALL and dst in named:

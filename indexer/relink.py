@@ -44,7 +44,7 @@ from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
-from schema.model import FileStatus, Lang, Origin, TraceStatus
+from schema.model import FileStatus, Lang, NativeSampleRow, NativeTestRow, Origin, TraceStatus, WarningRow
 from schema.writer import Prefill, write_index
 
 
@@ -154,7 +154,8 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     assert state.native is not None
     state.tables = tables = state.native.pack(state.canaries)
     state.rows = dict(tables.rows)
-    state.rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in state.yaml_warnings]
+    yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
+    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
 
 
 def sample(plan: BuildPlan, state: BuildState) -> None:
@@ -170,8 +171,8 @@ def sample(plan: BuildPlan, state: BuildState) -> None:
         events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
 
     done = sample_native(plan.repo, state.rows, on_test=finished)
-    state.rows["native_samples"] = list(done.rows)
-    state.rows["native_tests"] = list(done.tests)
+    state.rows[NativeSampleRow.TABLE] = list(done.rows)
+    state.rows[NativeTestRow.TABLE] = list(done.tests)
     state.report.timings["native"] = time.perf_counter() - started
     rate = done.rate
     events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"
