@@ -257,6 +257,14 @@ class NativeLink:
     ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
     method_ops: defaultdict[str, list[str]]  # the same, of Tensor methods
     library_ops: dict[str, tuple[str, str]]  # ops defined by TORCH_LIBRARY -> (namespace, schema)
+    # made by link_python
+    all_files: list[FileFacts]  # C++ then Python, by file id
+    py_first: int  # the first Python function's id
+    py_rows: list[tuple]  # the Python functions' rows
+    py_by_qual: dict[str, int]  # a Python function's id by its qualified name
+    python: _PythonNames  # until link_benchmarks, with the two below
+    class_methods: defaultdict[int, list[int]]  # a Python class -> its methods
+    class_subs: defaultdict[int, list[int]]  # a Python class -> its subclasses
 
     def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
         self.files = files
@@ -275,6 +283,7 @@ class NativeLink:
         self._link_cpp_calls(cpp_linker)
 
     def _op_node(self, name: str) -> int:
+        """The node of operator ``name`` (made on first use)."""
         return self.g.node(_OP, name)
 
     def _add_operators(self, ops: list[OpFacts]) -> None:
