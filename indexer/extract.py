@@ -55,11 +55,11 @@ def file_facts(
         return facts
 
 
-def read_and_extract(args: tuple) -> tuple[str, str, FileFacts | BenchmarkFacts | None, str]:
-    """(kind, path, facts or None, error) for ``(repo, kind, path[, compile args])``; the
-    worker entry point."""
-    repo, kind, path = args[:3]
-    compile_args = args[3] if len(args) > 3 else None
+def read_and_extract(
+    repo: str, kind: str, path: str, compile_args: list[str] | None = None
+) -> tuple[str, str, FileFacts | BenchmarkFacts | None, str]:
+    """(kind, path, facts or None, error) for the file ``path`` of ``repo`` (``compile_args``: its
+    compile command's, for a real parse); the worker entry point."""
     file = Path(repo) / path
     try:
         data, sha = read_source(str(repo), path)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from indexer.build_plan import BuildPlan, BuildState
 from indexer.devices import device_of_key, ops_of_stubs
 from indexer.extract import file_facts, read_source
 from indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
@@ -48,18 +49,13 @@ class _Unpatchable(Exception):
     """The change needs a full re-link."""
 
 
-def patch_index(
-    repo: Path,
-    db_path: Path,
-    discovered: dict[str, list[str]],
-    digests: dict[str, str | None],
-    meta: dict[str, str],
-    copy: CopyInProgress,
-) -> Patched | None:
-    """Patch ``db_path`` for the files changed since it was built (``digests``: content
-    hashes of the discovered files), or None when a full build is needed. One connection,
-    to ``copy`` (the copy of the index the caller started, which replaces it), both checks
-    and patches."""
+def patch_index(plan: BuildPlan, state: BuildState, copy: CopyInProgress) -> Patched | None:
+    """The build's patch pass: patch ``plan.db_path`` for the files changed since it was built (the
+    files and digests of ``state``, found by the discover and hash passes), or None when a full
+    build is needed. One connection, to ``copy`` (the copy of the index the build started, which
+    replaces it), both checks and patches."""
+    repo, db_path, discovered, digests = plan.repo, plan.db_path, state.files, state.digests
+    meta = {**state.inputs, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     timings: dict[str, float] = {}
     started = time.perf_counter()
     graph: list[tuple[str, bytes]] = []

@@ -23,7 +23,40 @@ from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
-from schema.model import BenchOpSource, CallKind, EdgeKind, FileStatus, Lang, NodeKind, OpEdgeKind, Origin
+from schema.model import (
+    BenchCallRow,
+    BenchmarkTableRow,
+    BenchOpRow,
+    BenchOpSource,
+    BenchTestRow,
+    CallEdgeRow,
+    CallKind,
+    CallRow,
+    CanarySetRow,
+    ClassBaseRow,
+    EdgeKind,
+    FileRow,
+    FileStatus,
+    FunctionRow,
+    GraphRow,
+    IncludeRow,
+    KernelRow,
+    Lang,
+    LibraryImplRow,
+    NodeKind,
+    NodeRow,
+    OpCallRow,
+    OpEdgeKind,
+    OpEdgeRow,
+    OpRow,
+    Origin,
+    ReachEdgeRow,
+    StubImplRow,
+    StubRow,
+    TraceOpRow,
+    TraceRow,
+    VirtualMethodRow,
+)
 from schema.packed_graph import pack_graph
 
 # kinds bound once: the hot loops compare them per call site or row, and an Enum member looked up on
@@ -97,7 +130,9 @@ _SETUP_METHODS = frozenset(
 
 @dataclass
 class Tables:
-    """Rows per table: tuples in the field order of the table's row type (schema/model.py ROW_TYPES)."""
+    """Rows per table (keyed by its row type's ``TABLE``: ``rows[ReachEdgeRow.TABLE]``): tuples in the
+    field order of the table's row type (schema/model.py ROW_TYPES); tuples, not row instances, at
+    the link's hot path."""
 
     rows: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
     warnings: list[tuple[str, str, str]] = field(default_factory=list)
@@ -116,7 +151,7 @@ class _Graph:
         if nid is None:
             nid = len(self.node_ids)
             self.node_ids[k] = nid
-            self.t.rows["nodes"].append((nid, kind, key, label or key))
+            self.t.rows[NodeRow.TABLE].append((nid, kind, key, label or key))
         return nid
 
     def edge(self, dst: int, src: int, kind: EdgeKind, detail: str = "") -> None:
@@ -133,7 +168,7 @@ class _Graph:
             families.add(family)
         else:
             self.seen[pair] = None if family is None else {family}
-        self.t.rows["reach_edges"].append((dst, src, kind, detail))
+        self.t.rows[ReachEdgeRow.TABLE].append((dst, src, kind, detail))
 
 
 def lambda_kernels(f: FileFacts, first: int, call_edges: Iterable[tuple]) -> list[tuple[int, LibraryImpl]]:
@@ -164,7 +199,7 @@ def _file_rows(t: Tables, files: list[FileFacts], first_file: int, first_functio
     func_rows: list[tuple] = []
     fid_base: list[int] = []
     for file_id, f in enumerate(files, first_file):
-        t.rows["files"].append(
+        t.rows[FileRow.TABLE].append(
             (
                 file_id,
                 f.path,
@@ -210,46 +245,68 @@ def link(
 
 
 class NativeLink:
-    """The link in two steps. The first, on constructing, links what C++ files and operators
-    make on their own (kernels, stubs, registrations, includes, C++ calls), so that a build can
-    run it while its Python files are still being parsed; ``finish`` adds the Python files and
-    benchmarks. Files are numbered C++ first; node ids equal function ids: the C++ functions
-    come first, the Python ones after the nodes the first step made (so none moves)."""
+    """The link in steps, one method per construct. The first step, on constructing, links what
+    C++ files and operators make on their own (operators, includes, the class hierarchy, kernels,
+    registrations, C++ calls), so that a build can run it while its Python files are still being
+    parsed; then ``link_python`` adds the Python files, ``link_benchmarks`` the benchmarks, and
+    ``pack`` returns the tables (``finish``: the three). Files are numbered C++ first; node ids
+    equal function ids: the C++ functions come first, the Python ones after the nodes the first
+    step made (so none moves)."""
 
     op_by_name: dict[str, OpFacts]
     ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
     method_ops: defaultdict[str, list[str]]  # the same, of Tensor methods
     library_ops: dict[str, tuple[str, str]]  # ops defined by TORCH_LIBRARY -> (namespace, schema)
+    # made by link_python
+    all_files: list[FileFacts]  # C++ then Python, by file id
+    py_first: int  # the first Python function's id
+    py_rows: list[tuple]  # the Python functions' rows
+    py_by_qual: dict[str, int]  # a Python function's id by its qualified name
+    python: _PythonNames  # until link_benchmarks, with the two below
+    class_methods: defaultdict[int, list[int]]  # a Python class -> its methods
+    class_subs: defaultdict[int, list[int]]  # a Python class -> its subclasses
 
     def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
         self.files = files
-        self.t = t = Tables()
-        self.g = g = _Graph(t)
-        self.func_rows, self.fid_base = func_rows, fid_base = _file_rows(t, files, 0, 0)
-        t.rows["functions"] = func_rows
-        for gid, _, qualname, *_ in func_rows:  # node id == function id
-            g.node(_FUNCTION, str(gid), qualname)
+        self.t = Tables()
+        self.g = _Graph(self.t)
+        self.func_rows, self.fid_base = _file_rows(self.t, files, 0, 0)
+        self.t.rows[FunctionRow.TABLE] = self.func_rows
+        for gid, _, qualname, *_ in self.func_rows:  # node id == function id
+            self.g.node(_FUNCTION, str(gid), qualname)
+        self._add_operators(ops)
+        include_map = self._link_includes()
+        hierarchy = self._add_class_hierarchy()
+        cpp_linker = self._cpp_linker(ops, include_map, hierarchy)  # freed after this step (~30 MiB on PyTorch)
+        self._link_kernels(ops, cpp_linker)
+        self._link_registrations(cpp_linker)
+        self._link_cpp_calls(cpp_linker)
 
-        # ---- operators
-        self.op_by_name = op_by_name = {o.name: o for o in ops}
-        self.ops_by_base = ops_by_base = defaultdict(list)
-        self.method_ops = method_ops = defaultdict(list)
+    def _op_node(self, name: str) -> int:
+        """The node of operator ``name`` (made on first use)."""
+        return self.g.node(_OP, name)
+
+    def _add_operators(self, ops: list[OpFacts]) -> None:
+        """The operators: native_functions.yaml's, and those TORCH_LIBRARY blocks define (rows and nodes)."""
+        t = self.t
+        self.op_by_name = {o.name: o for o in ops}
+        self.ops_by_base = defaultdict(list)
+        self.method_ops = defaultdict(list)
         for o in ops:
-            ops_by_base[o.base].append(o.name)
+            self.ops_by_base[o.base].append(o.name)
             if "method" in o.variants:
-                method_ops[o.base].append(o.name)
-
+                self.method_ops[o.base].append(o.name)
         self.library_ops = library_ops = {}
-        for f in files:
+        for f in self.files:
             for d in f.library_defs:
                 name = d.schema.split("(")[0].split("::")[-1].strip()
                 library_ops.setdefault(_op_key(d.namespace, name), (d.namespace, d.schema))
         for key, (namespace, schema) in sorted(library_ops.items()):
-            if key not in op_by_name:
+            if key not in self.op_by_name:
                 base, _, overload = key.split("::")[-1].partition(".")
-                t.rows["ops"].append((key, base, overload, namespace, schema, False, None, "function", "", None))
+                t.rows[OpRow.TABLE].append((key, base, overload, namespace, schema, False, None, "function", "", None))
         for o in ops:
-            t.rows["ops"].append(
+            t.rows[OpRow.TABLE].append(
                 (
                     o.name,
                     o.base,
@@ -263,98 +320,113 @@ class NativeLink:
                     o.composite,
                 )
             )
-            g.node(_OP, o.name)
+            self.g.node(_OP, o.name)
 
-        def op_node(name: str) -> int:
-            return g.node(_OP, name)
-
-        # ---- includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h)
+    def _link_includes(self) -> dict[int, list[int]]:
+        """The includes, resolved to indexed files by path suffix (ATen/native/cpu/Loops.h);
+        returns file -> the indexed files it includes."""
+        files, t = self.files, self.t
         by_suffix: dict[str, list[int]] = defaultdict(list)
         for file_id, f in enumerate(files):
             parts = f.path.split("/")
             for i in range(len(parts)):
                 by_suffix["/".join(parts[i:])].append(file_id)
-        include_map: dict[int, list[int]] = defaultdict(list)  # file -> the indexed files it includes
+        include_map: dict[int, list[int]] = defaultdict(list)
         for file_id, f in enumerate(files):
             if f.lang != _PYTHON_FILE:
                 for target in f.includes:
                     if not target.startswith("using:"):
                         found = by_suffix.get(target, [])
-                        t.rows["includes"].append((file_id, target, found[0] if len(found) == 1 else None))
+                        t.rows[IncludeRow.TABLE].append((file_id, target, found[0] if len(found) == 1 else None))
                         if len(found) == 1:
                             include_map[file_id].append(found[0])
+        return include_map
 
-        # ---- the class hierarchy: where virtual calls dispatch
+    def _add_class_hierarchy(self) -> ClassHierarchy:
+        """The class hierarchy (where virtual calls dispatch): its rows, and the hierarchy."""
+        files, t = self.files, self.t
         for file_id, f in enumerate(files):
             for c in f.classes:
-                t.rows["class_bases"] += [(file_id, c.qualname, base, c.line) for base in c.bases]
-                t.rows["virtual_methods"] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
-        hierarchy = ClassHierarchy(
+                t.rows[ClassBaseRow.TABLE] += [(file_id, c.qualname, base, c.line) for base in c.bases]
+                t.rows[VirtualMethodRow.TABLE] += [(file_id, c.qualname, name, c.line) for name in c.virtuals]
+        return ClassHierarchy(
             (file_id, c.qualname, c.bases, c.virtuals) for file_id, f in enumerate(files) for c in f.classes
         )
 
-        # the one set of C++ name-resolution rules (shared with the incremental patch)
+    def _cpp_linker(
+        self, ops: list[OpFacts], include_map: dict[int, list[int]], hierarchy: ClassHierarchy
+    ) -> CppCallLinker:
+        """The one set of C++ name-resolution rules (shared with the incremental patch)."""
+        files = self.files
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
-        cpp_linker = CppCallLinker(
+        return CppCallLinker(
             (
                 (*row[:5], row[7], True, files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
-                for row in func_rows
+                for row in self.func_rows
             ),
             ((o.name, o.base, o.overload, o.variants) for o in ops),
             stub_names,
-            g.node,
+            self.g.node,
             {file_id: f.path for file_id, f in enumerate(files)},
             lambda: include_map,
             hierarchy,
         )
 
-        # ---- kernels: dispatch kernel names -> definitions (structured impls by their name)
+    def _link_kernels(self, ops: list[OpFacts], cpp_linker: CppCallLinker) -> None:
+        """Dispatch kernel names -> definitions (structured impls by their name, meta functions),
+        and the edges between operators (structured delegates, autogenerated ops)."""
+        t, g, op_node = self.t, self.g, self._op_node
         meta_by_name: dict[str, list[int]] = defaultdict(list)
-        for gid, _, _, name, kind, *_ in func_rows:
+        for gid, _, _, name, kind, *_ in self.func_rows:
             if kind == "structured_meta":
                 meta_by_name[name].append(gid)
         for o in ops:
             for key, kernel in o.kernels:
                 targets = cpp_linker.kernel_targets(kernel)
-                t.rows["kernels"].append((o.name, key, kernel, targets[0] if targets else None))
+                t.rows[KernelRow.TABLE].append((o.name, key, kernel, targets[0] if targets else None))
                 for gid in targets:
                     g.edge(gid, op_node(o.name), _KERNEL, key)
             for gid in meta_by_name.get(o.base, []) + meta_by_name.get(f"{o.base}_{o.overload}", []):
                 g.edge(gid, op_node(o.name), EdgeKind.META, "TORCH_META_FUNC")
             if o.structured_delegate:
-                t.rows["op_edges"].append((o.structured_delegate, o.name, OpEdgeKind.STRUCTURED_DELEGATE))
+                t.rows[OpEdgeRow.TABLE].append((o.structured_delegate, o.name, OpEdgeKind.STRUCTURED_DELEGATE))
                 g.edge(op_node(o.structured_delegate), op_node(o.name), EdgeKind.STRUCTURED_DELEGATE)
             for a in o.autogen:
-                t.rows["op_edges"].append((o.name, a, OpEdgeKind.AUTOGEN))
+                t.rows[OpEdgeRow.TABLE].append((o.name, a, OpEdgeKind.AUTOGEN))
                 g.edge(op_node(o.name), op_node(a), EdgeKind.AUTOGEN)
 
-        # ---- stubs and library registrations
-        for file_id, f in enumerate(files):
+    def _link_registrations(self, cpp_linker: CppCallLinker) -> None:
+        """DispatchStub declarations and registrations, and library registrations (``m.impl``),
+        file by file."""
+        t, g, op_node = self.t, self.g, self._op_node
+        for file_id, f in enumerate(self.files):
             for s in f.stubs:
-                t.rows["stubs"].append((s.stub, s.role, file_id, s.line))
+                t.rows[StubRow.TABLE].append((s.stub, s.role, file_id, s.line))
             for s in f.stub_impls:
                 targets = cpp_linker.registered_targets(s.impl_name, file_id)
                 impl = targets[0] if targets else None
-                t.rows["stub_impls"].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
+                t.rows[StubImplRow.TABLE].append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
                 for gid in targets:
                     g.edge(gid, g.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
             for li in f.library_impls:
                 op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
                 cands = cpp_linker.library_targets(li.kernel_name, file_id)
-                t.rows["library_impls"].append(
+                t.rows[LibraryImplRow.TABLE].append(
                     (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
                 )
                 for gid in cands:
                     for on in cpp_linker.library_ops(li.namespace, op):
                         g.edge(gid, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
 
-        # ---- C++ calls
-        for file_id, f in enumerate(files):
-            first = fid_base[file_id]
+    def _link_cpp_calls(self, cpp_linker: CppCallLinker) -> None:
+        """The C++ calls (CppCallLinker), and the functions registered lambdas call."""
+        t, g, op_node = self.t, self.g, self._op_node
+        for file_id, f in enumerate(self.files):
+            first = self.fid_base[file_id]
             linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), f.calls, usings_of(f))
-            t.rows["calls"] += linked.calls
-            t.rows["call_edges"] += linked.call_edges
-            t.rows["op_calls"] += linked.op_calls
+            t.rows[CallRow.TABLE] += linked.calls
+            t.rows[CallEdgeRow.TABLE] += linked.call_edges
+            t.rows[OpCallRow.TABLE] += linked.op_calls
             t.warnings += [(f.path, "link", hub) for hub in linked.hubs]
             for dst, src, kind, detail in linked.reach:
                 g.edge(dst, src, kind, detail)
@@ -363,19 +435,15 @@ class NativeLink:
                 for on in cpp_linker.library_ops(li.namespace, op):
                     g.edge(callee, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
 
-    # tables whose rows so far ``finish`` keeps as they are, in place, and only appends to
-    FINAL_HEADS = ("files", "functions", "calls", "call_edges", "op_calls", "includes", "nodes", "reach_edges")
+    # tables whose rows so far the later steps keep as they are, in place, and only append to
+    FINAL_HEADS = tuple(
+        row_type.TABLE
+        for row_type in (FileRow, FunctionRow, CallRow, CallEdgeRow, OpCallRow, IncludeRow, NodeRow, ReachEdgeRow)
+    )
 
     def heads(self) -> dict[str, list[tuple]]:
-        """The rows of the FINAL_HEADS tables so far: the first rows of what ``finish`` returns."""
+        """The rows of the FINAL_HEADS tables so far: the first rows of what ``pack`` returns."""
         return {table: self.t.rows[table] for table in self.FINAL_HEADS}
-
-    def _add_python_nodes(self, functions: list[tuple]) -> None:
-        """The nodes of ``functions`` (Python ones, numbered from the first free node id: node
-        id == function id, with no renumbering of the first step's nodes and edges)."""
-        for gid, _, qualname, *_ in functions:
-            if self.g.node(_PYFUNCTION, str(gid), qualname) != gid:
-                raise AssertionError("Python functions must be numbered from the first free node id")
 
     def finish(
         self,
@@ -386,133 +454,99 @@ class NativeLink:
         derivatives: list[tuple[str, list[str]]] | None = None,
     ) -> Tables:
         """All index tables: the first step's and those of ``python_files`` and ``benches`` (call once)."""
+        self.link_python(python_files, derivatives)
+        self.link_benchmarks(benches, traces)
+        return self.pack(canaries)
+
+    def link_python(
+        self, python_files: list[FileFacts], derivatives: list[tuple[str, list[str]]] | None = None
+    ) -> None:
+        """The Python files' functions, and what needs them numbered first: stubs linked to
+        operators by name, backward formulas (``derivatives``: op -> the backward ops its
+        formulas call), Python references through imports and re-exports (call once)."""
+        self._add_python_files(python_files)
+        self._link_stubs_by_name()
+        self._link_backward_formulas(derivatives or [])
+        self.python = _PythonNames(self.all_files, self.py_by_qual, self)
+        self._link_python_methods()
+        self._link_python_calls()
+        self._link_python_subclasses()
+
+    def _add_python_files(self, python_files: list[FileFacts]) -> None:
+        """The Python files' rows, and their functions' rows and nodes, numbered from the first
+        free node id (node id == function id, with no renumbering of the first step's nodes and edges)."""
         t, g = self.t, self.g
-        op_by_name, ops_by_base, method_ops = self.op_by_name, self.ops_by_base, self.method_ops
-        library_ops = self.library_ops
-        files = [*self.files, *python_files]
-        py_first = len(g.node_ids)
-        py_rows, py_base = _file_rows(t, python_files, len(self.files), py_first)
-        self._add_python_nodes(py_rows)
-        func_rows, fid_base = self.func_rows + py_rows, self.fid_base + py_base
-        t.rows["functions"] = func_rows
-        py_by_qual = {qualname: gid for gid, file_id, qualname, *_ in py_rows if files[file_id].lang == _PYTHON_FILE}
+        self.all_files = files = [*self.files, *python_files]
+        self.py_first = len(g.node_ids)
+        self.py_rows, py_base = _file_rows(t, python_files, len(self.files), self.py_first)
+        for gid, _, qualname, *_ in self.py_rows:
+            if g.node(_PYFUNCTION, str(gid), qualname) != gid:
+                raise AssertionError("Python functions must be numbered from the first free node id")
+        self.func_rows, self.fid_base = self.func_rows + self.py_rows, self.fid_base + py_base
+        t.rows[FunctionRow.TABLE] = self.func_rows
+        self.py_by_qual = {
+            qualname: gid for gid, file_id, qualname, *_ in self.py_rows if files[file_id].lang == _PYTHON_FILE
+        }
 
-        def op_node(name: str) -> int:
-            return g.node(_OP, name)
-
-        # ---- stubs whose callers are not in the index (declared and called by an upstream
-        # PyTorch the backend is built against): linked to operators by name
-        called = {dst for dst, _, kind, _ in t.rows["reach_edges"] if kind == _STUB_CALL}
-        declared = {s.stub for f in files for s in f.stubs}
+    def _link_stubs_by_name(self) -> None:
+        """Stubs whose callers are not in the index (declared and called by an upstream PyTorch
+        the backend is built against): linked to operators by name."""
+        t, g = self.t, self.g
+        called = {dst for dst, _, kind, _ in t.rows[ReachEdgeRow.TABLE] if kind == _STUB_CALL}
+        declared = {s.stub for f in self.all_files for s in f.stubs}
         registered_in: dict[str, list[str]] = defaultdict(list)
-        for f in files:
+        for f in self.all_files:
             for s in f.stub_impls:
                 registered_in[s.stub].append(f.path)
         for stub in sorted(set(registered_in) - declared):
             node = g.node(_STUB, stub)
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
-                for op in ops_named_like(stub, ops_by_base):
-                    g.edge(node, op_node(op), _STUB_NAME, layout)
+                for op in ops_named_like(stub, self.ops_by_base):
+                    g.edge(node, self._op_node(op), _STUB_NAME, layout)
 
-        # ---- backward formulas: an op's backward ops (followed like composite callers)
-        for name, backward_ops in derivatives or []:
-            for target in [name] if name in op_by_name else ops_by_base.get(name, []):
+    def _link_backward_formulas(self, derivatives: list[tuple[str, list[str]]]) -> None:
+        """Backward formulas: an op's backward ops (followed like composite callers)."""
+        op_node, ops_by_base = self._op_node, self.ops_by_base
+        for name, backward_ops in derivatives:
+            for target in [name] if name in self.op_by_name else ops_by_base.get(name, []):
                 for backward in backward_ops:
                     for b in ops_by_base.get(backward, []):
-                        g.edge(op_node(b), op_node(target), EdgeKind.BACKWARD, f"derivatives.yaml: {name}")
+                        self.g.edge(op_node(b), op_node(target), EdgeKind.BACKWARD, f"derivatives.yaml: {name}")
 
-        # ---- Python: references through imports and re-exports
-        module_aliases: dict[str, dict[str, str]] = {}
-        module_stars: dict[str, list[str]] = {}
-        for f in files:
-            if f.lang == _PYTHON_FILE:
-                mod = f.path[:-3].replace("/", ".")
-                mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
-                module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
-                module_stars[mod] = [m for a, m in module_aliases[mod].items() if a.startswith("*")]
-
-        resolved_cache: dict[str, int | None] = {}
-
-        def resolve_py(dotted: str, depth: int = 0) -> int | None:
-            if dotted in resolved_cache:
-                return resolved_cache[dotted]
-            resolved_cache[dotted] = None
-            result = py_by_qual.get(dotted)
-            if result is None and depth < 6:
-                dot = len(dotted)
-                while (dot := dotted.rfind(".", 0, dot)) > 0:  # the longest prefix that is a module
-                    aliases = module_aliases.get(dotted[:dot])
-                    if aliases is None:
-                        continue
-                    head, _, rest = dotted[dot + 1 :].partition(".")
-                    candidates = [aliases[head]] if head in aliases else []
-                    if not head.startswith("_"):  # `from m import *` does not bring m's private names
-                        candidates += [f"{m}.{head}" for m in module_stars[dotted[:dot]]]
-                    for target in candidates:
-                        result = resolve_py(f"{target}.{rest}" if rest else target, depth + 1)
-                        if result is not None:
-                            break
-                    break
-            resolved_cache[dotted] = result
-            return result
-
-        ops_cache: dict[tuple[str, str], list[str]] = {}  # the same names are called all over
-
-        def ops_of_python(dotted: str, kind: str) -> list[str]:
-            found = ops_cache.get((dotted, kind))
-            if found is None:
-                found = ops_cache[(dotted, kind)] = python_ops(dotted, kind)
-            return found
-
-        def python_ops(dotted: str, kind: str) -> list[str]:
-            qual, _, name = dotted.rpartition(".")
-            if kind == _MEMBER or (
-                qual and qual.split(".")[0] not in module_aliases and "." not in qual and qual not in _OP_PREFIXES
-            ):
-                return method_ops.get(name, [])
-            m = _TORCH_OPS.match(dotted)
-            if m:
-                ns, base, overload = m.groups()
-                if ns == "aten":
-                    return (
-                        [f"{base}.{overload}"]
-                        if overload and f"{base}.{overload}" in op_by_name
-                        else ops_by_base.get(base, [])
-                    )
-                key = _op_key(ns, base)
-                return [key] if key in library_ops else []
-            if qual in _OP_PREFIXES:
-                return ops_by_base.get(_OP_PREFIXES[qual] + name, [])
-            return []
-
-        class_subs: dict[int, list[int]] = defaultdict(list)
-        class_methods: dict[int, list[int]] = defaultdict(list)
-        for file_id, f in enumerate(files):
+    def _link_python_methods(self) -> None:
+        """Classes' methods (a class that is used runs its methods, but those that build, copy
+        or print it), for classes with no more than _HUB_METHODS."""
+        py_rows, py_first, fid_base = self.py_rows, self.py_first, self.fid_base
+        self.class_methods = class_methods = defaultdict(list)
+        for file_id, f in enumerate(self.all_files):
             if f.lang == _PYTHON_FILE:
                 for c in f.calls:
                     if c.kind == _MEMBER_OF:
-                        method = py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
+                        method = self.py_by_qual.get(f"{c.qualifier}.{c.callee_name}")
                         if method is not None:
                             class_methods[fid_base[file_id] + c.func_index].append(method)
         for cls, methods in class_methods.items():
             if len(methods) <= _HUB_METHODS:
                 for method in methods:
                     if py_rows[method - py_first][3] not in _SETUP_METHODS:
-                        g.edge(method, cls, EdgeKind.METHOD_OF, "")
+                        self.g.edge(method, cls, EdgeKind.METHOD_OF, "")
 
-        def constructor(cls: int) -> int | None:
-            """Calling a class from Python code runs its __init__ (not every method)."""
-            return py_by_qual.get(f"{py_rows[cls - py_first][2]}.__init__")
-
-        for file_id, f in enumerate(files):
+    def _link_python_calls(self) -> None:
+        """The Python calls: to functions (a class called runs its ``__init__``), to operators,
+        and base classes (``class_subs``)."""
+        t, g, op_node = self.t, self.g, self._op_node
+        py_rows, py_first, py_by_qual = self.py_rows, self.py_first, self.py_by_qual
+        resolve_py, ops_of_python = self.python.function, self.python.ops
+        self.class_subs = class_subs = defaultdict(list)
+        for file_id, f in enumerate(self.all_files):
             if f.lang != _PYTHON_FILE:
                 continue
-            base_gid = fid_base[file_id]
+            base_gid = self.fid_base[file_id]
             for c in f.calls:
                 caller = base_gid + c.func_index
                 dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
-                t.rows["calls"].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+                t.rows[CallRow.TABLE].append((caller, c.callee_name, c.qualifier, c.kind, c.line))
                 if c.kind == _MEMBER_OF:
                     continue
                 if c.kind == _REF and py_rows[caller - py_first][4] != "alias":
@@ -523,55 +557,74 @@ class NativeLink:
                         class_subs[target].append(caller)
                     continue
                 if target is not None and py_rows[target - py_first][4] == "class" and c.kind == _PYTHON:
-                    target = constructor(target)
+                    # calling a class from Python code runs its __init__ (not every method)
+                    target = py_by_qual.get(f"{py_rows[target - py_first][2]}.__init__")
                     if target is None:
                         continue
                 if target is not None and target != caller:
-                    t.rows["call_edges"].append((caller, target, _PYTHON, c.line))
+                    t.rows[CallEdgeRow.TABLE].append((caller, target, _PYTHON, c.line))
                     g.edge(target, caller, _PYTHON_CALL, f"line {c.line}")
                     continue
                 for op in ops_of_python(dotted.lstrip("."), c.kind):
-                    t.rows["op_calls"].append((caller, op, dotted, c.line))
+                    t.rows[OpCallRow.TABLE].append((caller, op, dotted, c.line))
                     g.edge(op_node(op), caller, _OP_CALL, f"{dotted} line {c.line}")
-        for base_cls, subs in class_subs.items():
+
+    def _link_python_subclasses(self) -> None:
+        """A base class reaches its subclasses (not a base with more than _HUB_SUBCLASSES)."""
+        for base_cls, subs in self.class_subs.items():
             if len(subs) <= _HUB_SUBCLASSES:
                 for sub in subs:
-                    g.edge(base_cls, sub, EdgeKind.SUBCLASS, "")
+                    self.g.edge(base_cls, sub, EdgeKind.SUBCLASS, "")
 
-        # ---- benchmarks
-        origin_of = {gid: files[file_id].origin for gid, file_id, *_ in func_rows}
+    def link_benchmarks(self, benches: list[BenchmarkFacts], traces: dict[str, FileTrace] | None = None) -> None:
+        """The benchmarks: their references to functions and operators, their traces
+        (``traces``: benchmark file -> its traced tests, see indexer/trace.py), the operators
+        they reach through Python, their tests numbered (after link_python; call once)."""
+        t = self.t
+        origin_of = {gid: self.all_files[file_id].origin for gid, file_id, *_ in self.func_rows}
         device_kernels = _DeviceKernels(t, origin_of, (traces or {}).values())
         for b in benches:
-            t.rows["benchmarks"].append((b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256))
-            bnode = g.node(NodeKind.BENCHMARK, b.name)
-            if b.status != "ok":
-                t.warnings.append((b.file, "benchmark", b.message))
-            seen: set[tuple[str, str]] = set()
-            for test, dotted, kind in b.refs:
-                target = None if kind == _MEMBER or dotted.startswith(".") else resolve_py(dotted)
-                if target is not None:
-                    if (test, str(target)) not in seen:
-                        seen.add((test, str(target)))
-                        t.rows["bench_calls"].append((b.name, target, test))
-                        g.edge(target, bnode, EdgeKind.BENCH_CALL, f"{test}: {dotted}")
-                    continue
-                for op in ops_of_python(dotted.lstrip("."), kind):
-                    if (test, op) in seen:
-                        continue
-                    seen.add((test, op))
-                    for device in b.devices:
-                        t.rows["bench_ops"].append((b.name, op, BenchOpSource.STATIC, test, device, dotted))
-                    g.edge(op_node(op), bnode, EdgeKind.BENCH_OP, f"{test}: {dotted}")
+            self._link_benchmark_refs(b)
             trace = (traces or {}).get(b.file)
             if trace is not None:
-                _link_trace(t, b.name, trace, ops_by_base, library_ops, device_kernels)
+                _link_trace(t, b.name, trace, self.ops_by_base, self.library_ops, device_kernels)
+        _python_reached_bench_ops(t, benches, self.class_methods, self.class_subs)
+        t.rows[BenchTestRow.TABLE] = _numbered_tests(t.rows[BenchTestRow.TABLE])
+        del self.python, self.class_methods, self.class_subs  # the Python link's memos (~40 MiB on PyTorch)
 
-        _python_reached_bench_ops(t, benches, class_methods, class_subs)
-        t.rows["bench_tests"] = _numbered_tests(t.rows["bench_tests"])
+    def _link_benchmark_refs(self, b: BenchmarkFacts) -> None:
+        """A benchmark's row, and what its tests reference: Python functions, else operators."""
+        t, g = self.t, self.g
+        resolve_py, ops_of_python = self.python.function, self.python.ops
+        t.rows[BenchmarkTableRow.TABLE].append(
+            (b.name, b.file, b.framework, b.tests_json(), json.dumps(b.devices), b.sha256)
+        )
+        bnode = g.node(NodeKind.BENCHMARK, b.name)
+        if b.status != "ok":
+            t.warnings.append((b.file, "benchmark", b.message))
+        seen: set[tuple[str, str]] = set()
+        for test, dotted, kind in b.refs:
+            target = None if kind == _MEMBER or dotted.startswith(".") else resolve_py(dotted)
+            if target is not None:
+                if (test, str(target)) not in seen:
+                    seen.add((test, str(target)))
+                    t.rows[BenchCallRow.TABLE].append((b.name, target, test))
+                    g.edge(target, bnode, EdgeKind.BENCH_CALL, f"{test}: {dotted}")
+                continue
+            for op in ops_of_python(dotted.lstrip("."), kind):
+                if (test, op) in seen:
+                    continue
+                seen.add((test, op))
+                for device in b.devices:
+                    t.rows[BenchOpRow.TABLE].append((b.name, op, BenchOpSource.STATIC, test, device, dotted))
+                g.edge(self._op_node(op), bnode, EdgeKind.BENCH_OP, f"{test}: {dotted}")
 
-        t.rows["graph"] = pack_graph(t.rows["nodes"], t.rows["reach_edges"])
+    def pack(self, canaries: list[dict]) -> Tables:
+        """All index tables: the reachability graph packed, and the canary sets (after link_benchmarks)."""
+        t = self.t
+        t.rows[GraphRow.TABLE] = pack_graph(t.rows[NodeRow.TABLE], t.rows[ReachEdgeRow.TABLE])
         for c in canaries:
-            t.rows["canary_sets"].append(
+            t.rows[CanarySetRow.TABLE].append(
                 (
                     c["name"],
                     c.get("description", ""),
@@ -581,6 +634,79 @@ class NativeLink:
                 )
             )
         return t
+
+
+class _PythonNames:
+    """Python references resolved through imports and re-exports: to an indexed function
+    (``function``), or to the operators they call (``ops``: torch.add, F.relu, x.add,
+    torch.ops.aten.add.Tensor). Both remember their answers (the same names are used all over)."""
+
+    def __init__(self, files: list[FileFacts], py_by_qual: dict[str, int], link: NativeLink) -> None:
+        self.py_by_qual = py_by_qual
+        self.op_by_name, self.ops_by_base = link.op_by_name, link.ops_by_base
+        self.method_ops, self.library_ops = link.method_ops, link.library_ops
+        self.module_aliases: dict[str, dict[str, str]] = {}
+        self.module_stars: dict[str, list[str]] = {}
+        for f in files:
+            if f.lang == _PYTHON_FILE:
+                mod = f.path[:-3].replace("/", ".")
+                mod = mod[: -len(".__init__")] if mod.endswith(".__init__") else mod
+                self.module_aliases[mod] = dict(a.split("=", 1) for a in f.includes if "=" in a)
+                self.module_stars[mod] = [m for a, m in self.module_aliases[mod].items() if a.startswith("*")]
+        self.resolved: dict[str, int | None] = {}
+        self.ops_found: dict[tuple[str, str], list[str]] = {}
+
+    def function(self, dotted: str, depth: int = 0) -> int | None:
+        """The indexed Python function ``dotted`` names, through the longest prefix that is a module."""
+        if dotted in self.resolved:
+            return self.resolved[dotted]
+        self.resolved[dotted] = None
+        result = self.py_by_qual.get(dotted)
+        if result is None and depth < 6:
+            dot = len(dotted)
+            while (dot := dotted.rfind(".", 0, dot)) > 0:  # the longest prefix that is a module
+                aliases = self.module_aliases.get(dotted[:dot])
+                if aliases is None:
+                    continue
+                head, _, rest = dotted[dot + 1 :].partition(".")
+                candidates = [aliases[head]] if head in aliases else []
+                if not head.startswith("_"):  # `from m import *` does not bring m's private names
+                    candidates += [f"{m}.{head}" for m in self.module_stars[dotted[:dot]]]
+                for target in candidates:
+                    result = self.function(f"{target}.{rest}" if rest else target, depth + 1)
+                    if result is not None:
+                        break
+                break
+        self.resolved[dotted] = result
+        return result
+
+    def ops(self, dotted: str, kind: str) -> list[str]:
+        """The operators a Python call or reference of ``kind`` to ``dotted`` runs."""
+        found = self.ops_found.get((dotted, kind))
+        if found is None:
+            found = self.ops_found[(dotted, kind)] = self._ops(dotted, kind)
+        return found
+
+    def _ops(self, dotted: str, kind: str) -> list[str]:
+        qual, _, name = dotted.rpartition(".")
+        if kind == _MEMBER or (
+            qual and qual.split(".")[0] not in self.module_aliases and "." not in qual and qual not in _OP_PREFIXES
+        ):
+            return self.method_ops.get(name, [])
+        m = _TORCH_OPS.match(dotted)
+        if m:
+            ns, base, overload = m.groups()
+            if ns == "aten":
+                return (
+                    [f"{base}.{overload}"]
+                    if overload and f"{base}.{overload}" in self.op_by_name
+                    else self.ops_by_base.get(base, [])
+                )
+            key = _op_key(ns, base)
+            return [key] if key in self.library_ops else []
+        if qual in _OP_PREFIXES:
+            return self.ops_by_base.get(_OP_PREFIXES[qual] + name, [])
+        return []
 
 
 _PY_DEPTH = 4  # Python call levels below a benchmark's references that count as its own ops
@@ -593,7 +719,7 @@ def _python_reached_bench_ops(
     methods, torch.nn.functional helpers...), a few calls deep: what the benchmark runs
     by its own code, as opposed to everything C++ reaches below."""
     calls: dict[int, list[int]] = defaultdict(list)
-    for caller, callee, kind, _ in t.rows["call_edges"]:
+    for caller, callee, kind, _ in t.rows[CallEdgeRow.TABLE]:
         if kind == _PYTHON:
             calls[caller].append(callee)
     bases: dict[int, list[int]] = defaultdict(list)
@@ -603,13 +729,13 @@ def _python_reached_bench_ops(
                 bases[sub].append(base)
     methods = {cls: ms for cls, ms in class_methods.items() if len(ms) <= _HUB_METHODS}
     op_calls: dict[int, set[str]] = defaultdict(set)
-    for fid, op, _, _ in t.rows["op_calls"]:
+    for fid, op, _, _ in t.rows[OpCallRow.TABLE]:
         op_calls[fid].add(op)
-    names = dict((r[0], r[2]) for r in t.rows["functions"])
+    names = dict((r[0], r[2]) for r in t.rows[FunctionRow.TABLE])
     devices = {b.name: b.devices for b in benches}
-    direct = {(b, op, test) for b, op, _, test, _, _ in t.rows["bench_ops"]}
+    direct = {(b, op, test) for b, op, _, test, _, _ in t.rows[BenchOpRow.TABLE]}
     added = []
-    for bench, target, test in t.rows["bench_calls"]:
+    for bench, target, test in t.rows[BenchCallRow.TABLE]:
         seen = {target}
         frontier = [target]
         for _ in range(_PY_DEPTH):
@@ -626,7 +752,7 @@ def _python_reached_bench_ops(
                     direct.add((bench, op, test))
                     via = f"python: {names[fid]}"
                     added += [(bench, op, BenchOpSource.STATIC, test, d, via) for d in devices.get(bench, [""])]
-    t.rows["bench_ops"] += added
+    t.rows[BenchOpRow.TABLE] += added
 
 
 def _link_trace(
@@ -640,7 +766,7 @@ def _link_trace(
     """Rows for one benchmark file's trace: the file's status, its tests, the operators each
     test executes (by namespace and base name: any overload), and per-operator bench_ops links.
     ``device_kernels``: the indexed repo's own kernels per device, and what they run."""
-    t.rows["traces"].append(
+    t.rows[TraceRow.TABLE].append(
         (bench, trace.path, trace.status.value, trace.reason, trace.seconds, trace.max_rss_mb, trace.torch)
     )
     # per test, the operators it runs -> '' when the trace saw them, else why they are taken to run
@@ -658,7 +784,7 @@ def _link_trace(
     inside = kernels_seen(trace.tests)
     linked: set[str] = set()
     for test in trace.tests:
-        t.rows["bench_tests"].append(
+        t.rows[BenchTestRow.TABLE].append(
             (
                 bench,
                 test.name,
@@ -676,12 +802,12 @@ def _link_trace(
             qualified, _, layout = entry.partition("@")
             namespace, _, base = qualified.partition("::")
             inner = entry not in graph.get(name, set())
-            t.rows["trace_ops"].append((bench, name, namespace, base, layout or "dense", why, inner))
+            t.rows[TraceOpRow.TABLE].append((bench, name, namespace, base, layout or "dense", why, inner))
             linked.update(ops_by_base.get(base, []) if namespace == "aten" else [])
             if namespace != "aten" and qualified in library_ops:
                 linked.add(qualified)
     for op in sorted(linked):
-        t.rows["bench_ops"].append((bench, op, BenchOpSource.TRACED, "", "", "trace"))
+        t.rows[BenchOpRow.TABLE].append((bench, op, BenchOpSource.TRACED, "", "", "trace"))
 
 
 def _numbered_tests(rows: list[tuple]) -> list[tuple]:
@@ -704,16 +830,16 @@ class _DeviceKernels:
         self.t, self.origin_of = t, origin_of
         self.kernels: dict[tuple[str, str, str], list[int]] = defaultdict(list)  # (op base, family, layout)
         implemented: set[str] = set()  # aten ops by base name, others qualified: a kernel for any key
-        for op, key, _, fid in t.rows["kernels"]:
+        for op, key, _, fid in t.rows[KernelRow.TABLE]:
             if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0])
                 if device_of_key(key):
                     self.kernels[(op.split(".")[0], device_of_key(key), layout_of_key(key))].append(fid)
-        for namespace, _, op, _, fid, _, _ in t.rows["library_impls"]:
+        for namespace, _, op, _, fid, _, _ in t.rows[LibraryImplRow.TABLE]:
             if fid is not None and origin_of.get(fid) == _REPO:
                 implemented.add(op.split(".")[0] if namespace == "aten" else op)
         served = _ops_of_stubs(t)
-        for stub, arch, _, fid, _, _ in t.rows["stub_impls"]:  # a device's DispatchStub impl: its op's kernel
+        for stub, arch, _, fid, _, _ in t.rows[StubImplRow.TABLE]:  # a device's DispatchStub impl: its op's kernel
             if fid is not None and origin_of.get(fid) == _REPO and device_of_key(arch):
                 for op, layout in served.get(stub, ()):  # (run by the op's upstream code: not implemented here)
                     self.kernels[(op.split(".")[0], device_of_key(arch), layout)].append(fid)
@@ -730,7 +856,7 @@ class _DeviceKernels:
     @functools.cached_property
     def callees(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = defaultdict(list)
-        for caller, callee, *_ in self.t.rows["call_edges"]:
+        for caller, callee, *_ in self.t.rows[CallEdgeRow.TABLE]:
             if self.origin_of.get(callee) == _REPO:
                 out[caller].append(callee)
         return out
@@ -739,7 +865,7 @@ class _DeviceKernels:
     def op_calls(self) -> dict[int, list[str]]:
         """function -> the operators it calls, qualified by base name (aten::index)."""
         out: dict[int, list[str]] = defaultdict(list)
-        for fid, op, *_ in self.t.rows["op_calls"]:
+        for fid, op, *_ in self.t.rows[OpCallRow.TABLE]:
             out[fid].append(op if "::" in op else "aten::" + op.split(".")[0])
         return out
 
@@ -758,7 +884,7 @@ class _DeviceKernels:
             for fid in frontier:
                 if fid not in seen:
                     seen.add(fid)
-                    qualname = self.t.rows["functions"][fid][2]
+                    qualname = self.t.rows[FunctionRow.TABLE][fid][2]
                     for op in self.op_calls.get(fid, ()):
                         found.setdefault(op, f"called by {qualname} ({family} kernel of {base})")
                     nxt += self.callees.get(fid, [])
@@ -783,13 +909,13 @@ class _DeviceKernels:
 
 def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
     """DispatchStub -> (operator, layout) it serves (``ops_of_stubs`` over the link's edges)."""
-    named = {nid: key for nid, kind, key, _ in t.rows["nodes"] if kind in (_STUB, _OP)}
+    named = {nid: key for nid, kind, key, _ in t.rows[NodeRow.TABLE] if kind in (_STUB, _OP)}
     kernel_of: dict[int, list[tuple[str, str]]] = defaultdict(list)
-    for op, key, _, fid in t.rows["kernels"]:
+    for op, key, _, fid in t.rows[KernelRow.TABLE]:
         if fid is not None:
             kernel_of[fid].append((op, key))
     by_name, by_call = [], []
-    for dst, src, kind, detail in t.rows["reach_edges"]:
+    for dst, src, kind, detail in t.rows[ReachEdgeRow.TABLE]:
         if kind == _STUB_NAME and dst in named and src in named:
             by_name.append((named[dst], named[src], detail))
         elif kind == _STUB_CALL and dst in named:

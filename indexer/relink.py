@@ -1,6 +1,8 @@
-"""The re-link path of ``perfq index`` (a patch cannot do): extract the facts of new and changed
-files in parallel (the others come from the facts cache), trace benchmarks, link everything and
-write the index; the facts cache is saved alongside."""
+"""The re-link path of ``perfq index`` (what a patch cannot do) as named passes over the build's
+state (indexer/build_plan.py), run in order by ``relink``: extract the facts of new and changed
+files in a process pool (the others come from the facts cache) and link the C++ files while the pool
+parses the others, trace benchmarks, link the Python files and the benchmarks, pack the tables, sample
+natively (``--native``) and write the index; the facts cache is saved alongside."""
 
 from __future__ import annotations
 
@@ -10,17 +12,17 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 from indexer.bench_imports import dependencies
 from indexer.benchmarks import BenchmarkFacts
-from indexer.build_info import BuildEvents, BuildReport, extractor_version
+from indexer.build_info import extractor_version
+from indexer.build_plan import BuildPlan, BuildState, ExtractJob
 from indexer.compile_db import load_compile_db
 from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
-from indexer.facts_cache import Lines, decode_line, encode_line, load_cache, save_cache
+from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
 from indexer.link import NativeLink
 from indexer.native import NativeTest, sample_native
 from indexer.native_yaml import OpFacts, load_native_functions, merge_ops
@@ -28,7 +30,7 @@ from indexer.trace import (
     FileTrace,
     TraceJob,
     TraceOptions,
-        cache_key,
+    cache_key,
     sandbox_summary,
     torch_available,
     trace_content,
@@ -42,92 +44,194 @@ from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import Config
 from perfq.errors import PerfqError
-from schema.model import FileStatus, Lang, Origin, TraceStatus
+from schema.model import FileStatus, Lang, NativeSampleRow, NativeTestRow, Origin, TraceStatus, WarningRow
 from schema.writer import Prefill, write_index
-
-T = TypeVar("T")
 
 
 @gc_paused()  # on until the facts are freed: a collection over them cost ~0.8 s mid-build, another ran at its end
-def relink(
-    repo: Path,
-    cfg: Config,
-    db_path: Path,
-    files: dict[str, list[str]],
-    digests: dict[str, str | None],
-    upstream: Upstream | None,
-    yaml_keys: dict[Path, tuple[str, str]],
-    canaries_source: str,
-    inputs: dict[str, str],
-    report: BuildReport,
-    events: BuildEvents,
-    *,
-    jobs: int | None,
-    quiet: bool,
-    trace: bool | None,
-    started: float,
-    native: bool = False,
-) -> None:
-    """Build the whole index of ``repo`` at ``db_path`` from ``files`` (content ``digests``),
-    filling ``report`` (its total counted from ``started``; ``canaries_source``: the canary sets'
-    YAML; ``inputs``: what the index was built from, for its meta); runs under the caller's build lock."""
-    canaries = load_canaries(canaries_source)
-    cache_path = db_path.with_name(db_path.name + ".facts")
-    lines: Lines = {}  # cache lines of cached or extracted facts, saved again as they are
-    cache = _load_cache(cache_path, lines)
-    compile_db = load_compile_db(repo, cfg.compile_commands) if cfg.compile_commands else {}
-    work: list[tuple] = []
-    kept: dict[str, tuple[str, str, FileFacts | BenchmarkFacts]] = {}
+def relink(plan: BuildPlan, state: BuildState) -> None:
+    """The re-link's passes, in order, after discover and hash (indexer/build.py); runs under the
+    build's lock and fills ``state``, its report included. Two overlaps keep it fast: the C++
+    files are linked while the pool parses the others (extract hands off to link_native), and
+    forked children save the facts cache and write the C++ rows while the rest links."""
+    state.canaries = load_canaries(plan.canaries)  # a malformed canaries file fails before any work
+    find_work(plan, state)
+    extract(plan, state)  # runs link_native once the C++ files and the yaml are in
+    trace(plan, state)
+    with _facts_cache_saved(plan, state), _prefilled(plan, state) as prefill:
+        with _timed(state, "link"), alongside(prefill.write):
+            link_python(plan, state)
+            link_benchmarks(plan, state)
+            pack(plan, state)
+        sample(plan, state)
+        write(plan, state, prefill)
+    _finish_report(plan, state)
+
+
+def find_work(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *extract*, its first half: the facts cache, and the files whose cached facts are not
+    current (content and compile flags) as jobs, C++ files first (they are linked while the others
+    are parsed); the others' facts are kept."""
+    state.lines = {}
+    state.cache = load_cache(plan.facts_path, extractor_version(), state.lines)
+    state.kept = {}
+    compile_db = load_compile_db(plan.repo, plan.cfg.compile_commands) if plan.cfg.compile_commands else {}
+    jobs: list[ExtractJob] = []
     for kind in ("cpp", "python", "benchmark"):
-        for path in files[kind]:
-            key = f"{kind}:{path}"
+        for path in state.files[kind]:
             args = compile_db.get(path) if kind == "cpp" else None
             # cached facts depend on the content and, for a real parse, the flags
             flags = hashlib.sha256(repr(args).encode()).hexdigest()[:12] if args else ""
-            cached = cache.get(key)
-            if cached is not None and cached[1] == (digests[path] or "") + flags:
-                kept[key] = cached
-                continue
-            work.append((str(repo), kind, path, args, flags) if args else (str(repo), kind, path))
-    if upstream is not None:
-        work += _upstream_work(upstream, cache, kept)
-    work.sort(key=lambda job: job[1] != "cpp")  # C++ files first: they are linked while the others are parsed
-    report.reused, report.reparsed = len(kept), len(work)
-    events.phase("extract", f"{len(work)} files to parse, {len(kept)} from the facts cache")
-    t2 = time.perf_counter()
+            job = ExtractJob(str(plan.repo), kind, path, args or None, flags)
+            cached = state.cache.get(job.cache_key)
+            if cached is not None and cached[1] == (state.digests[path] or "") + flags:
+                state.kept[job.cache_key] = cached
+            else:
+                jobs.append(job)
+    if plan.upstream is not None:
+        jobs += _upstream_jobs(plan.upstream, state.cache, state.kept)
+    jobs.sort(key=lambda job: job.kind != "cpp")
+    state.extract_jobs = jobs
+    state.report.reused, state.report.reparsed = len(state.kept), len(jobs)
 
-    def link_native(layers: list[tuple[str, list[OpFacts]]]) -> tuple[NativeLink, list[str]]:
-        """The link's first step, once the C++ facts and the operators are in; and the yaml warnings."""
-        started_native = time.perf_counter()
-        ops, yaml_warnings = merge_ops(layers)
-        cpp_facts = _facts(kept, "cpp")
-        events.phase("link-cpp", f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
-        native = NativeLink(cpp_facts, ops)
-        report.timings["link_cpp"] = time.perf_counter() - started_native
-        return native, yaml_warnings
 
-    reader, (native_link, yaml_warnings) = _extract_all(
-        repo, work, kept, lines, cache, yaml_keys, jobs, quiet, link_native
-    )
-    report.timings["extract"] = time.perf_counter() - t2
-    python_facts = _facts(kept, "python")
-    file_facts = [*native_link.files, *python_facts]
-    benches = _facts(kept, "benchmark")
-    t_trace = time.perf_counter()
-    imports = _benchmark_imports(repo, benches, files["benchmark_module"], digests)
-    traces = _traces(repo, benches, imports, cache, kept, trace, jobs, events, report)
-    report.timings["trace"] = time.perf_counter() - t_trace
-    report.trace_failures = {p: t.reason or "; ".join(t.errors[:1]) for p, t in traces.items() if t.status != "ok"}
-    # the facts cache is saved by a forked child while this process links and writes
-    saving = report.reparsed or set(kept) != set(cache)
-    with alongside(_save_cache, cache_path, kept, lines) if saving else contextlib.nullcontext():
-        missing = sorted({m for t in traces.values() if (m := t.missing_module())})
-        inputs = {"native_functions_reader": reader, "trace_missing_modules": ",".join(missing), **inputs}
-        _link_and_write(repo, cfg, upstream, db_path, native_link, python_facts, benches, canaries, traces,
-                        report, inputs, yaml_warnings, events, native)
-    report.timings["total"] = time.perf_counter() - started
-    report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
-    keep_until_exit(kept, cache, lines, native_link, file_facts, benches, traces)  # not freed one by one
+def extract(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *extract*: run the extractors over the jobs in a process pool and read the yaml files
+    whose content changed (the others' operators come from the cache), filling ``state.kept`` and
+    the new facts' cache lines. Once the C++ files and the yaml files are in, it hands off to
+    link_native, which runs while the pool parses the other files. Ends with the facts by kind."""
+    jobs = state.extract_jobs
+    plan.events.phase("extract", f"{len(jobs)} files to parse, {len(state.kept)} from the facts cache")
+    with _timed(state, "extract"):
+        yaml_todo = _yaml_todo(plan, state)
+        if not (jobs or yaml_todo):
+            link_native(plan, state)
+        else:
+            _extract_in_pool(plan, state, yaml_todo)
+    state.reader = ",".join(state.kept[key][2][1] for key, _ in plan.yaml_keys.values())
+    state.python_facts = _facts(state.kept, "python")
+    state.benches = _facts(state.kept, "benchmark")
+
+
+def link_native(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *link native*: the link's first step (indexer/link.py NativeLink), once the C++ facts
+    and the operators are in: what the C++ files and the operators make on their own."""
+    started = time.perf_counter()
+    ops, state.yaml_warnings = merge_ops(_yaml_layers(plan.yaml_keys, state.kept))
+    cpp_facts = _facts(state.kept, "cpp")
+    plan.events.phase("link-cpp", f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
+    state.native = NativeLink(cpp_facts, ops)
+    state.report.timings["link_cpp"] = time.perf_counter() - started
+
+
+def trace(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *trace*: the traced tests of each benchmark file, cached or traced now (``_traces``)."""
+    with _timed(state, "trace"):
+        imports = _benchmark_imports(plan.repo, state.benches, state.files["benchmark_module"], state.digests)
+        state.traces = _traces(plan, state, imports)
+    state.report.trace_failures = {
+        p: t.reason or "; ".join(t.errors[:1]) for p, t in state.traces.items() if t.status != "ok"
+    }
+
+
+def link_python(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *link Python*: the Python files' functions, and what needs them numbered (stubs linked
+    to operators by name, backward formulas, Python references through imports and re-exports)."""
+    assert state.native is not None
+    plan.events.phase("link", f"{len(state.python_facts)} Python files, {len(state.benches)} benchmark files")
+    state.native.link_python(state.python_facts, _derivatives(plan.repo, plan.cfg, plan.upstream))
+
+
+def link_benchmarks(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *link benchmarks*: the benchmarks, what they reference and what their traces ran."""
+    assert state.native is not None
+    state.native.link_benchmarks(state.benches, state.traces)
+
+
+def pack(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *pack*: the tables as the index holds them (the graph packed, the canary sets, the
+    link's and the yaml's warnings)."""
+    assert state.native is not None
+    state.tables = tables = state.native.pack(state.canaries)
+    state.rows = dict(tables.rows)
+    yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
+    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
+
+
+def sample(plan: BuildPlan, state: BuildState) -> None:
+    """Pass *native* (``--native`` only): sample the benchmark tests under perf into the
+    native_samples and native_tests tables (perf was checked when the build was planned)."""
+    if not plan.native:
+        return
+    started = time.perf_counter()
+    events = plan.events
+    events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
+
+    def finished(test: NativeTest, error: str) -> None:
+        events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
+
+    done = sample_native(plan.repo, state.rows, on_test=finished)
+    state.rows[NativeSampleRow.TABLE] = list(done.rows)
+    state.rows[NativeTestRow.TABLE] = list(done.tests)
+    state.report.timings["native"] = time.perf_counter() - started
+    rate = done.rate
+    events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"
+                           f" samples mapped {rate.samples_mapped}/{rate.samples}")
+    state.inputs.update(done.meta())
+
+
+def write(plan: BuildPlan, state: BuildState, prefill: Prefill) -> None:
+    """Pass *write*: the tables and the meta as the index at ``plan.db_path`` (atomically; the rows
+    ``prefill`` wrote are not written again)."""
+    rows = state.rows
+    missing = sorted({m for t in state.traces.values() if (m := t.missing_module())})
+    inputs = {"native_functions_reader": state.reader, "trace_missing_modules": ",".join(missing), **state.inputs}
+    plan.events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {plan.db_path}")
+    with _timed(state, "write"):
+        write_index(plan.db_path, rows, _meta(plan.repo, inputs, state), prefill)
+    state.report.counts = {k: len(v) for k, v in rows.items()}
+
+
+def _finish_report(plan: BuildPlan, state: BuildState) -> None:
+    """The report's total and skipped files; the build's objects are kept until the process exits
+    (not freed one by one)."""
+    assert state.native is not None
+    file_facts = [*state.native.files, *state.python_facts]
+    state.report.timings["total"] = time.perf_counter() - plan.started
+    state.report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
+    keep_until_exit(state.kept, state.cache, state.lines, state.native, file_facts, state.benches, state.traces)
+
+
+@contextlib.contextmanager
+def _timed(state: BuildState, name: str) -> Iterator[None]:
+    """The block's seconds as the report's timing ``name``."""
+    started = time.perf_counter()
+    yield
+    state.report.timings[name] = time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def _facts_cache_saved(plan: BuildPlan, state: BuildState) -> Iterator[None]:
+    """The facts cache saved (when it changed) by a forked child while the block links and writes."""
+    saving = state.report.reparsed or set(state.kept) != set(state.cache)
+    if not saving:
+        yield
+        return
+    with alongside(save_cache, plan.facts_path, extractor_version(), state.kept, state.lines):
+        yield
+
+
+@contextlib.contextmanager
+def _prefilled(plan: BuildPlan, state: BuildState) -> Iterator[Prefill]:
+    """The rows of the link's first step (NativeLink.heads), to be written into the new index by a
+    forked child on the core the link leaves idle; its scratch file is removed when the block fails."""
+    assert state.native is not None
+    prefill = Prefill(plan.db_path, state.native.heads())
+    try:
+        yield prefill
+    except BaseException:
+        prefill.discard()
+        raise
 
 
 def load_canaries(text: str) -> list[dict]:
@@ -140,35 +244,119 @@ def load_canaries(text: str) -> list[dict]:
     return [s for s in sets if isinstance(s, dict) and s.get("name")]
 
 
-def _load_cache(path: Path, lines: Lines) -> dict:
-    """Facts of the previous build by file key, or {} (missing, foreign or damaged cache)."""
-    return load_cache(path, extractor_version(), lines)
-
-
-def _save_cache(path: Path, entries: dict, lines: Lines) -> None:
-    save_cache(path, extractor_version(), entries, lines)
-
-
-def _extract_line(job: tuple) -> tuple[str, str, str | None, str]:
-    """The pool's task: (kind, path, the facts' cache line or None, error) for one job of
-    _extract_all. A line, not the facts: JSON is quicker to make and read than a pickle of
-    them, and the facts cache saves it as it is."""
-    kind, path, facts, error = read_and_extract(job)
+def _extract_line(job: ExtractJob) -> tuple[str, str, str | None, str]:
+    """The pool's task: (kind, path, the facts' cache line or None, error) for one job. A line,
+    not the facts: JSON is quicker to make and read than a pickle of them, and the facts cache
+    saves it as it is."""
+    kind, path, facts, error = read_and_extract(job.root, job.kind, job.path, job.compile_args)
     if facts is None:
         return kind, path, None, error
-    key, digest = _key_and_digest(job, getattr(facts, "sha256", ""))
-    return kind, path, encode_line(key, kind, digest, facts), error
+    return kind, path, encode_line(job.cache_key, kind, getattr(facts, "sha256", "") + job.flags, facts), error
 
 
-def _key_and_digest(job: tuple, sha: str) -> tuple[str, str]:
-    """A job's cache key (an upstream's files are prefixed) and its facts' digest (content and flags)."""
-    kind, path = job[1], job[2]
-    flags = job[4] if len(job) > 4 else ""
-    prefix = job[5] if len(job) > 5 else ""
-    return f"{prefix}{kind}:{path}", sha + flags
+def _upstream_jobs(upstream: Upstream, cache: dict, kept: dict) -> list[ExtractJob]:
+    """Extraction jobs for the upstream's files; none when the cache holds this upstream
+    version (its files are not hashed or parsed again)."""
+    marker = cache.get("up:key")
+    if marker is not None and marker[1] == upstream.key():
+        for key, value in cache.items():
+            if key.startswith("up:"):
+                kept[key] = value
+        return []
+    kept["up:key"] = ("meta", upstream.key(), None)
+    kinds = (("cpp", upstream.cpp), ("python", upstream.python))
+    return [ExtractJob(str(upstream.root), kind, p, key_prefix="up:") for kind, paths in kinds for p in paths]
 
 
-def _progress(total: int, quiet: bool):
+def _yaml_todo(plan: BuildPlan, state: BuildState) -> list[tuple[str, str, Path]]:
+    """(cache key, digest, path) of the yaml files whose content changed; the others' operators are kept."""
+    todo = []
+    for path, (key, sha) in plan.yaml_keys.items():
+        cached = state.cache.get(key)
+        if cached is not None and cached[1] == sha:
+            state.kept[key] = cached
+        else:
+            todo.append((key, sha, path))
+    return todo
+
+
+def _extract_in_pool(plan: BuildPlan, state: BuildState, yaml_todo: list[tuple[str, str, Path]]) -> None:
+    """The pool's part of pass *extract*: the jobs parsed and the yaml files read in worker
+    processes; link_native runs here once the last C++ file (and the yaml) is in."""
+    jobs, kept = state.extract_jobs, state.kept
+    n_workers = plan.jobs or os.cpu_count() or 1
+    n_cpp = sum(1 for job in jobs if job.kind == "cpp")
+    progress = _Progress(len(jobs), plan.quiet)
+    with worker_pool(n_workers) as pool:
+        yaml_futures = [(key, sha, pool.submit(load_native_functions, plan.repo, p)) for key, sha, p in yaml_todo]
+
+        def hand_off() -> None:
+            for key, sha, fut in yaml_futures:
+                kept[key] = ("yaml", sha, fut.result())
+            with progress.saying("indexing (linking the C++ files)"):  # the count stands still meanwhile
+                link_native(plan, state)
+
+        chunk = max(1, min(64, len(jobs) // (n_workers * 8) or 1))
+        with progress:
+            results = pool.map(_extract_line, jobs, chunksize=chunk)
+            if not n_cpp:
+                hand_off()
+            for i, (job, result) in enumerate(zip(jobs, results, strict=True)):
+                _keep_result(state, job, result)
+                progress.advance()
+                if i + 1 == n_cpp:
+                    hand_off()
+
+
+def _keep_result(state: BuildState, job: ExtractJob, result: tuple[str, str, str | None, str]) -> None:
+    """Keep a job's facts (decoded from its cache line), or facts saying why the file was skipped."""
+    kind, path, line, error = result
+    if line is None:
+        failed = FileFacts(path, Lang.UNKNOWN, "", 0, status=FileStatus.SKIPPED, message=error)
+        state.kept[job.cache_key] = (kind, job.flags, failed)
+    else:
+        key, entry = decode_line(line)
+        state.kept[key], state.lines[key] = entry, (entry[1], line)
+
+
+class _Progress:
+    """The extraction's progress bar on a terminal (none when quiet, in CI or not a tty)."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.bar = _progress_bar(quiet)
+        self.total, self.done = total, 0
+        self.task = None
+        self.started = time.perf_counter()
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task("indexing", total=self.total, rate="0")
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.bar is not None and self.task is not None:
+            rate = self.done / max(1e-6, time.perf_counter() - self.started)
+            self.bar.update(self.task, advance=1, rate=f"{rate:.0f}")
+
+    @contextlib.contextmanager
+    def saying(self, description: str) -> Iterator[None]:
+        """The bar's description is ``description`` while the block runs."""
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, description=description)
+        yield
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, description="indexing")
+
+
+def _progress_bar(quiet: bool):
+    """A rich progress bar for the extraction, or None when quiet, in CI or not on a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if quiet or not sys.stderr.isatty() or os.environ.get("CI"):
@@ -195,76 +383,17 @@ def _facts(kept: dict, kind: str) -> list:
     return out
 
 
-def _link_and_write(
-    repo: Path,
-    cfg: Config,
-    upstream: Upstream | None,
-    db_path: Path,
-    native: NativeLink,
-    python_facts: list[FileFacts],
-    benches: list[BenchmarkFacts],
-    canaries: list[dict],
-    traces: dict[str, FileTrace],
-    report: BuildReport,
-    inputs: dict[str, str],
-    yaml_warnings: list[str],
-    events: BuildEvents,
-    native_sampling: bool = False,
-) -> None:
-    """Finish the link (``native``: its C++ step) and write the tables as the index at ``db_path``."""
-    events.phase("link", f"{len(python_facts)} Python files, {len(benches)} benchmark files")
-    t3 = time.perf_counter()
-    derivatives = _derivatives(repo, cfg, upstream)
-    # the C++ rows are written into the new index by a forked child on the core the link leaves idle
-    prefill = Prefill(db_path, native.heads())
-    try:
-        with alongside(prefill.write):
-            tables = native.finish(python_facts, benches, canaries, traces, derivatives)
-        report.timings["link"] = time.perf_counter() - t3
-        rows = dict(tables.rows)
-        rows["warnings"] = [(f, p, m) for f, p, m in tables.warnings] + [("", "yaml", w) for w in yaml_warnings]
-        if native_sampling:
-            inputs = {**inputs, **_native(repo, rows, report, events)}
-        events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {db_path}")
-        t4 = time.perf_counter()
-        write_index(db_path, rows, _meta(repo, inputs, report), prefill)
-    except BaseException:
-        prefill.discard()
-        raise
-    report.timings["write"] = time.perf_counter() - t4
-    report.counts = {k: len(v) for k, v in rows.items()}
-
-
-def _native(repo: Path, rows: dict[str, list[tuple]], report: BuildReport, events: BuildEvents) -> dict[str, str]:
-    """Sample the benchmark tests under perf into ``rows["native_samples"]`` (perf was checked
-    when the build started); the meta keys it gives."""
-    t = time.perf_counter()
-    events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
-
-    def finished(test: NativeTest, error: str) -> None:
-        events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
-
-    done = sample_native(repo, rows, on_test=finished)
-    rows["native_samples"] = list(done.rows)
-    rows["native_tests"] = list(done.tests)
-    report.timings["native"] = time.perf_counter() - t
-    rate = done.rate
-    events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"
-                           f" samples mapped {rate.samples_mapped}/{rate.samples}")
-    return done.meta()
-
-
-def _meta(repo: Path, inputs: dict[str, str], report: BuildReport) -> dict[str, str]:
-    """The index's meta: what it was built from, and how (``report``'s counts and timings so far)."""
+def _meta(repo: Path, inputs: dict[str, str], state: BuildState) -> dict[str, str]:
+    """The index's meta: what it was built from, and how (the report's counts and timings so far)."""
     meta = {
         "perfq_version": __version__,
         "repo": str(repo),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **inputs,
-        "reparsed_files": str(report.reparsed),
-        "reused_files": str(report.reused),
+        "reparsed_files": str(state.report.reparsed),
+        "reused_files": str(state.report.reused),
     }
-    meta.update({f"time_{k}": f"{v:.2f}" for k, v in report.timings.items()})
+    meta.update({f"time_{k}": f"{v:.2f}" for k, v in state.report.timings.items()})
     return meta
 
 
@@ -280,28 +409,19 @@ def _benchmark_imports(
     }
 
 
-def _traces(
-    repo: Path,
-    benches: list[BenchmarkFacts],
-    imports: dict[str, dict[str, str | None]],
-    cache: dict,
-    kept: dict,
-    trace: bool | None,
-    jobs: int | None,
-    events: BuildEvents,
-    report: BuildReport,
-) -> dict[str, FileTrace]:
+def _traces(plan: BuildPlan, state: BuildState, imports: dict[str, dict[str, str | None]]) -> dict[str, FileTrace]:
     """Traced tests per benchmark file: cached ones whose file, the files of its tree it
     ``imports``, torch and tracer are unchanged (unless one failed for want of a module that is
-    installed now), and new traces of the others when torch is importable (``trace`` None: when
-    it is; True: required; False: never). Without torch, earlier traces of unchanged files
+    installed now), and new traces of the others when torch is importable (``plan.trace`` None:
+    when it is; True: required; False: never). Without torch, earlier traces of unchanged files
     (and imports) are kept."""
-    version = torch_available() if trace is not False else None
-    if trace is True and version is None:
+    version = torch_available() if plan.trace is not False else None
+    if plan.trace is True and version is None:
         raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
     out: dict[str, FileTrace] = {}
     todo: list[tuple[BenchmarkFacts, str]] = []
-    for b in benches:
+    cache, kept = state.cache, state.kept
+    for b in state.benches:
         sha = trace_content(kept[f"benchmark:{b.file}"][1], imports.get(b.file, {}))
         key = f"trace:{b.file}"
         cached = cache.get(key)
@@ -314,24 +434,32 @@ def _traces(
         elif wanted is not None and b.status == "ok":
             todo.append((b, wanted))
     if todo:
-        kinds = {"operator_benchmark": "operator_benchmark"}
-        trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), repo / b.file) for b, _ in todo]
-        opts = TraceOptions(parallel=jobs or os.cpu_count() or 1, repo=repo)
-        report.trace_sandbox = sandbox_summary()
-        events.phase("trace", f"{len(trace_jobs)} benchmark files, {report.trace_sandbox}")
-        done = 0
+        out.update(_traced(plan, state, todo))
+    return out
 
-        def finished(result: FileTrace) -> None:
-            nonlocal done
-            done += 1
-            events.traced(result, done, len(trace_jobs))
 
-        results = trace_files(trace_jobs, opts, finished)
-        for b, key in todo:
-            result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
-            out[b.file] = result
-            if result.status != TraceStatus.failed or not result.reason.startswith(("timed out", "used more")):
-                kept[f"trace:{b.file}"] = ("trace", key, result.to_json())
+def _traced(plan: BuildPlan, state: BuildState, todo: list[tuple[BenchmarkFacts, str]]) -> dict[str, FileTrace]:
+    """New traces of the benchmark files ``todo`` (with their cache keys), kept for the facts
+    cache unless they timed out or ran out of memory."""
+    kinds = {"operator_benchmark": "operator_benchmark"}
+    trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), plan.repo / b.file) for b, _ in todo]
+    opts = TraceOptions(parallel=plan.jobs or os.cpu_count() or 1, repo=plan.repo)
+    state.report.trace_sandbox = sandbox_summary()
+    plan.events.phase("trace", f"{len(trace_jobs)} benchmark files, {state.report.trace_sandbox}")
+    done = 0
+
+    def finished(result: FileTrace) -> None:
+        nonlocal done
+        done += 1
+        plan.events.traced(result, done, len(trace_jobs))
+
+    results = trace_files(trace_jobs, opts, finished)
+    out: dict[str, FileTrace] = {}
+    for b, key in todo:
+        result = results.get(b.file) or FileTrace(b.file, TraceStatus.failed, "not traced")
+        out[b.file] = result
+        if result.status != TraceStatus.failed or not result.reason.startswith(("timed out", "used more")):
+            state.kept[f"trace:{b.file}"] = ("trace", key, result.to_json())
     return out
 
 
@@ -356,91 +484,6 @@ def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tup
 
 
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
-
-
-def _upstream_work(upstream: Upstream, cache: dict, kept: dict) -> list[tuple]:
-    """Extraction jobs for the upstream's files; none when the cache holds this upstream
-    version (its files are not hashed or parsed again)."""
-    marker = cache.get("up:key")
-    if marker is not None and marker[1] == upstream.key():
-        for key, value in cache.items():
-            if key.startswith("up:"):
-                kept[key] = value
-        return []
-    kept["up:key"] = ("meta", upstream.key(), None)
-    kinds = (("cpp", upstream.cpp), ("python", upstream.python))
-    return [(str(upstream.root), kind, p, None, "", "up:") for kind, paths in kinds for p in paths]
-
-
-def _extract_all(
-    repo: Path,
-    work: list[tuple[str, str, str]],
-    kept: dict,
-    lines: Lines,
-    cache: dict,
-    yaml_keys: dict[Path, tuple[str, str]],
-    jobs: int | None,
-    quiet: bool,
-    cpp_done: Callable[[list[tuple[str, list[OpFacts]]]], T],
-) -> tuple[str, T]:
-    """Run the extractors over ``work`` (C++ files first) in a process pool, and read the yaml
-    files whose content changed (others come from ``cache``), filling ``kept``. Once the C++
-    files and the yaml files are in, ``cpp_done`` gets the operators of each yaml, in order, and
-    runs while the pool parses the other files; ``lines`` gets the new facts' cache lines.
-    Returns the yaml reader(s) and what ``cpp_done`` returned."""
-    jobs = jobs or os.cpu_count() or 1
-    yaml_todo = []
-    for path, (key, sha) in yaml_keys.items():
-        cached = cache.get(key)
-        if cached is not None and cached[1] == sha:
-            kept[key] = cached
-        else:
-            yaml_todo.append((key, sha, path))
-    n_cpp = sum(1 for job in work if job[1] == "cpp")
-    if not (work or yaml_todo):
-        done = cpp_done(_yaml_layers(yaml_keys, kept))
-    else:
-        progress = _progress(len(work), quiet)
-        with worker_pool(jobs) as pool:
-            yaml_futures = [(key, sha, pool.submit(load_native_functions, repo, p)) for key, sha, p in yaml_todo]
-
-            def native_in() -> T:
-                for key, sha, fut in yaml_futures:
-                    kept[key] = ("yaml", sha, fut.result())
-                if progress is not None and task is not None:  # the count stands still meanwhile: say why
-                    progress.update(task, description="indexing (linking the C++ files)")
-                out = cpp_done(_yaml_layers(yaml_keys, kept))
-                if progress is not None and task is not None:
-                    progress.update(task, description="indexing")
-                return out
-
-            chunk = max(1, min(64, len(work) // (jobs * 8) or 1))
-            started = time.perf_counter()
-            task = None
-            if progress is not None:
-                progress.start()
-                task = progress.add_task("indexing", total=len(work), rate="0")
-            try:
-                results = pool.map(_extract_line, work, chunksize=chunk)
-                if not n_cpp:
-                    done = native_in()
-                for i, (job, (kind, path, line, error)) in enumerate(zip(work, results, strict=True)):
-                    if line is None:
-                        key, digest = _key_and_digest(job, "")
-                        failed = FileFacts(path, Lang.UNKNOWN, "", 0, status=FileStatus.SKIPPED, message=error)
-                        kept[key] = (kind, digest, failed)
-                    else:
-                        key, entry = decode_line(line)
-                        kept[key], lines[key] = entry, (entry[1], line)
-                    if progress is not None and task is not None:
-                        rate = (i + 1) / max(1e-6, time.perf_counter() - started)
-                        progress.update(task, advance=1, rate=f"{rate:.0f}")
-                    if i + 1 == n_cpp:
-                        done = native_in()
-            finally:
-                if progress is not None:
-                    progress.stop()
-    return ",".join(kept[key][2][1] for key, _ in yaml_keys.values()), done
 
 
 def _yaml_layers(yaml_keys: dict[Path, tuple[str, str]], kept: dict) -> list[tuple[str, list[OpFacts]]]:

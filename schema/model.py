@@ -6,9 +6,9 @@ hashed as ``"call"``), so the index and every JSON output hold the same strings 
 a value read back from the index compares equal to its member.
 
 The row types name the columns; the hot path of a build keeps plain tuples in that order
-(``row_tuple`` makes one from a row, ``ROW_TYPES[table]`` gives a table's type, ``columns``
-its column names, ``column_types`` their DuckDB types), and a reader makes typed rows of a
-query's tuples with ``RowType(*tuple)``.
+(``row_tuple`` makes one from a row, ``ROW_TYPES[table]`` gives a table's type, ``RowType.TABLE``
+its table's name, the key of its rows in a build, ``columns`` its column names, ``column_types``
+their DuckDB types), and a reader makes typed rows of a query's tuples with ``RowType(*tuple)``.
 """
 
 from __future__ import annotations
@@ -137,12 +137,16 @@ class TraceMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class MetaRow:
+    TABLE: typing.ClassVar[str] = "meta"
+
     key: str
     value: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class FileRow:
+    TABLE: typing.ClassVar[str] = "files"
+
     id: int
     path: str
     sha256: str
@@ -158,6 +162,8 @@ class FileRow:
 
 @dataclass(frozen=True, slots=True)
 class FunctionRow:
+    TABLE: typing.ClassVar[str] = "functions"
+
     id: int
     file_id: int
     qualname: str
@@ -171,6 +177,8 @@ class FunctionRow:
 
 @dataclass(frozen=True, slots=True)
 class CallRow:
+    TABLE: typing.ClassVar[str] = "calls"
+
     caller_id: int
     callee_name: str
     qualifier: str
@@ -180,6 +188,8 @@ class CallRow:
 
 @dataclass(frozen=True, slots=True)
 class CallEdgeRow:
+    TABLE: typing.ClassVar[str] = "call_edges"
+
     caller_id: int
     callee_id: int
     kind: CallKind
@@ -188,6 +198,8 @@ class CallEdgeRow:
 
 @dataclass(frozen=True, slots=True)
 class ClassBaseRow:
+    TABLE: typing.ClassVar[str] = "class_bases"
+
     file_id: int
     qualname: str
     base: str
@@ -196,6 +208,8 @@ class ClassBaseRow:
 
 @dataclass(frozen=True, slots=True)
 class VirtualMethodRow:
+    TABLE: typing.ClassVar[str] = "virtual_methods"
+
     file_id: int
     qualname: str  # the class
     name: str  # a method it declares virtual or override
@@ -204,6 +218,8 @@ class VirtualMethodRow:
 
 @dataclass(frozen=True, slots=True)
 class IncludeRow:
+    TABLE: typing.ClassVar[str] = "includes"
+
     file_id: int
     target: str
     target_file_id: int | None
@@ -211,6 +227,8 @@ class IncludeRow:
 
 @dataclass(frozen=True, slots=True)
 class OpRow:
+    TABLE: typing.ClassVar[str] = "ops"
+
     name: str
     base: str
     overload: str
@@ -225,6 +243,8 @@ class OpRow:
 
 @dataclass(frozen=True, slots=True)
 class KernelRow:
+    TABLE: typing.ClassVar[str] = "kernels"
+
     op: str
     dispatch_key: str
     kernel_name: str
@@ -233,6 +253,8 @@ class KernelRow:
 
 @dataclass(frozen=True, slots=True)
 class StubRow:
+    TABLE: typing.ClassVar[str] = "stubs"
+
     stub: str
     role: str
     file_id: int
@@ -241,6 +263,8 @@ class StubRow:
 
 @dataclass(frozen=True, slots=True)
 class StubImplRow:
+    TABLE: typing.ClassVar[str] = "stub_impls"
+
     stub: str
     arch: str
     impl_name: str
@@ -251,6 +275,8 @@ class StubImplRow:
 
 @dataclass(frozen=True, slots=True)
 class LibraryImplRow:
+    TABLE: typing.ClassVar[str] = "library_impls"
+
     namespace: str
     dispatch_key: str
     op: str
@@ -262,6 +288,8 @@ class LibraryImplRow:
 
 @dataclass(frozen=True, slots=True)
 class OpCallRow:
+    TABLE: typing.ClassVar[str] = "op_calls"
+
     function_id: int
     op: str
     via: str
@@ -270,6 +298,8 @@ class OpCallRow:
 
 @dataclass(frozen=True, slots=True)
 class OpEdgeRow:
+    TABLE: typing.ClassVar[str] = "op_edges"
+
     op: str
     caller_op: str
     kind: OpEdgeKind
@@ -277,6 +307,8 @@ class OpEdgeRow:
 
 @dataclass(frozen=True, slots=True)
 class BenchmarkTableRow:
+    TABLE: typing.ClassVar[str] = "benchmarks"
+
     name: str
     file: str
     framework: str
@@ -287,6 +319,8 @@ class BenchmarkTableRow:
 
 @dataclass(frozen=True, slots=True)
 class BenchOpRow:
+    TABLE: typing.ClassVar[str] = "bench_ops"
+
     bench: str
     op: str
     source: BenchOpSource
@@ -297,6 +331,8 @@ class BenchOpRow:
 
 @dataclass(frozen=True, slots=True)
 class BenchCallRow:
+    TABLE: typing.ClassVar[str] = "bench_calls"
+
     bench: str
     function_id: int
     test: str
@@ -304,6 +340,8 @@ class BenchCallRow:
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:
+    TABLE: typing.ClassVar[str] = "traces"
+
     bench: str
     file: str
     status: TraceStatus
@@ -315,6 +353,8 @@ class TraceRow:
 
 @dataclass(frozen=True, slots=True)
 class BenchTestRow:
+    TABLE: typing.ClassVar[str] = "bench_tests"
+
     id: int
     bench: str
     test: str
@@ -329,6 +369,8 @@ class BenchTestRow:
 
 @dataclass(frozen=True, slots=True)
 class TraceOpRow:
+    TABLE: typing.ClassVar[str] = "trace_ops"
+
     bench: str
     test: str
     namespace: str
@@ -340,6 +382,8 @@ class TraceOpRow:
 
 @dataclass(frozen=True, slots=True)
 class NativeSampleRow:
+    TABLE: typing.ClassVar[str] = "native_samples"
+
     bench: str
     test: str
     function_id: int
@@ -348,6 +392,8 @@ class NativeSampleRow:
 
 @dataclass(frozen=True, slots=True)
 class NativeTestRow:
+    TABLE: typing.ClassVar[str] = "native_tests"
+
     bench: str
     test: str
     samples: int
@@ -356,6 +402,8 @@ class NativeTestRow:
 
 @dataclass(frozen=True, slots=True)
 class CanarySetRow:
+    TABLE: typing.ClassVar[str] = "canary_sets"
+
     name: str
     description: str | None
     paths: str | None
@@ -365,6 +413,8 @@ class CanarySetRow:
 
 @dataclass(frozen=True, slots=True)
 class NodeRow:
+    TABLE: typing.ClassVar[str] = "nodes"
+
     id: int
     kind: NodeKind
     key: str
@@ -373,6 +423,8 @@ class NodeRow:
 
 @dataclass(frozen=True, slots=True)
 class ReachEdgeRow:
+    TABLE: typing.ClassVar[str] = "reach_edges"
+
     dst: int
     src: int
     kind: EdgeKind
@@ -381,46 +433,53 @@ class ReachEdgeRow:
 
 @dataclass(frozen=True, slots=True)
 class GraphRow:
+    TABLE: typing.ClassVar[str] = "graph"
+
     part: str
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
 class WarningRow:
+    TABLE: typing.ClassVar[str] = "warnings"
+
     file: str | None
     phase: str
     message: str
 
 
-ROW_TYPES: dict[str, type] = {
-    "meta": MetaRow,
-    "files": FileRow,
-    "functions": FunctionRow,
-    "calls": CallRow,
-    "call_edges": CallEdgeRow,
-    "includes": IncludeRow,
-    "class_bases": ClassBaseRow,
-    "virtual_methods": VirtualMethodRow,
-    "ops": OpRow,
-    "kernels": KernelRow,
-    "stubs": StubRow,
-    "stub_impls": StubImplRow,
-    "library_impls": LibraryImplRow,
-    "op_calls": OpCallRow,
-    "op_edges": OpEdgeRow,
-    "benchmarks": BenchmarkTableRow,
-    "bench_ops": BenchOpRow,
-    "bench_calls": BenchCallRow,
-    "traces": TraceRow,
-    "bench_tests": BenchTestRow,
-    "trace_ops": TraceOpRow,
-    "native_samples": NativeSampleRow,
-    "native_tests": NativeTestRow,
-    "canary_sets": CanarySetRow,
-    "nodes": NodeRow,
-    "reach_edges": ReachEdgeRow,
-    "graph": GraphRow,
-    "warnings": WarningRow,
+ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
+    row_type.TABLE: row_type
+    for row_type in (
+        MetaRow,
+        FileRow,
+        FunctionRow,
+        CallRow,
+        CallEdgeRow,
+        IncludeRow,
+        ClassBaseRow,
+        VirtualMethodRow,
+        OpRow,
+        KernelRow,
+        StubRow,
+        StubImplRow,
+        LibraryImplRow,
+        OpCallRow,
+        OpEdgeRow,
+        BenchmarkTableRow,
+        BenchOpRow,
+        BenchCallRow,
+        TraceRow,
+        BenchTestRow,
+        TraceOpRow,
+        NativeSampleRow,
+        NativeTestRow,
+        CanarySetRow,
+        NodeRow,
+        ReachEdgeRow,
+        GraphRow,
+        WarningRow,
+    )
 }
 
 _DUCKDB_TYPES: dict[type, str] = {int: "INTEGER", str: "VARCHAR", bool: "BOOLEAN", float: "DOUBLE", bytes: "BLOB"}

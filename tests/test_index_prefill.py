@@ -117,14 +117,14 @@ def test_ctrl_c_while_the_prefill_runs_leaves_the_index_and_no_scratch_file(repo
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     before = _rows(db)
-    finish = NativeLink.finish
+    pack = NativeLink.pack  # the link's last step, while the prefill runs
 
     def interrupted(self, *args, **kwargs):
-        finish(self, *args, **kwargs)
+        pack(self, *args, **kwargs)
         time.sleep(0.5)  # the child has written (part of) the scratch file by now
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(NativeLink, "finish", interrupted)
+    monkeypatch.setattr(NativeLink, "pack", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_index(repo, Config(), db, jobs=1, quiet=True, full=True)
     assert _rows(db) == before and not _scratch_files(db)
