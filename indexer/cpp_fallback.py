@@ -44,6 +44,15 @@ _BRACES = re.compile(r"[{}]")
 _CATCH = re.compile(r"\s*catch\s*\(")
 # a method declared virtual, or overriding one, in a class body (nested blocks blanked)
 _VIRTUAL = re.compile(r"\bvirtual\b[^;{}()]*?(~?\w+)\s*\(")
+# a data member's declaration, once the class body's nested blocks are cut out: its type
+# (template arguments and all) and its name (``c10::intrusive_ptr<LinearPackedParamsBase> packed_w_ih``)
+_FIELD = re.compile(
+    r"(?:(?:public|protected|private)\s*:\s*)*(?:(?:static|mutable|const|constexpr|inline|volatile)\s+)*"
+    r"(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}()]*>)?(?:\s*(?:const\b|\*|&))*)\s*(?<=[\s*&>])"
+    r"(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?(?:=[^;]*)?"
+)
+_NOT_FIELD_TYPES = frozenset({"using", "typedef", "friend", "return", "template", "enum", "class", "struct",
+                              "union", "namespace", "static_assert", "operator", "public", "protected", "private"})
 _OVERRIDE = re.compile(r"(~?\w+)\s*\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)[^;{}()]*\b(?:override|final)\b")
 _PARENS = re.compile(r"[(){}]")
 
@@ -475,6 +484,7 @@ class _Scanner:
         self.pairs = _brace_pairs(code)
         self.out: list[Function] = []
         self.classes: list[ClassFact] = []
+        self.fields: dict[str, dict[str, str]] = {}  # class qualname -> its data members' declared types
 
     def scan(self, start: int, end: int, scope: list[str], anonymous: bool, class_name: str) -> None:
         code = self.code
@@ -529,6 +539,9 @@ class _Scanner:
                 pos = self.pairs.get(m.start(), close) + 1
         parts.append(self.code[pos:close])
         body = "".join(parts)
+        fields = class_fields(body)
+        if fields:
+            self.fields["::".join(qualified)] = fields
         virtuals = {m.group(1) for m in _VIRTUAL.finditer(body)} if "virtual" in body else set()
         if "override" in body:
             virtuals |= {m.group(1) for m in _OVERRIDE.finditer(body)}
@@ -580,12 +593,30 @@ def text_functions(code: str, lines: LineIndex | None = None) -> list[Function]:
     return text_structure(code, lines)[0]
 
 
-def text_structure(code: str, lines: LineIndex | None = None) -> tuple[list[Function], list[ClassFact]]:
-    """The function definitions in ``code`` (as ``text_functions``) and its class definitions
-    with bases or virtual methods."""
+def text_structure(
+    code: str, lines: LineIndex | None = None
+) -> tuple[list[Function], list[ClassFact], dict[str, dict[str, str]]]:
+    """The function definitions in ``code`` (as ``text_functions``), its class definitions
+    with bases or virtual methods, and the declared types of every class's data members
+    (class qualname -> member -> type)."""
     scanner = _Scanner(code, lines)
     scanner.scan(0, len(scanner.code), [], False, "")
-    return scanner.out, scanner.classes
+    return scanner.out, scanner.classes, scanner.fields
+
+
+def class_fields(body: str) -> dict[str, str]:
+    """Data member -> declared type (spaces dropped) of a class body whose nested blocks are
+    cut out (each ends a declaration): ``std::unique_ptr<Base> impl_;`` -> {'impl_':
+    'std::unique_ptr<Base>'}; method declarations, aliases and friends are not members."""
+    out: dict[str, str] = {}
+    for statement in body.split(";"):
+        m = _FIELD.fullmatch(statement.strip())
+        if m is None:
+            continue
+        kind = m.group("type").split("<")[0].split("::")[-1].strip()
+        if kind not in _NOT_FIELD_TYPES and m.group("name") not in _NOT_FIELD_TYPES:
+            out.setdefault(m.group("name"), "".join(m.group("type").split()))
+    return out
 
 
 def class_bases(header: str) -> tuple[str, ...]:
