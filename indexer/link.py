@@ -409,12 +409,13 @@ class NativeLink:
         for f in files:
             for s in f.stub_impls:
                 registered_in[s.stub].append(f.path)
-        stub_names = StubNames((o.name, o.base, o.composite) for o in op_by_name.values())
-        for stub in sorted(set(registered_in) - declared):
+        upstream_stubs = sorted(set(registered_in) - declared)
+        stub_names = StubNames((o.name, o.base, o.composite) for o in op_by_name.values()) if upstream_stubs else None
+        for stub in upstream_stubs:
             node = g.node(_STUB, stub)
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
-                for op in stub_names.ops_named_like(stub):
+                for op in stub_names.ops_named_like(stub) if stub_names else ():
                     g.edge(node, op_node(op), _STUB_NAME, layout)
 
         # ---- backward formulas: an op's backward ops (followed like composite callers)
