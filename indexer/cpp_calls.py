@@ -10,8 +10,9 @@ the text: a regular expression that must try every identifier is several times s
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from indexer.cpp_local_names import resolve_local_names
 from indexer.facts import Call, Function
@@ -206,7 +207,7 @@ def receiver_type(
     name_start: int,
     body_start: int,
     declared: dict[tuple[int, str], str],
-    fields: Mapping[str, str] | None = None,
+    members: Callable[[], Mapping[str, str] | None] | None = None,
 ) -> str:
     """The declared type of the variable a member call's name at ``name_start`` is called on
     (``Device d`` ... ``d.index()``: 'Device'), read where the variable is first named after
@@ -214,7 +215,7 @@ def receiver_type(
     that of its first variable with a declared type (arithmetic keeps its operands' type: a
     Vectorized, a Tensor); '' when the receiver is not a plain variable or such a group, or no
     first mention declares one. ``declared`` keeps what was read per (body, variable); a
-    variable the body does not declare is looked up in ``fields``, the data members of the
+    variable the body does not declare is looked up in ``members()``, the data members of the
     method's class (``packed_w_ih->apply_dynamic(x)``: 'c10::intrusive_ptr<LinearPackedParamsBase>')."""
     code = text.code
     j = name_start - 1
@@ -231,7 +232,9 @@ def receiver_type(
         return ""
     name = code[var[0] : var[1]]
     found = _variable_type(text, name, var[0], body_start, declared)
-    return found or (fields or {}).get(name, "")  # not declared in the body: a member, maybe
+    if found or members is None:
+        return found
+    return (members() or {}).get(name, "")  # not declared in the body: a member, maybe
 
 
 def _variable_type(text: _Text, name: str, at: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
@@ -495,12 +498,11 @@ def _members(fields: Mapping[str, Mapping[str, str]], qualname: str) -> Mapping[
     """The data members of the class a method ``qualname`` belongs to, among the file's
     classes (by its qualified name, else by the only class of its short name)."""
     cls = qualname.rpartition("::")[0]
-    found = fields.get(cls)
-    if found is None and cls:
-        short = "::" + cls.rpartition("::")[2]
-        same = [v for k, v in fields.items() if k.endswith(short) or k == short[2:]]
-        found = same[0] if len(same) == 1 else None
-    return found
+    if cls in fields:
+        return fields[cls]
+    short = "::" + cls.rpartition("::")[2]
+    same = [k for k in fields if k.endswith(short) or k == short[2:]] if cls else []
+    return fields[same[0]] if len(same) == 1 else None
 
 
 def call_sites(
@@ -522,6 +524,12 @@ def call_sites(
     line_of = lines.line_of
     receivers: dict[tuple[int, str], str] = {}  # (function body, variable) -> its declared type
     members_of: dict[int, Mapping[str, str] | None] = {}  # function -> its class's data members
+
+    def members_for(idx: int, qualname: str) -> Mapping[str, str] | None:
+        if idx not in members_of:
+            members_of[idx] = _members(fields or {}, qualname)
+        return members_of[idx]
+
     for name, start in _names(text):
         if name in KEYWORDS:
             continue
@@ -538,9 +546,7 @@ def call_sites(
             name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
         if kind == _MEMBER:
-            if fields and idx not in members_of:
-                members_of[idx] = _members(fields, f.qualname)
-            members = members_of.get(idx)
+            members = functools.partial(members_for, idx, f.qualname) if fields else None
             qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers, members)
         calls.append(Call(idx, name, qual, kind, line))
         for arg_qual, arg in template_arguments(code, start + len(name)):
