@@ -36,7 +36,8 @@ _EXTRACTOR_SOURCES = [
 def linker_version() -> str:
     """A digest of the linking code: an index linked by another version is re-linked, not patched."""
     digest = hashlib.sha256(__version__.encode())
-    for name in ("link.py", "link_cpp.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py"):
+    linking = ("link.py", "link_cpp.py", "stub_names.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py")
+    for name in linking:
         digest.update(resources.files("indexer").joinpath(name).read_bytes())
     return digest.hexdigest()[:16]
 

@@ -270,7 +270,7 @@ def extract_cpp(
     code = blank_strings(stripped)
     directives, unseen = preprocessor_spans(code)
     lines = LineIndex(code)  # blanking keeps every newline: the same lines for every version of the text
-    scanned, classes = text_structure(blank_spans(code, directives + unseen), lines)
+    scanned, classes, fields = text_structure(blank_spans(code, directives + unseen), lines)
     cursors: list = []
     if compile_args is not None:
         tu_name = abs_path or path
@@ -283,7 +283,7 @@ def extract_cpp(
     if functions_only:
         return facts
     facts.classes = classes
-    facts.calls = call_sites(code, facts.functions, lines)
+    facts.calls = call_sites(code, facts.functions, lines, fields)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)
     facts.includes = _includes(stripped) + [f"using:{ns}" for ns in _USING_NAMESPACE.findall(code)]

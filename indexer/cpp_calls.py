@@ -10,8 +10,9 @@ the text: a regular expression that must try every identifier is several times s
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from indexer.cpp_local_names import resolve_local_names
 from indexer.facts import Call, Function
@@ -201,13 +202,21 @@ class _Text:
         return self.word_before(less) if less > 0 else None
 
 
-def receiver_type(text: _Text, name_start: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
+def receiver_type(
+    text: _Text,
+    name_start: int,
+    body_start: int,
+    declared: dict[tuple[int, str], str],
+    members: Callable[[], Mapping[str, str] | None] | None = None,
+) -> str:
     """The declared type of the variable a member call's name at ``name_start`` is called on
     (``Device d`` ... ``d.index()``: 'Device'), read where the variable is first named after
     ``body_start`` (a parameter or a local); for a parenthesized expression (``(x * k).erf()``),
     that of its first variable with a declared type (arithmetic keeps its operands' type: a
     Vectorized, a Tensor); '' when the receiver is not a plain variable or such a group, or no
-    first mention declares one. ``declared`` keeps what was read per (body, variable)."""
+    first mention declares one. ``declared`` keeps what was read per (body, variable); a
+    variable the body does not declare is looked up in ``members()``, the data members of the
+    method's class (``packed_w_ih->apply_dynamic(x)``: 'c10::intrusive_ptr<LinearPackedParamsBase>')."""
     code = text.code
     j = name_start - 1
     while j >= 0 and code[j] in _SPACE:
@@ -221,7 +230,11 @@ def receiver_type(text: _Text, name_start: int, body_start: int, declared: dict[
     var = text.word_before(end)
     if var is None or _receiver_is_qualified(code, var[0]):
         return ""
-    return _variable_type(text, code[var[0] : var[1]], var[0], body_start, declared)
+    name = code[var[0] : var[1]]
+    found = _variable_type(text, name, var[0], body_start, declared)
+    if found or members is None:
+        return found
+    return (members() or {}).get(name, "")  # not declared in the body: a member, maybe
 
 
 def _variable_type(text: _Text, name: str, at: int, body_start: int, declared: dict[tuple[int, str], str]) -> str:
@@ -481,9 +494,26 @@ def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
     return [(_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)) for m in names if m is not None]
 
 
-def call_sites(code: str, functions: list[Function], lines: LineIndex | None = None) -> list[Call]:
+def _members(fields: Mapping[str, Mapping[str, str]], qualname: str) -> Mapping[str, str] | None:
+    """The data members of the class a method ``qualname`` belongs to, among the file's
+    classes (by its qualified name, else by the only class of its short name)."""
+    cls = qualname.rpartition("::")[0]
+    if cls in fields:
+        return fields[cls]
+    short = "::" + cls.rpartition("::")[2]
+    same = [k for k in fields if k.endswith(short) or k == short[2:]] if cls else []
+    return fields[same[0]] if len(same) == 1 else None
+
+
+def call_sites(
+    code: str,
+    functions: list[Function],
+    lines: LineIndex | None = None,
+    fields: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[Call]:
     """Every call site inside ``functions`` (``code``: comments and strings blanked;
-    ``lines``: its line index, when at hand)."""
+    ``lines``: its line index, when at hand; ``fields``: class qualname -> the declared types
+    of its data members, for calls on a member from a method of the class)."""
     owner = innermost(functions)
     if not owner:
         return []
@@ -493,6 +523,13 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
     calls: list[Call] = []
     line_of = lines.line_of
     receivers: dict[tuple[int, str], str] = {}  # (function body, variable) -> its declared type
+    members_of: dict[int, Mapping[str, str] | None] = {}  # function -> its class's data members
+
+    def members_for(idx: int, qualname: str) -> Mapping[str, str] | None:
+        if idx not in members_of:
+            members_of[idx] = _members(fields or {}, qualname)
+        return members_of[idx]
+
     for name, start in _names(text):
         if name in KEYWORDS:
             continue
@@ -509,7 +546,8 @@ def call_sites(code: str, functions: list[Function], lines: LineIndex | None = N
             name = code[start : declared[1]]
         qual, kind = qualifier(code, start)
         if kind == _MEMBER:
-            qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers)
+            members = functools.partial(members_for, idx, f.qualname) if fields else None
+            qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers, members)
         calls.append(Call(idx, name, qual, kind, line))
         for arg_qual, arg in template_arguments(code, start + len(name)):
             if arg not in KEYWORDS and not arg[0].isdigit():  # a class it may construct and call

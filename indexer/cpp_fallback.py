@@ -13,6 +13,7 @@ function template).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from indexer.facts import ClassFact, Function
@@ -44,6 +45,16 @@ _BRACES = re.compile(r"[{}]")
 _CATCH = re.compile(r"\s*catch\s*\(")
 # a method declared virtual, or overriding one, in a class body (nested blocks blanked)
 _VIRTUAL = re.compile(r"\bvirtual\b[^;{}()]*?(~?\w+)\s*\(")
+# a data member's declaration, once the class body's nested blocks are cut out: its type
+# (template arguments and all) and its name (``c10::intrusive_ptr<LinearPackedParamsBase> packed_w_ih``)
+_FIELD = re.compile(
+    r"(?:(?:public|protected|private)\s*:\s*)*(?:(?:static|mutable|const|constexpr|inline|volatile)\s+)*"
+    r"(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}()]*>)?(?:\s*(?:const\b|\*|&))*)\s*(?<=[\s*&>])"
+    r"(?P<name>[A-Za-z_]\w*)\s*(?:\[[^\]]*\])?"
+)
+_FIELD_MAX = 400  # a longer statement is no plain member declaration (nor worth a regex's backtracking)
+_NOT_FIELD_TYPES = frozenset({"using", "typedef", "friend", "return", "template", "enum", "class", "struct",
+                              "union", "namespace", "static_assert", "operator", "public", "protected", "private"})
 _OVERRIDE = re.compile(r"(~?\w+)\s*\([^;{}()]*(?:\([^;{}()]*\)[^;{}()]*)*\)[^;{}()]*\b(?:override|final)\b")
 _PARENS = re.compile(r"[(){}]")
 
@@ -475,6 +486,7 @@ class _Scanner:
         self.pairs = _brace_pairs(code)
         self.out: list[Function] = []
         self.classes: list[ClassFact] = []
+        self.bodies: dict[str, str] = {}  # class qualname -> its body, nested blocks cut out
 
     def scan(self, start: int, end: int, scope: list[str], anonymous: bool, class_name: str) -> None:
         code = self.code
@@ -529,6 +541,7 @@ class _Scanner:
                 pos = self.pairs.get(m.start(), close) + 1
         parts.append(self.code[pos:close])
         body = "".join(parts)
+        self.bodies.setdefault("::".join(qualified), body)
         virtuals = {m.group(1) for m in _VIRTUAL.finditer(body)} if "virtual" in body else set()
         if "override" in body:
             virtuals |= {m.group(1) for m in _OVERRIDE.finditer(body)}
@@ -580,12 +593,54 @@ def text_functions(code: str, lines: LineIndex | None = None) -> list[Function]:
     return text_structure(code, lines)[0]
 
 
-def text_structure(code: str, lines: LineIndex | None = None) -> tuple[list[Function], list[ClassFact]]:
-    """The function definitions in ``code`` (as ``text_functions``) and its class definitions
-    with bases or virtual methods."""
+def text_structure(
+    code: str, lines: LineIndex | None = None
+) -> tuple[list[Function], list[ClassFact], dict[str, dict[str, str]]]:
+    """The function definitions in ``code`` (as ``text_functions``), its class definitions
+    with bases or virtual methods, and the declared types of every class's data members
+    (class qualname -> member -> type, read when looked up)."""
     scanner = _Scanner(code, lines)
     scanner.scan(0, len(scanner.code), [], False, "")
-    return scanner.out, scanner.classes
+    return scanner.out, scanner.classes, ClassMembers(scanner.bodies)
+
+
+class ClassMembers(Mapping[str, dict[str, str]]):
+    """Class qualname -> its data members' declared types, read from a class body only when
+    asked for (most classes' members are never looked up)."""
+
+    def __init__(self, bodies: dict[str, str]) -> None:
+        self._bodies = bodies
+        self._read: dict[str, dict[str, str]] = {}
+
+    def __getitem__(self, cls: str) -> dict[str, str]:
+        found = self._read.get(cls)
+        if found is None:
+            found = self._read[cls] = class_fields(self._bodies[cls])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._bodies)
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+
+def class_fields(body: str) -> dict[str, str]:
+    """Data member -> declared type (spaces dropped) of a class body whose nested blocks are
+    cut out (each ends a declaration): ``std::unique_ptr<Base> impl_;`` -> {'impl_':
+    'std::unique_ptr<Base>'}; method declarations, aliases and friends are not members."""
+    out: dict[str, str] = {}
+    for statement in body.split(";"):
+        declared = statement.partition("=")[0]  # an initializer may call anything
+        if "(" in declared or len(declared) > _FIELD_MAX:
+            continue  # a method's declaration, or no plain member's
+        m = _FIELD.fullmatch(declared.strip())
+        if m is None:
+            continue
+        kind = m.group("type").split("<")[0].split("::")[-1].strip()
+        if kind not in _NOT_FIELD_TYPES and m.group("name") not in _NOT_FIELD_TYPES:
+            out.setdefault(m.group("name"), "".join(m.group("type").split()))
+    return out
 
 
 def class_bases(header: str) -> tuple[str, ...]:

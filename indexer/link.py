@@ -22,6 +22,7 @@ from indexer.facts import FileFacts, LibraryImpl, registration_signature, struct
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
+from indexer.stub_names import StubNames
 from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
 from schema.model import (
     BenchCallRow,
@@ -498,11 +499,14 @@ class NativeLink:
         for f in self.all_files:
             for s in f.stub_impls:
                 registered_in[s.stub].append(f.path)
-        for stub in sorted(set(registered_in) - declared):
+        upstream_stubs = sorted(set(registered_in) - declared)
+        ops = self.op_by_name.values()
+        stub_names = StubNames((o.name, o.base, o.composite) for o in ops) if upstream_stubs else None
+        for stub in upstream_stubs:
             node = g.node(_STUB, stub)
             if node not in called:
                 layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
-                for op in ops_named_like(stub, self.ops_by_base):
+                for op in stub_names.ops_named_like(stub) if stub_names else ():
                     g.edge(node, self._op_node(op), _STUB_NAME, layout)
 
     def _link_backward_formulas(self, derivatives: list[tuple[str, list[str]]]) -> None:
@@ -923,7 +927,6 @@ def _ops_of_stubs(t: Tables) -> dict[str, set[tuple[str, str]]]:
     return ops_of_stubs(by_name, by_call)
 
 
-_STUB_SUFFIXES = ("_stub", "_kernel", "_impl", "_fn")
 _LAYOUT_WORDS = (("sparse", "Sparse"), ("nested", "Nested"), ("quantized", "Quantized"))
 
 
@@ -932,23 +935,3 @@ def _layout_hint(stub: str, paths: list[str]) -> str:
     folders of the files that register it): Sparse, Nested, Quantized, else Dense."""
     text = stub.lower() + " " + " ".join(paths).lower()
     return next((key for word, key in _LAYOUT_WORDS if word in text), "Dense")
-
-
-def ops_named_like(stub: str, ops_by_base: dict[str, list[str]]) -> list[str]:
-    """Operators a DispatchStub's name points at, for stubs whose callers are upstream:
-    ``add_stub`` -> add, ``LayerNormKernel`` -> layer_norm and native_layer_norm,
-    ``random_from_to_stub`` -> random, ``cdist_backward_stub`` -> _cdist_backward. Trailing
-    words are dropped until a base name (or its in-place, ``_`` or ``native_`` form) is an operator."""
-    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", stub).lower()
-    for suffix in _STUB_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-            break
-    words = name.split("_")
-    while words:
-        base = "_".join(words)
-        found = [op for b in (base, f"{base}_", f"_{base}", f"native_{base}") for op in ops_by_base.get(b, [])]
-        if found:
-            return found
-        words = words[:-1]
-    return []

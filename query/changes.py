@@ -4,6 +4,7 @@ so an index some commits away still maps lines exactly."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -295,7 +296,13 @@ def _same_tokens(
     if base is None or head is None or not fc.old_path or not fc.new_path:
         return None
     old, new = base_text(fc.old_path), head_text(fc.new_path)
-    if old is None or new is None or (fc.hunks and not _maybe_layout_only(fc, kind)):
+    if old is None or new is None:
+        return None
+    whole_file = not fc.hunks or _maybe_layout_only(fc, kind)
+    # beside real changes elsewhere in the file, a function whose own lines read the same
+    # (a blank line dropped, a comment reworded) is compared token by token too
+    candidates = set() if whole_file else _maybe_layout_only_functions(fc, kind, head)
+    if not whole_file and not candidates:
         return None
     tokens = _tokenizer(tokens)
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
@@ -306,6 +313,8 @@ def _same_tokens(
         return [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name]
 
     def same(name: str | None) -> bool:
+        if not whole_file and name not in candidates:
+            return False
         if name is None:
             return old_tokens.outside(extents_all(base)) == new_tokens.outside(extents_all(head))
         a, b = extents(base, name), extents(head, name)
@@ -353,6 +362,26 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
         return "".join(_COMMENTS[kind].sub(" ", text).split())
 
     return words("-") == words("+")
+
+
+def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> set[str]:
+    """Functions of the head whose removed and added lines (a removed line counted where it
+    sat, before a head line), without comments and whitespace, read the same: the cheap first
+    look of ``_maybe_layout_only``, per function. The tokens of both versions decide."""
+    starts = sorted((f.start_line, f.end_line, f.qualname) for f in head.functions)
+    firsts = [start for start, _, _ in starts]
+    text: dict[str, dict[str, list[str]]] = {}
+    for line in (line for h in fc.hunks for line in h.lines if line.kind in "+-"):
+        i = bisect.bisect_right(firsts, line.new_line)
+        # the innermost function holding it: the last to start before it that ends after it
+        owner = next((name for _, end, name in reversed(starts[:i]) if end >= line.new_line), None)
+        if owner is not None:
+            text.setdefault(owner, {"+": [], "-": []})[line.kind].append(line.text)
+
+    def words(lines: list[str]) -> str:
+        return "".join(_COMMENTS[kind].sub(" ", "\n".join(lines)).split())
+
+    return {name for name, sides in text.items() if words(sides["-"]) == words(sides["+"])}
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:

@@ -76,3 +76,17 @@ def test_python_comment_is_a_no_op_but_indentation_is_syntax():
     assert comment.functions == [] and [f.name for f in comment.no_ops] == ["relu6"]
     body = _changes("torch/nn/functional_x.py", PY, PY.replace("torch.clamp(x, 0, 6)", "torch.clamp(x, 0, 7)"))
     assert [f.name for f in body.functions] == ["relu6"]
+
+
+def test_a_blank_line_dropped_beside_a_real_change_elsewhere_is_a_no_op_of_its_function():
+    new = CPP.replace("  for (int64_t i = 0;", "\n  for (int64_t i = 0;").replace("return 42;", "return 43;")
+    cs = _changes("aten/src/ATen/native/cpu/Scale.cpp", CPP, new)
+    assert [f.qualname for f in cs.functions] == ["at::native::answer"]
+    assert [f.qualname for f in cs.no_ops] == ["at::native::scale_kernel"]
+
+
+def test_a_line_moved_within_a_function_is_a_change():
+    body = "    out[i] = in[i] * 2.0f;\n"
+    new = CPP.replace(body, "").replace("  for (int64_t i", body + "  for (int64_t i").replace("42", "43")
+    cs = _changes("aten/src/ATen/native/cpu/Scale.cpp", CPP, new)
+    assert sorted(f.qualname for f in cs.functions) == ["at::native::answer", "at::native::scale_kernel"]
