@@ -9,7 +9,7 @@ from perfq.common import git
 from perfq.common.paths import default_index_path
 from perfq.config import load_config
 from perfq.errors import PerfqError
-from query.affected import names
+from query.document import names
 from query.service import affected_for_ref
 from schema.index_store import IndexStore
 from schema.reader import open_index

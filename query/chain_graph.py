@@ -13,7 +13,7 @@ from pathlib import Path
 import networkx as nx
 
 from perfq.errors import PerfqError
-from query.affected import AffectedDoc
+from query.document import AffectedDoc
 from query.model import StepKind
 from schema.model import EdgeKind
 

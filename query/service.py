@@ -17,8 +17,9 @@ from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, pars
 from perfq.common.paths import default_index_path
 from perfq.config import Config, load_config
 from perfq.errors import PerfqError
-from query.affected import AffectedDoc, AffectedInput, affected
+from query.affected import AffectedInput, affected
 from query.changes import changed_functions, source_kind
+from query.document import AffectedDoc
 from query.extents import parse_extents, shifted_extents
 from schema.index_store import IndexStore
 from schema.reader import open_index

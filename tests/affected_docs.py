@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from query.affected import AffectedDoc, CanaryBenchmark, CanaryHit, Confidence, SelectedBenchmark, Source
+from query.document import AffectedDoc, CanaryBenchmark, CanaryHit, Confidence, SelectedBenchmark, Source
 
 
 def selected(name: str, file: str = "", tests: tuple[str, ...] = (), modules: tuple[str, ...] = (),

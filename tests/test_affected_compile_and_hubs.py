@@ -19,7 +19,8 @@ import duckdb
 from indexer.facts import FileFacts
 from indexer.python_src import extract_python
 from perfq.config import Config
-from query.affected import Confidence, Start, _compiled_ops, _drop_branch_hubs
+from query.affected import Start, _compiled_ops, _drop_branch_hubs
+from query.document import Confidence
 from query.model import ChainStep, StepKind
 from query.reach import Reach
 from schema.index_store import IndexStore, TracedHit

@@ -12,7 +12,7 @@ import pytest
 
 from perfq.common.documents import json_schema
 from perfq.options import EXIT_ERROR, EXIT_GATE
-from query.affected import AffectedDoc
+from query.document import AffectedDoc
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"

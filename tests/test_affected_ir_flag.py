@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from query.affected import AffectedDoc, Confidence, SelectedBenchmark, Source, flag_ir_changes
+from query.document import AffectedDoc, Confidence, SelectedBenchmark, Source, flag_ir_changes
 
 
 def _bench(name: str) -> SelectedBenchmark:

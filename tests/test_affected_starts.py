@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import duckdb
 
-from query.affected import Confidence, _starts
+from query.affected import _starts
 from query.changes import ChangedFunction, ChangeSet
+from query.document import Confidence
 from schema.index_store import FunctionInFile, IndexStore
 from schema.writer import index_ddl
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.errors import PerfqError
 from perfq.options import EXIT_ERROR, EXIT_GATE
-from query.affected import AffectedDoc
+from query.document import AffectedDoc
 from tests.affected_docs import affected_doc, selected
 from tests.bisect_fixture import git, make_repo
 from tests.conftest import run_perfq as perfq

@@ -224,7 +224,7 @@ def test_compare_markdown_escapes_hostile_names():
 
 def test_affected_markdown_escapes_hostile_names():
     from perfq.cli.render_affected import markdown
-    from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source, Unmapped
+    from query.document import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source, Unmapped
     from query.model import ChainStep, StepKind
 
     chain = (ChainStep(StepKind.FUNCTION, "f <b>bold</b>"), ChainStep(StepKind.BENCHMARK, HOSTILE_FILE))
@@ -336,7 +336,7 @@ def test_full_stdout_is_one_line_and_exit_4():
 
 def test_affected_table_wraps_names_at_separators(monkeypatch, capsys):
     from perfq.cli.render_affected import table
-    from query.affected import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
+    from query.document import AffectedDoc, Confidence, Reason, SelectedBenchmark, Source
     from query.model import ChainStep, StepKind
 
     long = "torch.nn.functional.fancy_softmax_with_channels_last_memory_format"

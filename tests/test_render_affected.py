@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from perfq.cli.render_affected import explain_tree
-from query.affected import Confidence, Reason, SelectedBenchmark, Source
+from query.document import Confidence, Reason, SelectedBenchmark, Source
 from query.model import ChainStep, StepKind
 
 FILE = "aten/src/ATen/native/cpu/SoftMaxKernel.cpp"

@@ -229,15 +229,7 @@ def test_affected_budget_prints_the_plan_and_errors_are_one_line(tmp_path):
 
 
 def _shared_doc():
-    from query.affected import (
-        AffectedDoc,
-        CanaryBenchmark,
-        CanaryHit,
-        Confidence,
-        Reason,
-        SelectedBenchmark,
-        Source,
-    )
+    from query.document import AffectedDoc, CanaryBenchmark, CanaryHit, Confidence, Reason, SelectedBenchmark, Source
     from query.model import ChainStep, StepKind
 
     reason = Reason("f", (ChainStep(StepKind.FUNCTION, "f"), ChainStep(StepKind.OP, "op")))

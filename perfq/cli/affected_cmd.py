@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             perfq affected origin/main --format gha-matrix --shards 4 --budget 15m
         """
         from perfq.errors import PerfqError
-        from query.affected import names
+        from query.document import names
         from query.service import affected_for_ref
 
         root = resolve_repo(repo)

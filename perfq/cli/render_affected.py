@@ -12,7 +12,7 @@ from perfq.common.render import md_code, md_text, plain
 from perfq.run.plan import RunShape, TestPlan, split
 from perfq.run.plan_render import markdown_lines, print_plan
 from perfq.terminal import Name, console
-from query.affected import AffectedDoc, SelectedBenchmark
+from query.document import AffectedDoc, SelectedBenchmark
 from query.model import ChainStep, StepKind
 
 _LIST_SHOWN = 40

@@ -15,7 +15,7 @@ from perfq.ir.diff import changed_kernels
 from perfq.ir.manifest import load_manifest
 from perfq.ir.normalize import normalize_ir
 from perfq.ir.store import labels
-from query.affected import AffectedDoc, flag_ir_changes
+from query.document import AffectedDoc, flag_ir_changes
 from schema.engine import duckdb
 from schema.history import connect_history
 

@@ -20,7 +20,7 @@ from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.plan import RunShape, TestPlan, shard_of
 from perfq.run.planning import plan_for
 from perfq.run.script_bench import ScriptBench, script_benchmarks
-from query.affected import AffectedDoc, SelectedBenchmark
+from query.document import AffectedDoc, SelectedBenchmark
 from query.service import affected_for_range
 
 

@@ -21,7 +21,7 @@ from perfq.run.plan import (
     default_cost,
     file_op,
 )
-from query.affected import AffectedDoc, SelectedBenchmark
+from query.document import AffectedDoc, SelectedBenchmark
 from schema.index_store import IndexStore, TracedTestOps
 from schema.reader import open_index
 from schema.results_store import test_walls
