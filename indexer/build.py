@@ -63,9 +63,8 @@ def discover_files(plan: BuildPlan, state: BuildState) -> None:
 
 def hash_files(plan: BuildPlan, state: BuildState, stats: StatCache) -> None:
     """Pass *hash*: the files' content digests (hashed again only when their stat changed)."""
-    started = time.perf_counter()
-    state.digests = stats.digests(plan.repo, [path for paths in state.files.values() for path in paths])
-    state.report.timings["hash"] = time.perf_counter() - started
+    with state.timed("hash"):
+        state.digests = stats.digests(plan.repo, [path for paths in state.files.values() for path in paths])
     # a changed module of a benchmark tree (the harness, shared configs) changes the tests
     # of the benchmarks importing it: they are traced again, in a re-link
     modules = {p: state.digests[p] for p in state.files["benchmark_module"]}

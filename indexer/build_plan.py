@@ -4,8 +4,10 @@ its passes find on the way (a ``BuildState`` they fill in turn): the patch path
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from indexer.benchmarks import BenchmarkFacts
     from indexer.facts import FileFacts
     from indexer.facts_cache import Lines
-    from indexer.link import NativeLink, Tables
+    from indexer.link import NativeLink
     from indexer.trace import FileTrace
 
 
@@ -105,8 +107,14 @@ class BuildState:
     native: NativeLink | None = None
     yaml_warnings: list[str] = field(default_factory=list)
     traces: dict[str, FileTrace] = field(default_factory=dict)
-    tables: Tables | None = None
     rows: dict[str, list[tuple]] = field(default_factory=dict)  # the tables as written
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """The block's seconds as the report's timing ``name``."""
+        started = time.perf_counter()
+        yield
+        self.report.timings[name] = time.perf_counter() - started
 
 
 def plan_build(

@@ -59,7 +59,7 @@ def relink(plan: BuildPlan, state: BuildState) -> None:
     extract(plan, state)  # runs link_native once the C++ files and the yaml are in
     trace(plan, state)
     with _facts_cache_saved(plan, state), _prefilled(plan, state) as prefill:
-        with _timed(state, "link"), alongside(prefill.write):
+        with state.timed("link"), alongside(prefill.write):
             link_python(plan, state)
             link_benchmarks(plan, state)
             pack(plan, state)
@@ -102,7 +102,7 @@ def extract(plan: BuildPlan, state: BuildState) -> None:
     link_native, which runs while the pool parses the other files. Ends with the facts by kind."""
     jobs = state.extract_jobs
     plan.events.phase("extract", f"{len(jobs)} files to parse, {len(state.kept)} from the facts cache")
-    with _timed(state, "extract"):
+    with state.timed("extract"):
         yaml_todo = _yaml_todo(plan, state)
         if not (jobs or yaml_todo):
             link_native(plan, state)
@@ -116,17 +116,17 @@ def extract(plan: BuildPlan, state: BuildState) -> None:
 def link_native(plan: BuildPlan, state: BuildState) -> None:
     """Pass *link native*: the link's first step (indexer/link.py NativeLink), once the C++ facts
     and the operators are in: what the C++ files and the operators make on their own."""
-    started = time.perf_counter()
-    ops, state.yaml_warnings = merge_ops(_yaml_layers(plan.yaml_keys, state.kept))
-    cpp_facts = _facts(state.kept, "cpp")
-    plan.events.phase("link-cpp", f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
-    state.native = NativeLink(cpp_facts, ops)
-    state.report.timings["link_cpp"] = time.perf_counter() - started
+    with state.timed("link_cpp"):
+        ops, state.yaml_warnings = merge_ops(_yaml_layers(plan.yaml_keys, state.kept))
+        cpp_facts = _facts(state.kept, "cpp")
+        plan.events.phase("link-cpp",
+                          f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
+        state.native = NativeLink(cpp_facts, ops)
 
 
 def trace(plan: BuildPlan, state: BuildState) -> None:
     """Pass *trace*: the traced tests of each benchmark file, cached or traced now (``_traces``)."""
-    with _timed(state, "trace"):
+    with state.timed("trace"):
         imports = _benchmark_imports(plan.repo, state.benches, state.files["benchmark_module"], state.digests)
         state.traces = _traces(plan, state, imports)
     state.report.trace_failures = {
@@ -152,7 +152,7 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     """Pass *pack*: the tables as the index holds them (the graph packed, the canary sets, the
     link's and the yaml's warnings)."""
     assert state.native is not None
-    state.tables = tables = state.native.pack(state.canaries)
+    tables = state.native.pack(state.canaries)
     state.rows = dict(tables.rows)
     yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
     state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
@@ -163,17 +163,16 @@ def sample(plan: BuildPlan, state: BuildState) -> None:
     native_samples and native_tests tables (perf was checked when the build was planned)."""
     if not plan.native:
         return
-    started = time.perf_counter()
     events = plan.events
     events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
 
     def finished(test: NativeTest, error: str) -> None:
         events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
 
-    done = sample_native(plan.repo, state.rows, on_test=finished)
+    with state.timed("native"):
+        done = sample_native(plan.repo, state.rows, on_test=finished)
     state.rows[NativeSampleRow.TABLE] = list(done.rows)
     state.rows[NativeTestRow.TABLE] = list(done.tests)
-    state.report.timings["native"] = time.perf_counter() - started
     rate = done.rate
     events.phase("native", f"{done.sampled} tests, frames mapped {rate.frames_mapped}/{rate.frames},"
                            f" samples mapped {rate.samples_mapped}/{rate.samples}")
@@ -187,7 +186,7 @@ def write(plan: BuildPlan, state: BuildState, prefill: Prefill) -> None:
     missing = sorted({m for t in state.traces.values() if (m := t.missing_module())})
     inputs = {"native_functions_reader": state.reader, "trace_missing_modules": ",".join(missing), **state.inputs}
     plan.events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {plan.db_path}")
-    with _timed(state, "write"):
+    with state.timed("write"):
         write_index(plan.db_path, rows, _meta(plan.repo, inputs, state), prefill)
     state.report.counts = {k: len(v) for k, v in rows.items()}
 
@@ -200,14 +199,6 @@ def _finish_report(plan: BuildPlan, state: BuildState) -> None:
     state.report.timings["total"] = time.perf_counter() - plan.started
     state.report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
     keep_until_exit(state.kept, state.cache, state.lines, state.native, file_facts, state.benches, state.traces)
-
-
-@contextlib.contextmanager
-def _timed(state: BuildState, name: str) -> Iterator[None]:
-    """The block's seconds as the report's timing ``name``."""
-    started = time.perf_counter()
-    yield
-    state.report.timings[name] = time.perf_counter() - started
 
 
 @contextlib.contextmanager
