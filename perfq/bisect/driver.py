@@ -15,7 +15,7 @@ from typing import Any
 
 from perfq.bisect import git as g
 from perfq.bisect.hints import Hint, scan_diff
-from perfq.bisect.measure import Bench
+from perfq.bisect.measure import Bench, benchmark_scheduling
 from perfq.bisect.metric import polarity
 from perfq.bisect.report import (
     BisectReport,
@@ -37,7 +37,6 @@ from perfq.bisect.session import Session
 from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
 from perfq.common.paths import default_history_path
-from perfq.common.sched import describe, use_realtime
 from perfq.errors import PerfqError
 from query.service import affected_for_range, check_index_of
 
@@ -76,7 +75,7 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
         elif not req.command:
             raise PerfqError("give the benchmark command after `--` (or --benchmark NAME)")
     # first: a refused --priority realtime is an error before anything else (said once the range is known)
-    realtime, scheduling = _realtime(req)
+    realtime, scheduling = (False, []) if req.ir_kernel else benchmark_scheduling(req.priority)  # IR: no timing
     history = req.history or _default_history(repo)
     session = Session(history)
     try:
@@ -111,19 +110,6 @@ def run_bisect(req: BisectRequest, log: Callable[[str], None],
         return _drive(repo, req, commits, session, may_affect, log, confirm, realtime)
     finally:
         session.close()
-
-
-def _realtime(req: BisectRequest) -> tuple[bool, list[str]]:
-    """Whether the benchmark runs go under SCHED_FIFO (``--priority``), and the log lines that say
-    so; an IR bisection compiles, it times nothing."""
-    if req.ir_kernel:
-        return False, []
-    notes: list[str] = []
-    realtime = use_realtime(req.priority, notes, "the benchmark runs")
-    lines = [f"note: {note}" for note in notes]
-    if realtime:
-        lines.append(f"benchmark runs under {describe(True)}: other load on this machine cannot preempt them")
-    return realtime, lines
 
 
 def _default_history(repo: Path) -> Path:

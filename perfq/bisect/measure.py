@@ -13,6 +13,7 @@ from perfq.bisect.request import BisectRequest
 from perfq.bisect.session import Session
 from perfq.common import proc
 from perfq.common.build import run_build
+from perfq.common.sched import Priority, describe, use_realtime
 from perfq.errors import PerfqError
 from perfq.ir import api as ir_api
 
@@ -32,6 +33,17 @@ def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
         return extract(res.stdout + "\n" + res.stderr, metric), None
     except PerfqError as exc:
         return None, str(exc)
+
+
+def benchmark_scheduling(priority: Priority) -> tuple[bool, list[str]]:
+    """Whether the benchmark runs go under SCHED_FIFO (``--priority``; a refused ``realtime`` is a
+    PerfqError), and the log lines that say so."""
+    notes: list[str] = []
+    realtime = use_realtime(priority, notes, "the benchmark runs")
+    lines = [f"note: {note}" for note in notes]
+    if realtime:
+        lines.append(f"benchmark runs under {describe(True)}: other load on this machine cannot preempt them")
+    return realtime, lines
 
 
 class Bench:

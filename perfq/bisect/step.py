@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from perfq.bisect.measure import run_once
+from perfq.bisect.measure import benchmark_scheduling, run_once
 from perfq.bisect.metric import MetricSpec, polarity
 from perfq.bisect.search import classify
 from perfq.common.build import run_build
-from perfq.common.sched import Priority, use_realtime
+from perfq.common.sched import Priority
 from perfq.errors import PerfqError
 
 
@@ -49,10 +49,9 @@ def run_step(req: StepRequest, log: Callable[[str], None]) -> int:
         if err:
             log(f"build failed ({err}): skip")
             return STEP_SKIP
-    notes: list[str] = []
-    realtime = use_realtime(req.priority, notes, "the benchmark runs")
-    for note in notes:
-        log(f"note: {note}")
+    realtime, scheduling = benchmark_scheduling(req.priority)
+    for line in scheduling:
+        log(line)
     values: list[float] = []
     unit = None
 
