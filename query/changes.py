@@ -357,11 +357,15 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
     """A cheap first look: do the removed and added lines, without comments and whitespace,
     read the same? Only then are both versions tokenized (most changes change code)."""
 
-    def words(sign: str) -> str:
-        text = "\n".join(line.text for h in fc.hunks for line in h.lines if line.kind == sign)
-        return "".join(_COMMENTS[kind].sub(" ", text).split())
+    def lines(sign: str) -> list[str]:
+        return [line.text for h in fc.hunks for line in h.lines if line.kind == sign]
 
-    return words("-") == words("+")
+    return _code_words(lines("-"), kind) == _code_words(lines("+"), kind)
+
+
+def _code_words(lines: list[str], kind: str) -> str:
+    """``lines`` without comments and whitespace: what the cheap first looks compare."""
+    return "".join(_COMMENTS[kind].sub(" ", "\n".join(lines)).split())
 
 
 def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> set[str]:
@@ -377,11 +381,7 @@ def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> 
         owner = next((name for _, end, name in reversed(starts[:i]) if end >= line.new_line), None)
         if owner is not None:
             text.setdefault(owner, {"+": [], "-": []})[line.kind].append(line.text)
-
-    def words(lines: list[str]) -> str:
-        return "".join(_COMMENTS[kind].sub(" ", "\n".join(lines)).split())
-
-    return {name for name, sides in text.items() if words(sides["-"]) == words(sides["+"])}
+    return {name for name, sides in text.items() if _code_words(sides["-"], kind) == _code_words(sides["+"], kind)}
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
