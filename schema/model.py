@@ -181,7 +181,8 @@ class FunctionRow:
     qualname: str = column("at::native::(anonymous namespace)::foo, torch.nn.functional.relu")
     name: str = column("last component: foo, relu")
     kind: str = column(
-        "function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | python"
+        "function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | macro"
+        " (a function-like #define: its expansion sites call it) | python"
     )
     start_line: int
     end_line: int
