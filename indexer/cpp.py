@@ -65,6 +65,8 @@ def language_of(path: str) -> Lang:
 _BRACE_MACRO = re.compile(r"#[ \t]*define[ \t]+\w+(?:[^\n{]*\\\n)*[^\n{]*\{")
 _DEFINED = re.compile(r"#[ \t]*define[ \t]+(\w+)")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+(?:\([^)]*\))?)[ \t]*(.*?)[ \t]*$", re.M)
+_FUNCTION_MACRO = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)\(")  # at a directive's line start
+_HEADERS = (".h", ".hpp", ".cuh")
 
 
 @cache
@@ -211,6 +213,23 @@ def _defines_functions(code: str, scanned: list[Function]) -> bool:
     return any(f.name in defined for f in scanned)
 
 
+def macro_definitions(
+    path: str, code: str, directives: list[Span], unseen: list[Span], lines: LineIndex
+) -> list[Function]:
+    """The function-like macros ``code`` defines (outside the branches a build does not see),
+    as functions of kind ``macro`` spanning their ``#define`` lines: a change of a macro's body
+    reaches the functions that expand it, which call it by name (its expansion sites). A
+    macro of a source file is seen by that file only (internal)."""
+    out = []
+    for start, end in directives:
+        named = _FUNCTION_MACRO.match(code, start)
+        if named and not any(s <= start < e for s, e in unseen):
+            name = named.group(1)
+            first, last = lines.line_of(start), lines.line_of(max(start, end - 1))
+            out.append(Function(name, name, "macro", first, last, not path.endswith(_HEADERS)))
+    return out
+
+
 def _includes(code: str) -> list[str]:
     """The targets of the ``#include`` directives of ``code``."""
     return [
@@ -280,6 +299,9 @@ def extract_cpp(
     elif _defines_functions(code, scanned):
         facts.functions = clang_definitions(path, text, facts, unseen)
     facts.functions = merge_functions(facts.functions, scanned)
+    macros = macro_definitions(path, code, directives, unseen, lines)
+    if macros:
+        facts.functions = sorted(facts.functions + macros, key=lambda f: (f.start_line, f.end_line))
     if functions_only:
         return facts
     facts.classes = classes

@@ -195,7 +195,7 @@ def _finish_report(plan: BuildPlan, state: BuildState) -> None:
     """The report's total and skipped files; the build's objects are kept until the process exits
     (not freed one by one)."""
     assert state.native is not None
-    file_facts = [*state.native.files, *state.python_facts]
+    file_facts = [*state.native.ctx.files, *state.python_facts]
     state.report.timings["total"] = time.perf_counter() - plan.started
     state.report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
     keep_until_exit(state.kept, state.cache, state.lines, state.native, file_facts, state.benches, state.traces)

@@ -135,11 +135,17 @@ class TraceMode(StrEnum):
 # --------------------------------------------------------------------------- row types
 
 
+def column(doc: str = "", key: str = "") -> typing.Any:
+    """A row type's field with what its table's DDL says beside its type: ``doc`` (the column's
+    comment) and ``key`` (``PRIMARY KEY``, ``UNIQUE``); schema/ddl.py writes index.sql from them."""
+    return dataclasses.field(metadata={"doc": doc, "key": key})
+
+
 @dataclass(frozen=True, slots=True)
 class MetaRow:
     TABLE: typing.ClassVar[str] = "meta"
 
-    key: str
+    key: str = column(key="PRIMARY KEY")
     value: str | None
 
 
@@ -147,42 +153,53 @@ class MetaRow:
 class FileRow:
     TABLE: typing.ClassVar[str] = "files"
 
-    id: int
-    path: str
+    id: int = column(key="PRIMARY KEY")
+    path: str = column("repo-relative, '/' separated", key="UNIQUE")
     sha256: str
-    lang: Lang
+    lang: Lang = column("cpp | cuda | objcpp | python | yaml")
     n_lines: int
-    status: FileStatus
-    message: str | None
-    signature: str
-    registrations: str
-    usings: str  # JSON list
-    origin: Origin
+    status: FileStatus = column("ok | warning | skipped")
+    message: str | None = column("why, when status is not ok")
+    signature: str = column("digest of the functions the file declares (not their bodies)")
+    registrations: str = column(
+        "digest of its stubs and registrations: while it holds, an edit of the file is patched into the index"
+        " instead of re-linked"
+    )
+    usings: str = column("JSON list of its `using namespace` directives")
+    origin: Origin = column("repo | upstream (an out-of-tree backend's PyTorch, indexed beside it)")
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionRow:
     TABLE: typing.ClassVar[str] = "functions"
 
-    id: int
+    id: int = column(
+        "unique by construction; no PRIMARY KEY: its index cost a full build ~0.3 s and every patch a load of"
+        " the index (so for nodes.id)"
+    )
     file_id: int
-    qualname: str
-    name: str
-    kind: str
+    qualname: str = column("at::native::(anonymous namespace)::foo, torch.nn.functional.relu")
+    name: str = column("last component: foo, relu")
+    kind: str = column(
+        "function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | macro"
+        " (a function-like #define: its expansion sites call it) | python"
+    )
     start_line: int
     end_line: int
-    internal: bool
-    usr: str
+    internal: bool = column("internal linkage (static, anonymous namespace, _private python): same-file callers only")
+    usr: str = column("libclang USR ('' unless parsed with compile_commands.json flags)")
 
 
 @dataclass(frozen=True, slots=True)
 class CallRow:
+    """Raw call sites, as written (name-level); resolved edges are in call_edges."""
+
     TABLE: typing.ClassVar[str] = "calls"
 
     caller_id: int
-    callee_name: str
-    qualifier: str
-    kind: CallKind
+    callee_name: str = column("last identifier: foo")
+    qualifier: str = column("what stood before it: 'at', 'at::native', 'at::_ops::sum', '.', 'torch', 'F'...")
+    kind: CallKind = column("direct | member | address | python")
     line: int
 
 
@@ -192,12 +209,17 @@ class CallEdgeRow:
 
     caller_id: int
     callee_id: int
-    kind: CallKind
+    kind: CallKind = column("direct | member | address | python | virtual (an override of the callee)")
     line: int
 
 
 @dataclass(frozen=True, slots=True)
 class ClassBaseRow:
+    """The C++ class hierarchy (classes with bases or virtual methods), by what the text says: a
+    virtual call of a method reaches its overrides in the subclasses of the receiver's class
+    (call_edges kind 'virtual', reach_edges kind 'virtual_call').
+    """
+
     TABLE: typing.ClassVar[str] = "class_bases"
 
     file_id: int
@@ -211,9 +233,9 @@ class VirtualMethodRow:
     TABLE: typing.ClassVar[str] = "virtual_methods"
 
     file_id: int
-    qualname: str  # the class
-    name: str  # a method it declares virtual or override
-    line: int  # the class's
+    qualname: str = column("the class")
+    name: str = column("a method it declares virtual or override")
+    line: int = column("the class's")
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,16 +251,16 @@ class IncludeRow:
 class OpRow:
     TABLE: typing.ClassVar[str] = "ops"
 
-    name: str
-    base: str
+    name: str = column("name.overload ('add.Tensor', 'relu')", key="PRIMARY KEY")
+    base: str = column("add, relu_ -> relu_ (in-place keeps its underscore)")
     overload: str
-    namespace: str
+    namespace: str = column("aten, quantized, ...")
     schema: str
     structured: bool
-    structured_delegate: str | None
-    variants: str
+    structured_delegate: str | None = column("the op whose kernel this one uses")
+    variants: str = column("'function, method'")
     tags: str
-    composite: str | None
+    composite: str | None = column("CompositeImplicitAutograd | CompositeExplicitAutograd... | NULL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,16 +269,16 @@ class KernelRow:
 
     op: str
     dispatch_key: str
-    kernel_name: str
-    function_id: int | None
+    kernel_name: str = column("as in the yaml: softmax_cpu_out")
+    function_id: int | None = column("the indexed definition, when found")
 
 
 @dataclass(frozen=True, slots=True)
 class StubRow:
     TABLE: typing.ClassVar[str] = "stubs"
 
-    stub: str
-    role: str
+    stub: str = column("softmax_lastdim_kernel")
+    role: str = column("declare | define")
     file_id: int
     line: int
 
@@ -266,7 +288,7 @@ class StubImplRow:
     TABLE: typing.ClassVar[str] = "stub_impls"
 
     stub: str
-    arch: str
+    arch: str = column("DEFAULT (cpu kernels, per CPU_CAPABILITY), AVX512, CUDA, HIP, MPS, XPU...")
     impl_name: str
     function_id: int | None
     file_id: int
@@ -278,7 +300,7 @@ class LibraryImplRow:
     TABLE: typing.ClassVar[str] = "library_impls"
 
     namespace: str
-    dispatch_key: str
+    dispatch_key: str = column("'' for catch-all m.impl without a key")
     op: str
     kernel_name: str
     function_id: int | None
@@ -288,6 +310,10 @@ class LibraryImplRow:
 
 @dataclass(frozen=True, slots=True)
 class OpCallRow:
+    """A function (C++ or Python) that calls an operator through its API
+    (at::foo, at::_ops::foo::call, tensor.foo(), torch.foo, F.foo, torch.ops.aten.foo).
+    """
+
     TABLE: typing.ClassVar[str] = "op_calls"
 
     function_id: int
@@ -298,6 +324,8 @@ class OpCallRow:
 
 @dataclass(frozen=True, slots=True)
 class OpEdgeRow:
+    """op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen)."""
+
     TABLE: typing.ClassVar[str] = "op_edges"
 
     op: str
@@ -309,11 +337,11 @@ class OpEdgeRow:
 class BenchmarkTableRow:
     TABLE: typing.ClassVar[str] = "benchmarks"
 
-    name: str
+    name: str = column("file stem: softmax_test", key="PRIMARY KEY")
     file: str
-    framework: str
-    tests: str  # JSON list of {name, tags, devices}
-    devices: str  # JSON list
+    framework: str = column("operator_benchmark | script")
+    tests: str = column("JSON list of {name, tags, devices}")
+    devices: str = column("JSON list")
     sha256: str
 
 
@@ -323,14 +351,16 @@ class BenchOpRow:
 
     bench: str
     op: str
-    source: BenchOpSource
-    test: str
-    device: str
-    via: str
+    source: BenchOpSource = column("static | traced (test '' for traced: see trace_ops)")
+    test: str = column("test/class name it came from ('' = whole file)")
+    device: str = column("'' when unknown")
+    via: str = column("how: 'torch.softmax', 'F.avg_pool2d via torch.ao...'")
 
 
 @dataclass(frozen=True, slots=True)
 class BenchCallRow:
+    """Python functions a benchmark calls (statically), so ops reached through torch/*.py count."""
+
     TABLE: typing.ClassVar[str] = "bench_calls"
 
     bench: str
@@ -340,35 +370,45 @@ class BenchCallRow:
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:
+    """Traced truth (indexer/trace.py): per benchmark file, how tracing went; per test, what ran."""
+
     TABLE: typing.ClassVar[str] = "traces"
 
     bench: str
     file: str
-    status: TraceStatus
-    reason: str
+    status: TraceStatus = column("ok | partial | failed")
+    reason: str = column("why, when not ok")
     seconds: float
     max_rss_mb: int
-    torch: str
+    torch: str = column("torch version it was traced with")
 
 
 @dataclass(frozen=True, slots=True)
 class BenchTestRow:
     TABLE: typing.ClassVar[str] = "bench_tests"
 
-    id: int
+    id: int = column("numbered by bench, test, module, device, mode, kernels_seen")
     bench: str
-    test: str
-    module: str
-    class_: str  # the column ``class``
-    tag: str
+    test: str = column("the framework's test name: add_M8_N32_K256_cuda")
+    module: str = column("its --operators name: add")
+    class_: str = column("AddBenchmark")  # the column ``class``
+    tag: str = column("short | long | ...")
     backward: bool
-    device: str
-    mode: TraceMode
-    kernels_seen: bool
+    device: str = column("as configured (cuda/xpu tests are traced on the CPU)")
+    mode: TraceMode = column("real | meta | fake | inferred | sampled")
+    kernels_seen: bool = column("its ops include those kernels call (real, or borrowed from its module's real tests)")
 
 
 @dataclass(frozen=True, slots=True)
 class TraceOpRow:
+    """Operators a test's timed region executes (any overload): aten ops by base name, others too;
+    layout: dense | quantized (run on quantized tensors: its QuantizedCPU/... kernels, not the dense ones).
+    inferred: '' when the trace saw the operator run; else why it is taken to run (inside an
+    upstream operator in a small CPU run; called by the repo's own kernel for the test's device).
+    in_kernel: true when the operator ran only inside other operators' kernels (never called from Python
+    or inside composite operators): torch.compile's graph does not hold it (a lowering of it is not run).
+    """
+
     TABLE: typing.ClassVar[str] = "trace_ops"
 
     bench: str
@@ -382,16 +422,25 @@ class TraceOpRow:
 
 @dataclass(frozen=True, slots=True)
 class NativeSampleRow:
+    """Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
+    on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
+    """
+
     TABLE: typing.ClassVar[str] = "native_samples"
 
     bench: str
     test: str
     function_id: int
-    share: float
+    share: float = column("of the test's samples (0..1), stored from 0.01")
 
 
 @dataclass(frozen=True, slots=True)
 class NativeTestRow:
+    """Every test sampled, with its samples in the library and those that map to index functions: a
+    test none of whose frames map (a oneDNN fast path runs outside the indexed sources) was still
+    observed, and a static chain its stacks never show is "static, not observed".
+    """
+
     TABLE: typing.ClassVar[str] = "native_tests"
 
     bench: str
@@ -404,7 +453,7 @@ class NativeTestRow:
 class CanarySetRow:
     TABLE: typing.ClassVar[str] = "canary_sets"
 
-    name: str
+    name: str = column(key="PRIMARY KEY")
     description: str | None
     paths: str | None
     functions: str | None
@@ -413,6 +462,10 @@ class CanarySetRow:
 
 @dataclass(frozen=True, slots=True)
 class NodeRow:
+    """Precomputed reachability graph over nodes (functions, stubs, ops, benchmarks):
+    'src' is affected when 'dst' changes. Queries walk it from changed functions.
+    """
+
     TABLE: typing.ClassVar[str] = "nodes"
 
     id: int
@@ -433,9 +486,11 @@ class ReachEdgeRow:
 
 @dataclass(frozen=True, slots=True)
 class GraphRow:
+    """The same graph packed for queries (indexer/graph.py): edges by dst as arrays, one row per part."""
+
     TABLE: typing.ClassVar[str] = "graph"
 
-    part: str
+    part: str = column(key="PRIMARY KEY")
     data: bytes
 
 

@@ -121,3 +121,20 @@ def test_the_link_makes_each_table_s_rows_in_its_row_type_s_field_order():
             typed = row_type(*row)  # as many columns as fields
             for f in dataclasses.fields(row_type):
                 assert _is_a(getattr(typed, f.name), hints[f.name]), (table, f.name, row)
+
+
+def test_index_sql_is_generated_from_the_row_types():
+    """schema/index.sql is what `python -m schema.ddl` writes: a row type changed without
+    writing it again fails here."""
+    from schema.ddl import generate
+
+    assert generate() == index_ddl()
+
+
+def test_schema_version_follows_the_tables_not_their_comments():
+    from schema.version import SCHEMA_VERSION, schema_version
+
+    ddl = index_ddl()
+    assert schema_version(ddl) == SCHEMA_VERSION
+    assert schema_version(ddl.replace("-- repo-relative", "-- relative to the repo")) == SCHEMA_VERSION
+    assert schema_version(ddl.replace("  usr VARCHAR NOT NULL", "  usr VARCHAR")) != SCHEMA_VERSION

@@ -70,9 +70,9 @@ def test_python_functions_follow_the_first_steps_nodes_and_every_edge_keeps_its_
     cpp = [facts("cpp", p, s) for p, s in CPP.items()]
     python = [facts("python", p, s) for p, s in PYTHON.items()]
     native = NativeLink(cpp, OPS)
-    first_step = named_edges(native.t)
-    first_nodes = list(native.t.rows["nodes"])
-    first_edges = list(native.t.rows["reach_edges"])
+    first_step = named_edges(native.ctx.tables)
+    first_nodes = list(native.ctx.tables.rows["nodes"])
+    first_edges = list(native.ctx.tables.rows["reach_edges"])
     tables = native.finish(python, [], [], {}, [])
 
     n_cpp = sum(len(f.functions) for f in cpp)

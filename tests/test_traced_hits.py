@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import duckdb
 
-from indexer.link import _numbered_tests
+from indexer.rules.traces import numbered_tests
 from schema.index_store import IndexStore
 from schema.writer import index_ddl
 
@@ -40,7 +40,7 @@ def _store() -> IndexStore:
     con = duckdb.connect()
     con.execute(index_ddl())
     con.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, '', false, NULL, 'function', '', NULL)", OPS)
-    con.executemany("INSERT INTO bench_tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", _numbered_tests(TESTS))
+    con.executemany("INSERT INTO bench_tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", numbered_tests(TESTS))
     con.executemany("INSERT INTO trace_ops VALUES (?, ?, ?, ?, ?, ?, ?)", TRACE_OPS)
     return IndexStore(con)
 

@@ -1,0 +1,200 @@
+"""What an index rule is, and what the link hands each rule (its context).
+
+A rule is one construct family of the index: the tables it writes (each table is written by
+exactly one rule, ``tests/test_index_rules.py``), the tables it reads, and what it links at each
+phase of a full build. The link (indexer/link.py) runs the phases in order and, inside a phase,
+the rules in the order of ``indexer.rules.RULES``; rules share what they make through the
+context, never by importing each other.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from indexer.devices import device_of_key
+from indexer.facts import FileFacts
+from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
+from indexer.native_yaml import OpFacts
+from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
+
+_KERNEL = EdgeKind.KERNEL
+HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
+HUB_SUBCLASSES = 40  # a Python base class with more subclasses than this does not propagate
+
+
+class Phase(IntEnum):
+    """The phases of a full link, in order: what is known when each runs."""
+
+    DECLARE = 1  # the C++ files and the operators, as declared: files, functions, ops, classes
+    NATIVE = 2  # C++ names resolved: kernels, registrations, C++ calls
+    PYTHON = 3  # the Python files numbered after the native nodes, their names resolved
+    REFERENCES = 4  # every call linked: what is reached through them (Python subclasses)
+    BENCHMARKS = 5  # the benchmarks and their traces
+    PACK = 6  # the graph packed, the canary sets
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One construct family of the index. ``writes``: the row types of the tables it fills
+    (no other rule writes them); ``reads``: those of other rules it reads; ``link``: its step
+    at each phase of a full build."""
+
+    name: str
+    writes: tuple[type, ...]
+    reads: tuple[type, ...]
+    link: Mapping[Phase, Callable[[LinkContext], None]]
+
+
+@dataclass
+class Tables:
+    """Rows per table (keyed by its row type's ``TABLE``): tuples in the field order of the
+    table's row type (schema/model.py ROW_TYPES); tuples, not row instances, at the link's hot
+    path. ``warnings``: (file, phase, message) of the build's warnings table."""
+
+    rows: dict[str, list[tuple]] = field(default_factory=lambda: defaultdict(list))
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class Graph:
+    """The reachability graph as rules add to it (nodes made on first use; an edge once per
+    (dst, src), a kernel edge once per device family). Its tables are the graph rule's: other
+    rules add through this, never to the rows."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.nodes = tables.rows[NodeRow.TABLE]
+        self.edges = tables.rows[ReachEdgeRow.TABLE]
+        self.node_ids: dict[tuple[NodeKind, str], int] = {}
+        # (dst, src) -> the device families of its kernel edges (None: an edge of another kind)
+        self.seen: dict[tuple[int, int], set[str] | None] = {}
+
+    def node(self, kind: NodeKind, key: str, label: str | None = None) -> int:
+        k = (kind, key)
+        nid = self.node_ids.get(k)
+        if nid is None:
+            nid = len(self.node_ids)
+            self.node_ids[k] = nid
+            self.nodes.append((nid, kind, key, label or key))
+        return nid
+
+    def edge(self, dst: int, src: int, kind: EdgeKind, detail: str = "") -> None:
+        # a kernel is one edge per device family: ``CPU, CUDA: neg_out`` reaches neg.out from
+        # a CUDA kernel as well as from a CPU one (the walk keeps to a change's device)
+        if dst == src:
+            return
+        pair = (dst, src)
+        family = device_of_key(detail) if kind == _KERNEL else None
+        if pair in self.seen:
+            families = self.seen[pair]
+            if family is None or families is None or family in families:
+                return
+            families.add(family)
+        else:
+            self.seen[pair] = None if family is None else {family}
+        self.edges.append((dst, src, kind, detail))
+
+
+def op_key(namespace: str, name: str) -> str:
+    """An operator's name in the index: aten's bare, others qualified (``quantized::add``)."""
+    return name if namespace == "aten" else f"{namespace}::{name}"
+
+
+class LinkContext:
+    """What the rules of one full link share: the facts they link, the tables (each written
+    through ``out`` by the rule that declares it), the graph, and what earlier rules made
+    (typed below; set by the rule named beside each)."""
+
+    # made by the files rule
+    func_rows: list[tuple]  # every function's row (node id == function id)
+    fid_base: list[int]  # each file's first function id
+    all_files: list[FileFacts]  # C++ then Python, by file id
+    py_first: int  # the first Python function's id
+    py_rows: list[tuple]  # the Python functions' rows
+    py_by_qual: dict[str, int]  # a Python function's id by its qualified name
+    include_map: dict[int, list[int]]  # file -> the indexed files it includes
+    # made by the ops rule
+    op_by_name: dict[str, OpFacts]
+    ops_by_base: defaultdict[str, list[str]]  # op base name -> its overloads
+    method_ops: defaultdict[str, list[str]]  # the same, of Tensor methods
+    library_ops: dict[str, tuple[str, str]]  # ops defined by TORCH_LIBRARY -> (namespace, schema)
+    # made by the classes rule
+    hierarchy: ClassHierarchy
+    # made by the python references rule (until the benchmarks phase ends)
+    python: PythonResolver
+    class_methods: defaultdict[int, list[int]]  # a Python class -> its methods
+    # made by the calls rule
+    class_subs: defaultdict[int, list[int]]  # a Python class -> its subclasses
+    # made by the traces rule: benchmark -> the operators its trace links
+    traced_ops: dict[str, list[str]]
+
+    def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
+        self.files = files  # the C++ files (the Python ones come with the python phase)
+        self.ops = ops
+        self.python_files: list[FileFacts] = []
+        self.derivatives: list[tuple[str, list[str]]] = []
+        self.benches: list = []
+        self.traces: dict = {}
+        self.canaries: list[dict] = []
+        self.tables = Tables()
+        self.graph = Graph(self.tables)
+        self._writes: frozenset[str] = frozenset()
+
+    def run(self, rule: Rule, phase: Phase) -> None:
+        """Run ``rule``'s step of ``phase`` (if it has one), writing only its own tables."""
+        step = rule.link.get(phase)
+        if step is not None:
+            self._writes = frozenset(row_type.TABLE for row_type in rule.writes)
+            step(self)
+            self._writes = frozenset()
+
+    def out(self, row_type: type) -> list[tuple]:
+        """The rows of ``row_type``'s table, for the rule that writes it to add to."""
+        if row_type.TABLE not in self._writes:
+            raise AssertionError(f"{row_type.TABLE} is not written by the running rule")
+        return self.tables.rows[row_type.TABLE]
+
+    def set_rows(self, row_type: type, rows: list[tuple]) -> None:
+        """Replace the rows of ``row_type``'s table (by the rule that writes it)."""
+        self.out(row_type)
+        self.tables.rows[row_type.TABLE] = rows
+
+    def read(self, row_type: type) -> list[tuple]:
+        """The rows of ``row_type``'s table so far."""
+        return self.tables.rows[row_type.TABLE]
+
+    def op_node(self, name: str) -> int:
+        """The node of operator ``name`` (made on first use)."""
+        return self.graph.node(NodeKind.OP, name)
+
+    @functools.cached_property
+    def cpp_linker(self) -> CppCallLinker:
+        """The one set of C++ name-resolution rules (shared with the incremental patch); dropped
+        after the native phase (~30 MiB on PyTorch)."""
+        files = self.files
+        stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
+        return CppCallLinker(
+            (
+                (*row[:5], row[7], True, files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
+                for row in self.func_rows
+            ),
+            ((o.name, o.base, o.overload, o.variants) for o in self.ops),
+            stub_names,
+            self.graph.node,
+            {file_id: f.path for file_id, f in enumerate(files)},
+            lambda: self.include_map,
+            self.hierarchy,
+        )
+
+
+class PythonResolver:
+    """What the Python references rule answers for the others: the indexed Python function a
+    dotted name is (``function``), and the operators a call or reference of it runs (``ops``)."""
+
+    def function(self, dotted: str, depth: int = 0) -> int | None:
+        raise NotImplementedError
+
+    def ops(self, dotted: str, kind: str) -> list[str]:
+        raise NotImplementedError

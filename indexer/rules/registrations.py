@@ -1,0 +1,77 @@
+"""DispatchStubs and library registrations: stub declarations and their per-device impls
+(``REGISTER_DISPATCH``), ``m.impl`` registrations of kernels for operators, and the stubs an
+upstream PyTorch declares and calls (out of the index), linked to operators by name."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from indexer.rules.base import LinkContext, Phase, Rule
+from indexer.stub_names import StubNames
+from schema.model import EdgeKind, LibraryImplRow, NodeKind, ReachEdgeRow, StubImplRow, StubRow
+
+_STUB = NodeKind.STUB
+_STUB_CALL = EdgeKind.STUB_CALL
+_STUB_NAME = EdgeKind.STUB_NAME
+_LAYOUT_WORDS = (("sparse", "Sparse"), ("nested", "Nested"), ("quantized", "Quantized"))
+
+
+def link_registrations(ctx: LinkContext) -> None:
+    """DispatchStub declarations and registrations, and library registrations (``m.impl``),
+    file by file."""
+    graph, op_node, cpp_linker = ctx.graph, ctx.op_node, ctx.cpp_linker
+    stubs, stub_impls, library_impls = ctx.out(StubRow), ctx.out(StubImplRow), ctx.out(LibraryImplRow)
+    for file_id, f in enumerate(ctx.files):
+        for s in f.stubs:
+            stubs.append((s.stub, s.role, file_id, s.line))
+        for s in f.stub_impls:
+            targets = cpp_linker.registered_targets(s.impl_name, file_id)
+            impl = targets[0] if targets else None
+            stub_impls.append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
+            for gid in targets:
+                graph.edge(gid, graph.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
+        for li in f.library_impls:
+            op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
+            cands = cpp_linker.library_targets(li.kernel_name, file_id)
+            library_impls.append(
+                (li.namespace, li.dispatch_key, op, li.kernel_name, cands[0] if cands else None, file_id, li.line)
+            )
+            for gid in cands:
+                for on in cpp_linker.library_ops(li.namespace, op):
+                    graph.edge(gid, op_node(on), EdgeKind.LIBRARY_IMPL, li.dispatch_key or "CatchAll")
+
+
+def link_stubs_by_name(ctx: LinkContext) -> None:
+    """Stubs whose callers are not in the index (declared and called by an upstream PyTorch
+    the backend is built against): linked to operators by name."""
+    graph = ctx.graph
+    called = {dst for dst, _, kind, _ in ctx.read(ReachEdgeRow) if kind == _STUB_CALL}
+    declared = {s.stub for f in ctx.all_files for s in f.stubs}
+    registered_in: dict[str, list[str]] = defaultdict(list)
+    for f in ctx.all_files:
+        for s in f.stub_impls:
+            registered_in[s.stub].append(f.path)
+    upstream_stubs = sorted(set(registered_in) - declared)
+    ops = ctx.op_by_name.values()
+    stub_names = StubNames((o.name, o.base, o.composite) for o in ops) if upstream_stubs else None
+    for stub in upstream_stubs:
+        node = graph.node(_STUB, stub)
+        if node not in called:
+            layout = _layout_hint(stub, registered_in[stub])  # a sparse stub names its dense op
+            for op in stub_names.ops_named_like(stub) if stub_names else ():
+                graph.edge(node, ctx.op_node(op), _STUB_NAME, layout)
+
+
+def _layout_hint(stub: str, paths: list[str]) -> str:
+    """A dispatch-key-like word for the tensors a stub's kernels serve (its name, or the
+    folders of the files that register it): Sparse, Nested, Quantized, else Dense."""
+    text = stub.lower() + " " + " ".join(paths).lower()
+    return next((key for word, key in _LAYOUT_WORDS if word in text), "Dense")
+
+
+RULE = Rule(
+    "registrations",
+    writes=(StubRow, StubImplRow, LibraryImplRow),
+    reads=(ReachEdgeRow,),
+    link={Phase.NATIVE: link_registrations, Phase.PYTHON: link_stubs_by_name},
+)

@@ -1,0 +1,55 @@
+"""index.sql, generated from the row types (schema/model.py): each table's docstring as its
+comment, each field a column of its DuckDB type, ``NOT NULL`` unless ``X | None``, and what
+``column(doc, key)`` says. ``tests/test_index_model.py`` checks the checked-in file is this text;
+after changing a row type, write it again:
+
+    python -m schema.ddl > schema/index.sql
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from schema.model import ROW_TYPES, column_name, column_types, nullable
+
+HEADER = """\
+-- perfq index schema (rebuilt by `perfq index`, swapped in atomically). GENERATED from the row
+-- types of schema/model.py by `python -m schema.ddl`: edit those, not this file.
+-- Vocabulary follows torchgen / ATen: operators are `name.overload` (overload '' for the
+-- default one), dispatch keys as in native_functions.yaml (CPU, CUDA, CompositeImplicitAutograd...).
+"""
+
+
+def _column(field: dataclasses.Field, sql_type: str, optional: bool) -> tuple[str, str]:
+    """A column's definition and its comment."""
+    key = field.metadata.get("key", "")
+    words = [column_name(field), sql_type, key or ("" if optional else "NOT NULL")]
+    if key == "UNIQUE" and not optional:
+        words[2] = "NOT NULL UNIQUE"
+    return " ".join(w for w in words if w), field.metadata.get("doc", "")
+
+
+def table_ddl(row_type: type) -> str:
+    """The CREATE TABLE statement of ``row_type``'s table, with its comments."""
+    doc = (row_type.__doc__ or "").strip()
+    doc = "" if doc.startswith(f"{row_type.__name__}(") else doc  # dataclass's own: its signature
+    fields = dataclasses.fields(row_type)
+    cols = [
+        _column(f, t, n) for f, t, n in zip(fields, column_types(row_type), nullable(row_type), strict=True)
+    ]
+    lines = [f"-- {line.strip()}".rstrip() for line in doc.splitlines()] if doc else []
+    lines.append(f"CREATE TABLE {row_type.TABLE} (")
+    for i, (definition, comment) in enumerate(cols):
+        text = f"  {definition}{',' if i < len(cols) - 1 else ''}"
+        lines.append(f"{text:<34} -- {comment}" if comment else text)
+    lines.append(");")
+    return "\n".join(lines)
+
+
+def generate() -> str:
+    """The text of schema/index.sql."""
+    return HEADER + "".join(f"\n{table_ddl(row_type)}\n" for row_type in ROW_TYPES.values())
+
+
+if __name__ == "__main__":
+    print(generate(), end="")
