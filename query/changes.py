@@ -10,8 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from indexer.build_config import BuildMacros, file_kind
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
 from indexer.facts import FileFacts, Function
+from indexer.preprocessor import Compiled, line_states
 from perfq.common import globs
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
@@ -57,6 +59,7 @@ class ChangeSet:
     benchmark_modules: list[str] = field(default_factory=list)  # other modules of a benchmark tree
     benchmark_importers: dict[str, set[str]] = field(default_factory=dict)  # module -> files importing it
     compile_paths: list[str] = field(default_factory=list)
+    not_compiled: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, #if that drops them)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -115,10 +118,13 @@ def changed_functions(
     cfg: Config,
     parse: Parse = parse_extents,
     tokens: Tokens | None = None,
+    build: BuildMacros | None = None,
 ) -> ChangeSet:
     """Map every changed line of ``changes`` to the function that encloses it, with the
     extents ``parse`` gives for the base and head versions of each file; changes that leave
-    the code tokens as they were (comments, whitespace, formatting) go to ``no_ops``."""
+    the code tokens as they were (comments, whitespace, formatting) go to ``no_ops``. With the
+    target ``build``'s macros, C++ lines in ``#if`` branches it does not compile go to
+    ``not_compiled`` (a condition on a macro it does not know keeps them, with a note)."""
     cs = ChangeSet()
     for fc in changes:
         kind = source_kind(fc.path, cfg)
@@ -153,8 +159,39 @@ def changed_functions(
                             for backward in dict.fromkeys(_BACKWARD_CALL.findall(entry)):
                                 cs.yaml_ops.append((backward, f"{fc.path}: backward of {name}"))
             continue
-        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens)
+        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens, build)
     return cs
+
+
+def compiled_lines(path: str, text: bytes | None, lines: set[int], build: BuildMacros, cs: ChangeSet) -> set[int]:
+    """``lines`` of a C++ file version less those the target build does not compile (noted in
+    ``cs.not_compiled``); lines under a condition on macros the build does not know stay, noted."""
+    if not lines or text is None or b"#if" not in text:
+        return lines
+    states = line_states(text.decode("utf-8", "replace"), build, file_kind(path))
+    kept: set[int] = set()
+    dropped: dict[str, list[int]] = {}
+    undecided: dict[tuple[str, ...], list[int]] = {}
+    for line in sorted(lines):
+        region = states.at(line)
+        if region is not None and region.compiled is Compiled.no:
+            dropped.setdefault(region.condition, []).append(line)
+            continue
+        kept.add(line)
+        if region is not None and region.compiled is Compiled.unknown:
+            undecided.setdefault(region.unknown, []).append(line)
+    for condition, out in dropped.items():
+        cs.not_compiled.append((path, out, condition))
+        cs.notes.append(f"{path}: {_line_span(out)} not compiled by the target build ({condition}): "
+                        "nothing selected for them")
+    for macros, held in undecided.items():
+        cs.notes.append(f"{path}: {_line_span(held)} build-conditional on {', '.join(macros)} "
+                        "(not known for the target build): kept")
+    return kept
+
+
+def _line_span(lines: list[int]) -> str:
+    return f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
 
 
 def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFacts | None:
@@ -208,7 +245,8 @@ def _trivial(rows: list[str], line: int) -> bool:
 
 
 def _map_source(
-    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None
+    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None,
+    build: BuildMacros | None = None,
 ) -> None:
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
@@ -223,6 +261,9 @@ def _map_source(
                 cs.notes.append(note)
                 cs.file_level.append((facts.path, sorted(lines)[:20], f"file not indexed: {facts.message}"))
             continue
+        if kind == "cpp" and build is not None:
+            version = text_of(fc.old_path if side == "base" else fc.new_path)
+            lines = compiled_lines(facts.path, version, lines, build, cs)
         funcs = (
             [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions
         )
