@@ -18,6 +18,7 @@ from perfq.common import globs
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
+from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
 from query.loose_lines import sort_loose
 
@@ -39,6 +40,7 @@ class ChangedFunction:
     lines: list[int]
     side: str = field(metadata={"internal": True})  # base | head | both
     status: str  # modified | added | deleted
+    why: str | None = field(default=None, metadata={"omit_if_none": True})  # a no-op's: why nothing runs differently
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -108,6 +110,7 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[tuple[str, str]]
     return out
 
 
+LAYOUT_ONLY = "same code tokens (comments, whitespace or formatting)"
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
@@ -144,7 +147,7 @@ def changed_functions(
         if kind in ("benchmark", "benchmark_module"):
             if _layout_only(fc, base_text, head_text, tokens):
                 lines = sorted(fc.added | fc.removed)[:20]
-                cs.no_ops.append(ChangedFunction(fc.path, "", "", lines, "both", "modified"))
+                cs.no_ops.append(ChangedFunction(fc.path, "", "", lines, "both", "modified", LAYOUT_ONLY))
             else:
                 (cs.benchmark_files if kind == "benchmark" else cs.benchmark_modules).append(fc.path)
             continue
@@ -182,12 +185,17 @@ def compiled_lines(path: str, text: bytes | None, lines: set[int], build: BuildM
             undecided.setdefault(region.unknown, []).append(line)
     for condition, out in dropped.items():
         cs.not_compiled.append((path, out, condition))
-        cs.notes.append(f"{path}: {_line_span(out)} not compiled by the target build ({condition}): "
-                        "nothing selected for them")
+        _note(cs, f"{path}: {_line_span(out)} not compiled by the target build ({condition}): nothing selected")
     for macros, held in undecided.items():
-        cs.notes.append(f"{path}: {_line_span(held)} build-conditional on {', '.join(macros)} "
-                        "(not known for the target build): kept")
+        _note(cs, f"{path}: {_line_span(held)} build-conditional on {', '.join(macros)} "
+                  "(not known for the target build): kept")
     return kept
+
+
+def _note(cs: ChangeSet, note: str) -> None:
+    """Add ``note`` once (a line changed on both sides is looked at twice)."""
+    if note not in cs.notes:
+        cs.notes.append(note)
 
 
 def _line_span(lines: list[int]) -> str:
@@ -216,7 +224,7 @@ def _sort_outside(
     if sorted_out.aliases and note not in cs.notes:
         cs.notes.append(note)
     if sorted_out.comments:
-        cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
+        cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified", LAYOUT_ONLY))
     return sorted_out.other
 
 
@@ -312,13 +320,19 @@ def _map_source(
             elif cf.side == "base" and cf.qualname not in head_names:
                 cf.status = "deleted"
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
+    gains = _dispatch_gains(fc, kind, head) if head is not None else {}
     for cf in found.values():
-        (cs.no_ops if same is not None and same(cf.qualname) else cs.functions).append(cf)
+        cf.why = (same(cf.qualname) if same is not None else "") or None
+        if cf.why is None and cf.qualname in gains:
+            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gains[cf.qualname])}: the existing dtypes "
+                      "run the same code; the new dtypes are new code with no benchmark")
+        (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
         lines = sorted(set(loose))[:20]
-        if same is not None and same(None):
-            cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified"))
+        why = same(None) if same is not None else ""
+        if why:
+            cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
             cs.file_level.append((path, lines, "outside any function (globals, macros, includes)"))
 
@@ -331,9 +345,10 @@ def _same_tokens(
     base_text: TextOf,
     head_text: TextOf,
     tokens: Tokens | None,
-) -> Callable[[str | None], bool] | None:
+) -> Callable[[str | None], str] | None:
     """A test 'has this function (None: the code outside functions) the same tokens in the
-    base and head versions?', or None when the file was added, deleted or cannot be tokenized."""
+    base and head versions, or up to a consistent rename?' giving why ('' when not), or None
+    when the file was added, deleted or cannot be tokenized."""
     if base is None or head is None or not fc.old_path or not fc.new_path:
         return None
     old, new = base_text(fc.old_path), head_text(fc.new_path)
@@ -343,17 +358,35 @@ def _same_tokens(
     # beside real changes elsewhere in the file, a function whose own lines read the same
     # (a blank line dropped, a comment reworded) is compared token by token too
     candidates = set() if whole_file else _maybe_layout_only_functions(fc, kind, head)
-    if not whole_file and not candidates:
+    rename = None if whole_file else rename_between(*(words(_code_lines(fc, sign, kind)) for sign in "-+"))
+    if not whole_file and not candidates and rename is None:
         return None
     tokens = _tokenizer(tokens)
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
         return None
+    old_all = [t.text for t in old_tokens.all()]
+    renamed = f"{rename.old} renamed to {rename.new} at every use" if rename is not None else ""
+    if rename is not None and rename_between(old_all, [t.text for t in new_tokens.all()]) == rename \
+            and declares(old_all, rename.old):
+        return lambda _name: renamed  # one name renamed at its declaration and every use in the file
 
     def extents(facts: FileFacts, name: str) -> list[tuple[int, int]]:
         return [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name]
 
-    def same(name: str | None) -> bool:
+    def renamed_within(name: str) -> bool:
+        """The function renames a name it declares, everywhere it uses it, to a name new to the file."""
+        a, b = extents(base, name), extents(head, name)
+        if rename is None or len(a) != 1 or len(b) != 1:
+            return False
+        return scoped_rename(old_tokens.within(*a[0]), new_tokens.within(*b[0])) == rename and rename.new not in old_all
+
+    def same(name: str | None) -> str:
+        if name is not None and name not in candidates and renamed_within(name):
+            return renamed
+        return LAYOUT_ONLY if same_tokens(name) else ""
+
+    def same_tokens(name: str | None) -> bool:
         if not whole_file and name not in candidates:
             return False
         if name is None:
@@ -404,6 +437,26 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
     return _code_words(lines("-"), kind) == _code_words(lines("+"), kind)
 
 
+def _code_lines(fc: FileChange, sign: str, kind: str) -> list[str]:
+    """The removed (``-``) or added (``+``) lines of ``fc`` without comments."""
+    return _COMMENTS[kind].sub(" ", "\n".join(line.text for h in fc.hunks for line in h.lines
+                                              if line.kind == sign)).split("\n")
+
+
+def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str, tuple[str, ...]]:
+    """Functions of the head whose only change is ``AT_DISPATCH_*`` type lists that gain
+    dtypes, with the dtypes they gain."""
+    if kind != "cpp" or not any("AT_DISPATCH_" in line.text for h in fc.hunks for line in h.lines):
+        return {}
+    out = {}
+    for name, sides in _hunk_lines_by_function(fc, head).items():
+        old, new = ([_COMMENTS[kind].sub(" ", x) for x in sides[sign]] for sign in "-+")
+        gain = dispatch_gain(words(old), words(new))
+        if gain is not None:
+            out[name] = gain.dtypes
+    return out
+
+
 def _code_words(lines: list[str], kind: str) -> str:
     """``lines`` without comments and whitespace: what the cheap first looks compare."""
     return "".join(_COMMENTS[kind].sub(" ", "\n".join(lines)).split())
@@ -413,6 +466,13 @@ def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> 
     """Functions of the head whose removed and added lines (a removed line counted where it
     sat, before a head line), without comments and whitespace, read the same: the cheap first
     look of ``_maybe_layout_only``, per function. The tokens of both versions decide."""
+    text = _hunk_lines_by_function(fc, head)
+    return {name for name, sides in text.items() if _code_words(sides["-"], kind) == _code_words(sides["+"], kind)}
+
+
+def _hunk_lines_by_function(fc: FileChange, head: FileFacts) -> dict[str, dict[str, list[str]]]:
+    """The removed and added lines of ``fc`` by the head function holding them (a removed line
+    counted where it sat, before a head line)."""
     starts = sorted((f.start_line, f.end_line, f.qualname) for f in head.functions)
     firsts = [start for start, _, _ in starts]
     text: dict[str, dict[str, list[str]]] = {}
@@ -422,7 +482,7 @@ def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> 
         owner = next((name for _, end, name in reversed(starts[:i]) if end >= line.new_line), None)
         if owner is not None:
             text.setdefault(owner, {"+": [], "-": []})[line.kind].append(line.text)
-    return {name for name, sides in text.items() if _code_words(sides["-"], kind) == _code_words(sides["+"], kind)}
+    return text
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:
