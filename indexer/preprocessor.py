@@ -23,7 +23,8 @@ UNKNOWN = None  # a value the build configuration does not decide
 Value = int | None
 Macro = tuple[bool, int] | None  # (defined, value); None: not known to the build configuration
 
-_DIRECTIVE = re.compile(r"^\s*#\s*(if|ifdef|ifndef|elif|else|endif|define|undef)\b(.*)$")
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|undef)\b((?:[^\n]*\\\n)*[^\n]*)",
+                        re.MULTILINE)
 _COMMENT = re.compile(r"//.*$|/\*.*?\*/")
 _TOKEN = re.compile(r"\s*(?:(?P<num>0[xX][0-9a-fA-F]+|\d+)[uUlL]*|(?P<name>[A-Za-z_]\w*)"
                     r"|(?P<op>&&|\|\||==|!=|<=|>=|<<|>>|[-+*/%<>!~&|^(),?:]))")
@@ -85,42 +86,41 @@ def _state_of(stack: list[_Frame]) -> _State:
 def line_states(text: str, macros: BuildMacros, kind: str) -> LineStates:
     """The compiled / not compiled / build-conditional regions of ``text`` (a C++ file whose
     kind, ``cpp`` / ``cuda`` / ``header``, decides the compiler's own macros) for ``macros``.
-    A directive's own lines take the state of the region around its ``#if`` chain."""
+    A directive's own lines take the state of the region around its ``#if`` chain. Only the
+    directive lines are read (one regex over the text): the cost is in the directives."""
     lookup = macros.for_kind(kind)
     local: dict[str, Macro] = {}
     stack: list[_Frame] = []
-    states: list[_State] = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        first, line = i, lines[i]
-        while line.endswith("\\") and i + 1 < len(lines):
-            i += 1
-            line = line[:-1] + " " + lines[i]
-        i += 1
-        m = _DIRECTIVE.match(line)
-        word, rest = (m.group(1), _COMMENT.sub(" ", m.group(2)).strip()) if m else ("", "")
-        if word in ("", "define", "undef"):
-            if word:
-                _record_define(word, rest, _state_of(stack)[0], local)
-            states += [_state_of(stack)] * (i - first)
+    regions: list[Region] = []
+    line, pos = 1, 0  # the line number at offset ``pos``
+    for m in _DIRECTIVE.finditer(text):
+        first = line + text.count("\n", pos, m.start())
+        last = first + m.group(0).count("\n")
+        line, pos = last, m.end()
+        word, rest = m.group(1), _COMMENT.sub(" ", m.group(2).replace("\\\n", " ")).strip()
+        _add(regions, first - 1, _state_of(stack))  # the lines up to the directive
+        if word in ("define", "undef"):
+            _record_define(word, rest, _state_of(stack)[0], local)
+            _add(regions, last, _state_of(stack))
             continue
-        outer = _state_of(stack if word in ("if", "ifdef", "ifndef") else stack[:-1])
-        states += [outer] * (i - first)
-        _branch(word, rest, stack, lookup, local, lines, i)
-    return LineStates(_regions(states))
+        _add(regions, last, _state_of(stack if word in ("if", "ifdef", "ifndef") else stack[:-1]))
+        _branch(word, rest, stack, lookup, local, text, m.end())
+    _add(regions, line + text.count("\n", pos), _state_of(stack))
+    return LineStates(tuple(regions))
 
 
-def _regions(states: list[_State]) -> tuple[Region, ...]:
-    out: list[Region] = []
-    for n, (value, condition, unknown) in enumerate(states, start=1):
-        state = _state(value)
-        last = out[-1] if out else None
-        if last is not None and (last.compiled, last.condition, last.unknown) == (state, condition, unknown):
-            out[-1] = Region(last.start, n, state, condition, unknown)
-        else:
-            out.append(Region(n, n, state, condition, unknown))
-    return tuple(out)
+def _add(regions: list[Region], end: int, state: _State) -> None:
+    """Extend ``regions`` up to line ``end`` with ``state`` (merged into the last region when equal)."""
+    start = regions[-1].end + 1 if regions else 1
+    if end < start:
+        return
+    value, condition, unknown = state
+    compiled = _state(value)
+    last = regions[-1] if regions else None
+    if last is not None and (last.compiled, last.condition, last.unknown) == (compiled, condition, unknown):
+        regions[-1] = Region(last.start, end, compiled, condition, unknown)
+    else:
+        regions.append(Region(start, end, compiled, condition, unknown))
 
 
 def _state(value: Value) -> Compiled:
@@ -128,7 +128,7 @@ def _state(value: Value) -> Compiled:
 
 
 def _branch(word: str, rest: str, stack: list[_Frame], lookup: Callable[[str], Macro], local: dict[str, Macro],
-            lines: list[str], after: int) -> None:
+            text: str, after: int) -> None:
     """Open, switch or close the branch a directive starts."""
     if word == "endif":
         if stack:
@@ -136,7 +136,7 @@ def _branch(word: str, rest: str, stack: list[_Frame], lookup: Callable[[str], M
         return
     if word in ("if", "ifdef", "ifndef"):
         parent = stack[-1].active if stack else 1
-        if word == "ifndef" and _guard(rest, lines, after):
+        if word == "ifndef" and _guard(rest, text, after):
             value, unknown = 1, ()  # an include guard: the file's body is compiled
         else:
             value, unknown = _condition(word, rest, lookup, local)
@@ -153,10 +153,10 @@ def _branch(word: str, rest: str, stack: list[_Frame], lookup: Callable[[str], M
     frame.unknown = frame.seen if frame.active is UNKNOWN else ()
 
 
-def _guard(rest: str, lines: list[str], after: int) -> bool:
-    """``#ifndef X`` followed by ``#define X``: an include guard."""
+def _guard(rest: str, text: str, after: int) -> bool:
+    """``#ifndef X`` followed by ``#define X`` (``after``: the offset past the ``#ifndef``)."""
     name = rest.split()[0] if rest.split() else ""
-    nxt = next((line.strip() for line in lines[after:after + 3] if line.strip()), "")
+    nxt = next((line.strip() for line in text[after:after + 400].split("\n")[1:4] if line.strip()), "")
     return bool(name) and re.fullmatch(rf"#\s*define\s+{re.escape(name)}(\s.*)?", nxt) is not None
 
 
