@@ -17,6 +17,7 @@ A macro none of them names is unknown: its branches are build-conditional, never
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import platform
@@ -33,6 +34,8 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 
 RECORD_NAME = "torch-build.json"
+COMPILE_RECORD_NAME = "compile-defines.json"
+COMPILE_COMMANDS = ("compile_commands.json", "build/compile_commands.json")  # where present, without a config
 RECORD_TIMEOUT_S = 300.0
 HEADER_MAX_BYTES = 1 << 20
 COMPILE_COMMANDS_MAX_BYTES = 1 << 28
@@ -128,8 +131,9 @@ def target_build(repo: Path, cfg: Config, record_dir: Path | None) -> BuildMacro
             record = read_record(record_dir, torch_dir) if record_dir is not None else None
             if record is not None:
                 macros = macros.merged(record["defined"], tuple(record["undefined"]), "torch build settings")
-    if cfg.compile_commands:
-        macros = macros.merged(compile_commands_defines(repo, cfg.compile_commands), (), cfg.compile_commands)
+    commands = cfg.compile_commands or next((c for c in COMPILE_COMMANDS if (repo / c).is_file()), "")
+    if commands:
+        macros = macros.merged(_recorded_compile_defines(repo, commands, record_dir), (), commands)
     if settings.get("defines") or settings.get("undefined"):
         defined = {k: int(v) for k, v in settings.get("defines", {}).items()}
         macros = macros.merged(defined, tuple(settings.get("undefined", ())), "[tool.perfq.build]")
@@ -231,6 +235,28 @@ def compile_commands_defines(repo: Path, rel: str) -> dict[str, int]:
         mine = dict(_flag_define(w[2:]) for w in words if isinstance(w, str) and w.startswith("-D") and len(w) > 2)
         common = mine if common is None else {k: v for k, v in common.items() if mine.get(k) == v}
     return common or {}
+
+
+def _recorded_compile_defines(repo: Path, rel: str, record_dir: Path | None) -> dict[str, int]:
+    """``compile_commands_defines``, kept beside the index while the file stays the same (a
+    PyTorch build's is tens of megabytes: parsing it costs a query more than its budget)."""
+    try:
+        stat = (repo / rel).stat()
+    except OSError as exc:
+        raise PerfqError(f"{rel}: cannot read compile commands: {exc.strerror}") from None
+    key = f"{(repo / rel).resolve()}:{stat.st_mtime_ns}:{stat.st_size}"
+    if record_dir is not None:
+        try:
+            doc = json.loads(files.read_limited(str(record_dir), COMPILE_RECORD_NAME, HEADER_MAX_BYTES))
+            if isinstance(doc, dict) and doc.get("key") == key and isinstance(doc.get("defined"), dict):
+                return doc["defined"]
+        except (OSError, ValueError):
+            pass
+    defined = compile_commands_defines(repo, rel)
+    if record_dir is not None and record_dir.is_dir():
+        with contextlib.suppress(OSError):  # a read-only index folder: parsed again next time
+            write_atomically(record_dir / COMPILE_RECORD_NAME, [json.dumps({"key": key, "defined": defined})])
+    return defined
 
 
 def _flag_define(text: str) -> tuple[str, int]:

@@ -175,3 +175,16 @@ def test_config_override_wins_and_bad_sections_are_errors(tmp_path: Path):
     for bad in ({"defines": ["X"]}, {"undefined": "X"}, {"torch": "yes"}, {"defnes": {}}):
         with pytest.raises(PerfqError, match=r"\[tool.perfq.build\]"):
             target_build(tmp_path, Config().with_overrides({"build": bad}), None)
+
+
+def test_compile_commands_where_present_are_read_once_and_kept_beside_the_index(tmp_path: Path):
+    repo, record = tmp_path / "repo", tmp_path / "perfq"
+    (repo / "build").mkdir(parents=True)
+    record.mkdir()
+    commands = repo / "build/compile_commands.json"
+    commands.write_text(json.dumps([{"file": "a.cpp", "command": "c++ -DUSE_ROCM -c a.cpp"}]))
+    cfg = Config().with_overrides({"build": {"torch": False}})
+    assert target_build(repo, cfg, record).for_kind("cpp")("USE_ROCM") == (True, 1)
+    assert json.loads((record / "compile-defines.json").read_text())["defined"] == {"USE_ROCM": 1}
+    commands.write_text(json.dumps([{"file": "a.cpp", "command": "c++ -DUSE_ROCM=0 -c a.cpp"}]))  # rebuilt
+    assert target_build(repo, cfg, record).for_kind("cpp")("USE_ROCM") == (True, 0)
