@@ -21,7 +21,7 @@ from indexer.build_config import BuildMacros
 
 UNKNOWN = None  # a value the build configuration does not decide
 Value = int | None
-Macro = tuple[bool, int] | None  # (defined, value); None: not known to the build configuration
+Macro = tuple[bool, int | None] | None  # (defined, value: None when not a number); None: not known at all
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|undef)\b((?:[^\n]*\\\n)*[^\n]*)",
                         re.MULTILINE)
@@ -162,21 +162,22 @@ def _guard(rest: str, text: str, after: int) -> bool:
 
 def _record_define(word: str, rest: str, where: Value, local: dict[str, Macro]) -> None:
     """A ``#define``/``#undef`` in the file itself: known from here on when its branch is known."""
-    m = re.match(r"([A-Za-z_]\w*)(\(\s*\))?\s*(.*)", rest)
+    m = re.match(r"([A-Za-z_]\w*)(\([^)]*\))?\s*(.*)", rest)
     if m is None:
         return
-    name = m.group(1) + ("()" if m.group(2) else "")
-    body = m.group(3).strip()
-    if where is UNKNOWN:
-        local[name] = None
-    elif not where:
-        return
-    elif word == "undef":
-        local[name] = (False, 0)
-    elif re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", body):
-        local[name] = (True, int(body, 0))
-    else:
-        local[name] = (True, 1) if not body else None  # defined, to an expression read nowhere here
+    name, params, body = m.group(1), m.group(2), m.group(3).strip()
+    names = (name, name + "()") if params is not None else (name,)
+    for key in names:
+        if where is UNKNOWN:
+            local[key] = None
+        elif not where:
+            return
+        elif word == "undef":
+            local[key] = (False, 0)
+        elif params is None and re.fullmatch(r"\d+|0[xX][0-9a-fA-F]+", body):
+            local[key] = (True, int(body, 0))
+        else:  # defined; its value an expression (or arguments') read nowhere here
+            local[key] = (True, 1 if not body and params is None else None)
 
 
 def _condition(word: str, rest: str, lookup: Callable[[str], Macro],
@@ -186,7 +187,9 @@ def _condition(word: str, rest: str, lookup: Callable[[str], Macro],
 
     def value_of(name: str, defined: bool) -> Value:
         macro = local[name] if name in local else lookup(name)
-        if macro is None:
+        if macro is None and defined:  # defined(AT_MKLDNN_ENABLED): a function-like macro
+            macro = local[name + "()"] if name + "()" in local else lookup(name + "()")
+        if macro is None or (macro[0] and macro[1] is None and not defined):
             unknown.append(name.removesuffix("()"))
             return UNKNOWN
         is_defined, value = macro

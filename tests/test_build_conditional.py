@@ -106,11 +106,13 @@ def test_unknown_region_names_its_macros_and_a_dropped_one_its_deciding_branch()
     ("#if __GNUC__ == 11 && defined(__ARM_FEATURE_SVE)", Compiled.no),
     ("#if 0x10 >= 16L", Compiled.yes),
     ("#if A &&", Compiled.unknown),  # malformed: never dropped
+    ("#if defined(AT_MKLDNN_ENABLED) && defined(F)", Compiled.yes),  # function-like macros, by name
+    ("#if defined(E) && E", Compiled.unknown),  # defined, to an expression
 ])
 def test_expressions_in_three_values(expr: str, value: Compiled):
-    macros = machine_macros("x86_64", "linux").merged({"A": 1}, ("B",))
-    text = f"{expr}\nx = 1;\n#endif\n"
-    assert line_states(text, macros, "cpp").at(2).compiled is value
+    macros = machine_macros("x86_64", "linux").merged({"A": 1, "AT_MKLDNN_ENABLED()": 1}, ("B",))
+    text = f"#define E (A + B)\n#define F(x) x\n{expr}\nx = 1;\n#endif\n"
+    assert line_states(text, macros, "cpp").at(4).compiled is value
 
 
 def test_file_defines_include_guards_and_device_passes():
