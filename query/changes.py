@@ -64,6 +64,7 @@ class ChangeSet:
     not_compiled: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, #if that drops them)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
 
 
 def _innermost(functions: list[Function], line: int) -> Function | None:
@@ -163,7 +164,42 @@ def changed_functions(
                                 cs.yaml_ops.append((backward, f"{fc.path}: backward of {name}"))
             continue
         _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens, build)
+    _moved_between_files(cs, base_text, head_text, tokens)
     return cs
+
+
+def _moved_between_files(cs: ChangeSet, base_text: TextOf, head_text: TextOf, tokens: Tokens | None) -> None:
+    """A function deleted from one file and added, with the same name and code tokens, to
+    another is a move: both sides go to ``no_ops``."""
+    deleted = [cf for cf in cs.functions if cf.status == "deleted" and (cf.path, cf.qualname) in cs.whole]
+    added = {}
+    for cf in cs.functions:
+        if cf.status == "added" and (cf.path, cf.qualname) in cs.whole:
+            added.setdefault(cf.name, []).append(cf)
+    pairs = [(d, a) for d in deleted for a in added.get(d.name, []) if a.path != d.path]
+    if not pairs:
+        return
+    tokenize = _tokenizer(tokens)
+    cache: dict[tuple[str, str], CodeTokens | None] = {}
+
+    def body(cf: ChangedFunction, text_of: TextOf, side: str) -> list[str] | None:
+        kind, start, end = cs.whole[cf.path, cf.qualname]
+        if (side, cf.path) not in cache:
+            data = text_of(cf.path)
+            cache[side, cf.path] = tokenize(kind, cf.path, data) if data is not None else None
+        found = cache[side, cf.path]
+        return found.within(start, end) if found is not None else None
+
+    moved: set[int] = set()
+    for d, a in pairs:
+        if id(d) in moved or id(a) in moved:
+            continue
+        old = body(d, base_text, "base")
+        if old is not None and old == body(a, head_text, "head"):
+            d.why, a.why = f"moved to {a.path}, same code tokens", f"moved from {d.path}, same code tokens"
+            moved |= {id(d), id(a)}
+    cs.no_ops += [cf for cf in cs.functions if id(cf) in moved]
+    cs.functions = [cf for cf in cs.functions if id(cf) not in moved]
 
 
 def compiled_lines(path: str, text: bytes | None, lines: set[int], build: BuildMacros, cs: ChangeSet) -> set[int]:
@@ -319,6 +355,11 @@ def _map_source(
                 cf.status = "added"
             elif cf.side == "base" and cf.qualname not in head_names:
                 cf.status = "deleted"
+    for cf in found.values():  # where a function moved to another file is looked for
+        facts = head if cf.status == "added" else base if cf.status == "deleted" else None
+        spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == cf.qualname] if facts else []
+        if len(spans) == 1:
+            cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
     gains = _dispatch_gains(fc, kind, head) if head is not None else {}
     for cf in found.values():

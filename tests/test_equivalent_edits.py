@@ -115,3 +115,29 @@ def test_a_moved_function_is_a_no_op():
     moved = CPP.replace(other, "").replace("void clamp_kernel(", other + "void clamp_kernel(")
     cs = _changes(moved)
     assert cs.functions == [] and cs.file_level == [] and cs.no_ops
+
+
+def _two_file_changes(old: dict[str, str], new: dict[str, str]):
+    diff = ""
+    for path in sorted(old):
+        hunks = difflib.unified_diff(old[path].splitlines(True), new[path].splitlines(True), f"a/{path}", f"b/{path}",
+                                     n=0)
+        diff += f"diff --git a/{path} b/{path}\n" + "".join(hunks)
+    return changed_functions(parse_diff(diff), lambda p: old[p].encode(), lambda p: new[p].encode(),
+                             Config(source_roots=("aten",)))
+
+
+HELPERS = "namespace at::native {\nint keep(int x) {\n  return x;\n}\n}  // namespace at::native\n"
+SCALE = "int scale(int x, int k) {\n  return x * k;\n}\n"
+
+
+def test_a_function_moved_to_another_file_is_a_no_op_and_a_changed_one_is_not():
+    a, b = "aten/src/ATen/native/A.cpp", "aten/src/ATen/native/B.cpp"
+    before = {a: HELPERS.replace("namespace at::native {\n", "namespace at::native {\n" + SCALE), b: HELPERS}
+    after = {a: HELPERS, b: HELPERS.replace("namespace at::native {\n", "namespace at::native {\n" + SCALE)}
+    cs = _two_file_changes(before, after)
+    assert cs.functions == []
+    assert sorted(n.why for n in cs.no_ops) == [f"moved from {a}, same code tokens", f"moved to {b}, same code tokens"]
+    after[b] = after[b].replace("x * k", "x * k + 1")
+    changed = _two_file_changes(before, after)
+    assert sorted((f.path, f.status) for f in changed.functions) == [(a, "deleted"), (b, "added")]
