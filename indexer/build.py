@@ -59,8 +59,8 @@ def build_index(
 
 
 def record_build_settings(plan: BuildPlan) -> None:
-    """Record the installed torch's build settings beside the index, once per torch install, in a
-    build that may trace (importing torch costs seconds, as each traced benchmark's run does):
+    """Record the installed torch's build settings once per torch install, in a build that may
+    trace (importing torch costs seconds, as each traced benchmark's run does):
     `perfq affected` reads which ``#if`` branches the target build compiles from them."""
     if plan.trace is not False and reads_torch(plan.cfg):
         why = record_torch_build(plan.db_path.parent)

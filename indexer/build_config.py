@@ -4,7 +4,8 @@ From the least to the most specific: the machine (``__x86_64__`` defined, ``__aa
 Linux not Windows), the installed torch's generated headers (``ATen/Config.h``:
 ``AT_MKLDNN_ENABLED() 1``; ``cmake_macros.h``), its build settings as ``torch.__config__.show()``
 prints them (the ``-D`` flags of ``CXX_FLAGS``, ``USE_ROCM=OFF``, the compiler; recorded once per
-torch install by ``perfq index``, beside the index, because importing torch takes seconds), the
+torch install by a ``perfq index`` that may trace, in the user's cache or else beside the index,
+because importing torch takes seconds), the
 defines every entry of ``compile_commands.json`` shares, and ``[tool.perfq.build]``:
 
     [tool.perfq.build]
@@ -18,8 +19,10 @@ A macro none of them names is unknown: its branches are build-conditional, never
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib.util
 import json
+import os
 import platform
 import re
 import sys
@@ -128,7 +131,7 @@ def target_build(repo: Path, cfg: Config, record_dir: Path | None) -> BuildMacro
         torch_dir = torch_package_dir()
         if torch_dir is not None:
             macros = macros.merged(header_defines(torch_dir), _header_undefs(torch_dir), "torch headers")
-            record = read_record(record_dir, torch_dir) if record_dir is not None else None
+            record = read_record(record_dir, torch_dir)
             if record is not None:
                 macros = macros.merged(record["defined"], tuple(record["undefined"]), "torch build settings")
     commands = cfg.compile_commands or next((c for c in COMPILE_COMMANDS if (repo / c).is_file()), "")
@@ -271,7 +274,7 @@ _PROBE = ("import json, torch; print(json.dumps({'config': torch.__config__.show
           "'version': torch.__version__}))")
 
 
-def _record_key(torch_dir: Path) -> str:
+def record_key(torch_dir: Path) -> str:
     """What the recorded settings belong to: the torch install (its path and version file)."""
     try:
         stat = (torch_dir / "version.py").stat()
@@ -280,21 +283,35 @@ def _record_key(torch_dir: Path) -> str:
     return f"{torch_dir}:{stat.st_mtime_ns}:{stat.st_size}"
 
 
-def read_record(record_dir: Path, torch_dir: Path) -> dict[str, Any] | None:
+def user_cache_dir() -> Path:
+    """perfq's cache for what belongs to the machine rather than to a repository."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfq"
+
+
+def _record_places(record_dir: Path | None, torch_dir: Path) -> list[tuple[Path, str]]:
+    """Where a torch install's settings are recorded: the user's cache (shared by every index
+    on the machine), else beside the index."""
+    shared = (user_cache_dir(), f"torch-build-{hashlib.sha256(str(torch_dir).encode()).hexdigest()[:12]}.json")
+    return [shared] + ([(record_dir, RECORD_NAME)] if record_dir is not None else [])
+
+
+def read_record(record_dir: Path | None, torch_dir: Path) -> dict[str, Any] | None:
     """The recorded build settings of the torch at ``torch_dir``, None when absent or stale."""
-    try:
-        doc = json.loads(files.read_limited(str(record_dir), RECORD_NAME, HEADER_MAX_BYTES))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("key") != _record_key(torch_dir):
-        return None
-    return doc
+    for folder, name in _record_places(record_dir, torch_dir):
+        try:
+            doc = json.loads(files.read_limited(str(folder), name, HEADER_MAX_BYTES))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("key") == record_key(torch_dir):
+            return doc
+    return None
 
 
 def record_torch_build(record_dir: Path, python: str = sys.executable) -> str | None:
-    """Record the installed torch's build settings in ``record_dir`` (once per torch install: a
-    current record is kept). Runs ``python -I`` outside any checkout so that a PyTorch source
-    tree's ``torch/`` is never what gets imported. None on success, else why not."""
+    """Record the installed torch's build settings, once per torch install (a current record
+    is kept), in the user's cache or else in ``record_dir``. Runs ``python -I`` (no current
+    directory on its path) so that a PyTorch source tree's ``torch/`` is never what gets
+    imported. None on success, else why not."""
     torch_dir = torch_package_dir()
     if torch_dir is None:
         return "torch is not installed"
@@ -308,9 +325,15 @@ def record_torch_build(record_dir: Path, python: str = sys.executable) -> str | 
     except (ValueError, IndexError):
         return "torch printed no configuration"
     defined, undefined = settings_macros(shown["config"])
-    doc = {"key": _record_key(torch_dir), "version": shown["version"], "defined": defined, "undefined": undefined}
-    write_atomically(record_dir / RECORD_NAME, [json.dumps(doc, indent=1)])
-    return None
+    doc = {"key": record_key(torch_dir), "version": shown["version"], "defined": defined, "undefined": undefined}
+    for folder, name in _record_places(record_dir, torch_dir):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(folder / name, [json.dumps(doc, indent=1)])
+            return None
+        except OSError as exc:
+            why = f"cannot write {folder / name}: {exc.strerror}"
+    return why
 
 
 def settings_macros(shown: str) -> tuple[dict[str, int], list[str]]:

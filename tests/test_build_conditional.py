@@ -6,6 +6,7 @@ headers and recorded settings, compile_commands.json and ``[tool.perfq.build]``.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 from pathlib import Path
 
@@ -16,8 +17,12 @@ from indexer.build_config import (
     compile_commands_defines,
     defines_in,
     machine_macros,
+    read_record,
+    record_key,
+    record_torch_build,
     settings_macros,
     target_build,
+    torch_package_dir,
 )
 from indexer.preprocessor import Compiled, line_states
 from perfq.common.diff import parse_diff
@@ -190,3 +195,23 @@ def test_compile_commands_where_present_are_read_once_and_kept_beside_the_index(
     assert json.loads((record / "compile-defines.json").read_text())["defined"] == {"USE_ROCM": 1}
     commands.write_text(json.dumps([{"file": "a.cpp", "command": "c++ -DUSE_ROCM=0 -c a.cpp"}]))  # rebuilt
     assert target_build(repo, cfg, record).for_kind("cpp")("USE_ROCM") == (True, 0)
+
+
+def test_recorded_torch_settings_are_read_from_the_user_cache_once_per_install(tmp_path: Path, monkeypatch):
+    torch_dir = torch_package_dir()
+    if torch_dir is None:
+        pytest.skip("torch is not installed")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    index_dir = tmp_path / "index"
+    index_dir.mkdir()
+    assert read_record(index_dir, torch_dir) is None
+    record = {"key": record_key(torch_dir), "version": "x", "defined": {"USE_FBGEMM": 1}, "undefined": ["USE_ROCM"]}
+    (tmp_path / "cache/perfq").mkdir(parents=True)
+    (tmp_path / f"cache/perfq/torch-build-{hashlib.sha256(str(torch_dir).encode()).hexdigest()[:12]}.json").write_text(
+        json.dumps(record))
+    assert record_torch_build(index_dir) is None  # current: torch is not imported again
+    lookup = target_build(tmp_path, Config(), index_dir).for_kind("cpp")
+    assert lookup("USE_FBGEMM") == (True, 1) and lookup("USE_ROCM") == (False, 0)
+    record["key"] = "another install"
+    (index_dir / "torch-build.json").write_text(json.dumps(record))  # a stale one beside the index is not read
+    assert read_record(index_dir, torch_dir)["key"] == record_key(torch_dir)
