@@ -52,10 +52,15 @@ def declares(tokens: Sequence[str], name: str) -> bool:
 
 
 def _declares_at(tokens: Sequence[str], i: int) -> bool:
-    before = tokens[i - 1] if i else ""
+    """Whether token ``i`` is a name being declared: after a type (``T``, ``T&``, ``T*``,
+    ``vector<T>``), before what follows a declared name. ``&f)`` takes an address."""
     after = tokens[i + 1] if i + 1 < len(tokens) else ""
-    declarer = before in ("*", "&", "&&", ">") or (_IDENT.fullmatch(before) is not None and before not in _KEYWORDS)
-    return declarer and after in _AFTER_DECLARED
+    j = i - 1
+    while j >= 0 and tokens[j] in ("*", "&", "&&"):
+        j -= 1
+    before = tokens[j] if j >= 0 else ""
+    typed = before == ">" or (_IDENT.fullmatch(before) is not None and before not in _KEYWORDS)
+    return typed and after in _AFTER_DECLARED
 
 
 def scoped_rename(old: Sequence[str], new: Sequence[str]) -> Rename | None:

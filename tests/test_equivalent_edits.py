@@ -141,3 +141,9 @@ def test_a_function_moved_to_another_file_is_a_no_op_and_a_changed_one_is_not():
     after[b] = after[b].replace("x * k", "x * k + 1")
     changed = _two_file_changes(before, after)
     assert sorted((f.path, f.status) for f in changed.functions) == [(a, "deleted"), (b, "added")]
+
+
+def test_an_address_taken_is_no_declaration():
+    assert scoped_rename(words(["REGISTER(stub, &kernel);"]), words(["REGISTER(stub, &kernel_v2);"])) is None
+    assert scoped_rename(words(["void f(const Scalar& v) { g(v); }"]), words(["void f(const Scalar& w) { g(w); }"])) \
+        == Rename("v", "w")
