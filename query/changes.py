@@ -364,14 +364,17 @@ def _map_source(
     gains = _dispatch_gains(fc, kind, head) if head is not None else {}
     for cf in found.values():
         cf.why = (same(cf.qualname) if same is not None else "") or None
-        if cf.why is None and cf.qualname in gains:
-            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gains[cf.qualname])}: the existing dtypes "
+        gained = gains.get(cf.qualname) or gains.get(None)
+        if cf.why is None and gained:
+            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes "
                       "run the same code; the new dtypes are new code with no benchmark")
         (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
         lines = sorted(set(loose))[:20]
-        why = same(None) if same is not None else ""
+        why = (same(None) if same is not None else "") or (
+            f"a dispatch type list only gains {', '.join(gains[None])}: the existing dtypes run the same code; "
+            "the new dtypes are new code with no benchmark" if None in gains else "")
         if why:
             cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
@@ -484,12 +487,16 @@ def _code_lines(fc: FileChange, sign: str, kind: str) -> list[str]:
                                               if line.kind == sign)).split("\n")
 
 
-def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str, tuple[str, ...]]:
+def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | None, tuple[str, ...]]:
     """Functions of the head whose only change is ``AT_DISPATCH_*`` type lists that gain
-    dtypes, with the dtypes they gain."""
-    if kind != "cpp" or not any("AT_DISPATCH_" in line.text for h in fc.hunks for line in h.lines):
+    dtypes, with the dtypes they gain (under None when that holds for the whole file's change)."""
+    if kind != "cpp" or not any("AT_DISPATCH_" in line.text or "AT_EXPAND(" in line.text
+                                for h in fc.hunks for line in h.lines):
         return {}
-    out = {}
+    out: dict[str | None, tuple[str, ...]] = {}
+    whole = dispatch_gain(*(words(_code_lines(fc, sign, kind)) for sign in "-+"))
+    if whole is not None:  # every changed line (a macro's list too) only gains dtypes
+        out[None] = whole.dtypes
     for name, sides in _hunk_lines_by_function(fc, head).items():
         old, new = ([_COMMENTS[kind].sub(" ", x) for x in sides[sign]] for sign in "-+")
         gain = dispatch_gain(words(old), words(new))

@@ -6,6 +6,7 @@ the tokens are handed in (``query/changes.py`` gets them from ``indexer.api``)."
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -181,13 +182,67 @@ def _leading_args(tokens: Sequence[str], start: int, n: int) -> tuple[list[str],
     return args, i
 
 
+_V2_SETS = {  # AT_EXPAND(...) type groups of AT_DISPATCH_V2 lists
+    "AT_FLOATING_TYPES": _SETS["FLOATING"], "AT_INTEGRAL_TYPES": _SETS["INTEGRAL"], "AT_ALL_TYPES": _SETS["ALL"],
+    "AT_COMPLEX_TYPES": _SETS["COMPLEX"], "AT_ALL_TYPES_AND_COMPLEX": _SETS["ALL"] + _SETS["COMPLEX"],
+    "AT_FLOATING_AND_COMPLEX_TYPES": _SETS["FLOATING"] + _SETS["COMPLEX"], "AT_QINT_TYPES": _SETS["QINT"],
+    "AT_FLOAT8_TYPES": _SETS["FLOAT8"], "AT_BAREBONES_UNSIGNED_TYPES": ("UInt16", "UInt32", "UInt64"),
+    "AT_INTEGRAL_TYPES_V2": _SETS["INTEGRAL"] + ("UInt16", "UInt32", "UInt64"),
+}
+
+
+def _v2_items(tokens: Sequence[str]) -> list[str] | None:
+    """The dtypes of inserted V2 list items (``, kHalf``, ``, AT_EXPAND(AT_FLOAT8_TYPES)``), or None."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] != ",":
+            return None
+        j = i + 1
+        if tokens[j:j + 2] == ["AT_EXPAND", "("] and j + 4 <= len(tokens) and tokens[j + 3] == ")" \
+                and tokens[j + 2] in _V2_SETS:
+            out += _V2_SETS[tokens[j + 2]]
+            i = j + 4
+            continue
+        k = j
+        while k < len(tokens) and tokens[k] != ",":
+            k += 1
+        dtype = _DTYPE.match("".join(tokens[j:k]))
+        if dtype is None:
+            return None
+        out.append(dtype.group(1))
+        i = k
+    return out
+
+
+def _v2_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
+    """An ``AT_DISPATCH_V2`` type list (its ``AT_EXPAND`` groups and single dtypes) that only
+    gains items, read from its changed lines (the call's head is often on another line)."""
+    if "AT_EXPAND" not in old and "AT_DISPATCH_V2" not in old:
+        return None
+    gained: list[str] = []
+    for op, _a0, _a1, b0, b1 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op != "insert":
+            return None
+        chunk = list(new[b0:b1])
+        if chunk[-1] == ",":  # inserted before an item: ``kBFloat16,`` reads as ``, kBFloat16``
+            chunk = [",", *chunk[:-1]]
+        items = _v2_items(chunk)
+        if not items:
+            return None
+        gained += items
+    return DispatchGain(tuple(sorted(set(gained)))) if gained else None
+
+
 def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
     """The dtypes a change adds when it changes nothing but ``AT_DISPATCH_*`` type lists, each
     of which only grows (None otherwise)."""
     old_rest, old_sets = _heads(old)
     new_rest, new_sets = _heads(new)
     if old_rest != new_rest or len(old_sets) != len(new_sets) or not old_sets:
-        return None
+        return _v2_gain(old, new)
     gained: set[str] = set()
     for before, after in zip(old_sets, new_sets, strict=True):
         if before is None or after is None or not before <= after:

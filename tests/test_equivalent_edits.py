@@ -96,6 +96,12 @@ def test_a_dispatch_list_that_gains_dtypes_is_a_no_op_that_says_so():
     ("AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", f)", "AT_DISPATCH_FLOATING_TYPES(t, \"n\", f)", None),  # loses
     ("AT_DISPATCH_FLOATING_TYPES(t, \"n\", f)", "AT_DISPATCH_FLOATING_TYPES_AND(kHalf, u, \"n\", f)", None),  # arg
     ("AT_DISPATCH_FLOATING_TYPES(t, \"n\", f)", "AT_DISPATCH_FLOATING_TYPES(t, \"n\", f)", None),  # nothing gained
+    ("}), AT_EXPAND(AT_ALL_TYPES), kHalf);", "}), AT_EXPAND(AT_ALL_TYPES), kHalf, kBFloat16);", ("BFloat16",)),
+    ("}), AT_EXPAND(AT_ALL_TYPES), kHalf);", "}), kBool, AT_EXPAND(AT_ALL_TYPES), AT_EXPAND(AT_FLOAT8_TYPES), kHalf);",
+     ("Bool", "Float8_e4m3fn", "Float8_e4m3fnuz", "Float8_e5m2", "Float8_e5m2fnuz")),
+    ("}), AT_EXPAND(AT_ALL_TYPES), kHalf);", "}), AT_EXPAND(AT_ALL_TYPES));", None),  # V2 loses one
+    ("}), AT_EXPAND(AT_ALL_TYPES), kHalf);", "}), AT_EXPAND(AT_ALL_TYPES), kHalf, x);", None),  # not a dtype
+    ("f(a, kHalf);", "f(a, kHalf, kBFloat16);", None),  # no dispatch list around
 ])
 def test_dispatch_gain(old: str, new: str, gained: tuple[str, ...] | None):
     gain = dispatch_gain(words([old]), words([new]))
@@ -147,3 +153,12 @@ def test_an_address_taken_is_no_declaration():
     assert scoped_rename(words(["REGISTER(stub, &kernel);"]), words(["REGISTER(stub, &kernel_v2);"])) is None
     assert scoped_rename(words(["void f(const Scalar& v) { g(v); }"]), words(["void f(const Scalar& w) { g(w); }"])) \
         == Rename("v", "w")
+
+
+def test_a_macro_defined_v2_list_that_gains_a_dtype_is_a_no_op():
+    macro = ("#define DISPATCH_MUL_TYPES(TYPE, NAME, ...) \\\n  AT_DISPATCH_V2(TYPE, NAME, AT_WRAP(__VA_ARGS__), \\\n"
+             "      kHalf, AT_EXPAND(AT_ALL_TYPES))\n")
+    old = macro + CPP.replace("AT_DISPATCH_FLOATING_TYPES(iter.dtype()", "DISPATCH_MUL_TYPES(iter.dtype()")
+    cs = _changes(old.replace("kHalf, AT_EXPAND", "kHalf, kBFloat16, AT_EXPAND"), old)
+    assert cs.functions == [] and cs.file_level == []
+    assert all("only gains BFloat16" in n.why for n in cs.no_ops) and cs.no_ops
