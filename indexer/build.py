@@ -9,6 +9,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
+from indexer.build_config import reads_torch, record_torch_build
 from indexer.build_info import BuildEvents, BuildReport
 from indexer.build_plan import BuildPlan, BuildState, plan_build
 from indexer.discover import discover
@@ -50,9 +51,21 @@ def build_index(
             discover_files(plan, state)
             hash_files(plan, state, stats)
             if copy is not None and patch(plan, state, copy):
+                record_build_settings(plan)
                 return state.report
         relink_from_cache(plan, state)
+        record_build_settings(plan)
     return state.report
+
+
+def record_build_settings(plan: BuildPlan) -> None:
+    """Record the installed torch's build settings once per torch install, in a build that may
+    trace (importing torch costs seconds, as each traced benchmark's run does):
+    `perfq affected` reads which ``#if`` branches the target build compiles from them."""
+    if plan.trace is not False and reads_torch(plan.cfg):
+        why = record_torch_build(plan.db_path.parent)
+        if why is not None:
+            plan.events.phase("torch build settings not recorded", f"{why} (#if branches on its -D flags stay kept)")
 
 
 def discover_files(plan: BuildPlan, state: BuildState) -> None:

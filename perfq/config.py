@@ -54,7 +54,7 @@ class Config:
 
 SETTINGS = tuple(f.name for f in fields(Config) if f.name != "extra")
 # sections and keys the features read from Config.extra ([tool.perfq.ir], [tool.perfq.compare]...)
-EXTENSION_KEYS = ("ir", "compare", "benchmarks", "coverage_infra_ops")
+EXTENSION_KEYS = ("ir", "compare", "benchmarks", "coverage_infra_ops", "build")
 POSITIVE = ("reach_bound", "hub_fanout", "max_depth")
 CHOICES = {"trace": ("auto", "on", "off")}
 

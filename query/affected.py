@@ -106,6 +106,11 @@ def _starts(
         # a functor's operator() is reached where the functor is made: by its class's name
         found.append((cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
     callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
+    # a header function the index lacks: only callers in files that include its header, never
+    # every function anywhere that calls something of its name (copy_, launch...)
+    visible = _including_files(store, sorted({cf.path for cf, ids, _ in found if not ids and _is_header(cf.path)}))
+    named = sorted({i for cf, _, name in found if cf.path in visible for i in callers_of.get(name, [])})
+    caller_paths = store.function_paths(named) if named else {}
     later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
     for cf, ids, called_as in found:
         step, dev = ChainStep(StepKind.FUNCTION, cf.qualname, file=cf.path), device_of_path(cf.path)
@@ -122,11 +127,14 @@ def _starts(
             starts += [Start(i, step, Confidence.high, f"{cf.status} function", dev) for i in ids]
             continue
         callers = callers_of.get(called_as, [])
+        if cf.path in visible:
+            callers = [i for i in callers if caller_paths.get(i) in visible[cf.path]]
         if callers:
             why = f"{cf.status} function, reached through callers of {called_as}"
             starts += [Start(i, step, Confidence.medium, why, dev) for i in callers]
         else:
-            reason = f"{cf.status} function not in the index and nothing calls {called_as}"
+            where = f"nothing that includes {cf.path} calls" if cf.path in visible else "nothing calls"
+            reason = f"{cf.status} function not in the index and {where} {called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     for path, lines, why in cs.file_level:
         own = [r.id for r in by_file.get(path, []) if r.id not in later]
@@ -148,6 +156,30 @@ def _starts(
             why = why_of.get(key) or why_of.get(base, "")
             starts.append(Start(nid, ChainStep(StepKind.OP, key), Confidence.high, why))
     return starts, unmapped, warnings
+
+
+_HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
+INCLUDE_DEPTH = 4  # levels of headers including headers followed from a changed header
+
+
+def _is_header(path: str) -> bool:
+    return path.endswith(_HEADER_SUFFIXES)
+
+
+def _including_files(store: IndexStore, headers: list[str]) -> dict[str, set[str]]:
+    """header -> itself and the indexed files that include it, directly or through up to
+    ``INCLUDE_DEPTH`` levels of other headers."""
+    out = {h: {h} for h in headers}
+    frontier = {h: {h} for h in headers}
+    for _ in range(INCLUDE_DEPTH if headers else 0):
+        includers = store.includers(sorted({p for paths in frontier.values() for p in paths}))
+        frontier = {h: {q for p in paths for q in includers.get(p, [])} - out[h] for h, paths in frontier.items()}
+        frontier = {h: paths for h, paths in frontier.items() if paths}
+        if not frontier:
+            break
+        for h, paths in frontier.items():
+            out[h] |= paths
+    return out
 
 
 # --------------------------------------------------------------------------- helpers
@@ -586,7 +618,7 @@ def _header_fallback(store: IndexStore, cs: ChangeSet) -> list[Start]:
     """Starts for changed header functions whose callers are not linked (templates called
     through overloads, functors): every function of their headers and of the headers' includers."""
     headers = sorted(
-        {cf.path for cf in cs.functions if cf.path.endswith((".h", ".hpp", ".cuh")) and cf.status != "added"}
+        {cf.path for cf in cs.functions if _is_header(cf.path) and cf.status != "added"}
     )
     if not headers:
         return []

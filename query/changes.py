@@ -10,12 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from indexer.build_config import BuildMacros, file_kind
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
 from indexer.facts import FileFacts, Function
+from indexer.preprocessor import Compiled, line_states
 from perfq.common import globs
 from perfq.common.diff import FileChange
 from perfq.common.documents import to_json
 from perfq.config import Config
+from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
 from query.loose_lines import sort_loose
 
@@ -37,6 +40,7 @@ class ChangedFunction:
     lines: list[int]
     side: str = field(metadata={"internal": True})  # base | head | both
     status: str  # modified | added | deleted
+    why: str | None = field(default=None, metadata={"omit_if_none": True})  # a no-op's: why nothing runs differently
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -57,8 +61,10 @@ class ChangeSet:
     benchmark_modules: list[str] = field(default_factory=list)  # other modules of a benchmark tree
     benchmark_importers: dict[str, set[str]] = field(default_factory=dict)  # module -> files importing it
     compile_paths: list[str] = field(default_factory=list)
+    not_compiled: list[tuple[str, list[int], str]] = field(default_factory=list)  # (path, lines, #if that drops them)
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
 
 
 def _innermost(functions: list[Function], line: int) -> Function | None:
@@ -105,6 +111,7 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[tuple[str, str]]
     return out
 
 
+LAYOUT_ONLY = "same code tokens (comments, whitespace or formatting)"
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
@@ -115,10 +122,13 @@ def changed_functions(
     cfg: Config,
     parse: Parse = parse_extents,
     tokens: Tokens | None = None,
+    build: BuildMacros | None = None,
 ) -> ChangeSet:
     """Map every changed line of ``changes`` to the function that encloses it, with the
     extents ``parse`` gives for the base and head versions of each file; changes that leave
-    the code tokens as they were (comments, whitespace, formatting) go to ``no_ops``."""
+    the code tokens as they were (comments, whitespace, formatting) go to ``no_ops``. With the
+    target ``build``'s macros, C++ lines in ``#if`` branches it does not compile go to
+    ``not_compiled`` (a condition on a macro it does not know keeps them, with a note)."""
     cs = ChangeSet()
     for fc in changes:
         kind = source_kind(fc.path, cfg)
@@ -138,7 +148,7 @@ def changed_functions(
         if kind in ("benchmark", "benchmark_module"):
             if _layout_only(fc, base_text, head_text, tokens):
                 lines = sorted(fc.added | fc.removed)[:20]
-                cs.no_ops.append(ChangedFunction(fc.path, "", "", lines, "both", "modified"))
+                cs.no_ops.append(ChangedFunction(fc.path, "", "", lines, "both", "modified", LAYOUT_ONLY))
             else:
                 (cs.benchmark_files if kind == "benchmark" else cs.benchmark_modules).append(fc.path)
             continue
@@ -153,8 +163,79 @@ def changed_functions(
                             for backward in dict.fromkeys(_BACKWARD_CALL.findall(entry)):
                                 cs.yaml_ops.append((backward, f"{fc.path}: backward of {name}"))
             continue
-        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens)
+        _map_source(fc, "cpp" if kind == "cpp" else "python", base_text, head_text, cs, parse, tokens, build)
+    _moved_between_files(cs, base_text, head_text, tokens)
     return cs
+
+
+def _moved_between_files(cs: ChangeSet, base_text: TextOf, head_text: TextOf, tokens: Tokens | None) -> None:
+    """A function deleted from one file and added, with the same name and code tokens, to
+    another is a move: both sides go to ``no_ops``."""
+    deleted = [cf for cf in cs.functions if cf.status == "deleted" and (cf.path, cf.qualname) in cs.whole]
+    added = {}
+    for cf in cs.functions:
+        if cf.status == "added" and (cf.path, cf.qualname) in cs.whole:
+            added.setdefault(cf.name, []).append(cf)
+    pairs = [(d, a) for d in deleted for a in added.get(d.name, []) if a.path != d.path]
+    if not pairs:
+        return
+    tokenize = _tokenizer(tokens)
+    cache: dict[tuple[str, str], CodeTokens | None] = {}
+
+    def body(cf: ChangedFunction, text_of: TextOf, side: str) -> list[str] | None:
+        kind, start, end = cs.whole[cf.path, cf.qualname]
+        if (side, cf.path) not in cache:
+            data = text_of(cf.path)
+            cache[side, cf.path] = tokenize(kind, cf.path, data) if data is not None else None
+        found = cache[side, cf.path]
+        return found.within(start, end) if found is not None else None
+
+    moved: set[int] = set()
+    for d, a in pairs:
+        if id(d) in moved or id(a) in moved:
+            continue
+        old = body(d, base_text, "base")
+        if old is not None and old == body(a, head_text, "head"):
+            d.why, a.why = f"moved to {a.path}, same code tokens", f"moved from {d.path}, same code tokens"
+            moved |= {id(d), id(a)}
+    cs.no_ops += [cf for cf in cs.functions if id(cf) in moved]
+    cs.functions = [cf for cf in cs.functions if id(cf) not in moved]
+
+
+def compiled_lines(path: str, text: bytes | None, lines: set[int], build: BuildMacros, cs: ChangeSet) -> set[int]:
+    """``lines`` of a C++ file version less those the target build does not compile (noted in
+    ``cs.not_compiled``); lines under a condition on macros the build does not know stay, noted."""
+    if not lines or text is None or b"#if" not in text:
+        return lines
+    states = line_states(text.decode("utf-8", "replace"), build, file_kind(path))
+    kept: set[int] = set()
+    dropped: dict[str, list[int]] = {}
+    undecided: dict[tuple[str, ...], list[int]] = {}
+    for line in sorted(lines):
+        region = states.at(line)
+        if region is not None and region.compiled is Compiled.no:
+            dropped.setdefault(region.condition, []).append(line)
+            continue
+        kept.add(line)
+        if region is not None and region.compiled is Compiled.unknown:
+            undecided.setdefault(region.unknown, []).append(line)
+    for condition, out in dropped.items():
+        cs.not_compiled.append((path, out, condition))
+        _note(cs, f"{path}: {_line_span(out)} not compiled by the target build ({condition}): nothing selected")
+    for macros, held in undecided.items():
+        _note(cs, f"{path}: {_line_span(held)} build-conditional on {', '.join(macros)} "
+                  "(not known for the target build): kept")
+    return kept
+
+
+def _note(cs: ChangeSet, note: str) -> None:
+    """Add ``note`` once (a line changed on both sides is looked at twice)."""
+    if note not in cs.notes:
+        cs.notes.append(note)
+
+
+def _line_span(lines: list[int]) -> str:
+    return f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
 
 
 def _facts(kind: str, path: str | None, text_of: TextOf, parse: Parse) -> FileFacts | None:
@@ -179,7 +260,7 @@ def _sort_outside(
     if sorted_out.aliases and note not in cs.notes:
         cs.notes.append(note)
     if sorted_out.comments:
-        cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified"))
+        cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified", LAYOUT_ONLY))
     return sorted_out.other
 
 
@@ -208,7 +289,8 @@ def _trivial(rows: list[str], line: int) -> bool:
 
 
 def _map_source(
-    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None
+    fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None,
+    build: BuildMacros | None = None,
 ) -> None:
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
@@ -223,6 +305,9 @@ def _map_source(
                 cs.notes.append(note)
                 cs.file_level.append((facts.path, sorted(lines)[:20], f"file not indexed: {facts.message}"))
             continue
+        if kind == "cpp" and build is not None:
+            version = text_of(fc.old_path if side == "base" else fc.new_path)
+            lines = compiled_lines(facts.path, version, lines, build, cs)
         funcs = (
             [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions
         )
@@ -270,14 +355,28 @@ def _map_source(
                 cf.status = "added"
             elif cf.side == "base" and cf.qualname not in head_names:
                 cf.status = "deleted"
+    for cf in found.values():  # where a function moved to another file is looked for
+        facts = head if cf.status == "added" else base if cf.status == "deleted" else None
+        spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == cf.qualname] if facts else []
+        if len(spans) == 1:
+            cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
+    gains = _dispatch_gains(fc, kind, head) if head is not None else {}
     for cf in found.values():
-        (cs.no_ops if same is not None and same(cf.qualname) else cs.functions).append(cf)
+        cf.why = (same(cf.qualname) if same is not None else "") or None
+        gained = gains.get(cf.qualname) or gains.get(None)
+        if cf.why is None and gained:
+            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes "
+                      "run the same code; the new dtypes are new code with no benchmark")
+        (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
         lines = sorted(set(loose))[:20]
-        if same is not None and same(None):
-            cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified"))
+        why = (same(None) if same is not None else "") or (
+            f"a dispatch type list only gains {', '.join(gains[None])}: the existing dtypes run the same code; "
+            "the new dtypes are new code with no benchmark" if None in gains else "")
+        if why:
+            cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
             cs.file_level.append((path, lines, "outside any function (globals, macros, includes)"))
 
@@ -290,9 +389,10 @@ def _same_tokens(
     base_text: TextOf,
     head_text: TextOf,
     tokens: Tokens | None,
-) -> Callable[[str | None], bool] | None:
+) -> Callable[[str | None], str] | None:
     """A test 'has this function (None: the code outside functions) the same tokens in the
-    base and head versions?', or None when the file was added, deleted or cannot be tokenized."""
+    base and head versions, or up to a consistent rename?' giving why ('' when not), or None
+    when the file was added, deleted or cannot be tokenized."""
     if base is None or head is None or not fc.old_path or not fc.new_path:
         return None
     old, new = base_text(fc.old_path), head_text(fc.new_path)
@@ -302,17 +402,35 @@ def _same_tokens(
     # beside real changes elsewhere in the file, a function whose own lines read the same
     # (a blank line dropped, a comment reworded) is compared token by token too
     candidates = set() if whole_file else _maybe_layout_only_functions(fc, kind, head)
-    if not whole_file and not candidates:
+    rename = None if whole_file else rename_between(*(words(_code_lines(fc, sign, kind)) for sign in "-+"))
+    if not whole_file and not candidates and rename is None:
         return None
     tokens = _tokenizer(tokens)
     old_tokens, new_tokens = tokens(kind, fc.old_path, old), tokens(kind, fc.new_path, new)
     if old_tokens is None or new_tokens is None:
         return None
+    old_all = [t.text for t in old_tokens.all()]
+    renamed = f"{rename.old} renamed to {rename.new} at every use" if rename is not None else ""
+    if rename is not None and rename_between(old_all, [t.text for t in new_tokens.all()]) == rename \
+            and declares(old_all, rename.old):
+        return lambda _name: renamed  # one name renamed at its declaration and every use in the file
 
     def extents(facts: FileFacts, name: str) -> list[tuple[int, int]]:
         return [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name]
 
-    def same(name: str | None) -> bool:
+    def renamed_within(name: str) -> bool:
+        """The function renames a name it declares, everywhere it uses it, to a name new to the file."""
+        a, b = extents(base, name), extents(head, name)
+        if rename is None or len(a) != 1 or len(b) != 1:
+            return False
+        return scoped_rename(old_tokens.within(*a[0]), new_tokens.within(*b[0])) == rename and rename.new not in old_all
+
+    def same(name: str | None) -> str:
+        if name is not None and name not in candidates and renamed_within(name):
+            return renamed
+        return LAYOUT_ONLY if same_tokens(name) else ""
+
+    def same_tokens(name: str | None) -> bool:
         if not whole_file and name not in candidates:
             return False
         if name is None:
@@ -363,6 +481,30 @@ def _maybe_layout_only(fc: FileChange, kind: str) -> bool:
     return _code_words(lines("-"), kind) == _code_words(lines("+"), kind)
 
 
+def _code_lines(fc: FileChange, sign: str, kind: str) -> list[str]:
+    """The removed (``-``) or added (``+``) lines of ``fc`` without comments."""
+    return _COMMENTS[kind].sub(" ", "\n".join(line.text for h in fc.hunks for line in h.lines
+                                              if line.kind == sign)).split("\n")
+
+
+def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | None, tuple[str, ...]]:
+    """Functions of the head whose only change is ``AT_DISPATCH_*`` type lists that gain
+    dtypes, with the dtypes they gain (under None when that holds for the whole file's change)."""
+    if kind != "cpp" or not any("AT_DISPATCH_" in line.text or "AT_EXPAND(" in line.text
+                                for h in fc.hunks for line in h.lines):
+        return {}
+    out: dict[str | None, tuple[str, ...]] = {}
+    whole = dispatch_gain(*(words(_code_lines(fc, sign, kind)) for sign in "-+"))
+    if whole is not None:  # every changed line (a macro's list too) only gains dtypes
+        out[None] = whole.dtypes
+    for name, sides in _hunk_lines_by_function(fc, head).items():
+        old, new = ([_COMMENTS[kind].sub(" ", x) for x in sides[sign]] for sign in "-+")
+        gain = dispatch_gain(words(old), words(new))
+        if gain is not None:
+            out[name] = gain.dtypes
+    return out
+
+
 def _code_words(lines: list[str], kind: str) -> str:
     """``lines`` without comments and whitespace: what the cheap first looks compare."""
     return "".join(_COMMENTS[kind].sub(" ", "\n".join(lines)).split())
@@ -372,6 +514,13 @@ def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> 
     """Functions of the head whose removed and added lines (a removed line counted where it
     sat, before a head line), without comments and whitespace, read the same: the cheap first
     look of ``_maybe_layout_only``, per function. The tokens of both versions decide."""
+    text = _hunk_lines_by_function(fc, head)
+    return {name for name, sides in text.items() if _code_words(sides["-"], kind) == _code_words(sides["+"], kind)}
+
+
+def _hunk_lines_by_function(fc: FileChange, head: FileFacts) -> dict[str, dict[str, list[str]]]:
+    """The removed and added lines of ``fc`` by the head function holding them (a removed line
+    counted where it sat, before a head line)."""
     starts = sorted((f.start_line, f.end_line, f.qualname) for f in head.functions)
     firsts = [start for start, _, _ in starts]
     text: dict[str, dict[str, list[str]]] = {}
@@ -381,7 +530,7 @@ def _maybe_layout_only_functions(fc: FileChange, kind: str, head: FileFacts) -> 
         owner = next((name for _, end, name in reversed(starts[:i]) if end >= line.new_line), None)
         if owner is not None:
             text.setdefault(owner, {"+": [], "-": []})[line.kind].append(line.text)
-    return {name for name, sides in text.items() if _code_words(sides["-"], kind) == _code_words(sides["+"], kind)}
+    return text
 
 
 def extents_all(facts: FileFacts) -> list[tuple[int, int]]:

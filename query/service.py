@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from indexer.bench_imports import importers
+from indexer.build_config import target_build
 from indexer.discover import benchmark_trees, listed_files
 from indexer.facts import FileFacts, Function
 from perfq.common import files, git
@@ -221,7 +222,8 @@ def affected_for_ref(
         def parse(kind: str, path: str, data: bytes) -> FileFacts | None:
             return extents.get((path, data))  # the very texts _extents hashed: no second digest
 
-        cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse)
+        build = target_build(repo, cfg, db.parent)
+        cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse, build=build)
         if cs.benchmark_modules:  # changed modules of a benchmark tree that are not benchmarks
             cs.benchmark_importers = importers(cs.benchmark_modules, _benchmark_tree(repo, head, cfg, head_texts))
         indexed = store.meta().get("indexed_commit", "")

@@ -173,8 +173,8 @@ def table(doc: AffectedDoc, explain: bool = False, plan: TestPlan | None = None)
         c.print(f"[bold magenta]canary[/bold magenta] {escape(plain(f'{hit.set}: {hit.trigger} -> {members}'))}")
     for n in doc.no_op_changes:
         where = n.qualname or "outside functions"
-        c.print(f"[dim]no-op[/dim] {escape(plain(f'{n.path} {where}'))}: same code tokens (comments, whitespace or "
-                "formatting)")
+        why = n.why or "same code tokens (comments, whitespace or formatting)"
+        c.print(f"[dim]no-op[/dim] {escape(plain(f'{n.path} {where}'))}: {escape(plain(why))}")
     for u in doc.unmapped_changes:
         where = escape(plain(f"{u.file} {u.function or ''}"))
         c.print(f"[yellow]unmapped[/yellow] {where} lines {list(u.lines[:6])}: {escape(plain(u.reason))}")
@@ -193,7 +193,7 @@ def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
     if doc.compile_mode:
         summary += " Compile mode (`--use-compile`) too."
     if doc.no_op_changes:
-        summary += f" {len(doc.no_op_changes)} change(s) alter no code token (no-op)."
+        summary += f" {len(doc.no_op_changes)} change(s) alter no behaviour (no-op)."
     lines = [summary, ""]
     if doc.shared_infrastructure:
         lines += [f"**{_shared_headline(doc)}**", ""]

@@ -1,0 +1,251 @@
+"""Edits that change no behaviour beyond layout (issue 40 item 5), read from token lists: a
+consistent rename (the token streams equal up to one identifier renamed at every use, to a
+name the old version never used) and an ``AT_DISPATCH_*`` type list that only gains dtypes
+(the existing instantiations are unchanged; the new dtypes are new code). Pure: no parsing here,
+the tokens are handed in (``query/changes.py`` gets them from ``indexer.api``)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from typing import NamedTuple
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|::|->|&&|\|\||\S")
+_KEYWORDS = frozenset({"return", "case", "else", "throw", "new", "delete", "sizeof", "goto", "co_return", "co_yield",
+                       "typedef", "using", "namespace", "operator", "template", "typename", "decltype", "if", "while",
+                       "for", "switch", "do", "not", "and", "or"})
+_AFTER_DECLARED = frozenset({"(", "=", "{", ";", ",", ")", "[", ":"})
+
+
+class Rename(NamedTuple):
+    """Identifier ``old`` renamed to ``new``."""
+
+    old: str
+    new: str
+
+
+def words(lines: Sequence[str]) -> list[str]:
+    """The code words of ``lines`` (comments already removed): identifiers, numbers, punctuation."""
+    return _WORD.findall("\n".join(lines))
+
+
+def rename_between(old: Sequence[str], new: Sequence[str]) -> Rename | None:
+    """The one identifier rename that turns token list ``old`` into ``new`` at every place
+    ``old`` names it, when there is one and its new name is not in ``old`` (not a swap of two
+    names, not a use redirected to another variable or function)."""
+    if len(old) != len(new):
+        return None
+    pairs = {(a, b) for a, b in zip(old, new, strict=True) if a != b}
+    if len(pairs) != 1:
+        return None
+    rename = Rename(*pairs.pop())
+    if not (_IDENT.fullmatch(rename.old) and _IDENT.fullmatch(rename.new)) or rename.new in old or rename.old in new:
+        return None
+    return rename
+
+
+def declares(tokens: Sequence[str], name: str) -> bool:
+    """Whether the first use of ``name`` in ``tokens`` declares it (``T name(...)``,
+    ``auto& name =``, a parameter ``const Scalar& name,``)."""
+    return name in tokens and _declares_at(tokens, tokens.index(name))
+
+
+def _declares_at(tokens: Sequence[str], i: int) -> bool:
+    """Whether token ``i`` is a name being declared: after a type (``T``, ``T&``, ``T*``,
+    ``vector<T>``), before what follows a declared name. ``&f)`` takes an address."""
+    after = tokens[i + 1] if i + 1 < len(tokens) else ""
+    j = i - 1
+    while j >= 0 and tokens[j] in ("*", "&", "&&"):
+        j -= 1
+    before = tokens[j] if j >= 0 else ""
+    typed = before == ">" or (_IDENT.fullmatch(before) is not None and before not in _KEYWORDS)
+    return typed and after in _AFTER_DECLARED
+
+
+def scoped_rename(old: Sequence[str], new: Sequence[str]) -> Rename | None:
+    """The rename of a name declared in a block of a function (its tokens ``old`` and ``new``),
+    at the declaration and every use in that block, to a name the function never used; the tokens
+    outside the block unchanged. None when the change is anything else."""
+    if len(old) != len(new):
+        return None
+    diffs = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    pairs = {(old[i], new[i]) for i in diffs}
+    if len(pairs) != 1:
+        return None
+    rename = Rename(*pairs.pop())
+    if not (_IDENT.fullmatch(rename.old) and _IDENT.fullmatch(rename.new)) or not _declares_at(old, diffs[0]):
+        return None
+    lo, hi = _block(old, diffs[0])
+    uses = [i for i in range(lo, hi + 1) if old[i] == rename.old]
+    if diffs != uses or rename.new in old:
+        return None
+    return rename
+
+
+def _block(tokens: Sequence[str], at: int) -> tuple[int, int]:
+    """The innermost ``{...}`` holding token ``at`` (all of ``tokens`` when none does)."""
+    depth = 0
+    for lo in range(at - 1, -1, -1):
+        depth += {"}": 1, "{": -1}.get(tokens[lo], 0)
+        if depth < 0:
+            break
+    else:
+        return 0, len(tokens) - 1
+    depth = 0
+    for hi in range(lo, len(tokens)):
+        depth += {"{": 1, "}": -1}.get(tokens[hi], 0)
+        if depth == 0:
+            return lo, hi
+    return lo, len(tokens) - 1
+
+
+# ------------------------------------------------------------------------ dispatch type lists
+
+_DISPATCH = re.compile(r"AT_DISPATCH_([A-Z0-9_]+?)_TYPES((?:_AND_COMPLEX)?)(?:_AND(\d*))?$")
+_SETS = {
+    "FLOATING": ("Double", "Float"),
+    "INTEGRAL": ("Byte", "Char", "Short", "Int", "Long"),
+    "ALL": ("Double", "Float", "Byte", "Char", "Short", "Int", "Long"),
+    "COMPLEX": ("ComplexFloat", "ComplexDouble"),
+    "REDUCED_FLOATING": ("Half", "BFloat16"),
+    "QINT": ("QInt8", "QUInt8", "QInt32"),
+    "BIT": ("Bits1x8", "Bits2x4", "Bits4x2", "Bits8", "Bits16"),
+    "FLOAT8": ("Float8_e5m2", "Float8_e4m3fn", "Float8_e5m2fnuz", "Float8_e4m3fnuz"),
+}
+_DTYPE = re.compile(r"^(?:(?:at|c10)::)?(?:ScalarType::|k)([A-Z]\w*)$")
+
+
+class DispatchGain(NamedTuple):
+    """A dispatch list that gained ``dtypes`` and lost none."""
+
+    dtypes: tuple[str, ...]
+
+
+def _dtypes(macro: str, type_args: list[str]) -> set[str] | None:
+    m = _DISPATCH.fullmatch(macro)
+    if m is None:
+        return None
+    out: set[str] = set()
+    for part in m.group(1).split("_AND_"):
+        if part not in _SETS:
+            return None
+        out.update(_SETS[part])
+    if m.group(2):
+        out.update(_SETS["COMPLEX"])
+    for arg in type_args:
+        dtype = _DTYPE.match(arg)
+        if dtype is None:
+            return None
+        out.add(dtype.group(1))
+    return out
+
+
+def _type_arg_count(macro: str) -> int:
+    m = _DISPATCH.fullmatch(macro)
+    if m is None or m.group(3) is None:
+        return 0
+    return int(m.group(3) or 1)
+
+
+def _heads(tokens: Sequence[str]) -> tuple[list[str], list[set[str] | None]]:
+    """``tokens`` with each dispatch macro's name and type arguments replaced by one marker,
+    and the dtype set of each (in order)."""
+    out: list[str] = []
+    sets: list[set[str] | None] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("AT_DISPATCH_") and i + 1 < len(tokens) and tokens[i + 1] == "(":
+            n = _type_arg_count(tok)
+            args, j = _leading_args(tokens, i + 2, n)
+            sets.append(_dtypes(tok, args) if len(args) == n else None)
+            out += ["AT_DISPATCH", "("]
+            i = j
+            continue
+        out.append(tok)
+        i += 1
+    return out, sets
+
+
+def _leading_args(tokens: Sequence[str], start: int, n: int) -> tuple[list[str], int]:
+    """The first ``n`` arguments (each joined into one word) from ``start``, and where the rest begins."""
+    args: list[str] = []
+    i = start
+    while len(args) < n and i < len(tokens):
+        j = i
+        while j < len(tokens) and tokens[j] not in (",", ")"):
+            j += 1
+        args.append("".join(tokens[i:j]))
+        i = j + 1
+    return args, i
+
+
+_V2_SETS = {  # AT_EXPAND(...) type groups of AT_DISPATCH_V2 lists
+    "AT_FLOATING_TYPES": _SETS["FLOATING"], "AT_INTEGRAL_TYPES": _SETS["INTEGRAL"], "AT_ALL_TYPES": _SETS["ALL"],
+    "AT_COMPLEX_TYPES": _SETS["COMPLEX"], "AT_ALL_TYPES_AND_COMPLEX": _SETS["ALL"] + _SETS["COMPLEX"],
+    "AT_FLOATING_AND_COMPLEX_TYPES": _SETS["FLOATING"] + _SETS["COMPLEX"], "AT_QINT_TYPES": _SETS["QINT"],
+    "AT_FLOAT8_TYPES": _SETS["FLOAT8"], "AT_BAREBONES_UNSIGNED_TYPES": ("UInt16", "UInt32", "UInt64"),
+    "AT_INTEGRAL_TYPES_V2": _SETS["INTEGRAL"] + ("UInt16", "UInt32", "UInt64"),
+}
+
+
+def _v2_items(tokens: Sequence[str]) -> list[str] | None:
+    """The dtypes of inserted V2 list items (``, kHalf``, ``, AT_EXPAND(AT_FLOAT8_TYPES)``), or None."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] != ",":
+            return None
+        j = i + 1
+        if tokens[j:j + 2] == ["AT_EXPAND", "("] and j + 4 <= len(tokens) and tokens[j + 3] == ")" \
+                and tokens[j + 2] in _V2_SETS:
+            out += _V2_SETS[tokens[j + 2]]
+            i = j + 4
+            continue
+        k = j
+        while k < len(tokens) and tokens[k] != ",":
+            k += 1
+        dtype = _DTYPE.match("".join(tokens[j:k]))
+        if dtype is None:
+            return None
+        out.append(dtype.group(1))
+        i = k
+    return out
+
+
+def _v2_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
+    """An ``AT_DISPATCH_V2`` type list (its ``AT_EXPAND`` groups and single dtypes) that only
+    gains items, read from its changed lines (the call's head is often on another line)."""
+    if "AT_EXPAND" not in old and "AT_DISPATCH_V2" not in old:
+        return None
+    gained: list[str] = []
+    for op, _a0, _a1, b0, b1 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op != "insert":
+            return None
+        chunk = list(new[b0:b1])
+        if chunk[-1] == ",":  # inserted before an item: ``kBFloat16,`` reads as ``, kBFloat16``
+            chunk = [",", *chunk[:-1]]
+        items = _v2_items(chunk)
+        if not items:
+            return None
+        gained += items
+    return DispatchGain(tuple(sorted(set(gained)))) if gained else None
+
+
+def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
+    """The dtypes a change adds when it changes nothing but ``AT_DISPATCH_*`` type lists, each
+    of which only grows (None otherwise)."""
+    old_rest, old_sets = _heads(old)
+    new_rest, new_sets = _heads(new)
+    if old_rest != new_rest or len(old_sets) != len(new_sets) or not old_sets:
+        return _v2_gain(old, new)
+    gained: set[str] = set()
+    for before, after in zip(old_sets, new_sets, strict=True):
+        if before is None or after is None or not before <= after:
+            return None
+        gained |= after - before
+    return DispatchGain(tuple(sorted(gained))) if gained else None
