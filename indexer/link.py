@@ -24,6 +24,7 @@ from indexer.native_yaml import OpFacts
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.stub_names import StubNames
 from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
+from indexer.trace_dtypes import dtype_rows
 from schema.model import (
     BenchCallRow,
     BenchmarkTableRow,
@@ -54,6 +55,7 @@ from schema.model import (
     ReachEdgeRow,
     StubImplRow,
     StubRow,
+    TraceDtypeRow,
     TraceOpRow,
     TraceRow,
     VirtualMethodRow,
@@ -592,6 +594,7 @@ class NativeLink:
             trace = (traces or {}).get(b.file)
             if trace is not None:
                 _link_trace(t, b.name, trace, self.ops_by_base, self.library_ops, device_kernels)
+                t.rows[TraceDtypeRow.TABLE] += dtype_rows(b.name, trace.tests)
         _python_reached_bench_ops(t, benches, self.class_methods, self.class_subs)
         t.rows[BenchTestRow.TABLE] = _numbered_tests(t.rows[BenchTestRow.TABLE])
         del self.python, self.class_methods, self.class_subs  # the Python link's memos (~40 MiB on PyTorch)

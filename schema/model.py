@@ -381,6 +381,18 @@ class TraceOpRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceDtypeRow:
+    TABLE: typing.ClassVar[str] = "trace_dtypes"
+
+    bench: str
+    test: str
+    namespace: str
+    base: str
+    layout: str
+    dtype: str  # the torch dtype of the calls' first tensor argument: int32, bfloat16, quint8
+
+
+@dataclass(frozen=True, slots=True)
 class NativeSampleRow:
     TABLE: typing.ClassVar[str] = "native_samples"
 
@@ -472,6 +484,7 @@ ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
         TraceRow,
         BenchTestRow,
         TraceOpRow,
+        TraceDtypeRow,
         NativeSampleRow,
         NativeTestRow,
         CanarySetRow,
