@@ -99,7 +99,8 @@ def test_a_diffs_scope_reads_removed_lines_in_the_base_and_added_ones_in_the_hea
     assert change_scope(parse_diff(python), {"k.py": b""}.get, {"k.py": b""}.get) is None
 
 
-OPS = [("remainder.Tensor", "remainder", "Tensor", "aten"), ("leaky_relu", "leaky_relu", "", "aten")]
+OPS = [("remainder.Tensor", "remainder", "Tensor", "aten"), ("leaky_relu", "leaky_relu", "", "aten"),
+       ("leaky_relu.out", "leaky_relu", "out", "aten")]
 TESTS = [  # bench, test, module, class, tag, backward, device, mode, kernels_seen
     *(("remainder_test", f"remainder_{sizes}_cpu_dtypetorch.{dtype}", "remainder", "R", "short", False, "cpu", "real",
        True) for sizes, dtype in (("M1_N1_K1", "int32"), ("M64_N64_K64", "int32"), ("M64_N64_K64", "float32"))),
@@ -147,8 +148,9 @@ def test_an_integer_path_change_keeps_the_tests_that_ran_the_operator_on_integer
 
 def test_an_operator_benchmarked_only_on_quantized_tensors_is_a_gap_of_its_cpu_kernel():
     store = _store()
-    ops = ["leaky_relu", "remainder.Tensor"]
-    found = gaps(ops, {"leaky_relu": {"dense"}, "remainder.Tensor": {"dense"}}, frozenset({DtypeClass.floating}),
+    ops = ["leaky_relu", "leaky_relu.out", "remainder.Tensor"]  # two overloads of leaky_relu: one gap
+    dense = {op: {"dense"} for op in ops}
+    found = gaps(ops, dense, frozenset({DtypeClass.floating}),
                  store.traced_layouts(ops), store.traced_dtypes(ops), "cpu")
     assert [g.text for g in found] == [
         "leaky_relu, CPU, floating: NO BENCHMARK (benchmarked only on QuantizedCPU)",
@@ -165,15 +167,17 @@ def test_an_operator_benchmarked_only_on_quantized_tensors_is_a_gap_of_its_cpu_k
 
 def test_coverage_lists_an_operator_run_only_on_another_dispatch_key_as_no_benchmark():
     facts = CoverageFacts()
-    for name, keys in (("leaky_relu", ("CPU", "CUDA", "QuantizedCPU")), ("relu", ("CPU", "QuantizedCPU"))):
-        facts.ops[name] = Overload(name=name, base=name, overload="", namespace="aten", schema="",
-                                   dispatch_keys=keys)
+    facts.ops["leaky_relu"] = Overload(name="leaky_relu", base="leaky_relu", overload="", namespace="aten",
+                                       schema="", dispatch_keys=("CPU", "CUDA", "QuantizedCPU"))
     facts.bench_files = {"qactivation_test": "q.py", "relu_test": "r.py"}
     facts.bench_ops = {"qactivation_test": {"leaky_relu", "relu"}, "relu_test": {"relu"}}
     facts.link_sources = {(b, op): {"traced"} for b, ops in facts.bench_ops.items() for op in ops}
     facts.traced_layouts = {"leaky_relu": {"quantized"}, "relu": {"quantized", "dense"}}
+    facts.ops["relu"] = Overload(name="relu", base="relu", overload="", namespace="aten", schema="",
+                                 dispatch_keys=("CPU", "QuantizedCPU", "SparseCPU"))
     rows = {r.op: r for r in build_report(facts, None).rows}
-    assert not rows["leaky_relu"].covered and rows["relu"].covered
+    assert not rows["leaky_relu"].covered and rows["relu"].covered  # relu's CPU kernel runs; SparseCPU's is noted
+    assert rows["relu"].gap_keys == ("SparseCPU",) and rows["leaky_relu"].gap_keys == ("CPU",)
     assert gap_text(rows["leaky_relu"]) == "NO BENCHMARK on CPU (benchmarked only on QuantizedCPU)"
     facts.link_sources[("qactivation_test", "leaky_relu")] = {"static"}  # an untraced link: not judged
     assert {r.op: r for r in build_report(facts, None).rows}["leaky_relu"].covered

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from perfq.common.render import finite_json, html_text, md_code, md_text, plain
-from perfq.coverage.report import CoverageReport, LinkSource, OpRow, gap_text
+from perfq.coverage.report import CoverageReport, LinkSource, OpRow, covered_text, gap_text
 from perfq.terminal import Name, folded_table
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -88,7 +88,8 @@ def to_rich_table(report: CoverageReport) -> Table:
     table = folded_table(("benchmarks", "f"), ("#", "r"), ("operator", "f"), ("churn", "r"), ("lines", "r"),
                          ("dispatch keys", "f"), ("ovl", "r"), title=escape(plain(headline(report))))
     for i, row in enumerate(report.rows, 1):
-        benches = Name(bench_labels(row)) if row.covered else f"[bold red]{escape(gap_text(row) or NO_BENCHMARK)}[/]"
+        uncovered = f"[bold red]{escape(gap_text(row) or NO_BENCHMARK)}[/]"
+        benches = Name(covered_text(row, bench_labels(row))) if row.covered else uncovered
         table.add_row(
             benches,
             str(i),
@@ -163,7 +164,8 @@ def to_markdown(report: CoverageReport) -> str:
         "|---:|---|---:|---:|---|---|---|",
     ]
     for i, row in enumerate(report.rows, 1):
-        benches = md_text(bench_labels(row)) if row.covered else f"**{md_text(gap_text(row) or NO_BENCHMARK)}**"
+        uncovered = f"**{md_text(gap_text(row) or NO_BENCHMARK)}**"
+        benches = md_text(covered_text(row, bench_labels(row))) if row.covered else uncovered
         lines.append(
             f"| {i} | {md_code(row.op)} | {_churn(row)} | {row.kernel_lines} "
             f"| {md_text(', '.join(row.dispatch_keys))} "
