@@ -70,6 +70,9 @@ def left_out_lines(plan: TestPlan) -> Iterator[str]:
     if plan.uncovered_ops:
         more = f" … (+{len(plan.uncovered_ops) - 12})" if len(plan.uncovered_ops) > 12 else ""
         yield f"operators not run (over budget): {', '.join(plan.uncovered_ops[:12])}{more}"
+    if plan.uncovered_pairs:
+        more = f" … (+{len(plan.uncovered_pairs) - 12})" if len(plan.uncovered_pairs) > 12 else ""
+        yield f"pairs not run (over budget): {', '.join(plan.uncovered_pairs[:12])}{more}"
 
 
 def plain_lines(plan: TestPlan) -> Iterator[str]:
