@@ -11,7 +11,7 @@ perfq itself. It reads a JSON request on stdin::
 and prints one line per job, ``PERFQ-TRACE {"path", "tests": [...], "errors": [...], "seconds",
 "max_rss_mb", "status", "reason"}``, as each job finishes. A test's ``ops`` are ``ns::name``,
 with ``@quantized`` appended when the operator ran on quantized tensors; its ``dtypes`` are
-``ns::name[@quantized]|dtype``, the torch dtype of each call's first tensor argument.
+``ns::name[@quantized]|dtype``, the torch dtypes of its calls' tensor arguments.
 
 How a test is traced:
 
@@ -160,22 +160,25 @@ _TORCH_DTYPES = {
 }
 
 
-def _dtype(event) -> str:
-    """The torch dtype of an operator call's first argument when it is a tensor ('' otherwise):
-    what its kernel dispatches on (AT_DISPATCH_* over ``iter.dtype()``)."""
+def _dtypes(event) -> set[str]:
+    """The torch dtypes of an operator call's tensor arguments (a kernel dispatches on one of
+    them: ``iter.dtype()``, a ``where``'s values after its bool mask)."""
     try:
         dtypes = event.dtypes()
     except Exception:
-        return ""
-    first = str(dtypes[0]) if dtypes else ""
-    if first.startswith("c10::Float8_"):
-        return "float8_" + first[len("c10::Float8_") :]
-    return _TORCH_DTYPES.get(first, "")
+        return set()
+    out = set()
+    for name in map(str, dtypes or ()):
+        if name.startswith("c10::Float8_"):
+            out.add("float8_" + name[len("c10::Float8_") :])
+        elif name in _TORCH_DTYPES:
+            out.add(_TORCH_DTYPES[name])
+    return out
 
 
 def _dtypes_per_marker(events, markers: list[tuple[int, int, str]], ops: dict[str, set[str]]) -> dict[str, set[str]]:
     """Per marker, ``ns::op@layout|dtype`` of the calls of the operators ``ops`` records for it
-    (the dtype of each call's first tensor argument; calls that took none are left out)."""
+    (the dtypes of each call's tensor arguments; calls that took none are left out)."""
     starts = [m[0] for m in markers]
     out: dict[str, set[str]] = {}
     for e in events:
@@ -184,9 +187,8 @@ def _dtypes_per_marker(events, markers: list[tuple[int, int, str]], ops: dict[st
         if name is None or k < 0 or e.start_ns() >= markers[k][1]:
             continue
         entry, marker = name + _layout(e), markers[k][2]
-        dtype = _dtype(e) if entry in ops.get(marker, ()) else ""
-        if dtype:
-            out.setdefault(marker, set()).add(f"{entry}|{dtype}")
+        if entry in ops.get(marker, ()):
+            out.setdefault(marker, set()).update(f"{entry}|{dtype}" for dtype in _dtypes(e))
     return out
 
 

@@ -166,8 +166,8 @@ CREATE TABLE trace_ops (
   bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL,
   inferred TEXT NOT NULL, in_kernel BOOLEAN NOT NULL
 );
--- The dtypes a test's operators ran on (indexer/trace_dtypes.py): the torch dtype of each call's first
--- tensor argument (int32, bfloat16, quint8), per layout; the dispatch key is the layout's on the test's device.
+-- The dtypes a test's operators ran on (indexer/trace_dtypes.py): the torch dtypes of each call's
+-- tensor arguments (int32, bfloat16, quint8), per layout; the dispatch key is the layout's on the test's device.
 CREATE TABLE trace_dtypes (
   bench TEXT NOT NULL, test TEXT NOT NULL, namespace TEXT NOT NULL, base TEXT NOT NULL, layout TEXT NOT NULL,
   dtype TEXT NOT NULL

@@ -48,7 +48,7 @@ class TracedHit(NamedTuple):
 
 
 class TracedDtype(NamedTuple):
-    """One traced test's dtype of an operator (its first tensor argument), on one layout."""
+    """One traced test's dtype of an operator (one of its tensor arguments), on one layout."""
 
     op: str  # the operator asked about (name.overload)
     bench: str
@@ -410,7 +410,7 @@ class IndexStore:
 
     def traced_dtypes(self, ops: list[str]) -> list[TracedDtype]:
         """Every traced test's (operator, layout, dtype) for ``ops`` (any overload: by namespace
-        and base name), where the trace recorded the dtype of its calls' first tensor argument."""
+        and base name), where the trace recorded the dtypes of its calls' tensor arguments."""
         if not ops:
             return []
         rows = self.con.execute(

@@ -389,7 +389,7 @@ class TraceDtypeRow:
     namespace: str
     base: str
     layout: str
-    dtype: str  # the torch dtype of the calls' first tensor argument: int32, bfloat16, quint8
+    dtype: str  # a torch dtype of the calls' tensor arguments: int32, bfloat16, quint8
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,11 +218,13 @@ def test_the_tracer_records_the_dtype_and_layout_of_each_operator_call():
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         with torch.profiler.record_function(f"{_MARK}0"):
             torch.remainder(ints, 3)
+            torch.where(ints > 2, ints.double(), 0.0)  # a bool mask first: the values' dtype counts too
         with torch.profiler.record_function(f"{_MARK}1"):
             torch.nn.functional.leaky_relu(quantized, 0.01)
     events = prof.profiler.kineto_results.events()
     markers = _markers(events)
     dtypes = _dtypes_per_marker(events, markers, _ops_per_marker(events, markers, {"0": "real", "1": "real"}))
     assert "aten::remainder|int32" in dtypes["0"]
+    assert {"aten::where|bool", "aten::where|float64"} <= dtypes["0"]
     assert "aten::leaky_relu@quantized|quint8" in dtypes["1"]
     assert not any(d.startswith("aten::leaky_relu|") for d in dtypes["1"])
