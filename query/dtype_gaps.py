@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from indexer.dtypes import DtypeScope, dtype_class, lines_scope, merge_scopes, scope_text
+from indexer.dtypes import DtypeClass, DtypeScope, dtype_class, lines_scope, merge_scopes, scope_text
 from perfq.common.diff import FileChange
 from query.document import DispatchGap
 from schema.index_store import TracedDtype, TracedHit
@@ -47,10 +47,17 @@ def _runs_in(dtype: str, scope: DtypeScope) -> bool:
     return scope is None or dtype_class(dtype) in scope
 
 
+def _by_dtype(scope: DtypeScope) -> bool:
+    """Whether tests are told apart by their arguments' dtypes: not for quantized code, which
+    dispatches on its output's (quantize_per_tensor takes a float tensor) and whose kernels the
+    layout already tells apart."""
+    return scope is not None and DtypeClass.quantized not in scope
+
+
 def on_scope(hits: list[TracedHit], dtypes: list[TracedDtype], scope: DtypeScope) -> list[TracedHit]:
     """``hits`` less the tests that ran their operators on no dtype of ``scope`` (a test whose
     dtypes for the operator were not recorded stays: unknown is not 'other')."""
-    if scope is None:
+    if not _by_dtype(scope):
         return hits
     recorded: dict[tuple[str, str, str], set[str]] = {}  # (bench, test, op) -> dtypes
     for row in dtypes:
@@ -78,6 +85,7 @@ def gaps(
 ) -> list[DispatchGap]:
     """The change's own operators that some benchmark runs, but on no layout (dispatch key) or
     dtype the changed lines run for: each with what its benchmarks do run."""
+    scope = scope if _by_dtype(scope) else None
     by_op: dict[str, dict[str, set[str]]] = {}  # op -> layout -> dtypes traced
     for row in dtypes:
         by_op.setdefault(row.op, {}).setdefault(row.layout, set()).add(row.dtype)

@@ -145,6 +145,8 @@ def test_an_integer_path_change_keeps_the_tests_that_ran_the_operator_on_integer
     assert [t for h in kept for t in h.tests] == [TESTS[0][1], TESTS[1][1]]
     assert on_scope(hits, dtypes, frozenset({DtypeClass.reduced})) == []
     assert on_scope(hits, dtypes, None) == hits
+    # quantized code dispatches on its output's dtype (quantize_per_tensor takes floats): the layout decides
+    assert on_scope(hits, dtypes, frozenset({DtypeClass.quantized})) == hits
 
 
 def test_an_operator_benchmarked_only_on_quantized_tensors_is_a_gap_of_its_cpu_kernel():
