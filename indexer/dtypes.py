@@ -9,6 +9,7 @@ both meet in a ``DtypeClass``. Pure text analysis: no parser, no I/O.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from enum import StrEnum
@@ -84,6 +85,9 @@ _CONDITIONS = (
 )
 _EQUALS = re.compile(r"==\s*(?:at::|c10::)?(?:k|ScalarType::)(Half|BFloat16|Bool|Float|Double|Long|Int)\b")
 _IF = re.compile(r"\bif\s*\(")
+_DTYPE_TEST = re.compile(r"\bis\w+Type\s*\(|==\s*(?:at::|c10::)?(?:k|ScalarType::)[A-Z]")
+_CONDITION_CHARS = 300  # how far past `if (` a dtype test may start
+_ANY_CONSTRUCT = re.compile(r"\bAT_DISPATCH_\w+\s*\(|" + _DTYPE_TEST.pattern)
 
 
 def _list_classes(words: str) -> set[DtypeClass]:
@@ -120,50 +124,59 @@ def _top_level(args: str) -> str:
     return "".join(out)
 
 
-def _close(text: str, at: int, opening: str, closing: str) -> int:
-    """Index of the bracket closing the one at ``at`` (strings and comments skipped); len when none."""
-    depth, i, n = 0, at, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "\"'":
-            i = _string_end(text, i)
-        elif text.startswith("//", i):
-            i = text.find("\n", i) if text.find("\n", i) >= 0 else n
-        elif text.startswith("/*", i):
-            i = text.find("*/", i) + 1 if text.find("*/", i) >= 0 else n
-        elif ch == opening:
-            depth += 1
-        elif ch == closing:
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return n
+_TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|[(){}]", re.S)
+_TOP = re.compile(r"^[A-Za-z_]", re.M)  # a line starting with a name at column 0: a definition's start
+_MACRO_BEFORE = re.compile(r"\bAT_DISPATCH_(\w+)\s*$")
+_IF_BEFORE = re.compile(r"\bif\s*$")
 
 
-def _string_end(text: str, at: int) -> int:
-    quote, i = text[at], at + 1
-    while i < len(text) and text[i] != quote and text[i] != "\n":
-        i += 2 if text[i] == "\\" else 1
-    return i
+def _open_brackets(text: str, start: int, offset: int) -> list[int]:
+    """Offsets of the brackets opened between ``start`` and ``offset`` and still open there
+    (strings and comments skipped): the constructs around ``offset``."""
+    stack: list[int] = []
+    for m in _TOKEN.finditer(text, start, offset):
+        ch = m.group()
+        if ch in "({":
+            stack.append(m.start())
+        elif ch in ")}" and stack:
+            stack.pop()
+    return stack
 
 
-def _regions(text: str) -> list[tuple[int, int, frozenset[DtypeClass]]]:
-    """(start, end, dtypes) offsets of the code that runs for some dtypes only: the arguments
-    of AT_DISPATCH_* calls, and the blocks of ifs whose condition names one dtype class."""
-    out = []
-    for m in _DISPATCH.finditer(text):
-        end = _close(text, m.end() - 1, "(", ")")
-        classes = _macro_classes(m.group(1), text[m.end() : end])
-        if classes:
-            out.append((m.end(), end, frozenset(classes)))
-    for m in _IF.finditer(text):
-        cond_end = _close(text, m.end() - 1, "(", ")")
-        classes = _condition_classes(text[m.end() : cond_end])
-        brace = text.find("{", cond_end)
-        if classes and brace >= 0 and not text[cond_end + 1 : brace].strip():
-            out.append((brace, _close(text, brace, "{", "}"), frozenset(classes)))
-    return out
+def _closing(text: str, at: int) -> int:
+    """Offset of the bracket closing the one at ``at`` (len(text) when none)."""
+    depth = 0
+    for m in _TOKEN.finditer(text, at):
+        ch = m.group()
+        depth += ch in "({"
+        depth -= ch in ")}"
+        if depth == 0:
+            return m.start()
+    return len(text)
+
+
+def _construct_classes(text: str, at: int) -> set[DtypeClass] | None:
+    """The dtypes the code inside the bracket at ``at`` runs for: an AT_DISPATCH_* call's
+    arguments, or the block of an if testing the dtype; None when it is neither."""
+    head = text[max(0, at - 120) : at]
+    if text[at] == "(":
+        macro = _MACRO_BEFORE.search(head)
+        if macro is None:
+            return None
+        return _macro_classes(macro.group(1), text[at + 1 : _closing(text, at)]) or None
+    before = head.rstrip()
+    if not before.endswith(")"):
+        return None
+    close = max(0, at - 120) + len(before) - 1
+    depth, i = 0, close
+    while i > max(0, close - _CONDITION_CHARS):
+        depth += (text[i] == ")") - (text[i] == "(")
+        if depth == 0:
+            break
+        i -= 1
+    if depth != 0 or not _IF_BEFORE.search(text[max(0, i - 20) : i]):
+        return None
+    return _condition_classes(text[i + 1 : close]) or None
 
 
 def _condition_classes(cond: str) -> set[DtypeClass]:
@@ -182,26 +195,38 @@ def _condition_classes(cond: str) -> set[DtypeClass]:
 
 def line_offsets(text: str) -> list[int]:
     """Offset of the start of each line (1-based line ``n`` starts at ``offsets[n - 1]``)."""
-    offsets = [0]
-    offsets += [m.end() for m in re.finditer("\n", text)]
-    return offsets
+    return [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))][:-1]
+
+
+def _definition_start(text: str, offset: int) -> int:
+    """Offset of the last line before ``offset`` that starts with a name at column 0 (the head
+    of the definition around it, in ATen's layout); 0 when none."""
+    pos = offset
+    while pos > 0:
+        pos = text.rfind("\n", 0, pos - 1) + 1
+        if _TOP.match(text, pos):
+            return pos
+    return 0
 
 
 def lines_scope(text: str, lines: Iterable[int]) -> DtypeScope:
     """The dtypes every one of ``lines`` (1-based) of ``text`` runs for: the intersection of
-    the dispatch regions around each, united over the lines; None when a line is in none."""
-    regions = _regions(text)
+    the dispatch constructs around each, united over the lines; None when a line is in none.
+    Only the code from the definition around each line (its last line starting at column 0)
+    is read: the constructs around a line are inside its function."""
+    if not _ANY_CONSTRUCT.search(text):
+        return None  # no dispatch construct in the file: every line runs for any dtype
     offsets = line_offsets(text)
     scope: set[DtypeClass] = set()
     for line in lines:
         if not 1 <= line <= len(offsets):
             return None
-        start = offsets[line - 1]
-        end = offsets[line] - 1 if line < len(offsets) else len(text)
-        around = [classes for a, b, classes in regions if a <= start and end <= b + 1]
+        offset = offsets[line - 1]
+        start = _definition_start(text, offset)
+        around = [c for at in _open_brackets(text, start, offset) if (c := _construct_classes(text, at)) is not None]
         if not around:
             return None
-        scope |= frozenset.intersection(*around)
+        scope |= set.intersection(*around)
     return frozenset(scope) if scope else None
 
 

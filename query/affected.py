@@ -350,7 +350,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
-    own_dtypes = store.traced_dtypes(own_ops)
+    own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
     hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
     traced = _traced_benchmarks(benches, families)
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)

@@ -25,16 +25,17 @@ def change_scope(changes: list[FileChange], text_of_base: Callable[[str], bytes 
                  text_of_head: Callable[[str], bytes | None]) -> DtypeScope:
     """The dtypes every changed line of ``changes`` runs for (None: some line runs for any, or a
     file is not C++): removed lines in the base version, added ones in the head version."""
+    if not all(fc.path.endswith(_CPP_SUFFIXES) for fc in changes):
+        return None
     scopes = []
     for fc in changes:
-        if not fc.path.endswith(_CPP_SUFFIXES):
-            return None
         for path, lines, text_of in ((fc.old_path, fc.removed, text_of_base), (fc.new_path, fc.added, text_of_head)):
             data = text_of(path) if path and lines else None
-            if lines and data is None:
-                return None
-            if lines and data is not None:
-                scopes.append(lines_scope(data.decode(errors="replace"), sorted(lines)))
+            scope = lines_scope(data.decode(errors="replace"), sorted(lines)) if data is not None else None
+            if lines and scope is None:
+                return None  # (a wide diff stops at its first line that runs for any dtype)
+            if lines:
+                scopes.append(scope)
     return merge_scopes(scopes) if scopes else None
 
 
