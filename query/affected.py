@@ -351,7 +351,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
-    hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
+    hits = scoped_hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
     traced = _traced_benchmarks(benches, families)
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
@@ -407,7 +407,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     device = "cuda" if families == {"cuda"} else "cpu"
-    dispatch_gaps = gaps(own_ops, layouts, inp.dtypes, store.traced_layouts(own_ops), own_dtypes, device)
+    unrun = [op for op in own_ops if op not in {o for h in scoped_hits for o in h.ops}]  # (an op a test runs: no gap)
+    dispatch_gaps = gaps(unrun, layouts, inp.dtypes, store.traced_layouts(unrun), own_dtypes, device) if unrun else []
     covered -= {op for op in own_ops if op.split(".")[0] in {g.op for g in dispatch_gaps}}
     selected = _finish(sel, benches, families, modes)
     return AffectedDoc(

@@ -413,10 +413,10 @@ class IndexStore:
         and base name), where the trace recorded the dtypes of its calls' tensor arguments."""
         if not ops:
             return []
-        rows = self.con.execute(
-            "SELECT DISTINCT o.name, d.bench, d.test, d.layout, d.dtype FROM ops o JOIN trace_dtypes d"
-            " ON d.base = o.base AND d.namespace = o.namespace WHERE o.name IN (SELECT unnest(?::TEXT[]))"
-            " ORDER BY ALL",
+        rows = self.con.execute(  # (rows are distinct as written: one per test, operator, layout and dtype)
+            "WITH w AS (SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])))"
+            " SELECT w.name, d.bench, d.test, d.layout, d.dtype FROM trace_dtypes d"
+            " JOIN w ON d.base = w.base AND d.namespace = w.namespace",
             [ops],
         ).fetchall()
         return [TracedDtype(*row) for row in rows]
