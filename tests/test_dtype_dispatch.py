@@ -7,6 +7,8 @@ test of a timed size."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import duckdb
 import pytest
 
@@ -14,14 +16,17 @@ from indexer.dtypes import DtypeClass, dtype_class, lines_scope
 from indexer.link import _numbered_tests
 from indexer.trace import TracedTest, TraceMode
 from indexer.trace_dtypes import dtype_rows
+from perfq.cli.render_affected import markdown, table
 from perfq.common.diff import parse_diff
 from perfq.coverage.report import CoverageFacts, Overload, build_report, gap_text
 from perfq.run.plan import Candidate, CostSource, build_plan, config_of
 from perfq.run.plan_render import headline, left_out_lines
 from perfq.run.planning import dtype_units
+from query.document import DispatchGap
 from query.dtype_gaps import change_scope, gaps, on_scope
 from schema.index_store import IndexStore
 from schema.writer import index_ddl
+from tests.affected_docs import affected_doc
 
 KERNEL = """\
 void remainder_kernel(TensorIteratorBase& iter) {
@@ -230,3 +235,15 @@ def test_the_tracer_records_the_dtype_and_layout_of_each_operator_call():
     assert {"aten::where|bool", "aten::where|float64"} <= dtypes["0"]
     assert "aten::leaky_relu@quantized|quint8" in dtypes["1"]
     assert not any(d.startswith("aten::leaky_relu|") for d in dtypes["1"])
+
+
+def test_the_affected_outputs_name_each_gap_once(capsys):
+    gap = DispatchGap("leaky_relu", "CPU", "floating", ("QuantizedCPU",))
+    doc = replace(affected_doc(ops=("leaky_relu",)), no_benchmark_ops=("leaky_relu",), no_benchmark_gaps=(gap,))
+    text = "leaky_relu, CPU, floating: NO BENCHMARK (benchmarked only on QuantizedCPU)"
+    assert markdown(doc).count(text) == 1
+    table(doc)
+    assert capsys.readouterr().out.count(text) == 1
+    assert doc.to_json()["no_benchmark_gaps"] == [
+        {"op": "leaky_relu", "dispatch_key": "CPU", "dtypes": "floating", "benchmarked_on": ["QuantizedCPU"]}
+    ]
