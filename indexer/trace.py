@@ -57,11 +57,13 @@ class TracedTest:
     # of ``ops``, those run only inside another operator's kernel, never at graph level (called
     # from Python or inside composite operators): no torch.compile graph holds them
     inner: tuple[str, ...] = ()
+    # 'aten::remainder|int32', 'aten::leaky_relu@quantized|quint8': the dtypes its operators ran on
+    dtypes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         nested = [list(n) for n in self.nested]
         return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested,
-                "inner": list(self.inner)}
+                "inner": list(self.inner), "dtypes": list(self.dtypes)}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -76,6 +78,7 @@ class TracedTest:
             ops=tuple(d.get("ops", ())),
             nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
             inner=tuple(str(op) for op in d.get("inner", ())),
+            dtypes=tuple(str(op) for op in d.get("dtypes", ())),
         )
 
 

@@ -10,7 +10,8 @@ perfq itself. It reads a JSON request on stdin::
 
 and prints one line per job, ``PERFQ-TRACE {"path", "tests": [...], "errors": [...], "seconds",
 "max_rss_mb", "status", "reason"}``, as each job finishes. A test's ``ops`` are ``ns::name``,
-with ``@quantized`` appended when the operator ran on quantized tensors.
+with ``@quantized`` appended when the operator ran on quantized tensors; its ``dtypes`` are
+``ns::name[@quantized]|dtype``, the torch dtypes of its calls' tensor arguments.
 
 How a test is traced:
 
@@ -146,6 +147,64 @@ def _layout(event) -> str:
     except Exception:
         return ""
     return "@quantized" if dtypes and str(dtypes[0]).startswith("c10::q") else ""
+
+
+# the profiler's C++ type names of tensor arguments -> torch's dtype names
+_TORCH_DTYPES = {
+    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+    "signed char": "int8", "unsigned char": "uint8", "short int": "int16", "int": "int32",
+    "long int": "int64", "bool": "bool", "c10::complex<c10::Half>": "complex32",
+    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128",
+    "c10::qint8": "qint8", "c10::quint8": "quint8", "c10::qint32": "qint32",
+    "c10::quint4x2": "quint4x2", "c10::quint2x4": "quint2x4",
+}
+
+
+_DTYPE_CALLS = 16  # calls of one operator per test whose argument types are read
+
+
+def _torch_dtypes(dtypes) -> set[str]:
+    """torch's names of the tensor dtypes among a call's argument types (a kernel dispatches on
+    one of them: ``iter.dtype()``, a ``where``'s values after its bool mask)."""
+    out = set()
+    for name in map(str, dtypes):
+        if name in _TORCH_DTYPES:
+            out.add(_TORCH_DTYPES[name])
+        elif name.startswith("c10::Float8_"):
+            out.add("float8_" + name[len("c10::Float8_") :])
+    return out
+
+
+def _dtypes_per_marker(events, markers: list[tuple[int, int, str]], ops: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Per marker, ``ns::op@layout|dtype`` of the calls of the operators ``ops`` records for it
+    (the dtypes of each call's tensor arguments; calls that took none are left out). One look at
+    each event's name; argument types are read for those operators only, and for the first
+    ``_DTYPE_CALLS`` calls of each in a test (a loop repeats its calls: reading every call's
+    types costs half the operators' own pass)."""
+    starts = [m[0] for m in markers]
+    names = {marker: {entry.partition("@")[0] for entry in entries} for marker, entries in ops.items()}
+    wanted = set().union(*names.values()) if names else set()
+    out: dict[str, set[str]] = {}
+    read: dict[tuple[str, str], int] = {}
+    for e in events:
+        name = e.name()
+        if name not in wanted:
+            continue
+        k = bisect.bisect_right(starts, e.start_ns()) - 1
+        if k < 0 or e.start_ns() >= markers[k][1] or name not in names[markers[k][2]]:
+            continue
+        seen = read.get((markers[k][2], name), 0)
+        if seen >= _DTYPE_CALLS:
+            continue
+        read[(markers[k][2], name)] = seen + 1
+        try:
+            dtypes = e.dtypes() or []
+        except Exception:
+            continue
+        entry = name + ("@quantized" if dtypes and str(dtypes[0]).startswith("c10::q") else "")  # as _layout
+        if entry in ops[markers[k][2]]:
+            out.setdefault(markers[k][2], set()).update(f"{entry}|{dtype}" for dtype in _torch_dtypes(dtypes))
+    return out
 
 
 def _op_name(event) -> str | None:
@@ -336,7 +395,8 @@ class _OpBenchTracer:
             return False
         for case, entry in zip(cases, like, strict=True):
             mode = "inferred" if entry["mode"] == "inferred" else "sampled"
-            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", [])})
+            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", []),
+                               "dtypes": entry.get("dtypes", [])})
         return True
 
     def _save(self) -> None:
@@ -369,12 +429,15 @@ class _OpBenchTracer:
                 spans.append((done, len(self.tests)))
         events = prof.profiler.kineto_results.events()
         graph: dict[str, set[str]] = {}
-        ops = _ops_per_marker(events, _markers(events), modes, graph)
+        markers = _markers(events)
+        ops = _ops_per_marker(events, markers, modes, graph)
+        dtypes = _dtypes_per_marker(events, markers, ops)
         for i in range(first, len(self.tests)):
             if self.tests[i]["mode"] != "inferred":
                 ran = ops.get(str(i), set())
                 self.tests[i]["ops"] = sorted(ran)
                 self.tests[i]["inner"] = sorted(ran - graph.get(str(i), set()))
+                self.tests[i]["dtypes"] = sorted(dtypes.get(str(i), set()))
         return spans
 
     def _local(self, config, target: str, remap: set[str]) -> list[dict]:
@@ -476,7 +539,9 @@ class _OpBenchTracer:
             if not same:
                 return False
             ran = set().union(*(t.get("ops", ()) for t in same))
-            added.append({**entry, "ops": sorted(ran), "inner": sorted(ran - _graph_level(same))})
+            dtypes = set().union(*(t.get("dtypes", ()) for t in same))
+            inner = sorted(ran - _graph_level(same))
+            added.append({**entry, "ops": sorted(ran), "inner": inner, "dtypes": sorted(dtypes)})
         self.tests += added
         return bool(added)
 
@@ -800,6 +865,7 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         graph: dict[str, set[str]] = {}
         ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions}, graph)
         ran = set().union(*ops.values())
+        dtypes = set().union(*_dtypes_per_marker(events, regions, ops).values())
         stem = os.path.splitext(os.path.basename(script))[0]
         device = ",".join(sorted(remapping.seen)) or "cpu"
         return {
@@ -812,6 +878,7 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
             "mode": {"meta-gaps": "meta"}.get(mode, mode),
             "ops": sorted(ran),
             "inner": sorted(ran - set().union(*graph.values())),
+            "dtypes": sorted(dtypes),
         }
 
     errors: list[str] = []

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from indexer.devices import device_of_key, device_of_path
+from indexer.dtypes import DtypeScope
 from indexer.facts import scope_name
 from perfq.common import globs
 from perfq.config import Config
@@ -37,6 +38,7 @@ from query.document import (
     Source,
     Unmapped,
 )
+from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
@@ -71,6 +73,7 @@ class AffectedInput:
     head: str
     changes: ChangeSet
     warnings: list[str] = field(default_factory=list)
+    dtypes: DtypeScope = None  # the dtypes the changed lines run for (query.dtype_gaps.change_scope)
 
 
 # --------------------------------------------------------------------------- starts
@@ -379,7 +382,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         inner_layouts = inner.layouts()
         requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
-    hits = _usable(own_hits, families, benches)
+    own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
+    hits = scoped_hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
     traced = _traced_benchmarks(benches, families)
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
@@ -434,6 +438,10 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
+    device = "cuda" if families == {"cuda"} else "cpu"
+    unrun = [op for op in own_ops if op not in {o for h in scoped_hits for o in h.ops}]  # (an op a test runs: no gap)
+    dispatch_gaps = gaps(unrun, layouts, inp.dtypes, store.traced_layouts(unrun), own_dtypes, device) if unrun else []
+    covered -= {op for op in own_ops if op.split(".")[0] in {g.op for g in dispatch_gaps}}
     selected = _finish(sel, benches, families, modes)
     return AffectedDoc(
         base=inp.base,
@@ -453,6 +461,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         canary=tuple(canary),
         ops=tuple(k for _, k in ops_reached),
         no_benchmark_ops=tuple(k for _, k in ops_reached if k not in covered),
+        no_benchmark_gaps=tuple(dispatch_gaps),
         unmapped_changes=tuple(unmapped),
         ignored_files=tuple(cs.ignored + unused_modules),
         warnings=tuple(

@@ -86,6 +86,25 @@ class Unmapped:
 
 
 @dataclass(frozen=True)
+class DispatchGap:
+    """An operator the change implements that benchmarks run, but never on the dispatch key and
+    dtypes the changed lines run for (query/dtype_gaps.py)."""
+
+    op: str
+    dispatch_key: str  # CPU, QuantizedCPU...
+    dtypes: str  # 'floating', 'integral, bool', 'any dtype'
+    benchmarked_on: tuple[str, ...]  # what its benchmarks run: 'QuantizedCPU', 'CPU integral'
+
+    @property
+    def text(self) -> str:
+        only = f" (benchmarked only on {'; '.join(self.benchmarked_on)})" if self.benchmarked_on else ""
+        return f"{self.op}, {self.dispatch_key}, {self.dtypes}: NO BENCHMARK{only}"
+
+    def to_json(self) -> dict:
+        return to_json(self)
+
+
+@dataclass(frozen=True)
 class AffectedDoc:
     """The ``perfq affected`` document (README: JSON shape)."""
 
@@ -103,6 +122,8 @@ class AffectedDoc:
     unmapped_changes: tuple[Unmapped, ...]
     ignored_files: tuple[str, ...]
     warnings: tuple[str, ...]
+    # the operators of no_benchmark_ops that benchmarks run, but not on the change's dispatch key or dtypes
+    no_benchmark_gaps: tuple[DispatchGap, ...] = ()
     ir_changed_kernels: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def to_json(self) -> dict:

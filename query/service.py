@@ -21,6 +21,7 @@ from perfq.errors import PerfqError
 from query.affected import AffectedInput, affected
 from query.changes import changed_functions, source_kind
 from query.document import AffectedDoc
+from query.dtype_gaps import change_scope
 from query.extents import parse_extents, shifted_extents
 from schema.index_store import IndexStore
 from schema.reader import open_index
@@ -237,7 +238,8 @@ def affected_for_ref(
             else:
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
-        return affected(store, AffectedInput(base, head_label, cs, warnings), cfg)
+        scope = change_scope(changes, base_texts.get, head_texts.get)
+        return affected(store, AffectedInput(base, head_label, cs, warnings, scope), cfg)
 
 
 def check_index_of(repo: Path, db: Path | None = None) -> None:

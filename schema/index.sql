@@ -200,6 +200,17 @@ CREATE TABLE trace_ops (
   in_kernel BOOLEAN NOT NULL
 );
 
+-- The dtypes a test's operators ran on (indexer/rules/traces.py): the torch dtypes of each call's
+-- tensor arguments (int32, bfloat16, quint8), per layout; the dispatch key is the layout's on the test's device.
+CREATE TABLE trace_dtypes (
+  bench VARCHAR NOT NULL,
+  test VARCHAR NOT NULL,
+  namespace VARCHAR NOT NULL,
+  base VARCHAR NOT NULL,
+  layout VARCHAR NOT NULL,
+  dtype VARCHAR NOT NULL
+);
+
 -- Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
 -- on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
 CREATE TABLE native_samples (

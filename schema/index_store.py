@@ -47,6 +47,16 @@ class TracedHit(NamedTuple):
     inferred: str  # '' when the trace saw the tests run the operator, else why they are taken to run
 
 
+class TracedDtype(NamedTuple):
+    """One traced test's dtype of an operator (one of its tensor arguments), on one layout."""
+
+    op: str  # the operator asked about (name.overload)
+    bench: str
+    test: str
+    layout: str  # dense | quantized
+    dtype: str  # torch's name: int32, bfloat16, quint8
+
+
 @dataclass(frozen=True)
 class BenchmarkInfo:
     name: str
@@ -383,6 +393,33 @@ class IndexStore:
             [ops],
         ).fetchall()
         return {r[0] for r in rows}
+
+    def traced_layouts(self, ops: list[str]) -> dict[str, dict[str, set[str]]]:
+        """Per op of ``ops`` (any overload: by namespace and base name), the layouts traced tests
+        run it on -> the benchmarks running it so ('dense': {'add_test'}, 'quantized': {...})."""
+        out: dict[str, dict[str, set[str]]] = {}
+        if not ops:
+            return out
+        for name, layout, bench in self.con.execute(
+            "SELECT DISTINCT o.name, t.layout, t.bench FROM ops o JOIN trace_ops t ON t.base = o.base"
+            " AND t.namespace = o.namespace WHERE o.name IN (SELECT unnest(?::TEXT[]))",
+            [ops],
+        ).fetchall():
+            out.setdefault(name, {}).setdefault(layout, set()).add(bench)
+        return out
+
+    def traced_dtypes(self, ops: list[str]) -> list[TracedDtype]:
+        """Every traced test's (operator, layout, dtype) for ``ops`` (any overload: by namespace
+        and base name), where the trace recorded the dtypes of its calls' tensor arguments."""
+        if not ops:
+            return []
+        rows = self.con.execute(  # (rows are distinct as written: one per test, operator, layout and dtype)
+            "WITH w AS (SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])))"
+            " SELECT w.name, d.bench, d.test, d.layout, d.dtype FROM trace_dtypes d"
+            " JOIN w ON d.base = w.base AND d.namespace = w.namespace",
+            [ops],
+        ).fetchall()
+        return [TracedDtype(*row) for row in rows]
 
     def traced_ops_of(self, benches: list[str]) -> dict[str, set[tuple[str, str]]]:
         """bench -> (namespace, base) of every operator its traces execute."""

@@ -421,6 +421,22 @@ class TraceOpRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TraceDtypeRow:
+    """The dtypes a test's operators ran on (indexer/rules/traces.py): the torch dtypes of each call's
+    tensor arguments (int32, bfloat16, quint8), per layout; the dispatch key is the layout's on the test's device.
+    """
+
+    TABLE: typing.ClassVar[str] = "trace_dtypes"
+
+    bench: str
+    test: str
+    namespace: str
+    base: str
+    layout: str
+    dtype: str  # a torch dtype of the calls' tensor arguments: int32, bfloat16, quint8
+
+
+@dataclass(frozen=True, slots=True)
 class NativeSampleRow:
     """Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
     on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
@@ -527,6 +543,7 @@ ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
         TraceRow,
         BenchTestRow,
         TraceOpRow,
+        TraceDtypeRow,
         NativeSampleRow,
         NativeTestRow,
         CanarySetRow,

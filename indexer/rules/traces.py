@@ -1,5 +1,5 @@
 """Traces: per benchmark file, how tracing went; per test, the operators its timed region
-executes (indexer/trace.py), and, for tests of another device traced on the CPU, what the
+executes (indexer/trace.py) and the dtypes it ran them on, and, for tests of another device traced on the CPU, what the
 repo's own kernels for that device run inside them. The operators each benchmark's trace links
 are left in ``ctx.traced_ops`` for the benchmarks rule."""
 
@@ -12,7 +12,7 @@ from operator import itemgetter
 
 from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from indexer.rules.base import LinkContext, Phase, Rule
-from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
+from indexer.trace import FileTrace, TracedTest, graph_ops, group_ops, kernels_seen
 from schema.model import (
     BenchTestRow,
     CallEdgeRow,
@@ -26,6 +26,7 @@ from schema.model import (
     Origin,
     ReachEdgeRow,
     StubImplRow,
+    TraceDtypeRow,
     TraceOpRow,
     TraceRow,
 )
@@ -46,7 +47,21 @@ def link_traces(ctx: LinkContext) -> None:
         trace = ctx.traces.get(b.file)
         if trace is not None:
             ctx.traced_ops[b.name] = _link_trace(ctx, b.name, trace, ctx.ops_by_base, ctx.library_ops, device_kernels)
+            ctx.out(TraceDtypeRow).extend(dtype_rows(b.name, trace.tests))
     ctx.set_rows(BenchTestRow, numbered_tests(ctx.read(BenchTestRow)))
+
+
+def dtype_rows(bench: str, tests: Iterable[TracedTest]) -> list[tuple[str, str, str, str, str, str]]:
+    """(bench, test, namespace, base, layout, dtype) per test, operator, layout and dtype it ran."""
+    rows = set()
+    for test in tests:
+        for entry in test.dtypes:
+            op, _, dtype = entry.rpartition("|")
+            qualified, _, layout = op.partition("@")
+            namespace, _, base = qualified.partition("::")
+            if base and dtype:
+                rows.add((bench, test.name, namespace, base, layout or "dense", dtype))
+    return sorted(rows)
 
 
 def _link_trace(
@@ -220,7 +235,7 @@ def _ops_of_stubs(ctx: LinkContext) -> dict[str, set[tuple[str, str]]]:
 
 RULE = Rule(
     "traces",
-    writes=(TraceRow, BenchTestRow, TraceOpRow),
+    writes=(TraceRow, BenchTestRow, TraceOpRow, TraceDtypeRow),
     reads=(FunctionRow, KernelRow, LibraryImplRow, StubImplRow, NodeRow, ReachEdgeRow, CallEdgeRow, OpCallRow),
     link={Phase.BENCHMARKS: link_traces},
 )

@@ -168,6 +168,8 @@ def table(doc: AffectedDoc, explain: bool = False, plan: TestPlan | None = None)
     if doc.no_benchmark_ops:
         c.print(f"[bold red]NO BENCHMARK[/bold red] ({len(doc.no_benchmark_ops)}): "
                 f"{escape(plain(_shown(doc.no_benchmark_ops)))}")
+    for gap in doc.no_benchmark_gaps:
+        c.print(f"  [red]{escape(plain(gap.text))}[/red]")
     for hit in doc.canary:
         members = ", ".join(b.name for b in hit.benchmarks) or "no indexed benchmark"
         c.print(f"[bold magenta]canary[/bold magenta] {escape(plain(f'{hit.set}: {hit.trigger} -> {members}'))}")
@@ -219,6 +221,7 @@ def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
             "</details>",
             "",
         ]
+    lines += [f"- {md_text(gap.text)}" for gap in doc.no_benchmark_gaps]
     for hit in doc.canary:
         members = ", ".join(md_code(b.name) for b in hit.benchmarks)
         lines.append(f"- canary set **{md_text(hit.set)}**: {md_text(hit.trigger)}"

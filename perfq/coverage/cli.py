@@ -69,6 +69,7 @@ def collect_report(
 
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
+    from perfq.coverage.report import PRIMARY_KEY, key_gaps
     from perfq.coverage.scaffold import pick_overload, scaffold
     from schema.index_store import IndexStore
     from schema.reader import open_index
@@ -82,6 +83,9 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
             raise PerfqError(f"unknown operator {op!r} (not in the index's ops)")
         chosen = next(r for r in rows if r.schema == pick_overload([r.schema for r in rows]))
         benches = store.benchmarks_of_ops([r.name for r in rows])
+        group = {r.name for r in store.ops_of_base(chosen.base, chosen.namespace)} | {r.name for r in rows}
+        layouts = set().union(*store.traced_layouts(sorted(group)).values())
+        gaps, ran = key_gaps({k.dispatch_key for k in store.kernels() if k.op in group}, layouts)
     namespace, schema = chosen.namespace, chosen.schema
     result = scaffold(schema, namespace=namespace)
     if out is None:
@@ -90,7 +94,10 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
     if out.exists() and not force:  # before any note: an error is the one line printed
         raise PerfqError(f"{out} exists; pass --force to overwrite or --out to choose another file")
     err = console(stderr=True)
-    if benches:
+    if PRIMARY_KEY in gaps:
+        err.print(f"note: {op} has NO BENCHMARK on {', '.join(gaps)}: {', '.join(benches)} run it only on "
+                  f"{', '.join(ran)}; this scaffold times its {PRIMARY_KEY} kernel", markup=False)
+    elif benches:
         err.print(f"note: {op} is already covered by {', '.join(benches)}")
     write_output(result.text, out)
     bench_root = repo / "benchmarks" / "operator_benchmark"

@@ -39,6 +39,8 @@ def load_facts(con: duckdb.DuckDBPyConnection) -> CoverageFacts:
     for bench in store.benchmark_files():
         facts.bench_files[bench.name] = bench.file
         facts.bench_ops.setdefault(bench.name, set())
+    for op, layouts in store.traced_layouts(sorted(facts.ops)).items():
+        facts.traced_layouts[op] = set(layouts)
     seen = store.seen_by_trace()
     for link in store.bench_ops():
         facts.bench_ops.setdefault(link.bench, set()).add(link.op)

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from perfq.common.render import finite_json, html_text, md_code, md_text, plain
-from perfq.coverage.report import CoverageReport, LinkSource, OpRow
+from perfq.coverage.report import CoverageReport, LinkSource, OpRow, covered_text, gap_text
 from perfq.terminal import Name, folded_table
 
 NO_BENCHMARK = "NO BENCHMARK"
@@ -88,7 +88,8 @@ def to_rich_table(report: CoverageReport) -> Table:
     table = folded_table(("benchmarks", "f"), ("#", "r"), ("operator", "f"), ("churn", "r"), ("lines", "r"),
                          ("dispatch keys", "f"), ("ovl", "r"), title=escape(plain(headline(report))))
     for i, row in enumerate(report.rows, 1):
-        benches = Name(bench_labels(row)) if row.covered else f"[bold red]{NO_BENCHMARK}[/]"
+        uncovered = f"[bold red]{escape(gap_text(row) or NO_BENCHMARK)}[/]"
+        benches = Name(covered_text(row, bench_labels(row))) if row.covered else uncovered
         table.add_row(
             benches,
             str(i),
@@ -163,7 +164,8 @@ def to_markdown(report: CoverageReport) -> str:
         "|---:|---|---:|---:|---|---|---|",
     ]
     for i, row in enumerate(report.rows, 1):
-        benches = md_text(bench_labels(row)) if row.covered else f"**{NO_BENCHMARK}**"
+        uncovered = f"**{md_text(gap_text(row) or NO_BENCHMARK)}**"
+        benches = md_text(covered_text(row, bench_labels(row))) if row.covered else uncovered
         lines.append(
             f"| {i} | {md_code(row.op)} | {_churn(row)} | {row.kernel_lines} "
             f"| {md_text(', '.join(row.dispatch_keys))} "
@@ -308,7 +310,7 @@ def _a(link_base: str, path: str, line: int, text: str) -> str:
 def _coverage_cell(row: OpRow, link_base: str) -> tuple[str, str]:
     """(sort key, cell HTML): NO BENCHMARK, or the benchmarks linked to their files."""
     if not row.covered:
-        return "0", f'<span class="nob">{NO_BENCHMARK}</span>'
+        return "0", f'<span class="nob">{html_text(gap_text(row) or NO_BENCHMARK)}</span>'
     files = dict(zip(row.benchmarks, row.benchmark_files, strict=False))
     parts = [_a(link_base, files.get(b, ""), 0, html_text(b + mark)) for b, mark in link_marks(row).items()]
     return f"1:{','.join(row.benchmarks)}", ", ".join(parts)

@@ -47,6 +47,7 @@ class CoverageFacts:
     bench_ops: dict[str, set[str]] = field(default_factory=dict)  # bench -> ops it links to
     bench_files: dict[str, str] = field(default_factory=dict)  # bench -> file
     link_sources: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # (bench, op) -> static/traced
+    traced_layouts: dict[str, set[str]] = field(default_factory=dict)  # op -> layouts traced tests run it on
 
 
 class LinkSource(str, Enum):
@@ -87,9 +88,40 @@ class OpRow:
     links: tuple[Link, ...] = ()
     kernel_sources: tuple[SourceRef, ...] = ()  # where the kernels are defined (for links to the code)
     benchmark_files: tuple[str, ...] = ()  # the files of ``benchmarks``, same order
+    # dispatch keys of its kernels that no benchmark runs, though benchmarks run it on others (gap_keys_ran)
+    gap_keys: tuple[str, ...] = ()
+    gap_keys_ran: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
+
+
+PRIMARY_KEY = "CPU"  # a group whose dense CPU kernel no benchmark runs is NO BENCHMARK; other keys' gaps are noted
+# the CPU dispatch keys a trace tells apart (traces run on the CPU), by the layout their kernels take
+_TRACED_KEYS = {"CPU": "dense", "QuantizedCPU": "quantized", "SparseCPU": "sparse"}
+
+
+def key_gaps(keys: Iterable[str], layouts: set[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the dispatch keys among ``keys`` whose kernels no benchmark runs, the keys they do run) when
+    the traces run the operator only on the layouts ``layouts``: a QuantizedCPU test does not run
+    the CPU kernel. Nothing when no trace runs it."""
+    if not layouts:
+        return (), ()
+    missing = tuple(k for k in sorted(keys) if k in _TRACED_KEYS and _TRACED_KEYS[k] not in layouts)
+    ran = tuple(k for k, layout in _TRACED_KEYS.items() if layout in layouts)
+    return (missing, ran) if missing else ((), ())
+
+
+def gap_text(row: OpRow) -> str:
+    """'NO BENCHMARK on CPU (benchmarked only on QuantizedCPU)'; '' when the row has no key gap."""
+    if not row.gap_keys:
+        return ""
+    return f"NO BENCHMARK on {', '.join(row.gap_keys)} (benchmarked only on {', '.join(row.gap_keys_ran)})"
+
+
+def covered_text(row: OpRow, benches: str) -> str:
+    """A covered row's benchmarks, with the dispatch keys they leave unbenchmarked (SparseCPU...)."""
+    return f"{benches}; NO BENCHMARK on {', '.join(row.gap_keys)}" if row.gap_keys else benches
 
 
 @dataclass(frozen=True)
@@ -332,12 +364,18 @@ def build_report(
             for b in sorted(covered_by.get(f.name, ()))
             for src in sorted(facts.link_sources.get((b, f.name), {"static"}))
         )
+        # judged on the traces when every benchmark linking the group is traced running it
+        untraced = {link.bench for link in links} - {link.bench for link in links if link.source != LinkSource.static}
+        layouts = set().union(*(facts.traced_layouts.get(f.name, set()) for f in members))
+        gaps, ran = ((), ()) if untraced else key_gaps(keys, layouts)
         rows.append(
             OpRow(
                 op=base,
                 overloads=tuple(f.name for f in members),
                 benchmarks=tuple(sorted(benches)),
-                covered=bool(benches),
+                covered=bool(benches) and PRIMARY_KEY not in gaps,
+                gap_keys=gaps,
+                gap_keys_ran=ran,
                 churn=len(commits) if op_commits is not None else None,
                 kernel_lines=sum(facts.function_lines.get(f, 0) for f in kfuncs),
                 dispatch_keys=tuple(sorted(keys)),

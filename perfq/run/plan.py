@@ -3,9 +3,11 @@
 Pure: candidates (a test, the reached operators its trace executes, its config, its cost) in, a
 ``TestPlan`` out. The plan
 
-1. covers every reached operator some candidate executes with at least one test: a greedy set
-   cover weighted by cost (the test adding the most uncovered operators per second first), each
-   test taken only while it fits the budget;
+1. covers every reached (operator, dispatch key, dtype class) pair some candidate executes with
+   at least one test (operators alone for tests whose trace has no dtypes): a greedy set cover
+   weighted by cost (the test adding the most uncovered pairs per second first), each test taken
+   only while it fits the budget, tests of a size that times the kernel before those of a few
+   elements (``MIN_TIMED_ELEMENTS``: a 1-element config times the dispatcher, not the kernel);
 2. spreads tests over configs (dtype, size, device, forward/backward) of the operator modules it
    runs, with the budget left (``SPREAD_SHARE`` of it), the most new configs per second first;
 3. for shared infrastructure, lets the canary benchmarks' tests stand in for the full set: only
@@ -44,6 +46,7 @@ DEFAULT_BACKWARD_FACTOR = 2.0
 DEFAULT_TEST_CEILING = 600.0
 DEFAULT_PROCESS_START = 4.0  # seconds to start a benchmark process (torch import) on a loaded 2-core machine
 DEFAULT_FILE_SECONDS = 1.0  # import of a benchmark file and building its configs, per invocation
+MIN_TIMED_ELEMENTS = 4096  # a test of fewer input elements times call overhead more than the kernel
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|m|min|h)?\s*$")
 _UNIT = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
 
@@ -98,6 +101,19 @@ class Candidate:
     cost: float
     cost_source: CostSource
     canary: bool = False
+    # the (operator, dispatch key, dtype class) pairs its trace runs, 'remainder [CPU, integral]'; empty: ``ops``
+    units: frozenset[str] = frozenset()
+
+    @property
+    def covers(self) -> frozenset[str]:
+        """What the plan counts this test as covering: its pairs, else its operators."""
+        return self.units or self.ops
+
+    @property
+    def timed(self) -> bool:
+        """Whether its size times the kernel (or no size is known from its name)."""
+        elements = elements_of(self.test)
+        return elements == 0 or elements >= MIN_TIMED_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -180,10 +196,17 @@ class TestPlan:
     canary_benchmarks: tuple[str, ...]
     cost_sources: dict[str, int]  # tests of the plan by where their cost comes from
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # (operator, dispatch key, dtype class) pairs some selected test runs, and those the plan runs
+    pairs_executable: int = 0
+    pairs_covered: int = 0
+    uncovered_pairs: tuple[str, ...] = ()
 
     @property
     def coverage(self) -> float:
-        """Share of the executable reached operators the plan runs (1 when none is executable)."""
+        """Share of the executable (operator, dispatch key, dtype) pairs the plan runs, of the
+        executable reached operators when no trace has dtypes (1 when none is executable)."""
+        if self.pairs_executable:
+            return self.pairs_covered / self.pairs_executable
         return self.ops_covered / self.ops_executable if self.ops_executable else 1.0
 
     @property
@@ -316,13 +339,13 @@ class _Greedy:
     def take(self, c: Candidate, pick: Pick) -> None:
         self.spent += self.price(c)
         self.files.add(c.benchmark)
-        self.covered |= c.ops
+        self.covered |= c.covers
         self.features |= c.config.features(c.module)
         self.picked.append((c, pick))
 
     def new_ops(self, c: Candidate) -> int:
         # a test without traced operators (untraced file, script) stands for its benchmark: one of them runs
-        return len(c.ops - self.covered) if c.ops else int(c.benchmark not in self.files)
+        return len(c.covers - self.covered) if c.ops else int(c.benchmark not in self.files)
 
     def new_configs(self, c: Candidate) -> int:
         return len(c.config.features(c.module) - self.features) if c.ops else 0
@@ -379,6 +402,7 @@ def build_plan(
             here.append(c)
     # on any device (what this run cannot reach counts too); a file standing for itself is no operator
     executable = {op for c in candidates for op in c.ops if not op.startswith(FILE_OP)}
+    pairs = {u for c in candidates for u in c.units}
     canary_names = tuple(dict.fromkeys(c.benchmark for c in here if c.canary))
     stand_in = shared and bool(canary_names) and budget_seconds is not None
     pool = here
@@ -391,8 +415,10 @@ def build_plan(
             state.take(c, Pick.all)
     else:
         limit = budget_seconds * shape.shards * HEADROOM / (shape.rounds * shape.sides)
-        unfit = _greedy(pool, state.new_ops, state, Pick.covers, limit)
-        unfit_ids = {id(pool[i]) for i in unfit}
+        timed = [c for c in pool if c.timed]
+        unfit_ids = {id(timed[i]) for i in _greedy(timed, state.new_ops, state, Pick.covers, limit)}
+        small = [c for c in pool if not c.timed]
+        unfit_ids |= {id(small[i]) for i in _greedy(small, state.new_ops, state, Pick.covers, limit)}
         chosen = {id(c) for c, _ in state.picked}
         rest = [c for c in pool if id(c) not in chosen]
         unfit_ids |= {id(rest[i]) for i in _greedy(rest, state.new_configs, state, Pick.spread, limit * SPREAD_SHARE)}
@@ -417,13 +443,16 @@ def build_plan(
         selected_tests=len(candidates),
         ops_reached=ops_reached,
         ops_executable=len(executable),
-        ops_covered=len(state.covered & executable),
-        uncovered_ops=tuple(sorted(executable - state.covered)),
+        ops_covered=len({op for c, _ in state.picked for op in c.ops} & executable),
+        uncovered_ops=tuple(sorted(executable - {op for c, _ in state.picked for op in c.ops})),
         shared_infrastructure=shared,
         canary_stand_in=stand_in,
         canary_benchmarks=canary_names,
         cost_sources=sources,
         notes=tuple(notes),
+        pairs_executable=len(pairs),
+        pairs_covered=len(pairs & state.covered),
+        uncovered_pairs=tuple(sorted(pairs - state.covered)),
     )
     longest = max((s.estimated_seconds for s in split(plan, shape)), default=0.0)
     return replace(plan, estimated_seconds=round(longest, 1))

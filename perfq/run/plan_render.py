@@ -25,11 +25,19 @@ def headline(plan: TestPlan) -> str:
     shards = f" per shard ({plan.shards} shards)" if plan.shards > 1 else ""
     text = (f"plan: {len(plan.tests)} of {plan.selected_tests} candidate tests ({len(plan.benchmarks)} benchmarks), "
             f"~{format_duration(plan.estimated_seconds)}{shards} for {plan.rounds} round(s) x {plan.sides} side(s), "
-            f"{budget}; covers {plan.ops_covered}/{plan.ops_executable} ({plan.coverage:.0%}) of the reached "
-            f"operators some benchmark executes ({plan.ops_reached} reached)")
+            f"{budget}; covers {_covered(plan)}")
     if plan.canary_stand_in:
         text += f"; the canary set ({len(plan.canary_benchmarks)} benchmarks) stands in for the full set"
     return text
+
+
+def _covered(plan: TestPlan) -> str:
+    """What the plan covers, in (operator, dispatch key, dtype) pairs when the traces have dtypes."""
+    ops = f"{plan.ops_covered}/{plan.ops_executable}"
+    if plan.pairs_executable:
+        return (f"{plan.pairs_covered}/{plan.pairs_executable} ({plan.coverage:.0%}) of the (operator, dispatch key, "
+                f"dtype) pairs some benchmark executes ({ops} operators, {plan.ops_reached} reached)")
+    return f"{ops} ({plan.coverage:.0%}) of the reached operators some benchmark executes ({plan.ops_reached} reached)"
 
 
 def _rows(plan: TestPlan) -> Iterator[tuple[str, str, str, str]]:
@@ -62,6 +70,9 @@ def left_out_lines(plan: TestPlan) -> Iterator[str]:
     if plan.uncovered_ops:
         more = f" … (+{len(plan.uncovered_ops) - 12})" if len(plan.uncovered_ops) > 12 else ""
         yield f"operators not run (over budget): {', '.join(plan.uncovered_ops[:12])}{more}"
+    if plan.uncovered_pairs:
+        more = f" … (+{len(plan.uncovered_pairs) - 12})" if len(plan.uncovered_pairs) > 12 else ""
+        yield f"pairs not run (over budget): {', '.join(plan.uncovered_pairs[:12])}{more}"
 
 
 def plain_lines(plan: TestPlan) -> Iterator[str]:

@@ -1,0 +1,245 @@
+"""Dtypes a kernel line runs for, and dtype classes of traced operator calls.
+
+A kernel's lines inside an ``AT_DISPATCH_*`` call's lambda are instantiated only for that
+macro's dtypes, and those under an ``if (isReducedFloatingType(dtype))``-style condition run
+only for its dtypes: a change there is seen only by tests that run the operator on one of them.
+The tracer records each operator call's dtype as torch names it (``int32``, ``bfloat16``);
+both meet in a ``DtypeClass``. Pure text analysis: no parser, no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class DtypeClass(StrEnum):
+    floating = "floating"  # float, double
+    reduced = "reduced-floating"  # half, bfloat16
+    integral = "integral"
+    bool = "bool"
+    complex = "complex"
+    quantized = "quantized"
+    float8 = "float8"
+
+
+DtypeScope = frozenset[DtypeClass] | None  # None: every dtype (no dispatch construct around it)
+
+_EXACT = {
+    "float32": DtypeClass.floating, "float64": DtypeClass.floating,
+    "float16": DtypeClass.reduced, "bfloat16": DtypeClass.reduced, "bool": DtypeClass.bool,
+}
+
+
+def dtype_class(torch_name: str) -> DtypeClass | None:
+    """The class of a torch dtype name (``int32``, ``bfloat16``, ``quint8``); None when unknown."""
+    if torch_name in _EXACT:
+        return _EXACT[torch_name]
+    for prefix, klass in (("complex", DtypeClass.complex), ("qint", DtypeClass.quantized),
+                          ("quint", DtypeClass.quantized), ("float8", DtypeClass.float8),
+                          ("int", DtypeClass.integral), ("uint", DtypeClass.integral)):
+        if torch_name.startswith(prefix):
+            return klass
+    return None
+
+
+# --------------------------------------------------------------------------- static scopes
+
+_FLOATING, _REDUCED, _INTEGRAL = DtypeClass.floating, DtypeClass.reduced, DtypeClass.integral
+# words of an AT_DISPATCH_* macro's name (and of the AT_*_TYPES lists AT_DISPATCH_V2 takes)
+_TYPE_LISTS = (
+    ("REDUCED_FLOATING", {_REDUCED}),
+    ("FLOATING_AND_COMPLEX", {_FLOATING, DtypeClass.complex}),
+    ("ALL_TYPES_AND_COMPLEX", {_FLOATING, _INTEGRAL, DtypeClass.complex}),
+    ("FLOAT8", {DtypeClass.float8}),
+    ("FLOATING", {_FLOATING}),
+    ("INTEGRAL", {_INTEGRAL}),
+    ("UNSIGNED", {_INTEGRAL}),
+    ("ALL_TYPES", {_FLOATING, _INTEGRAL}),
+    ("COMPLEX", {DtypeClass.complex}),
+    ("QINT", {DtypeClass.quantized}),
+    ("BOOL", {DtypeClass.bool}),
+    ("HALF", {_REDUCED}),  # AT_DISPATCH_FLOATING_TYPES_AND_HALF
+    ("BFLOAT16", {_REDUCED}),
+)
+_SCALAR_TYPES = {  # kHalf, at::kBFloat16, ScalarType::Bool... (the dtypes an _AND<n> macro adds)
+    "Half": _REDUCED, "BFloat16": _REDUCED, "Bool": DtypeClass.bool, "ComplexHalf": DtypeClass.complex,
+    "ComplexFloat": DtypeClass.complex, "ComplexDouble": DtypeClass.complex, "Float": _FLOATING,
+    "Double": _FLOATING, "Byte": _INTEGRAL, "Char": _INTEGRAL, "Short": _INTEGRAL, "Int": _INTEGRAL,
+    "Long": _INTEGRAL, "UInt16": _INTEGRAL, "UInt32": _INTEGRAL, "UInt64": _INTEGRAL,
+}
+_DISPATCH = re.compile(r"\bAT_DISPATCH_(\w+)\s*\(")
+_SCALAR = re.compile(
+    r"\b(?:k|ScalarType::)(Half|BFloat16|Bool|Complex\w+|Float8\w*|Float|Double|Byte|Char|Short|Int|Long|UInt\d+)\b"
+)
+_LIST = re.compile(r"\bAT_(\w*TYPES\w*)")
+# if-conditions that hold for one dtype class only (a dtype compared to a constant, or a predicate)
+_CONDITIONS = (
+    (re.compile(r"\bisReducedFloatingType\s*\("), {_REDUCED}),
+    (re.compile(r"\bisIntegralType\s*\("), {_INTEGRAL}),
+    (re.compile(r"\bisComplexType\s*\("), {DtypeClass.complex}),
+    (re.compile(r"\bisFloat8Type\s*\("), {DtypeClass.float8}),
+    (re.compile(r"\bisQIntType\s*\("), {DtypeClass.quantized}),
+)
+_EQUALS = re.compile(r"==\s*(?:at::|c10::)?(?:k|ScalarType::)(Half|BFloat16|Bool|Float|Double|Long|Int)\b")
+_IF = re.compile(r"\bif\s*\(")
+_DTYPE_TEST = re.compile(r"\bis\w+Type\s*\(|==\s*(?:at::|c10::)?(?:k|ScalarType::)[A-Z]")
+_CONDITION_CHARS = 300  # how far past `if (` a dtype test may start
+_ANY_CONSTRUCT = re.compile(r"\bAT_DISPATCH_\w+\s*\(|" + _DTYPE_TEST.pattern)
+
+
+def _list_classes(words: str) -> set[DtypeClass]:
+    """The classes an AT_DISPATCH_* name's (or an AT_*_TYPES list's) words name."""
+    classes: set[DtypeClass] = set()
+    for word, named in _TYPE_LISTS:  # longest words first: each part of the name counts once
+        if word in words:
+            classes |= named
+            words = words.replace(word, "", 1)
+    return classes
+
+
+def _macro_classes(name: str, args: str) -> set[DtypeClass]:
+    """The dtypes an ``AT_DISPATCH_<name>(args)`` call instantiates its lambda for (its name's
+    lists, the scalar types its ``_AND<n>`` arguments add, AT_DISPATCH_V2's type lists)."""
+    top = _top_level(args)
+    classes = _list_classes(name) if name != "V2" else set()
+    for m in _LIST.finditer(top):
+        classes |= _list_classes(m.group(1))
+    for m in _SCALAR.finditer(top):
+        word = m.group(1)
+        classes.add(DtypeClass.float8 if word.startswith("Float8") else _SCALAR_TYPES.get(word, _FLOATING))
+    return classes
+
+
+def _top_level(args: str) -> str:
+    """``args`` without the bodies in braces (a lambda's code is not the macro's dtype list)."""
+    out, depth = [], 0
+    for ch in args:
+        depth += ch == "{"
+        if depth == 0:
+            out.append(ch)
+        depth -= ch == "}" and depth > 0
+    return "".join(out)
+
+
+_TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|[(){}]", re.S)
+_TOP = re.compile(r"^[A-Za-z_]", re.M)  # a line starting with a name at column 0: a definition's start
+_MACRO_BEFORE = re.compile(r"\bAT_DISPATCH_(\w+)\s*$")
+_IF_BEFORE = re.compile(r"\bif\s*$")
+
+
+def _open_brackets(text: str, start: int, offset: int) -> list[int]:
+    """Offsets of the brackets opened between ``start`` and ``offset`` and still open there
+    (strings and comments skipped): the constructs around ``offset``."""
+    stack: list[int] = []
+    for m in _TOKEN.finditer(text, start, offset):
+        ch = m.group()
+        if ch in "({":
+            stack.append(m.start())
+        elif ch in ")}" and stack:
+            stack.pop()
+    return stack
+
+
+def _closing(text: str, at: int) -> int:
+    """Offset of the bracket closing the one at ``at`` (len(text) when none)."""
+    depth = 0
+    for m in _TOKEN.finditer(text, at):
+        ch = m.group()
+        depth += ch in "({"
+        depth -= ch in ")}"
+        if depth == 0:
+            return m.start()
+    return len(text)
+
+
+def _construct_classes(text: str, at: int) -> set[DtypeClass] | None:
+    """The dtypes the code inside the bracket at ``at`` runs for: an AT_DISPATCH_* call's
+    arguments, or the block of an if testing the dtype; None when it is neither."""
+    head = text[max(0, at - 120) : at]
+    if text[at] == "(":
+        macro = _MACRO_BEFORE.search(head)
+        if macro is None:
+            return None
+        return _macro_classes(macro.group(1), text[at + 1 : _closing(text, at)]) or None
+    before = head.rstrip()
+    if not before.endswith(")"):
+        return None
+    close = max(0, at - 120) + len(before) - 1
+    depth, i = 0, close
+    while i > max(0, close - _CONDITION_CHARS):
+        depth += (text[i] == ")") - (text[i] == "(")
+        if depth == 0:
+            break
+        i -= 1
+    if depth != 0 or not _IF_BEFORE.search(text[max(0, i - 20) : i]):
+        return None
+    return _condition_classes(text[i + 1 : close]) or None
+
+
+def _condition_classes(cond: str) -> set[DtypeClass]:
+    """The dtype classes an if-condition holds for, when it tests one (a single test, or tests
+    joined by ||); empty when it tests something else, or negates or combines with &&."""
+    if "!" in cond.replace("!=", "") or "&&" in cond or "!=" in cond:
+        return set()
+    found: set[DtypeClass] = set()
+    for pattern, classes in _CONDITIONS:
+        if pattern.search(cond):
+            found |= classes
+    for m in _EQUALS.finditer(cond):
+        found.add(_SCALAR_TYPES[m.group(1)])
+    return found
+
+
+def line_offsets(text: str) -> list[int]:
+    """Offset of the start of each line (1-based line ``n`` starts at ``offsets[n - 1]``)."""
+    return [0, *itertools.accumulate(len(line) + 1 for line in text.split("\n"))][:-1]
+
+
+def _definition_start(text: str, offset: int) -> int:
+    """Offset of the last line before ``offset`` that starts with a name at column 0 (the head
+    of the definition around it, in ATen's layout); 0 when none."""
+    pos = offset
+    while pos > 0:
+        pos = text.rfind("\n", 0, pos - 1) + 1
+        if _TOP.match(text, pos):
+            return pos
+    return 0
+
+
+def lines_scope(text: str, lines: Iterable[int]) -> DtypeScope:
+    """The dtypes every one of ``lines`` (1-based) of ``text`` runs for: the intersection of
+    the dispatch constructs around each, united over the lines; None when a line is in none.
+    Only the code from the definition around each line (its last line starting at column 0)
+    is read: the constructs around a line are inside its function."""
+    if not _ANY_CONSTRUCT.search(text):
+        return None  # no dispatch construct in the file: every line runs for any dtype
+    offsets = line_offsets(text)
+    scope: set[DtypeClass] = set()
+    for line in lines:
+        if not 1 <= line <= len(offsets):
+            return None
+        offset = offsets[line - 1]
+        start = _definition_start(text, offset)
+        around = [c for at in _open_brackets(text, start, offset) if (c := _construct_classes(text, at)) is not None]
+        if not around:
+            return None
+        scope |= set.intersection(*around)
+    return frozenset(scope) if scope else None
+
+
+def merge_scopes(scopes: Iterable[DtypeScope]) -> DtypeScope:
+    """The dtypes a change of several functions runs for: their union (None wins)."""
+    out: set[DtypeClass] = set()
+    for scope in scopes:
+        if scope is None:
+            return None
+        out |= scope
+    return frozenset(out)
+
+
+def scope_text(scope: DtypeScope) -> str:
+    """'floating', 'integral, bool'; 'any dtype' for None."""
+    return "any dtype" if scope is None else ", ".join(sorted(c.value for c in scope))
