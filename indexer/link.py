@@ -21,6 +21,7 @@ from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from indexer.facts import FileFacts, LibraryImpl, registration_signature, structure_signature, usings_of
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.native_yaml import OpFacts
+from indexer.py_lines import line_rows
 from indexer.registrations import LAMBDA_KERNEL
 from indexer.stub_names import StubNames
 from indexer.trace import FileTrace, graph_ops, group_ops, kernels_seen
@@ -593,6 +594,7 @@ class NativeLink:
             if trace is not None:
                 _link_trace(t, b.name, trace, self.ops_by_base, self.library_ops, device_kernels)
         _python_reached_bench_ops(t, benches, self.class_methods, self.class_subs)
+        t.rows.update(line_rows((b.name, traces[b.file]) for b in benches if b.file in (traces or {})))
         t.rows[BenchTestRow.TABLE] = _numbered_tests(t.rows[BenchTestRow.TABLE])
         del self.python, self.class_methods, self.class_subs  # the Python link's memos (~40 MiB on PyTorch)
 

@@ -57,11 +57,14 @@ class TracedTest:
     # of ``ops``, those run only inside another operator's kernel, never at graph level (called
     # from Python or inside composite operators): no torch.compile graph holds them
     inner: tuple[str, ...] = ()
+    # Python lines it ran (its build and its timed region): (repo-relative path, lines), for the
+    # benchmark tree's shared modules and torch's own Python (``torch/...``)
+    lines: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         nested = [list(n) for n in self.nested]
         return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested,
-                "inner": list(self.inner)}
+                "inner": list(self.inner), "lines": {path: list(lines) for path, lines in self.lines}}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -76,6 +79,7 @@ class TracedTest:
             ops=tuple(d.get("ops", ())),
             nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
             inner=tuple(str(op) for op in d.get("inner", ())),
+            lines=tuple((str(path), tuple(map(int, lines))) for path, lines in sorted(d.get("lines", {}).items())),
         )
 
 
@@ -91,6 +95,8 @@ class FileTrace:
     seconds: float = 0.0
     max_rss_mb: int = 0
     torch: str = ""
+    # per torch file its tests ran, a crc32 of each line's stripped text in the traced torch
+    line_digests: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -98,6 +104,7 @@ class FileTrace:
             "status": self.status.value,
             "tests": [t.to_json() for t in self.tests],
             "errors": list(self.errors),
+            "line_digests": {path: list(rows) for path, rows in self.line_digests},
         }
 
     @classmethod
@@ -111,6 +118,9 @@ class FileTrace:
             seconds=float(d.get("seconds", 0.0)),
             max_rss_mb=int(d.get("max_rss_mb", 0)),
             torch=str(d.get("torch", "")),
+            line_digests=tuple(
+                (str(path), tuple(map(int, rows))) for path, rows in sorted(d.get("line_digests", {}).items())
+            ),
         )
 
     def missing_module(self) -> str | None:

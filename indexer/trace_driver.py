@@ -63,6 +63,110 @@ _READY = "PERFQ-READY"  # printed once torch is warmed up, before any code of th
 _PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
+# ----------------------------------------------------------------------------- Python line truth
+
+# torch's own machinery for shapes-only runs: what runs there and below (fake tensors, meta
+# kernels in Python, the references they decompose to) is not what a real run executes, so
+# shapes-only tests record no line of it nor of what it calls
+_SHAPES_ONLY_MACHINERY = ("torch/_subclasses/", "torch/_prims", "torch/_refs/", "torch/_decomp/",
+                          "torch/_meta_registrations.py", "torch/utils/_python_dispatch.py", "torch/fx/",
+                          "torch/_library/", "torch/_dynamo/", "torch/_guards.py")
+# the tracer's own instruments (the profiler and its markers), never the benchmark's
+_INSTRUMENTS = ("torch/profiler/", "torch/autograd/profiler")
+
+
+class _LineRecorder:
+    """Per-test Python line coverage with ``sys.settrace``: the lines a test runs (its build and its
+    timed region) in the benchmark tree's shared modules (harness, configs) and in torch's own
+    Python, as repository-relative paths (torch's as ``torch/...``, the module-relative path that
+    maps the installed torch onto the indexed sources)."""
+
+    def __init__(self, tree: str, tree_rel: str, own: str) -> None:
+        import torch
+
+        torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+        self.prefixes = ((os.path.abspath(tree) + os.sep, tree_rel), (torch_dir + os.sep, "torch/"))
+        self.own = os.path.abspath(own)  # the benchmark file itself: its changes select it whole
+        self.names: dict[str, str | None] = {}  # co_filename -> relative path, None: not recorded
+        self.hits: dict[str, set[int]] = {}
+        self.shapes_only = self.tree_only = False
+        self.below = 0  # machinery frames entered and not left (shapes-only runs record nothing there)
+
+    def _relative(self, filename: str) -> str | None:
+        rel = self.names.get(filename, "")
+        if rel != "":
+            return rel
+        found = os.path.abspath(filename) if filename.endswith(".py") and os.path.isabs(filename) else ""
+        rel = next((prefix + found[len(root):] for root, prefix in self.prefixes
+                    if found.startswith(root) and found != self.own), None)
+        self.names[filename] = None if rel is None or rel.startswith(_INSTRUMENTS) else rel
+        return self.names[filename]
+
+    def _call(self, frame, event, arg):
+        if self.below:
+            return None
+        rel = self._relative(frame.f_code.co_filename)
+        if self.shapes_only and (frame.f_code.co_name == "__torch_dispatch__"
+                                 or (rel or "").startswith(_SHAPES_ONLY_MACHINERY)):
+            self.below += 1
+            return self._leave
+        if rel is None or (self.tree_only and rel.startswith("torch/")):
+            return None
+        add = self.hits.setdefault(rel, set()).add
+        add(frame.f_lineno)
+
+        def line(frame, event, arg):
+            if event == "line":
+                add(frame.f_lineno)
+            return line
+
+        return line
+
+    def _leave(self, frame, event, arg):
+        """The local tracer of a machinery frame: recording resumes when it returns."""
+        if event == "return":
+            self.below -= 1
+        return self._leave
+
+    @contextlib.contextmanager
+    def recording(self, shapes_only: bool, tree_only: bool = False):
+        """Record while in the block; ``tree_only``: the benchmark tree's files only (an import
+        runs torch's module-level code, which no test tells apart)."""
+        self.shapes_only, self.tree_only, self.below = shapes_only, tree_only, 0
+        previous = sys.gettrace()
+        sys.settrace(self._call)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+
+    def take(self) -> dict[str, list[int]]:
+        """The lines recorded since the last take, per file."""
+        hits, self.hits = self.hits, {}
+        return {path: sorted(lines) for path, lines in sorted(hits.items())}
+
+    def torch_line_digests(self, tests: list[dict]) -> dict[str, list[int]]:
+        """Per torch file a test ran, a digest of each of its lines (stripped text): the installed
+        torch is not the indexed source, and a line is trusted only where its text matches."""
+        import zlib
+
+        out = {}
+        torch_root = self.prefixes[1][0]
+        for path in sorted({p for t in tests for p in t.get("lines", {}) if p.startswith("torch/")}):
+            try:
+                with open(torch_root + path[len("torch/"):], "rb") as fh:
+                    out[path] = [zlib.crc32(row.strip()) & 0x7FFFFFFF for row in fh.read().splitlines()]
+            except OSError:
+                continue
+        return out
+
+
+def _tree_of(job: dict) -> str:
+    """The repository-relative folder of a benchmark root (``benchmarks/operator_benchmark/``)."""
+    own = job["module"].replace(".", "/") + ".py"
+    return job["path"][: -len(own)] if job["path"].endswith(own) else ""
+
+
 # ----------------------------------------------------------------------------- child side
 
 
@@ -255,6 +359,8 @@ class _OpBenchTracer:
         self.real_bytes = int(request.get("real_mb", 256)) * 2**20
         self.tests: list[dict] = []
         self.errors: list[str] = []
+        own = os.path.join(job["root"], job["module"].replace(".", "/") + ".py")
+        self.lines = _LineRecorder(job["root"], _tree_of(job), own) if request.get("lines", True) else None
         sys.path.insert(0, job["root"])
         os.chdir(job["root"])
         import benchmark_core
@@ -274,8 +380,11 @@ class _OpBenchTracer:
 
         benchmark_pytorch.TorchBenchmarkBase.test_name = named
         signal.signal(signal.SIGALRM, _alarm)
+        self.import_lines: dict[str, list[int]] = {}
         try:
-            importlib.import_module(job["module"])
+            with self.lines.recording(shapes_only=False, tree_only=True) if self.lines else contextlib.nullcontext():
+                importlib.import_module(job["module"])
+            self.import_lines = self.lines.take() if self.lines else {}
         except Exception:  # it asked the faked CUDA device for more (torch.testing._internal does)
             # imported as the machine is: the cuda configs it lists still run remapped, those it
             # would add only when CUDA is available are not there (modules that failed are not in
@@ -305,7 +414,8 @@ class _OpBenchTracer:
             self._sampled_pass(other)
         else:
             self._pass(other, "fake")
-        return {"tests": self.tests, "errors": self.errors}
+        digests = self.lines.torch_line_digests(self.tests) if self.lines else {}
+        return {"tests": self.tests, "errors": self.errors, "line_digests": digests}
 
     def _sampled_pass(self, items: list[tuple]) -> None:
         """The shapes-only pass, sampled: configs of one benchmark that differ only in sizes
@@ -336,7 +446,8 @@ class _OpBenchTracer:
             return False
         for case, entry in zip(cases, like, strict=True):
             mode = "inferred" if entry["mode"] == "inferred" else "sampled"
-            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", [])})
+            self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", []),
+                               "lines": entry.get("lines", {})})
         return True
 
     def _save(self) -> None:
@@ -415,7 +526,7 @@ class _OpBenchTracer:
 
         generated = self.core._build_test([config], *meta[1:])
         while True:
-            with shapes_only():
+            with shapes_only(), self._recording(mode):
                 try:
                     _, case = next(generated)
                 except StopIteration:
@@ -430,7 +541,22 @@ class _OpBenchTracer:
                 else:
                     with record_function(_MARK + marker):
                         case.run_forward(1, False, False)
-            self.tests.append(self._entry(case, device, mode))
+            self.tests.append({**self._entry(case, device, mode), "lines": self._test_lines()})
+
+    def _test_lines(self) -> dict[str, list[int]]:
+        """The lines the test just run ran, with those its module's import ran (it builds the
+        configs: every test of the file depends on them)."""
+        if self.lines is None:
+            return {}
+        return _union_lines([{"lines": self.lines.take()}, {"lines": self.import_lines}])
+
+    def _recording(self, mode: str) -> contextlib.AbstractContextManager:
+        """Line coverage of one test (its build and run), when asked for; lines left from a failed
+        test are dropped first."""
+        if self.lines is None:
+            return contextlib.nullcontext()
+        self.lines.take()
+        return self.lines.recording(shapes_only=mode != "real")
 
     def _bytes_needed(self, meta, config, tag: str) -> int:
         """Bytes of the tensors a config's first test holds, measured on a build of its cases
@@ -476,7 +602,9 @@ class _OpBenchTracer:
             if not same:
                 return False
             ran = set().union(*(t.get("ops", ()) for t in same))
-            added.append({**entry, "ops": sorted(ran), "inner": sorted(ran - _graph_level(same))})
+            added.append(
+                {**entry, "ops": sorted(ran), "inner": sorted(ran - _graph_level(same)), "lines": _union_lines(same)}
+            )
         self.tests += added
         return bool(added)
 
@@ -499,6 +627,15 @@ class _OpBenchTracer:
             bench.set_module_name(meta[4]["op_name"])
         attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
         return [self.core._create_test(bench, attrs, tag, meta[2], meta[3], None)[1]]
+
+
+def _union_lines(tests: list[dict]) -> dict[str, list[int]]:
+    """The lines any of ``tests`` ran, per file."""
+    out: dict[str, set[int]] = {}
+    for test in tests:
+        for path, lines in test.get("lines", {}).items():
+            out.setdefault(path, set()).update(lines)
+    return {path: sorted(lines) for path, lines in sorted(out.items())}
 
 
 def _without_sizes(item: tuple) -> tuple:

@@ -381,6 +381,33 @@ class TraceOpRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PyLineSetRow:
+    TABLE: typing.ClassVar[str] = "py_line_sets"
+
+    line_set: int
+    path: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class PyTestLinesRow:
+    TABLE: typing.ClassVar[str] = "py_test_lines"
+
+    bench: str
+    test: str
+    line_set: int
+
+
+@dataclass(frozen=True, slots=True)
+class PyLineTextRow:
+    TABLE: typing.ClassVar[str] = "py_line_texts"
+
+    path: str
+    line: int
+    digest: int  # crc32 of the traced torch's line, stripped, 31 bits
+
+
+@dataclass(frozen=True, slots=True)
 class NativeSampleRow:
     TABLE: typing.ClassVar[str] = "native_samples"
 
@@ -472,6 +499,9 @@ ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
         TraceRow,
         BenchTestRow,
         TraceOpRow,
+        PyLineSetRow,
+        PyTestLinesRow,
+        PyLineTextRow,
         NativeSampleRow,
         NativeTestRow,
         CanarySetRow,
