@@ -73,6 +73,8 @@ _SHAPES_ONLY_MACHINERY = ("torch/_subclasses/", "torch/_prims", "torch/_refs/", 
                           "torch/_library/", "torch/_dynamo/", "torch/_guards.py")
 # the tracer's own instruments (the profiler and its markers), never the benchmark's
 _INSTRUMENTS = ("torch/profiler/", "torch/autograd/profiler")
+_MACHINERY = object()  # a file of _SHAPES_ONLY_MACHINERY
+_UNSEEN = object()
 
 
 class _LineRecorder:
@@ -87,40 +89,51 @@ class _LineRecorder:
         torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         self.prefixes = ((os.path.abspath(tree) + os.sep, tree_rel), (torch_dir + os.sep, "torch/"))
         self.own = os.path.abspath(own)  # the benchmark file itself: its changes select it whole
-        self.names: dict[str, str | None] = {}  # co_filename -> relative path, None: not recorded
-        self.hits: dict[str, set[int]] = {}
+        # co_filename -> its line tracer (None: not recorded; _MACHINERY: shapes-only machinery)
+        self.tracers: dict[str, object] = {}
+        self.hits: dict[str, set[int]] = {}  # per file, kept across tests (take() empties them)
         self.shapes_only = self.tree_only = False
         self.below = 0  # machinery frames entered and not left (shapes-only runs record nothing there)
 
     def _relative(self, filename: str) -> str | None:
-        rel = self.names.get(filename, "")
-        if rel != "":
-            return rel
         found = os.path.abspath(filename) if filename.endswith(".py") and os.path.isabs(filename) else ""
         rel = next((prefix + found[len(root):] for root, prefix in self.prefixes
                     if found.startswith(root) and found != self.own), None)
-        self.names[filename] = None if rel is None or rel.startswith(_INSTRUMENTS) else rel
-        return self.names[filename]
+        return None if rel is None or rel.startswith(_INSTRUMENTS) else rel
+
+    def _tracer_of(self, filename: str) -> object:
+        """The line tracer of a file (made once: this runs on every call)."""
+        rel = self._relative(filename)
+        if rel is None:
+            tracer = None
+        elif rel.startswith(_SHAPES_ONLY_MACHINERY):
+            tracer = _MACHINERY
+        else:
+            add = self.hits.setdefault(rel, set()).add
+
+            def tracer(frame, event, arg):
+                if event == "line":
+                    add(frame.f_lineno)
+                return tracer
+
+            tracer.path, tracer.add = rel, add  # type: ignore[attr-defined]
+        self.tracers[filename] = tracer
+        return tracer
 
     def _call(self, frame, event, arg):
         if self.below:
             return None
-        rel = self._relative(frame.f_code.co_filename)
-        if self.shapes_only and (frame.f_code.co_name == "__torch_dispatch__"
-                                 or (rel or "").startswith(_SHAPES_ONLY_MACHINERY)):
+        code = frame.f_code
+        tracer = self.tracers.get(code.co_filename, _UNSEEN)
+        if tracer is _UNSEEN:
+            tracer = self._tracer_of(code.co_filename)
+        if self.shapes_only and (tracer is _MACHINERY or code.co_name == "__torch_dispatch__"):
             self.below += 1
             return self._leave
-        if rel is None or (self.tree_only and rel.startswith("torch/")):
+        if tracer is None or tracer is _MACHINERY or (self.tree_only and tracer.path.startswith("torch/")):
             return None
-        add = self.hits.setdefault(rel, set()).add
-        add(frame.f_lineno)
-
-        def line(frame, event, arg):
-            if event == "line":
-                add(frame.f_lineno)
-            return line
-
-        return line
+        tracer.add(frame.f_lineno)
+        return tracer
 
     def _leave(self, frame, event, arg):
         """The local tracer of a machinery frame: recording resumes when it returns."""
@@ -142,8 +155,10 @@ class _LineRecorder:
 
     def take(self) -> dict[str, list[int]]:
         """The lines recorded since the last take, per file."""
-        hits, self.hits = self.hits, {}
-        return {path: sorted(lines) for path, lines in sorted(hits.items())}
+        out = {path: sorted(lines) for path, lines in sorted(self.hits.items()) if lines}
+        for lines in self.hits.values():
+            lines.clear()
+        return out
 
     def torch_line_digests(self, tests: list[dict]) -> dict[str, list[int]]:
         """Per torch file a test ran, a digest of each of its lines (stripped text): the installed
