@@ -540,6 +540,7 @@ class _OpBenchTracer:
             return stack
 
         generated = self.core._build_test([config], *meta[1:])
+        built: dict[str, list[int]] = {}  # lines the config's tests ran so far (its generator builds them in turn)
         while True:
             with shapes_only(), self._recording(mode):
                 try:
@@ -556,11 +557,14 @@ class _OpBenchTracer:
                 else:
                     with record_function(_MARK + marker):
                         case.run_forward(1, False, False)
-            self.tests.append({**self._entry(case, device, mode), "lines": self._test_lines()})
+            built = _union_lines([{"lines": built}, {"lines": self._test_lines()}])
+            self.tests.append({**self._entry(case, device, mode), "lines": built})
 
     def _test_lines(self) -> dict[str, list[int]]:
         """The lines the test just run ran, with those its module's import ran (it builds the
-        configs: every test of the file depends on them)."""
+        configs: every test of the file depends on them). The tests of one config take the lines of
+        those built before them too: the framework builds a gradient test per input from a copy of
+        the first one's benchmark (its ``bench_op()`` ran for them all)."""
         if self.lines is None:
             return {}
         return _union_lines([{"lines": self.lines.take()}, {"lines": self.import_lines}])
