@@ -199,6 +199,14 @@ def test_a_changed_python_line_selects_the_tests_that_ran_it(line_repo: Path):
     assert {t for b in doc["benchmarks"] for t in b["tests"]} == backward_tests
     git(line_repo, "checkout", "-q", "--", ".")
 
+    # a harness line every test runs (each test's benchmark is built there): shared infrastructure
+    _edit(line_repo, f"{BENCH}/benchmark_core.py", "        op = bench_op()\n",
+          "        op = bench_op()  # built\n        op.x = 1\n")
+    doc = _affected(line_repo)
+    assert set(_selected(doc)) == {"add_mini_test", "split_mini_test"} and doc["shared_infrastructure"]
+    assert [c["set"] for c in doc["canary"]] == ["executed-by-all"]
+    git(line_repo, "checkout", "-q", "--", ".")
+
     # a harness line no test runs (per-iteration printing): nothing
     _edit(line_repo, harness, "length = min(len(self.time_series), 50)", "length = min(len(self.time_series), 100)")
     assert _selected(_affected(line_repo)) == {}
