@@ -428,7 +428,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         unmapped_changes=tuple(unmapped),
         ignored_files=tuple(cs.ignored + unused_modules),
         warnings=tuple(
-            inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
+            inp.warnings + start_warnings + cs.notes + inp.lines.warnings()
+            + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
 

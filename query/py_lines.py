@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import zlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from perfq.common.diff import FileChange
 from query.changes import ChangeSet
@@ -58,7 +58,14 @@ class LineTruth:
     answered: frozenset[str] = frozenset()  # changed files answered by line truth
     unrun: tuple[str, ...] = ()  # 'path:line' changed lines no traced test runs
     every_test: tuple[str, ...] = ()  # 'path:line' changed lines every line-traced test runs
-    notes: tuple[str, ...] = field(default=())
+
+    def warnings(self) -> list[str]:
+        """What the answer says about changed lines no traced test runs."""
+        if not self.unrun:
+            return []
+        more = f" and {len(self.unrun) - 3} more" if len(self.unrun) > 3 else ""
+        where = ", ".join(self.unrun[:3]) + more
+        return [f"no traced test runs {where} (Python line coverage): nothing selected for it"]
 
 
 @dataclass(frozen=True)
