@@ -24,7 +24,7 @@ from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
 from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
 from indexer.link import NativeLink
-from indexer.native import NativeTest, sample_native
+from indexer.native import NativeOptions, NativeTest, load_shards, sample_native, save_shard
 from indexer.native_yaml import OpFacts, load_native_functions, merge_ops
 from indexer.trace import (
     FileTrace,
@@ -161,16 +161,24 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
 def sample(plan: BuildPlan, state: BuildState) -> None:
     """Pass *native* (``--native`` only): sample the benchmark tests under perf into the
     native_samples and native_tests tables (perf was checked when the build was planned)."""
-    if not plan.native:
+    run = plan.native_run
+    if not plan.native and not run.merge:
         return
     events = plan.events
-    events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
 
     def finished(test: NativeTest, error: str) -> None:
         events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
 
     with state.timed("native"):
-        done = sample_native(plan.repo, state.rows, on_test=finished)
+        if run.merge:
+            events.phase("native", f"merging {len(run.merge)} shard file(s) of native samples")
+            done = load_shards(list(run.merge), state.rows)
+        else:
+            shard = f", shard {run.shard}" if run.shard else ""
+            events.phase("native", f"sampling benchmark tests under perf -e cpu-clock -g (one process per test{shard})")
+            done = sample_native(plan.repo, state.rows, NativeOptions(shard=run.shard), on_test=finished)
+            if run.out is not None:
+                save_shard(run.out, done, state.rows, run.shard)
     state.rows[NativeSampleRow.TABLE] = list(done.rows)
     state.rows[NativeTestRow.TABLE] = list(done.tests)
     rate = done.rate

@@ -59,11 +59,15 @@ class TracedTest:
     inner: tuple[str, ...] = ()
     # 'aten::remainder|int32', 'aten::leaky_relu@quantized|quint8': the dtypes its operators ran on
     dtypes: tuple[str, ...] = ()
+    # Python lines it ran (its build and its timed region): (repo-relative path, lines), for the
+    # benchmark tree's shared modules and torch's own Python (``torch/...``)
+    lines: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         nested = [list(n) for n in self.nested]
         return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested,
-                "inner": list(self.inner), "dtypes": list(self.dtypes)}
+                "inner": list(self.inner), "dtypes": list(self.dtypes),
+                "lines": {path: list(lines) for path, lines in self.lines}}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -79,6 +83,7 @@ class TracedTest:
             nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
             inner=tuple(str(op) for op in d.get("inner", ())),
             dtypes=tuple(str(op) for op in d.get("dtypes", ())),
+            lines=tuple((str(path), tuple(map(int, lines))) for path, lines in sorted(d.get("lines", {}).items())),
         )
 
 
@@ -94,6 +99,8 @@ class FileTrace:
     seconds: float = 0.0
     max_rss_mb: int = 0
     torch: str = ""
+    # per torch file its tests ran, a crc32 of each line's stripped text in the traced torch
+    line_digests: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -101,6 +108,7 @@ class FileTrace:
             "status": self.status.value,
             "tests": [t.to_json() for t in self.tests],
             "errors": list(self.errors),
+            "line_digests": {path: list(rows) for path, rows in self.line_digests},
         }
 
     @classmethod
@@ -114,6 +122,9 @@ class FileTrace:
             seconds=float(d.get("seconds", 0.0)),
             max_rss_mb=int(d.get("max_rss_mb", 0)),
             torch=str(d.get("torch", "")),
+            line_digests=tuple(
+                (str(path), tuple(map(int, rows))) for path, rows in sorted(d.get("line_digests", {}).items())
+            ),
         )
 
     def missing_module(self) -> str | None:

@@ -180,6 +180,8 @@ def test_workflows_run_end_to_end(tmp_path):
         # the nightly on main: a traced index saved under main's commit, the coverage report and its trend
         night, jobs = emu.run_workflow(nightly, "schedule", {}, main, "refs/heads/main")
         assert jobs["index"].result == "success", job_log(jobs["index"])
+        # the native shards sampled (or failed alone) and the merge saved the index under the commit's key
+        assert jobs["merge"].result == "success" and "native shard file(s)" in job_log(jobs["merge"])
         assert [k for k in emu.caches if k.startswith("perfq-index-") and k.endswith(main)]
         report = emu.artifacts[night]["perfq-coverage"]
         assert {"coverage.html", "coverage.json", "trend.json", "trend.md"} <= {p.name for p in report.iterdir()}

@@ -167,6 +167,7 @@ def render(options: WorkflowOptions, perfq_version: str) -> dict[str, str]:
         "@REPORT_FLAGS@": "--fail-on-regression" if options.gate else "",
         "@BUDGET@": json.dumps(options.budget),
         "@SHARDS@": json.dumps(str(options.shards)),
+        "@NATIVE_SHARD_LIST@": json.dumps(list(range(1, options.shards + 1))),
         "@TORCH_SPEC@": json.dumps(options.torch_spec),
         "@TORCH_INDEX@": json.dumps(options.torch_index),
         "@WHEEL_BUILD@": options.wheel_build,
