@@ -28,7 +28,7 @@ from indexer.native_frames import (
 )
 from indexer.trace import operator_benchmark_root
 from perfq.common import proc
-from perfq.common.sandbox import Sandbox
+from perfq.common.sandbox import Launch, Sandbox
 
 LIBRARY = "libtorch_cpu.so"
 MIN_SHARE = 0.01  # a function on fewer of a test's samples is not stored (start-up noise)
@@ -119,13 +119,14 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
     return list(chosen.values())
 
 
-def record(argv: list[str], scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
-    """Run ``argv`` under ``perf record -e cpu-clock -g`` (its data in ``scratch``); its samples.
+def record(launch: Launch, scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
+    """Run ``launch`` (a command, its inherited descriptors) under ``perf record -e cpu-clock -g``
+    (its data in ``scratch``); its samples.
     Raises RuntimeError when it fails or times out."""
     data = scratch / "perf.data"
     data.unlink(missing_ok=True)
-    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *argv],
-                   cwd=cwd, env=env, timeout=timeout)
+    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *launch.argv],
+                   cwd=cwd, env=env, timeout=timeout, pass_fds=launch.pass_fds)
     if not ran.ok or not data.is_file():
         raise RuntimeError(ran.error or f"exited {ran.returncode}: {ran.last_line()}")
     with proc.spawned(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], stdout=subprocess.PIPE,
@@ -155,7 +156,8 @@ def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sa
     env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     bench = [opts.python, "-m", test.module, "--test-name", test.test, "--tag-filter", "all",
              "--warmup-iterations", "10"]
-    return record(sandbox.argv(bench), scratch, test.root, env, opts.timeout_s)
+    with sandbox.launch(bench) as launch:
+        return record(launch, scratch, test.root, env, opts.timeout_s)
 
 
 def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions | None = None,

@@ -263,8 +263,9 @@ def trace_files(
         env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         with tempfile.TemporaryFile("w+b", dir=scratch) as stderr:
             # cwd: the scratch directory (a PyTorch checkout in cwd would shadow the installed torch)
-            with proc.spawned(sandbox.argv([opts.python, str(driver)]), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch) as child:
+            with sandbox.launch([opts.python, str(driver)]) as launch, proc.spawned(
+                    launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch,
+                    pass_fds=launch.pass_fds) as child:
                 stopped = _read_results(child, request, version, opts.silence_limit(), out, on_result)
             returncode = child.returncode
             if stopped or returncode != 0:

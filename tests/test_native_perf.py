@@ -11,6 +11,7 @@ import pytest
 from indexer.native import perf_problem, record
 from indexer.native_frames import FunctionMatcher, profile
 from perfq.common import proc
+from perfq.common.sandbox import Launch
 
 pytestmark = pytest.mark.torch
 
@@ -26,7 +27,7 @@ def test_perf_stacks_of_a_torch_loop_map_to_its_kernels(tmp_path):
                                (2, "at::native::(anonymous namespace)::softmax_lastdim_kernel_impl"),
                                (3, "at::native::not_run_here")])
     with proc.scratch_dir("native-test") as scratch:
-        samples = record([sys.executable, "-c", LOOP], scratch, tmp_path,
+        samples = record(Launch([sys.executable, "-c", LOOP]), scratch, tmp_path,
                          {**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     prof = profile(samples, matcher)
     shares = dict(prof.shares)

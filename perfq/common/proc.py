@@ -246,6 +246,7 @@ def run(
     keep: Callable[[str], bool] | None = None,
     cap: int = OUTPUT_CAP,
     realtime: bool = False,
+    pass_fds: tuple[int, ...] = (),
 ) -> ProcResult:
     """Run ``argv`` to the end (or ``timeout`` seconds): output decoded with replacement, never raised.
 
@@ -253,12 +254,13 @@ def run(
     propagates) and when the child ends. ``capture=False`` lets the child use this process's
     stdout and stderr. Each captured stream keeps ``cap`` bytes (head and tail) and, from the
     middle, the lines ``keep`` accepts (a parser's lines: measurements, headers). ``realtime``:
-    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`).
+    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`). ``pass_fds``: the
+    descriptors it inherits (a sandbox's seccomp program, :class:`perfq.common.sandbox.Launch`).
     """
     pipe = subprocess.PIPE if capture else None
     try:
         child = popen(argv, realtime, cwd=cwd, env=dict(env) if env is not None else None, stdout=pipe, stderr=pipe,
-                      stdin=subprocess.DEVNULL, shell=shell)
+                      stdin=subprocess.DEVNULL, shell=shell, pass_fds=pass_fds)
     except OSError as exc:
         name = argv if isinstance(argv, str) else argv[0]
         return ProcResult(None, "", str(exc), f"cannot start {name}: {exc.strerror or exc}")
