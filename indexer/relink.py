@@ -155,7 +155,9 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     tables = state.native.pack(state.canaries)
     state.rows = dict(tables.rows)
     yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
-    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
+    unsandboxed = state.report.trace_sandbox.startswith("NOT")  # said in the index's warnings too (issue 37)
+    trace_warnings = [("", "trace", f"benchmarks were traced {state.report.trace_sandbox}")] if unsandboxed else []
+    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings + trace_warnings
 
 
 def sample(plan: BuildPlan, state: BuildState) -> None:

@@ -72,8 +72,8 @@ def run_url() -> str:
 
 
 def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
-                 settings: run_api.Settings | None = None) -> ReportOutcome:
-    """Write the prepared comment and its companions into ``out``."""
+                 settings: run_api.Settings | None = None, note: str = "") -> ReportOutcome:
+    """Write the prepared comment (``note`` at its top) and its companions into ``out``."""
     if not inputs.is_dir():
         raise PerfqError(f"no artifact directory {inputs}")
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
     verdicts = run_api.render_markdown(comparison) if comparison is not None else None
     selected = selected_count(inputs / "matrix.json")
     missing = missing_results(selected_benchmarks(inputs / "matrix.json"), comparison)
-    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing)
+    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing, note)
     comment = out / COMMENT_FILE
     comment.write_text(body, encoding="utf-8")
     (out / PR_FILE).write_text(json.dumps(pr.to_json()) + "\n", encoding="utf-8")

@@ -170,6 +170,30 @@ def cache_key(
     print(keys.delimiter)
 
 
+@ci_app.command("base-config")
+def base_config(
+    rev: Annotated[str, typer.Argument(help="The PR's base (HEAD^1 of its merge commit).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory the committed config files are written to.")],
+    repo: Path | None = RepoOption,
+) -> None:
+    """Write the config committed at REV into --out, and print PERFQ_CONFIG_DIR=<it> (for $GITHUB_ENV).
+
+    With PERFQ_CONFIG_DIR set, every perfq command reads its config there, not in the checkout: a
+    pull request's own perfq.toml (an exclude of the kernel it changes) cannot select fewer
+    benchmarks; it takes effect after merge.
+
+    Example:
+
+        perfq ci base-config HEAD^1 --out "$RUNNER_TEMP/perfq-config" >> "$GITHUB_ENV"
+    """
+    from perfq.ci.gate import write_committed_config
+    from perfq.config import CONFIG_DIR_ENV
+
+    written = write_committed_config(resolve_repo(repo), rev, out)
+    console(stderr=True).print(f"config of {rev}: {', '.join(written) or 'none (perfq defaults)'}", markup=False)
+    print(f"{CONFIG_DIR_ENV}={out.absolute()}")
+
+
 @ci_app.command("matrix")
 def matrix(
     file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
@@ -259,7 +283,8 @@ def report(
         "after writing everything."))] = False,
     base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
         "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
-        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls; a PR (HEAD) "
+        "that changes the config gets a line saying it takes effect after merge. "
         "Without it: perfq's defaults."))] = None,
     repo: Path | None = RepoOption,
 ) -> None:
@@ -272,8 +297,8 @@ def report(
         perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
     from perfq.ci.artifacts import build_report
-    from perfq.ci.comment import PullRequestRef, parse_pr
-    from perfq.ci.gate import base_settings
+    from perfq.ci.comment import PullRequestRef, config_note, parse_pr
+    from perfq.ci.gate import base_settings, changed_config
     from perfq.run.api import Settings
 
     try:
@@ -284,7 +309,8 @@ def report(
     settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
     if base is None:
         err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
-    outcome = build_report(inputs, label, ref, out, settings)
+    note = config_note(changed_config(resolve_repo(repo), base, "HEAD")) if base is not None else ""
+    outcome = build_report(inputs, label, ref, out, settings, note)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
