@@ -42,12 +42,14 @@ def _selected(repo: Path, env: dict[str, str], db: Path) -> set[str]:
 
 def test_a_prs_own_config_cannot_unselect_the_benchmarks_it_slows(tmp_path):
     repo = _pr_with_own_config(tmp_path / "repo")
-    assert "softmax_op_test" not in _selected(repo, {}, tmp_path / "own.duckdb")  # the fault: the PR's exclude hides its change
+    # the fault: the PR's own exclude hides its change
+    assert "softmax_op_test" not in _selected(repo, {}, tmp_path / "own.duckdb")
     out = tmp_path / "base-config"
     wrote = run_perfq(repo, "ci", "base-config", "HEAD^1", "--out", str(out))
     assert wrote.returncode == 0, wrote.stderr
     assert wrote.stdout == f"PERFQ_CONFIG_DIR={out}\n" and not (out / "perfq.toml").exists()
-    assert "softmax_op_test" in _selected(repo, {"PERFQ_CONFIG_DIR": str(out)}, tmp_path / "base.duckdb")  # what the base's config selects
+    # what the base's config selects
+    assert "softmax_op_test" in _selected(repo, {"PERFQ_CONFIG_DIR": str(out)}, tmp_path / "base.duckdb")
 
 
 def test_the_comment_says_a_config_change_takes_effect_after_merge(tmp_path):
