@@ -38,7 +38,7 @@ from indexer.trace import (
 )
 from indexer.upstream import Upstream
 from perfq import __version__
-from perfq.common import git
+from perfq.common import files, git
 from perfq.common.lifetime import keep_until_exit
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
@@ -465,7 +465,7 @@ def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tup
     out: list[tuple[str, list[str]]] = []
     for path in paths:
         try:
-            entries = load_yaml(path.read_text(encoding="utf-8")) or []
+            entries = load_yaml(files.input_text(path, files.InputKind.yaml)) or []
         except (OSError, YAMLError, UnicodeDecodeError):
             continue
         for e in entries if isinstance(entries, list) else []:

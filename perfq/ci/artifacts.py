@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perfq.ci.comment import COMMENT_FILE, PR_FILE, PullRequestRef, report_body
 from perfq.ci.gate import missing_results, selected_benchmarks
+from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.run import api as run_api
 
@@ -42,8 +43,9 @@ class ReportOutcome:
 
 
 def _read(path: Path) -> str | None:
+    """An artifact's text (a regular file within files.InputKind.report's limit); None when it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return files.input_text(path, files.InputKind.report, errors="replace")
     except OSError:
         return None
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
 from perfq.terminal import console
@@ -205,8 +206,10 @@ def matrix(
         perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
     """
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(files.read_input(file, files.InputKind.matrix))
+    except OSError as exc:
+        raise PerfqError(f"cannot read the matrix {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
     from perfq.ci.artifacts import runnable
 
@@ -346,8 +349,8 @@ def comment(
     from perfq.ci.github import GitHub, post_sticky
 
     try:
-        pr = parse_pr((prepared / PR_FILE).read_text(encoding="utf-8"))
-        body = (prepared / COMMENT_FILE).read_text(encoding="utf-8", errors="replace")
+        pr = parse_pr(files.input_text(prepared / PR_FILE, files.InputKind.report, (prepared,)))
+        body = files.input_text(prepared / COMMENT_FILE, files.InputKind.report, (prepared,), errors="replace")
     except OSError as exc:
         raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
     except ValueError as exc:

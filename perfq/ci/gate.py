@@ -14,7 +14,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from perfq.common import git
+from perfq.common import files, git
 from perfq.config import CONFIG_FILES, load_config
 from perfq.errors import PerfqError
 from perfq.run import api as run_api
@@ -59,7 +59,7 @@ def base_settings(repo: Path, rev: str) -> run_api.Settings:
 def selected_benchmarks(matrix_file: Path) -> tuple[str, ...]:
     """The benchmarks of a gha-matrix file: ``benchmark`` per entry, or a shard's ``benchmarks`` (space-separated)."""
     try:
-        include = json.loads(matrix_file.read_text(encoding="utf-8")).get("include")
+        include = json.loads(files.read_input(matrix_file, files.InputKind.matrix)).get("include")
     except (OSError, ValueError, AttributeError):
         return ()
     names: list[str] = []

@@ -78,10 +78,11 @@ class InputKind(Enum):
     yaml = ("operator yaml", 64 << 20)
     matrix = ("matrix file", 16 << 20)
     results = ("result file", 8 << 30)  # 10 M samples are ~1 GB of JSON lines; DuckDB streams them
+    results_v1 = ("version 1 result file", 1 << 30)  # one JSON document, parsed whole
     diff = ("diff", 256 << 20)
     manifest = ("IR manifest", 4 << 20)
     report = ("report artifact", 64 << 20)  # the CI report's affected.md, pr.json, comment.md, coverage trend
-    cache = ("cache file", 8 << 30)  # the facts, stat and graph caches beside an index (perfq's own, but on disk)
+    cache = ("cache file", 2 << 30)  # the facts, stat and graph caches beside an index (perfq's own, but on disk)
 
     def __init__(self, label: str, limit: int) -> None:
         self.label, self.limit = label, limit
