@@ -24,7 +24,7 @@ def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
     or (None, why it failed)."""
     if not cwd.is_dir():
         return None, f"{cwd} does not exist at this commit"
-    res = proc.run(command, cwd=cwd, env=env, timeout=timeout, realtime=realtime)
+    res = proc.run(command, cwd=cwd, env=env, timeout=timeout, realtime=realtime, reap_orphans=True)
     if res.error:
         return None, f"benchmark {res.error}"
     if res.returncode != 0:

@@ -146,7 +146,7 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: San
     box = box or Sandbox(cwd, use_bwrap=False)  # no box: argv as it is
     with box.launch(argv) as launch:
         res = proc.run(launch.argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime,
-                       pass_fds=launch.pass_fds)
+                       pass_fds=launch.pass_fds, reap_orphans=True)
     return res.returncode, res.stdout, res.stderr, res.error
 
 
