@@ -132,7 +132,10 @@ def record(launch: Launch, scratch: Path, cwd: Path, env: dict[str, str], timeou
     with proc.spawned(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], stdout=subprocess.PIPE,
                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         assert child.stdout is not None
-        samples = parse_perf_script(line.decode(errors="replace") for line in child.stdout)
+        try:  # a perf that hangs is stopped (issue 37: `index --native` waited forever)
+            samples = parse_perf_script(proc.lines(child.stdout, timeout))
+        except TimeoutError:
+            raise RuntimeError(f"perf script printed nothing for {timeout:g} s and was stopped") from None
     data.unlink(missing_ok=True)
     return renamed(samples, demangle(mangled_symbols(samples)))
 
