@@ -152,3 +152,15 @@ def test_a_cache_beside_the_index_planted_as_a_fifo_or_dev_zero_is_ignored(fixtu
         assert peak_kb < RSS_LIMIT_KB, peak_kb
         code, stderr, _ = _perfq(repo, "stats", "--db", str(db), "--repo", str(repo))
         assert code == 0, stderr
+
+
+@pytest.mark.parametrize("value", ["../outside.yaml", "link.yaml"])
+def test_canaries_outside_the_repository_are_refused(fixture_tree, tmp_path, value):
+    """Issue 37 (low): `canaries` pointing outside the repository (a path or an in-repo symlink) was read."""
+    repo = tmp_path / "repo"
+    subprocess.run(["cp", "-a", str(fixture_tree), str(repo)], check=True)
+    (tmp_path / "outside.yaml").write_text("sets: {}\n")
+    (repo / "link.yaml").symlink_to(tmp_path / "outside.yaml")
+    (repo / "perfq.toml").write_text(f'[tool.perfq]\ncanaries = "{value}"\n')
+    code, stderr, _ = _perfq(repo, "index", "-q", "--no-trace", "--db", str(tmp_path / "i.duckdb"), "--repo", str(repo))
+    assert code == 4 and stderr.count("\n") == 1 and "the canary set is outside" in stderr, stderr

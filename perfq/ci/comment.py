@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfq.common.render import GITHUB_COMMENT_BUDGET
+from perfq.common.render import GITHUB_COMMENT_BUDGET, md_code
 
 MARKER = "<!-- perfq:sticky-comment -->"
 COMMENT_FILE = "comment.md"
@@ -69,8 +69,8 @@ def find_sticky(comments: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
 
 
 def _code(name: str) -> str:
-    """``name`` as an inline code span (no HTML or markdown in it renders)."""
-    return f"`{name.replace('`', '')}`"
+    """``name`` as an inline code span (no HTML, markdown, control or bidirectional character in it renders)."""
+    return md_code(name)
 
 
 def config_note(changed: list[str]) -> str:
