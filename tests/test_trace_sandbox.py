@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -344,3 +345,40 @@ def test_the_sandboxed_child_is_nobody_without_capabilities_under_seccomp(tmp_pa
     limit = resource.getrlimit(resource.RLIMIT_RTPRIO)[1]
     cap = FIFO_PRIORITY if limit == resource.RLIM_INFINITY else min(limit, FIFO_PRIORITY)
     assert f"rtprio ({cap}, {cap})" in done.stdout and f"policy {os.SCHED_FIFO}" in done.stdout
+
+
+def test_a_required_sandbox_that_cannot_be_had_refuses_to_trace(tmp_path, monkeypatch):
+    """Issue 37: where tracing would run a checkout's code uncontained and PERFQ_TRACE_SANDBOX=required
+    (perfq's CI workflows), it is a one-line error and no benchmark code runs."""
+    repo = tmp_path / "repo"
+    ran = tmp_path / "ran"
+    file = make_tree(repo)
+    file.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    monkeypatch.setenv("PERFQ_TRACE_SANDBOX", "required")
+    with pytest.raises(PerfqError, match="cannot be sandboxed here .the sandbox was turned off.*--no-trace"):
+        _trace(file, repo, sandbox=False)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no bwrap on PATH
+    bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(PerfqError, match="bubblewrap .bwrap. is not installed"):
+            _trace(file, repo)
+    finally:
+        bwrap_problem.cache_clear()
+    assert not ran.exists()
+
+
+def test_an_unsandboxed_trace_is_said_in_the_index(tmp_path):
+    """Issue 37: tracing without bubblewrap (here: not on PATH) is said in the index's warnings too."""
+    from tests.aten_fixture import make_repo
+    from tests.conftest import db_rows, run_perfq
+
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "i.duckdb"
+    tools = tmp_path / "bin"  # git and the venv's Python, no bwrap
+    tools.mkdir()
+    (tools / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    done = run_perfq(repo, "index", "-q", "--trace", "--db", str(db),
+                     env={"PATH": f"{tools}{os.pathsep}{Path(sys.executable).parent}"})
+    assert done.returncode == 0, done.stderr
+    [(message,)] = db_rows(db, "SELECT message FROM warnings WHERE phase = 'trace'")
+    assert message.startswith("benchmarks were traced NOT sandboxed (bubblewrap (bwrap) is not installed)")
