@@ -210,8 +210,18 @@ def _facts_cache_saved(plan: BuildPlan, state: BuildState) -> Iterator[None]:
     if not saving:
         yield
         return
-    with alongside(save_cache, plan.facts_path, extractor_version(), state.kept, state.lines):
+    with alongside(_save_facts, plan.facts_path, extractor_version(), state.kept, state.lines):
         yield
+
+
+def _save_facts(path: Path, version: str, entries: dict, lines: dict) -> None:
+    """``save_cache``, its OSError (a full disk) a one-line PerfqError naming the index's facts cache
+    (issue 37: it surfaced as "cannot write the output")."""
+    try:
+        save_cache(path, version, entries, lines)
+    except OSError as exc:
+        raise PerfqError(f"cannot write the facts cache of the index at {path}: {exc.strerror or exc} "
+                         "(choose another place with --db)") from None
 
 
 @contextlib.contextmanager
