@@ -382,3 +382,21 @@ def test_an_unsandboxed_trace_is_said_in_the_index(tmp_path):
     assert done.returncode == 0, done.stderr
     [(message,)] = db_rows(db, "SELECT message FROM warnings WHERE phase = 'trace'")
     assert message.startswith("benchmarks were traced NOT sandboxed (bubblewrap (bwrap) is not installed)")
+
+
+@needs_bwrap
+def test_a_readable_path_around_the_home_does_not_expose_it(tmp_path, monkeypatch):
+    """A repository (or a path on sys.path) that holds the hidden home directory, bound back
+    read-only, used to make the home readable again; it stays hidden, paths inside it bound back stay readable."""
+    around = tmp_path / "around"
+    home = around / "home"
+    (home / "venv").mkdir(parents=True)
+    (home / ".netrc").write_text("secret\n")
+    (home / "venv" / "ok").write_text("ok\n")
+    monkeypatch.setenv("HOME", str(home))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    box = Sandbox(scratch, (around, home / "venv"))
+    with box.launch(["sh", "-c", f"cat {home}/venv/ok; cat {home}/.netrc"]) as launch:
+        done = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=launch.pass_fds)
+    assert done.stdout == "ok\n" and "No such file" in done.stderr, (done.stdout, done.stderr)

@@ -141,13 +141,17 @@ def hidden_paths() -> list[str]:
 
 
 def _bwrap_args(scratch: Path, readable: Iterable[Path], seccomp_fd: int) -> list[str]:
+    """bwrap's options: the file system (hidden directories stay hidden under a readable path bound
+    back over them: a repository that is the home directory's parent re-exposed it), namespaces,
+    no capability, the seccomp program at ``seccomp_fd``."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for hidden in hidden_paths():
-        args += ["--tmpfs", hidden]
-    for path in readable:
-        path = path.absolute()  # bwrap takes absolute paths: a relative one (a 'bench' on sys.path) is not found
-        if path.exists():
-            args += ["--ro-bind", str(path), str(path)]
+    hidden = hidden_paths()
+    for path in hidden:
+        args += ["--tmpfs", path]
+    # bwrap takes absolute paths (a relative 'bench' on sys.path is not found); ancestors are bound first
+    for path in sorted({str(p.absolute()) for p in readable if p.exists()}, key=len):
+        args += ["--ro-bind", path, path]
+        args += [arg for inner in hidden if inner.startswith(path.rstrip("/") + "/") for arg in ("--tmpfs", inner)]
     if scratch != Path("/"):
         args += ["--bind", str(scratch), str(scratch)]
     return [*args, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
