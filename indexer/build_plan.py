@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from indexer.build_info import BuildEvents, BuildReport, canaries_text, extracto
 from indexer.native import NativeRun, perf_problem
 from indexer.trace import driver_digest, torch_available
 from indexer.upstream import Upstream, resolve_upstream
+from perfq.common import files
 from perfq.config import Config
 from perfq.errors import PerfqError
 from schema.writer import check_replaceable
@@ -191,10 +193,18 @@ def _named(path: Path, repo: Path) -> str:
         return str(path)
 
 
+def _yaml_bytes(path: Path) -> bytes:
+    """A yaml's bytes through the bounded reader (a regular file, files.InputKind.yaml), or a PerfqError."""
+    try:
+        return files.read_input(path, files.InputKind.yaml)
+    except OSError as exc:
+        raise PerfqError(files.input_error(exc)) from None
+
+
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:
     """Cache key and content digest of a native_functions.yaml (with its tags.yaml)."""
-    digest = hashlib.sha256(yaml_path.read_bytes())
+    digest = hashlib.sha256(_yaml_bytes(yaml_path))
     tags = yaml_path.parent / "tags.yaml"
-    if tags.is_file():
-        digest.update(tags.read_bytes())
+    if os.path.lexists(tags):
+        digest.update(_yaml_bytes(tags))
     return f"yaml:{yaml_path}", digest.hexdigest()

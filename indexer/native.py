@@ -29,7 +29,7 @@ from indexer.native_frames import (
 )
 from indexer.trace import operator_benchmark_root
 from perfq.common import proc
-from perfq.common.sandbox import Sandbox
+from perfq.common.sandbox import Launch, Sandbox
 from perfq.errors import PerfqError
 
 LIBRARY = "libtorch_cpu.so"
@@ -159,19 +159,23 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
     return list(chosen.values())
 
 
-def record(argv: list[str], scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
-    """Run ``argv`` under ``perf record -e cpu-clock -g`` (its data in ``scratch``); its samples.
+def record(launch: Launch, scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
+    """Run ``launch`` (a command, its inherited descriptors) under ``perf record -e cpu-clock -g``
+    (its data in ``scratch``); its samples.
     Raises RuntimeError when it fails or times out."""
     data = scratch / "perf.data"
     data.unlink(missing_ok=True)
-    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *argv],
-                   cwd=cwd, env=env, timeout=timeout)
+    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *launch.argv],
+                   cwd=cwd, env=env, timeout=timeout, pass_fds=launch.pass_fds)
     if not ran.ok or not data.is_file():
         raise RuntimeError(ran.error or f"exited {ran.returncode}: {ran.last_line()}")
     with proc.spawned(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], stdout=subprocess.PIPE,
                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         assert child.stdout is not None
-        samples = parse_perf_script(line.decode(errors="replace") for line in child.stdout)
+        try:  # a perf that hangs is stopped (issue 37: `index --native` waited forever)
+            samples = parse_perf_script(proc.lines(child.stdout, timeout))
+        except TimeoutError:
+            raise RuntimeError(f"perf script printed nothing for {timeout:g} s and was stopped") from None
     data.unlink(missing_ok=True)
     return renamed(samples, demangle(mangled_symbols(samples)))
 
@@ -195,7 +199,8 @@ def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sa
     env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     bench = [opts.python, "-m", test.module, "--test-name", test.test, "--tag-filter", "all",
              "--warmup-iterations", "10"]
-    return record(sandbox.argv(bench), scratch, test.root, env, opts.timeout_s)
+    with sandbox.launch(bench) as launch:
+        return record(launch, scratch, test.root, env, opts.timeout_s)
 
 
 def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions | None = None,

@@ -38,7 +38,7 @@ from indexer.trace import (
 )
 from indexer.upstream import Upstream
 from perfq import __version__
-from perfq.common import git
+from perfq.common import files, git
 from perfq.common.lifetime import keep_until_exit
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
@@ -155,7 +155,9 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     tables = state.native.pack(state.canaries)
     state.rows = dict(tables.rows)
     yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
-    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
+    unsandboxed = state.report.trace_sandbox.startswith("NOT")  # said in the index's warnings too (issue 37)
+    trace_warnings = [("", "trace", f"benchmarks were traced {state.report.trace_sandbox}")] if unsandboxed else []
+    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings + trace_warnings
 
 
 def sample(plan: BuildPlan, state: BuildState) -> None:
@@ -216,8 +218,18 @@ def _facts_cache_saved(plan: BuildPlan, state: BuildState) -> Iterator[None]:
     if not saving:
         yield
         return
-    with alongside(save_cache, plan.facts_path, extractor_version(), state.kept, state.lines):
+    with alongside(_save_facts, plan.facts_path, extractor_version(), state.kept, state.lines):
         yield
+
+
+def _save_facts(path: Path, version: str, entries: dict, lines: dict) -> None:
+    """``save_cache``, its OSError (a full disk) a one-line PerfqError naming the index's facts cache
+    (issue 37: it surfaced as "cannot write the output")."""
+    try:
+        save_cache(path, version, entries, lines)
+    except OSError as exc:
+        raise PerfqError(f"cannot write the facts cache of the index at {path}: {exc.strerror or exc} "
+                         "(choose another place with --db)") from None
 
 
 @contextlib.contextmanager
@@ -471,7 +483,7 @@ def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tup
     out: list[tuple[str, list[str]]] = []
     for path in paths:
         try:
-            entries = load_yaml(path.read_text(encoding="utf-8")) or []
+            entries = load_yaml(files.input_text(path, files.InputKind.yaml)) or []
         except (OSError, YAMLError, UnicodeDecodeError):
             continue
         for e in entries if isinstance(entries, list) else []:

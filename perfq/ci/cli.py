@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
 from perfq.terminal import console
@@ -170,6 +171,30 @@ def cache_key(
     print(keys.delimiter)
 
 
+@ci_app.command("base-config")
+def base_config(
+    rev: Annotated[str, typer.Argument(help="The PR's base (HEAD^1 of its merge commit).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory the committed config files are written to.")],
+    repo: Path | None = RepoOption,
+) -> None:
+    """Write the config committed at REV into --out, and print PERFQ_CONFIG_DIR=<it> (for $GITHUB_ENV).
+
+    With PERFQ_CONFIG_DIR set, every perfq command reads its config there, not in the checkout: a
+    pull request's own perfq.toml (an exclude of the kernel it changes) cannot select fewer
+    benchmarks; it takes effect after merge.
+
+    Example:
+
+        perfq ci base-config HEAD^1 --out "$RUNNER_TEMP/perfq-config" >> "$GITHUB_ENV"
+    """
+    from perfq.ci.gate import write_committed_config
+    from perfq.config import CONFIG_DIR_ENV
+
+    written = write_committed_config(resolve_repo(repo), rev, out)
+    console(stderr=True).print(f"config of {rev}: {', '.join(written) or 'none (perfq defaults)'}", markup=False)
+    print(f"{CONFIG_DIR_ENV}={out.absolute()}")
+
+
 @ci_app.command("matrix")
 def matrix(
     file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
@@ -181,8 +206,10 @@ def matrix(
         perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
     """
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(files.read_input(file, files.InputKind.matrix))
+    except OSError as exc:
+        raise PerfqError(f"cannot read the matrix {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
     from perfq.ci.artifacts import runnable
 
@@ -259,7 +286,8 @@ def report(
         "after writing everything."))] = False,
     base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
         "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
-        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls; a PR (HEAD) "
+        "that changes the config gets a line saying it takes effect after merge. "
         "Without it: perfq's defaults."))] = None,
     repo: Path | None = RepoOption,
 ) -> None:
@@ -272,8 +300,8 @@ def report(
         perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
     from perfq.ci.artifacts import build_report
-    from perfq.ci.comment import PullRequestRef, parse_pr
-    from perfq.ci.gate import base_settings
+    from perfq.ci.comment import PullRequestRef, config_note, parse_pr
+    from perfq.ci.gate import base_settings, changed_config
     from perfq.run.api import Settings
 
     try:
@@ -284,7 +312,8 @@ def report(
     settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
     if base is None:
         err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
-    outcome = build_report(inputs, label, ref, out, settings)
+    note = config_note(changed_config(resolve_repo(repo), base, "HEAD")) if base is not None else ""
+    outcome = build_report(inputs, label, ref, out, settings, note)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
@@ -320,8 +349,8 @@ def comment(
     from perfq.ci.github import GitHub, post_sticky
 
     try:
-        pr = parse_pr((prepared / PR_FILE).read_text(encoding="utf-8"))
-        body = (prepared / COMMENT_FILE).read_text(encoding="utf-8", errors="replace")
+        pr = parse_pr(files.input_text(prepared / PR_FILE, files.InputKind.report, (prepared,)))
+        body = files.input_text(prepared / COMMENT_FILE, files.InputKind.report, (prepared,), errors="replace")
     except OSError as exc:
         raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
     except ValueError as exc:

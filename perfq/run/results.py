@@ -23,6 +23,7 @@ from typing import Any
 
 import jsonschema
 
+from perfq.common import files
 from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
@@ -124,7 +125,7 @@ def export_runs(runs: list[Run], path: Path) -> None:
 def _first_line(path: Path) -> tuple[bytes, bytes]:
     """The first 16 bytes (a DuckDB file's magic) and the first line of ``path``."""
     try:
-        with path.open("rb") as fh:
+        with files.open_input(path, files.InputKind.results) as (fd, _), open(fd, "rb", closefd=False) as fh:
             line = fh.readline(_HEADER_MAX)
             fh.seek(0)
             return fh.read(16), line
@@ -151,7 +152,7 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
 def _v1_as_lines(path: Path, tmp: Path) -> Path:
     """A version 1 file (one document, samples nested in runs) rewritten as version 2 lines in ``tmp``."""
     try:
-        doc = _loads(path.read_text(encoding="utf-8"))
+        doc = _loads(files.input_text(path, files.InputKind.results_v1))
     except OSError as exc:
         raise PerfqError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -185,7 +186,7 @@ def _v1_line(value: Any, path: Path) -> str:
 
 def _source(path: Path, tmp: Path) -> ImportFile:
     """How to read ``path``: a history database, a version 2 file, or a version 1 file converted to lines."""
-    if not path.is_file():
+    if not path.exists():
         raise PerfqError(f"no such result file: {path}")
     magic, line = _first_line(path)
     if magic[8:12] == _DUCKDB_MAGIC:
