@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Set up perfq and run its main job on a real tree: index PyTorch 2.6.0, then ask which
 # benchmarks a one-line kernel change selects (in a scratch worktree), with the chain.
+# No root needed; perfq goes into the active virtualenv or .venv (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -m pip install -q -e .
+source scripts/setup.sh
+preflight
+enter_venv
 # torch (the CPU wheel) lets `perfq index` trace what each benchmark test executes, the
 # selection's first source of truth; without it the index links benchmarks statically
 # expecttest: torch.testing._internal imports it, and so do benchmarks that import that (fill_test)
-python -m pip install -q torch==2.13.0 expecttest || echo "note: torch==2.13.0 not installable; benchmarks linked statically"
+install_once -e . expecttest
 corpus=$(scripts/fetch-pytorch-source.sh | tail -n 1)
 perfq index --repo "$corpus"
 perfq stats --repo "$corpus"
