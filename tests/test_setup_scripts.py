@@ -108,7 +108,7 @@ def test_both_readme_commands_as_a_new_user_without_a_venv(newcomer):
     assert "1 changed function(s)" in first.stdout and "stub impls resolved" in first.stdout
     where = "import perfq, sys; print(sys.prefix, perfq.__file__)"
     prefix = subprocess.run([str(clone / ".venv/bin/python"), "-c", where], capture_output=True, text=True,
-                            check=True).stdout.split()
+                            check=True, cwd="/").stdout.split()
     assert prefix == [str(clone / ".venv"), str(clone / "perfq/__init__.py")]  # the project's venv, editable
 
     again, again_s = _as(newcomer, "cd ~/perfq && bash scripts/demo.sh", **env)
