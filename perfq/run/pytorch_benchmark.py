@@ -15,7 +15,8 @@ labelled after the file (``pytorch-benchmark:<stem>``), with a run id derived fr
 bytes (so importing it twice adds nothing); a test's benchmark is its ``operator_name``.
 
 Pure: no processes, no database; the rows are plain dicts in the lines of
-:mod:`perfq.run.results` (version 2), which validates and merges them.
+:mod:`perfq.run.results` (version 2), which validates and merges them. :mod:`perfq.run.opbench`
+reads the runner's records with :func:`record_fields` too.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
-
-from perfq.run.report import ComparisonDocument, TestRow
+from typing import Any, NamedTuple, Protocol
 
 FORMAT_NAME = "pytorch-benchmark"
 BENCHMARK_NAME = "PyTorch operator benchmark"
@@ -83,6 +82,30 @@ class BenchmarkRecord:
 
 # ---- writing ----
 
+class ComparedTest(Protocol):
+    """A test of a comparison (perfq.run.report.TestRow)."""
+
+    benchmark: str
+    test: str
+    mode: str
+    device: str
+    metric: str
+    unit: str
+    verdict: Enum
+    resolution: float | None
+    change: float | None
+    ci: tuple[float, float] | None
+    p_value: float | None
+    min_effect: float
+
+
+class Comparison(Protocol):
+    """A comparison (perfq.run.report.ComparisonDocument)."""
+
+    label: str
+    tests: tuple[ComparedTest, ...]
+
+
 _RUN_FIELDS = ("id", "label", "side", "ref", "commit_sha", "torch_version", "python", "host", "cpu", "started_at",
                "ended_at", "command", "status", "notes", "env")
 
@@ -92,7 +115,7 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
-def _verdict(row: TestRow | None) -> dict[str, Any]:
+def _verdict(row: ComparedTest | None) -> dict[str, Any]:
     """The comparison's word on a test, as extra_info carries it."""
     if row is None:
         return {}
@@ -109,7 +132,7 @@ def _grouped(samples: Iterable[Any]) -> dict[tuple[str, str, str, str, str, str]
 
 
 def _record(run: Any, key: tuple[str, str, str, str, str, str], samples: list[Any], comparison: str,
-            row: TestRow | None) -> BenchmarkRecord:
+            row: ComparedTest | None) -> BenchmarkRecord:
     benchmark, test, mode, device, metric, unit = key
     perfq = {
         "comparison": comparison,
@@ -127,7 +150,7 @@ def _record(run: Any, key: tuple[str, str, str, str, str, str], samples: list[An
     )
 
 
-def comparison_records(doc: ComparisonDocument, runs: Iterable[Any]) -> list[BenchmarkRecord]:
+def comparison_records(doc: Comparison, runs: Iterable[Any]) -> list[BenchmarkRecord]:
     """The records of a comparison: every sample of the runs of both sides (``runs`` with their samples,
     schema.results_store.Run), each test's verdict and resolution beside its samples."""
     rows = {(r.benchmark, r.test, r.mode, r.device, r.metric, r.unit): r for r in doc.tests}
@@ -166,6 +189,20 @@ def _imported_run(name: str, digest: str) -> dict[str, Any]:
             "status": "complete", "notes": "imported from a PyTorch benchmark database file"}
 
 
+class RecordFields(NamedTuple):
+    """What one record says about its samples, in perfq's terms."""
+
+    benchmark: str
+    test: str
+    mode: str
+    device: str
+    metric: str
+    unit: str
+    values: list[Any]  # as written: numbers, or null where nothing was measured
+    run: dict[str, Any]  # the perfq run the record came from ({} in a runner's record)
+    order: list[tuple[Any, Any]] | None  # (seq, repeat_index) per value, when perfq wrote the record
+
+
 def _perfq_metric(record: dict[str, Any], perfq: dict[str, Any]) -> str:
     """perfq's metric name: its own when it wrote the record, else from the runner's metric and mode."""
     if isinstance(perfq.get("metric"), str):
@@ -185,32 +222,52 @@ def _benchmark_of(perfq: dict[str, Any], record: dict[str, Any], test: str) -> s
     return test.split("_")[0]
 
 
-def _sample_lines(record: dict[str, Any], index: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """(run fields, sample line without seq) per value of one record; the run fields are {} for a foreign record."""
+def _test_of(record: dict[str, Any]) -> str | None:
+    model = record.get("model")
+    name = model.get("name") if isinstance(model, dict) else model
+    return name if isinstance(name, str) and name else None
+
+
+def record_fields(record: Any) -> RecordFields | None:
+    """A record's fields; None when it is not a dict with a test name and a list of values."""
+    if not isinstance(record, dict):
+        return None
     metric, bench_extra = _dict(record, "metric"), _dict(record, "benchmark", "extra_info")
     perfq = _dict(record, "benchmark", "extra_info", "perfq")
-    values, test = metric.get("benchmark_values"), _dict(record, "model").get("name")
-    if not isinstance(values, list):
-        raise FormatError(f"record {index}: metric.benchmark_values is not a list")
-    if not isinstance(test, str) or not test:
-        raise FormatError(f"record {index}: model.name is missing")
+    values, test = metric.get("benchmark_values"), _test_of(record)
+    if not isinstance(values, list) or test is None:
+        return None
     seqs, repeats = perfq.get("seq"), perfq.get("repeat_index")
     own = isinstance(seqs, list) and isinstance(repeats, list) and len(seqs) == len(repeats) == len(values)
-    for i, value in enumerate(values):
+    name = _perfq_metric(record, perfq)
+    return RecordFields(
+        benchmark=_benchmark_of(perfq, record, test),
+        test=test,
+        mode=str(perfq.get("mode") or ("compile" if bench_extra.get("use_compile") else "eager")),
+        device=str(bench_extra.get("device") or ""),
+        metric=name,
+        unit=str(metric.get("unit", "us" if name in _TIMINGS else "")),
+        values=values,
+        run=_dict(perfq, "run"),
+        order=list(zip(seqs, repeats, strict=True)) if own else None,
+    )
+
+
+def _sample_lines(record: Any, index: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(run fields, sample line, seq None for a runner's record) per value of one record; a FormatError
+    when the record has no list of values or no test name."""
+    fields = record_fields(record)
+    if fields is None:
+        values = _dict(record, "metric").get("benchmark_values") if isinstance(record, dict) else None
+        what = "metric.benchmark_values is not a list" if not isinstance(values, list) else "model.name is missing"
+        raise FormatError(f"record {index}: {what}")
+    for i, value in enumerate(fields.values):
         if value is None:  # the runner writes null where it measured nothing (memory bandwidth, say)
             continue
-        yield _dict(perfq, "run"), {
-            "type": "sample",
-            "seq": seqs[i] if own else None,
-            "repeat_index": repeats[i] if own else i,
-            "benchmark": _benchmark_of(perfq, record, test),
-            "test": test,
-            "mode": str(perfq.get("mode") or ("compile" if bench_extra.get("use_compile") else "eager")),
-            "device": str(bench_extra.get("device") or ""),
-            "metric": _perfq_metric(record, perfq),
-            "unit": str(metric.get("unit", "")),
-            "value": value,
-        }
+        seq, repeat = fields.order[i] if fields.order else (None, i)
+        yield fields.run, {"type": "sample", "seq": seq, "repeat_index": repeat, "benchmark": fields.benchmark,
+                           "test": fields.test, "mode": fields.mode, "device": fields.device, "metric": fields.metric,
+                           "unit": fields.unit, "value": value}
 
 
 def result_lines(records: list[dict[str, Any]], name: str, content: bytes) -> Iterator[dict[str, Any]]:
