@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple, Protocol
 
-FORMAT_NAME = "pytorch-benchmark"
 BENCHMARK_NAME = "PyTorch operator benchmark"
 MODEL_TYPE = "micro-benchmark"
 LATENCY = "latency"
