@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 preflight
+scripts/fetch-pytorch-source.sh --check
 enter_venv
 # torch (the CPU wheel) lets `perfq index` trace what each benchmark test executes, the
 # selection's first source of truth; without it the index links benchmarks statically

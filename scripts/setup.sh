@@ -42,12 +42,12 @@ check_disk() {
   [ "${free_mb:-0}" -ge "$MIN_FREE_MB" ] || fail "only ${free_mb} MB free here; the setup needs about ${MIN_FREE_MB} MB"
 }
 
-# every check before anything is installed or downloaded
+# the checks of both scripts, before anything is installed or downloaded (the demo also checks the
+# corpus fetch: it needs the corpus, the tests skip without it)
 preflight() {
   check_python
   check_tools
   check_disk
-  scripts/fetch-pytorch-source.sh --check
 }
 
 # the active virtualenv, else .venv (created now when missing); exported on PATH
