@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up perfq and run its main job on a real tree: index PyTorch 2.6.0, then ask which
-# benchmarks a one-line kernel change selects (in a scratch worktree), with the chain.
+# benchmarks a one-line kernel change selects (a diff, the corpus untouched), with the chain.
 # No root needed; perfq goes into the active virtualenv or .venv (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
