@@ -18,8 +18,10 @@ WORKFLOW_DIR = ".github/workflows"
 BUILD_STEPS = "perfq-build-steps.yml"  # the wheel build's steps, in the PR and nightly workflows
 # against the build requirements the job installed (PyTorch's requirements.txt), as PyTorch builds itself
 DEFAULT_WHEEL_BUILD = "python -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ."
-# a CPU build on a runner without a GPU (PyTorch's setup.py reads these); the fork's tests are not built
-DEFAULT_BUILD_ENV = ("USE_CUDA=0", "USE_ROCM=0", "USE_XPU=0", "BUILD_TEST=0")
+# a CPU build on a runner without a GPU (PyTorch's setup.py reads these); the fork's tests are not built;
+# the compilers by the names ccache-action puts ccache under (a Python built elsewhere may name its
+# compiler x86_64-linux-gnu-gcc, and a setuptools build would then bypass the cache)
+DEFAULT_BUILD_ENV = ("USE_CUDA=0", "USE_ROCM=0", "USE_XPU=0", "BUILD_TEST=0", "CC=gcc", "CXX=g++")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
