@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD
 from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
@@ -23,6 +24,13 @@ ci_app = typer.Typer(
 _WHERE = "Workflow"
 _RUN = "Benchmark jobs"
 _PR, _REPORT = "Pull request", "Output"
+
+
+def _build_env(given: list[str] | None) -> tuple[str, ...]:
+    """--build-env as given (a lone '' for none), else the CPU build's defaults."""
+    if given is None:
+        return DEFAULT_BUILD_ENV
+    return tuple(a for a in given if a)
 
 
 def _installed_spec() -> str:
@@ -79,8 +87,12 @@ def init(
         "Fail the check on a regression, a failed benchmark or a missing result (the comment still goes out)."))
                     ] = False,
     wheel_build: Annotated[str, typer.Option("--wheel-build", rich_help_panel=_SIDES, help=(
-        "Shell command run once per side in its checkout that leaves one wheel in dist/ "
-        "(PyTorch: your CI's wheel build)."))] = "python -m pip wheel --no-deps --wheel-dir dist .",
+        "Shell command run once per side in its checkout that leaves one wheel in dist/, after the build "
+        "requirements (requirements.txt) are installed, with ccache in front of the compilers."))
+                       ] = DEFAULT_WHEEL_BUILD,
+    build_env: Annotated[list[str] | None, typer.Option("--build-env", rich_help_panel=_SIDES, metavar="NAME=VALUE",
+        help=("Environment of the wheel build (repeat). Default: " + " ".join(DEFAULT_BUILD_ENV)
+              + ", PyTorch's CPU build on a runner without a GPU; --build-env '' for none."))] = None,
     wheel_url: Annotated[str, typer.Option("--wheel-url", rich_help_panel=_SIDES, help=(
         "Instead of building: the URL of a commit's published wheel, {commit} standing for it."))] = "",
     build_runner: Annotated[list[str] | None, typer.Option("--build-runner", rich_help_panel=_SIDES,
@@ -97,6 +109,9 @@ def init(
 ) -> None:
     """Write perfq-benchmarks.yml (PRs), perfq-comment.yml and perfq-nightly.yml into .github/workflows.
 
+    The build job checks the fork out with its submodules, installs its requirements.txt and builds
+    each side's wheel through ccache; the base side's wheel is cached per commit (docs/ci.md).
+
     Examples:
 
         perfq ci init --perfq-spec git+https://github.com/ORG/perfq@3f2c...  # pinned perfq
@@ -104,6 +119,8 @@ def init(
         perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate --shards 4
 
         perfq ci init --perfq-spec ... --torch-spec torch==2.6.0 --upstream torch   # a backend repo
+
+        perfq ci init --perfq-spec ... --build-runner self-hosted --build-env USE_CUDA=1   # a GPU build
     """
     from perfq import __version__
     from perfq.ci.cache import pinned_torch
@@ -121,7 +138,7 @@ def init(
             spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), bench_timeout,
             tuple(shlex.split(run_flags)), gate, budget, shards, torch_spec or pinned_torch(root) or "torch",
             torch_index, wheel_build, wheel_url, tuple(build_runner or ("ubuntu-latest",)), build_timeout,
-            upstream, cron=cron)
+            upstream, cron=cron, build_env=_build_env(build_env))
         files = render(options, __version__)
     except ValueError as exc:
         raise PerfqError(str(exc)) from None

@@ -76,3 +76,9 @@ def comparison_against(history: Path, label: str, baseline: str, settings: Setti
         raise PerfqError(f"--baseline {baseline} is the side being compared; name another label or side")
     name = f"{label}:{head_side} vs {other}:{base_side}"
     return _document(history, name, ((other, base_side), (label, head_side)), base, head, settings)
+
+
+def compared_runs(history: Path, doc: ComparisonDocument, labels: tuple[str, ...]) -> list[Run]:
+    """The runs of both sides of ``doc`` with their samples, base first; ``labels``: where they are stored."""
+    by_id = {r.id: r for label in dict.fromkeys(x for x in labels if x) for r in runs_for_label(history, label)}
+    return [by_id[i] for i in (*doc.base.runs, *doc.head.runs) if i in by_id]
