@@ -14,6 +14,7 @@ from indexer.build_info import BuildEvents, BuildReport
 from indexer.build_plan import BuildPlan, BuildState, plan_build
 from indexer.discover import discover
 from indexer.incremental import patch_index
+from indexer.native import NativeRun
 from indexer.stat_cache import StatCache, combined_digest, stat_cache
 from perfq.common import git
 from perfq.common.interrupt import sigterm_as_interrupt
@@ -32,6 +33,7 @@ def build_index(
     trace: bool | None = None,
     events: BuildEvents | None = None,
     native: bool = False,
+    native_run: NativeRun | None = None,
 ) -> BuildReport:
     """Build (or incrementally refresh) the index of ``repo`` at ``db_path``: an edit of
     a few C++ files that keeps their registrations is patched in place, anything else
@@ -39,9 +41,10 @@ def build_index(
     re-link. Benchmarks whose traces are not cached are traced when torch is importable
     (``trace`` True: required, False: never, None: the config's ``trace``); cached traces of
     unchanged benchmark files are always kept. ``native``: also sample benchmark tests under perf
-    (indexer/native.py; a re-link, never a patch)."""
+    (indexer/native.py; a re-link, never a patch); ``native_run``: one shard of them, written to a
+    file too, or (without ``native``) shard files merged instead of sampling."""
     plan = plan_build(repo, cfg, db_path, jobs=jobs, quiet=quiet, full=full, trace=trace, events=events,
-                      native=native)
+                      native=native, native_run=native_run)
     state = BuildState(inputs=dict(plan.inputs))
     with sigterm_as_interrupt(), build_lock(plan.db_path):
         state.inputs["indexed_commit"] = git.head(plan.repo)

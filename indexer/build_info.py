@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfq import __version__
+from perfq.common import files
 from perfq.config import Config
 from perfq.errors import PerfqError
 
@@ -57,10 +58,12 @@ def canaries_text(repo: Path, cfg: Config) -> str:
     if not cfg.canaries:
         return resources.files("indexer").joinpath("data/canaries.yaml").read_text(encoding="utf-8")
     path = repo / cfg.canaries
-    try:
-        return path.read_text(encoding="utf-8")
+    try:  # inside the repository, like every path of the config
+        return files.input_text(path, files.InputKind.canaries, (repo,))
     except OSError as exc:
         raise PerfqError(f"canaries file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise PerfqError(f"canaries file {path}: not UTF-8 text") from None
 
 
 @dataclass

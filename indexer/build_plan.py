@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
-from indexer.native import perf_problem
+from indexer.native import NativeRun, perf_problem
 from indexer.trace import driver_digest, torch_available
 from indexer.upstream import Upstream, resolve_upstream
+from perfq.common import files
 from perfq.config import Config
 from perfq.errors import PerfqError
 from schema.writer import check_replaceable
@@ -46,6 +48,7 @@ class BuildPlan:
     yaml_keys: dict[Path, tuple[str, str]]  # native_functions.yaml -> (cache key, digest), upstream's first
     canaries: str  # the canary sets' YAML text
     inputs: dict[str, str]  # what the index is built from (its meta), as far as known before the files are
+    native_run: NativeRun = field(default_factory=NativeRun)  # a shard of the sampling, or shard files merged
 
     @property
     def facts_path(self) -> Path:
@@ -62,6 +65,7 @@ class BuildPlan:
         """Can the index be patched in place (if the change allows): it exists and nothing asks for a re-link."""
         return (
             self.db_path.exists() and not self.full and not self.trace and not self.native
+            and not self.native_run.merge
             and not self.cfg.compile_commands
         )
 
@@ -128,6 +132,7 @@ def plan_build(
     trace: bool | None,
     events: BuildEvents | None,
     native: bool,
+    native_run: NativeRun | None = None,
 ) -> BuildPlan:
     """The plan of a build from its options: checks them, resolves the upstream, and reads the
     inputs that decide between a patch and a re-link (config, canaries, linker, tracer, yaml digests)."""
@@ -137,6 +142,11 @@ def plan_build(
     if not repo.is_dir():
         raise PerfqError(f"{repo} is not a directory")
     check_replaceable(db_path)
+    native_run = native_run or NativeRun()
+    if (native_run.shard or native_run.out) and not native:
+        raise PerfqError("--native-shard and --native-out go with --native")
+    if native and native_run.merge:
+        raise PerfqError("--native-from merges shard files instead of sampling: not with --native")
     if native and (problem := perf_problem()):
         raise PerfqError(f"--native needs perf sampling: {problem}")
     upstream = resolve_upstream(cfg.upstream, repo)
@@ -155,7 +165,7 @@ def plan_build(
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
     return BuildPlan(
         repo, cfg, db_path, jobs, quiet, full, trace, native, events or BuildEvents(), started, upstream, yaml_keys,
-        canaries, inputs,
+        canaries, inputs, native_run,
     )
 
 
@@ -183,10 +193,18 @@ def _named(path: Path, repo: Path) -> str:
         return str(path)
 
 
+def _yaml_bytes(path: Path) -> bytes:
+    """A yaml's bytes through the bounded reader (a regular file, files.InputKind.yaml), or a PerfqError."""
+    try:
+        return files.read_input(path, files.InputKind.yaml)
+    except OSError as exc:
+        raise PerfqError(files.input_error(exc)) from None
+
+
 def _yaml_key(yaml_path: Path) -> tuple[str, str]:
     """Cache key and content digest of a native_functions.yaml (with its tags.yaml)."""
-    digest = hashlib.sha256(yaml_path.read_bytes())
+    digest = hashlib.sha256(_yaml_bytes(yaml_path))
     tags = yaml_path.parent / "tags.yaml"
-    if tags.is_file():
-        digest.update(tags.read_bytes())
+    if os.path.lexists(tags):
+        digest.update(_yaml_bytes(tags))
     return f"yaml:{yaml_path}", digest.hexdigest()

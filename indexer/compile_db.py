@@ -6,6 +6,7 @@ import json
 import shlex
 from pathlib import Path
 
+from perfq.common import files
 from perfq.errors import PerfqError
 
 
@@ -14,9 +15,11 @@ def load_compile_db(repo: Path, path: str) -> dict[str, list[str]]:
     output and the source itself dropped; the entry's directory made the working dir)."""
     file = Path(path) if Path(path).is_absolute() else repo / path
     try:
-        entries = json.loads(file.read_text(encoding="utf-8"))
+        entries = json.loads(files.input_text(file, files.InputKind.compile_commands))
     except OSError as exc:
         raise PerfqError(f"compile_commands {file}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise PerfqError(f"compile_commands {file}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise PerfqError(f"compile_commands {file}: malformed JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(entries, list):

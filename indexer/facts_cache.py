@@ -21,6 +21,7 @@ from indexer.benchmarks import BenchmarkFacts
 from indexer.extract import gc_paused
 from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
 from indexer.native_yaml import OpFacts
+from perfq.common import files
 from perfq.common.paths import write_atomically
 from schema.model import FileStatus, Lang, Origin
 
@@ -127,7 +128,8 @@ def load_cache(path: Path, version: str, lines: Lines | None = None) -> dict[str
     ``lines`` gets the lines of the entries save_cache may write again as they are."""
     entries: dict[str, Entry] = {}
     try:
-        with path.open(encoding="utf-8") as fh, gc_paused():
+        with files.open_input(path, files.InputKind.cache) as (fd, _), \
+                open(fd, encoding="utf-8", closefd=False) as fh, gc_paused():
             header = json.loads(fh.readline())
             if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("version") != version:
                 return {}
@@ -156,4 +158,4 @@ def save_cache(path: Path, version: str, entries: dict[str, Entry], lines: Lines
         same = known.get(key) if kind in _BY_DIGEST else None
         return same[1] if same is not None and same[0] == digest else encode_line(key, kind, digest, facts)
 
-    write_atomically(path, itertools.chain([header], (line(key, *entry) for key, entry in entries.items())))
+    write_atomically(path, itertools.chain([header], (line(key, *entry) for key, entry in entries.items())), own=True)

@@ -9,6 +9,7 @@ the benchmark's Python inside it (perfq.common.sandbox, as tracing does); each t
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,7 +29,8 @@ from indexer.native_frames import (
 )
 from indexer.trace import operator_benchmark_root
 from perfq.common import proc
-from perfq.common.sandbox import Sandbox
+from perfq.common.sandbox import Launch, Sandbox
+from perfq.errors import PerfqError
 
 LIBRARY = "libtorch_cpu.so"
 MIN_SHARE = 0.01  # a function on fewer of a test's samples is not stored (start-up noise)
@@ -49,12 +51,50 @@ class NativeTest:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """One of ``count`` shards of the tests to sample (1-based ``index``): the nightly samples
+    each on its own runner of a matrix, and merges their files (``perfq index --native-from``)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``I/N`` as a shard; a PerfqError when it is not one."""
+        first, _, second = text.partition("/")
+        if not (first.isdigit() and second.isdigit() and 1 <= int(first) <= int(second)):
+            raise PerfqError(f"--native-shard {text!r}: give I/N with 1 <= I <= N (2/4)")
+        return cls(int(first), int(second))
+
+    def take(self, tests: list[NativeTest]) -> list[NativeTest]:
+        """This shard's tests: every count-th one from its index (the choice is deterministic)."""
+        return tests[self.index - 1 :: self.count]
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+_SHARD_FORMAT = "perfq-native-shard/1"
+
+
+@dataclass(frozen=True)
+class NativeRun:
+    """How a build's native pass runs beyond ``--native``: one ``shard`` of the tests, the samples
+    also written to ``out`` (a shard file); or no sampling, the shard files ``merge`` read instead."""
+
+    shard: Shard | None = None
+    out: Path | None = None
+    merge: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
 class NativeOptions:
     per_file: int = 2  # tests (modules) per benchmark file
     timeout_s: float = TEST_TIMEOUT_S
     python: str = sys.executable
     min_share: float = MIN_SHARE
     library: str = LIBRARY
+    shard: Shard | None = None  # sample this shard of the chosen tests only
 
 
 @dataclass(frozen=True)
@@ -119,19 +159,23 @@ def choose_tests(repo: Path, benchmarks: list[tuple], bench_tests: list[tuple], 
     return list(chosen.values())
 
 
-def record(argv: list[str], scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
-    """Run ``argv`` under ``perf record -e cpu-clock -g`` (its data in ``scratch``); its samples.
+def record(launch: Launch, scratch: Path, cwd: Path, env: dict[str, str], timeout: float) -> list[Sample]:
+    """Run ``launch`` (a command, its inherited descriptors) under ``perf record -e cpu-clock -g``
+    (its data in ``scratch``); its samples.
     Raises RuntimeError when it fails or times out."""
     data = scratch / "perf.data"
     data.unlink(missing_ok=True)
-    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *argv],
-                   cwd=cwd, env=env, timeout=timeout)
+    ran = proc.run(["perf", "record", "-q", "-e", "cpu-clock", "-g", "-o", str(data), "--", *launch.argv],
+                   cwd=cwd, env=env, timeout=timeout, pass_fds=launch.pass_fds)
     if not ran.ok or not data.is_file():
         raise RuntimeError(ran.error or f"exited {ran.returncode}: {ran.last_line()}")
     with proc.spawned(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"], stdout=subprocess.PIPE,
                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL) as child:
         assert child.stdout is not None
-        samples = parse_perf_script(line.decode(errors="replace") for line in child.stdout)
+        try:  # a perf that hangs is stopped (issue 37: `index --native` waited forever)
+            samples = parse_perf_script(proc.lines(child.stdout, timeout))
+        except TimeoutError:
+            raise RuntimeError(f"perf script printed nothing for {timeout:g} s and was stopped") from None
     data.unlink(missing_ok=True)
     return renamed(samples, demangle(mangled_symbols(samples)))
 
@@ -155,7 +199,8 @@ def sample_test(test: NativeTest, opts: NativeOptions, scratch: Path) -> list[Sa
     env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     bench = [opts.python, "-m", test.module, "--test-name", test.test, "--tag-filter", "all",
              "--warmup-iterations", "10"]
-    return record(sandbox.argv(bench), scratch, test.root, env, opts.timeout_s)
+    with sandbox.launch(bench) as launch:
+        return record(launch, scratch, test.root, env, opts.timeout_s)
 
 
 def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions | None = None,
@@ -166,6 +211,8 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
     started = time.perf_counter()
     matcher = FunctionMatcher((fid, qualname) for fid, _file, qualname, *_ in rows.get("functions", []))
     tests = choose_tests(repo, rows.get("benchmarks", []), rows.get("bench_tests", []), opts.per_file)
+    if opts.shard is not None:
+        tests = opts.shard.take(tests)
     out: list[tuple[str, str, int, float]] = []
     sampled: list[tuple[str, str, int, int]] = []
     failed: list[str] = []
@@ -192,3 +239,55 @@ def sample_native(repo: Path, rows: dict[str, list[tuple]], opts: NativeOptions 
     rate = MatchRate(samples_in, samples_mapped, len(symbols), len(mapped_symbols))
     return NativeReport(tuple(out), tuple(sampled), len(tests) - len(failed), tuple(failed), rate,
                         time.perf_counter() - started)
+
+
+def _function_names(rows: dict[str, list[tuple]]) -> dict[int, tuple[str, str]]:
+    """Function id -> (file path, qualname) in the index ``rows``."""
+    paths = {fid: path for fid, path, *_ in rows.get("files", [])}
+    return {fid: (paths.get(file_id, ""), qualname) for fid, file_id, qualname, *_ in rows.get("functions", [])}
+
+
+def save_shard(path: Path, report: NativeReport, rows: dict[str, list[tuple]], shard: Shard | None) -> None:
+    """Write what sampling ``report`` gave as a shard file: functions by (file, qualname), which
+    another build of the same commit maps back to its own ids."""
+    names = _function_names(rows)
+    doc = {
+        "format": _SHARD_FORMAT,
+        "shard": str(shard) if shard else "1/1",
+        "samples": [[bench, test, *names[fid], share] for bench, test, fid, share in report.rows if fid in names],
+        "tests": [list(t) for t in report.tests],
+        "failed": list(report.failed),
+        "rate": report.rate.to_json(),
+        "seconds": report.seconds,
+    }
+    try:
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    except OSError as exc:
+        raise PerfqError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def load_shards(paths: list[Path], rows: dict[str, list[tuple]]) -> NativeReport:
+    """The shard files ``paths`` merged as one report, their functions mapped to the ids of ``rows``
+    (a function this index lacks is dropped)."""
+    ids = {name: fid for fid, name in _function_names(rows).items()}
+    out: list[tuple[str, str, int, float]] = []
+    tests: list[tuple[str, str, int, int]] = []
+    failed: list[str] = []
+    rate, seconds = MatchRate(0, 0, 0, 0), 0.0
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise PerfqError(f"cannot read the native shard {path}: {exc}") from exc
+        if not isinstance(doc, dict) or doc.get("format") != _SHARD_FORMAT:
+            raise PerfqError(f"{path} is not a native shard file (perfq index --native-out)")
+        try:
+            out += [(str(b), str(t), ids[(str(f), str(q))], float(share))
+                    for b, t, f, q, share in doc["samples"] if (str(f), str(q)) in ids]
+            tests += [(str(b), str(t), int(n), int(m)) for b, t, n, m in doc["tests"]]
+            failed += [str(f) for f in doc["failed"]]
+            rate = rate + MatchRate(**{k: int(v) for k, v in doc["rate"].items()})
+            seconds += float(doc["seconds"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PerfqError(f"malformed native shard {path}: {exc}") from exc
+    return NativeReport(tuple(out), tuple(tests), len(tests), tuple(failed), rate, seconds)

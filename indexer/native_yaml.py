@@ -5,10 +5,12 @@ when torchgen cannot be imported from the indexed tree or an installed torch."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from perfq.common import files
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.errors import PerfqError
 
@@ -85,7 +87,7 @@ def _with_torchgen(yaml_path: Path, tags_path: Path | None) -> list[OpFacts]:
 
 def _plain(yaml_path: Path) -> list[OpFacts]:
     """The same facts from a plain YAML reading (no torchgen)."""
-    entries = load_yaml(yaml_path.read_text(encoding="utf-8"))
+    entries = load_yaml(files.input_text(yaml_path, files.InputKind.yaml))
     if not isinstance(entries, list):
         raise PerfqError(f"{yaml_path}: not a list of native functions")
     out: list[OpFacts] = []
@@ -166,10 +168,12 @@ def _check_entry(yaml_path: Path, entry: dict) -> None:
 
 def load_native_functions(repo: Path, yaml_path: Path) -> tuple[list[OpFacts], str]:
     """Operators of ``yaml_path`` and which reader produced them ('torchgen' or 'plain')."""
-    if not yaml_path.is_file():
+    if not os.path.lexists(yaml_path):
         raise PerfqError(f"native_functions.yaml not found at {yaml_path}")
-    try:
-        load_yaml(yaml_path.read_text(encoding="utf-8"))
+    try:  # checked (a regular file, bounded) and parsed here before torchgen reads it by its path
+        load_yaml(files.input_text(yaml_path, files.InputKind.yaml))
+    except OSError as exc:
+        raise PerfqError(f"{yaml_path}: cannot read: {exc.strerror}") from None
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

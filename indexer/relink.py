@@ -24,7 +24,7 @@ from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
 from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
 from indexer.link import NativeLink
-from indexer.native import NativeTest, sample_native
+from indexer.native import NativeOptions, NativeTest, load_shards, sample_native, save_shard
 from indexer.native_yaml import OpFacts, load_native_functions, merge_ops
 from indexer.trace import (
     FileTrace,
@@ -38,7 +38,7 @@ from indexer.trace import (
 )
 from indexer.upstream import Upstream
 from perfq import __version__
-from perfq.common import git
+from perfq.common import files, git
 from perfq.common.lifetime import keep_until_exit
 from perfq.common.pool import alongside, worker_pool
 from perfq.common.yaml_text import YAMLError, load_yaml
@@ -155,22 +155,32 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     tables = state.native.pack(state.canaries)
     state.rows = dict(tables.rows)
     yaml_warnings = [("", "yaml", w) for w in state.yaml_warnings]
-    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings
+    unsandboxed = state.report.trace_sandbox.startswith("NOT")  # said in the index's warnings too (issue 37)
+    trace_warnings = [("", "trace", f"benchmarks were traced {state.report.trace_sandbox}")] if unsandboxed else []
+    state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings + trace_warnings
 
 
 def sample(plan: BuildPlan, state: BuildState) -> None:
     """Pass *native* (``--native`` only): sample the benchmark tests under perf into the
     native_samples and native_tests tables (perf was checked when the build was planned)."""
-    if not plan.native:
+    run = plan.native_run
+    if not plan.native and not run.merge:
         return
     events = plan.events
-    events.phase("native", "sampling benchmark tests under perf -e cpu-clock -g (one process per test)")
 
     def finished(test: NativeTest, error: str) -> None:
         events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
 
     with state.timed("native"):
-        done = sample_native(plan.repo, state.rows, on_test=finished)
+        if run.merge:
+            events.phase("native", f"merging {len(run.merge)} shard file(s) of native samples")
+            done = load_shards(list(run.merge), state.rows)
+        else:
+            shard = f", shard {run.shard}" if run.shard else ""
+            events.phase("native", f"sampling benchmark tests under perf -e cpu-clock -g (one process per test{shard})")
+            done = sample_native(plan.repo, state.rows, NativeOptions(shard=run.shard), on_test=finished)
+            if run.out is not None:
+                save_shard(run.out, done, state.rows, run.shard)
     state.rows[NativeSampleRow.TABLE] = list(done.rows)
     state.rows[NativeTestRow.TABLE] = list(done.tests)
     rate = done.rate
@@ -208,8 +218,18 @@ def _facts_cache_saved(plan: BuildPlan, state: BuildState) -> Iterator[None]:
     if not saving:
         yield
         return
-    with alongside(save_cache, plan.facts_path, extractor_version(), state.kept, state.lines):
+    with alongside(_save_facts, plan.facts_path, extractor_version(), state.kept, state.lines):
         yield
+
+
+def _save_facts(path: Path, version: str, entries: dict, lines: dict) -> None:
+    """``save_cache``, its OSError (a full disk) a one-line PerfqError naming the index's facts cache
+    (issue 37: it surfaced as "cannot write the output")."""
+    try:
+        save_cache(path, version, entries, lines)
+    except OSError as exc:
+        raise PerfqError(f"cannot write the facts cache of the index at {path}: {exc.strerror or exc} "
+                         "(choose another place with --db)") from None
 
 
 @contextlib.contextmanager
@@ -463,7 +483,7 @@ def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tup
     out: list[tuple[str, list[str]]] = []
     for path in paths:
         try:
-            entries = load_yaml(path.read_text(encoding="utf-8")) or []
+            entries = load_yaml(files.input_text(path, files.InputKind.yaml)) or []
         except (OSError, YAMLError, UnicodeDecodeError):
             continue
         for e in entries if isinstance(entries, list) else []:

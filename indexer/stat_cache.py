@@ -27,7 +27,7 @@ RACY_NS = 3_000_000_000  # files modified this close to the last save are hashed
 
 def _load(path: Path) -> tuple[dict[str, list], int]:
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(files.read_input(path, files.InputKind.cache))
     except (OSError, ValueError):
         return {}, 0
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("files"), dict):
@@ -123,4 +123,5 @@ class StatCache:
 def _save(path: Path, entries: dict[str, list]) -> None:
     """Write the cache atomically; a failure only loses the cache."""
     with contextlib.suppress(OSError):
-        write_atomically(path, [json.dumps({"format": FORMAT, "saved_ns": time.time_ns(), "files": entries})])
+        write_atomically(path, [json.dumps({"format": FORMAT, "saved_ns": time.time_ns(), "files": entries})],
+                         own=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 from indexer.stat_cache import combined_digest
 from perfq.common import proc
 from perfq.common.sandbox import Sandbox, bwrap_problem
+from perfq.errors import PerfqError
 from schema.model import TraceMode, TraceStatus
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file
@@ -59,11 +60,15 @@ class TracedTest:
     inner: tuple[str, ...] = ()
     # 'aten::remainder|int32', 'aten::leaky_relu@quantized|quint8': the dtypes its operators ran on
     dtypes: tuple[str, ...] = ()
+    # Python lines it ran (its build and its timed region): (repo-relative path, lines), for the
+    # benchmark tree's shared modules and torch's own Python (``torch/...``)
+    lines: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         nested = [list(n) for n in self.nested]
         return {**asdict(self), "mode": self.mode.value, "ops": list(self.ops), "nested": nested,
-                "inner": list(self.inner), "dtypes": list(self.dtypes)}
+                "inner": list(self.inner), "dtypes": list(self.dtypes),
+                "lines": {path: list(lines) for path, lines in self.lines}}
 
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
@@ -79,6 +84,7 @@ class TracedTest:
             nested=tuple((str(p), str(c)) for p, c in d.get("nested", ())),
             inner=tuple(str(op) for op in d.get("inner", ())),
             dtypes=tuple(str(op) for op in d.get("dtypes", ())),
+            lines=tuple((str(path), tuple(map(int, lines))) for path, lines in sorted(d.get("lines", {}).items())),
         )
 
 
@@ -94,6 +100,8 @@ class FileTrace:
     seconds: float = 0.0
     max_rss_mb: int = 0
     torch: str = ""
+    # per torch file its tests ran, a crc32 of each line's stripped text in the traced torch
+    line_digests: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def to_json(self) -> dict:
         return {
@@ -101,6 +109,7 @@ class FileTrace:
             "status": self.status.value,
             "tests": [t.to_json() for t in self.tests],
             "errors": list(self.errors),
+            "line_digests": {path: list(rows) for path, rows in self.line_digests},
         }
 
     @classmethod
@@ -114,6 +123,9 @@ class FileTrace:
             seconds=float(d.get("seconds", 0.0)),
             max_rss_mb=int(d.get("max_rss_mb", 0)),
             torch=str(d.get("torch", "")),
+            line_digests=tuple(
+                (str(path), tuple(map(int, rows))) for path, rows in sorted(d.get("line_digests", {}).items())
+            ),
         )
 
     def missing_module(self) -> str | None:
@@ -233,6 +245,20 @@ def sandbox_summary() -> str:
             "time limits, but its network and writes are not contained; trace = \"off\" or --no-trace skips it")
 
 
+SANDBOX_REQUIRED_ENV = "PERFQ_TRACE_SANDBOX"  # "required": tracing without the sandbox is an error (CI sets it)
+
+
+def check_sandbox_required(opts: TraceOptions) -> None:
+    """A PerfqError when tracing must be sandboxed (``PERFQ_TRACE_SANDBOX=required``, as perfq's CI
+    workflows set) and cannot be here: a PR's benchmark code never runs uncontained in CI."""
+    if os.environ.get(SANDBOX_REQUIRED_ENV) != "required":
+        return
+    problem = bwrap_problem() if opts.sandbox else "the sandbox was turned off"
+    if problem:
+        raise PerfqError(f"tracing runs the checkout's benchmark code and {SANDBOX_REQUIRED_ENV}=required, but it "
+                         f"cannot be sandboxed here ({problem}): install bubblewrap, or index with --no-trace")
+
+
 def _readable(jobs: list[TraceJob], opts: TraceOptions) -> tuple[Path, ...]:
     """What the sandboxed driver reads besides its scratch directory (where the driver is): the
     repo, the benchmark files' directories and the tracing Python's installation."""
@@ -246,7 +272,9 @@ def _readable(jobs: list[TraceJob], opts: TraceOptions) -> tuple[Path, ...]:
 def trace_files(
     jobs: list[TraceJob], opts: TraceOptions, on_result: Callable[[FileTrace], None] | None = None
 ) -> dict[str, FileTrace]:
-    """Trace ``jobs`` in one driver process; ``on_result`` sees each file as it finishes."""
+    """Trace ``jobs`` in one driver process; ``on_result`` sees each file as it finishes.
+    A PerfqError when a sandbox is required and cannot be had (:func:`check_sandbox_required`)."""
+    check_sandbox_required(opts)
     request = _request(jobs, opts)
     version = torch_available() or ""
     out: dict[str, FileTrace] = {}
@@ -266,8 +294,9 @@ def trace_files(
         env = sandbox.env(os.environ, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
         with tempfile.TemporaryFile("w+b", dir=scratch) as stderr:
             # cwd: the scratch directory (a PyTorch checkout in cwd would shadow the installed torch)
-            with proc.spawned(sandbox.argv([opts.python, str(driver)]), stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch) as child:
+            with sandbox.launch([opts.python, str(driver)]) as launch, proc.spawned(
+                    launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch,
+                    pass_fds=launch.pass_fds) as child:
                 stopped = _read_results(child, request, version, opts.silence_limit(), out, on_result)
             returncode = child.returncode
             if stopped or returncode != 0:

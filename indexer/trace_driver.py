@@ -64,6 +64,125 @@ _READY = "PERFQ-READY"  # printed once torch is warmed up, before any code of th
 _PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
 
+# ----------------------------------------------------------------------------- Python line truth
+
+# torch's own machinery for shapes-only runs: what runs there and below (fake tensors, meta
+# kernels in Python, the references they decompose to) is not what a real run executes, so
+# shapes-only tests record no line of it nor of what it calls
+_SHAPES_ONLY_MACHINERY = ("torch/_subclasses/", "torch/_prims", "torch/_refs/", "torch/_decomp/",
+                          "torch/_meta_registrations.py", "torch/utils/_python_dispatch.py", "torch/fx/",
+                          "torch/_library/", "torch/_dynamo/", "torch/_guards.py")
+# the tracer's own instruments (the profiler and its markers), never the benchmark's
+_INSTRUMENTS = ("torch/profiler/", "torch/autograd/profiler")
+_MACHINERY = object()  # a file of _SHAPES_ONLY_MACHINERY
+_UNSEEN = object()
+
+
+class _LineRecorder:
+    """Per-test Python line coverage with ``sys.settrace``: the lines a test runs (its build and its
+    timed region) in the benchmark tree's shared modules (harness, configs) and in torch's own
+    Python, as repository-relative paths (torch's as ``torch/...``, the module-relative path that
+    maps the installed torch onto the indexed sources)."""
+
+    def __init__(self, tree: str, tree_rel: str, own: str) -> None:
+        import torch
+
+        torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+        self.prefixes = ((os.path.abspath(tree) + os.sep, tree_rel), (torch_dir + os.sep, "torch/"))
+        self.own = os.path.abspath(own)  # the benchmark file itself: its changes select it whole
+        # co_filename -> its line tracer (None: not recorded; _MACHINERY: shapes-only machinery)
+        self.tracers: dict[str, object] = {}
+        self.hits: dict[str, set[int]] = {}  # per file, kept across tests (take() empties them)
+        self.shapes_only = self.tree_only = False
+        self.below = 0  # machinery frames entered and not left (shapes-only runs record nothing there)
+
+    def _relative(self, filename: str) -> str | None:
+        found = os.path.abspath(filename) if filename.endswith(".py") and os.path.isabs(filename) else ""
+        rel = next((prefix + found[len(root):] for root, prefix in self.prefixes
+                    if found.startswith(root) and found != self.own), None)
+        return None if rel is None or rel.startswith(_INSTRUMENTS) else rel
+
+    def _tracer_of(self, filename: str) -> object:
+        """The line tracer of a file (made once: this runs on every call)."""
+        rel = self._relative(filename)
+        if rel is None:
+            tracer = None
+        elif rel.startswith(_SHAPES_ONLY_MACHINERY):
+            tracer = _MACHINERY
+        else:
+            add = self.hits.setdefault(rel, set()).add
+
+            def tracer(frame, event, arg):
+                if event == "line":
+                    add(frame.f_lineno)
+                return tracer
+
+            tracer.path, tracer.add = rel, add  # type: ignore[attr-defined]
+        self.tracers[filename] = tracer
+        return tracer
+
+    def _call(self, frame, event, arg):
+        if self.below:
+            return None
+        code = frame.f_code
+        tracer = self.tracers.get(code.co_filename, _UNSEEN)
+        if tracer is _UNSEEN:
+            tracer = self._tracer_of(code.co_filename)
+        if self.shapes_only and (tracer is _MACHINERY or code.co_name == "__torch_dispatch__"):
+            self.below += 1
+            return self._leave
+        if tracer is None or tracer is _MACHINERY or (self.tree_only and tracer.path.startswith("torch/")):
+            return None
+        tracer.add(frame.f_lineno)
+        return tracer
+
+    def _leave(self, frame, event, arg):
+        """The local tracer of a machinery frame: recording resumes when it returns."""
+        if event == "return":
+            self.below -= 1
+        return self._leave
+
+    @contextlib.contextmanager
+    def recording(self, shapes_only: bool, tree_only: bool = False):
+        """Record while in the block; ``tree_only``: the benchmark tree's files only (an import
+        runs torch's module-level code, which no test tells apart)."""
+        self.shapes_only, self.tree_only, self.below = shapes_only, tree_only, 0
+        previous = sys.gettrace()
+        sys.settrace(self._call)
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
+
+    def take(self) -> dict[str, list[int]]:
+        """The lines recorded since the last take, per file."""
+        out = {path: sorted(lines) for path, lines in sorted(self.hits.items()) if lines}
+        for lines in self.hits.values():
+            lines.clear()
+        return out
+
+    def torch_line_digests(self, tests: list[dict]) -> dict[str, list[int]]:
+        """Per torch file a test ran, a digest of each of its lines (stripped text): the installed
+        torch is not the indexed source, and a line is trusted only where its text matches."""
+        import zlib
+
+        out = {}
+        torch_root = self.prefixes[1][0]
+        for path in sorted({p for t in tests for p in t.get("lines", {}) if p.startswith("torch/")}):
+            try:
+                with open(torch_root + path[len("torch/"):], "rb") as fh:
+                    out[path] = [zlib.crc32(row.strip()) & 0x7FFFFFFF for row in fh.read().splitlines()]
+            except OSError:
+                continue
+        return out
+
+
+def _tree_of(job: dict) -> str:
+    """The repository-relative folder of a benchmark root (``benchmarks/operator_benchmark/``)."""
+    own = job["module"].replace(".", "/") + ".py"
+    return job["path"][: -len(own)] if job["path"].endswith(own) else ""
+
+
 # ----------------------------------------------------------------------------- child side
 
 
@@ -314,6 +433,8 @@ class _OpBenchTracer:
         self.real_bytes = int(request.get("real_mb", 256)) * 2**20
         self.tests: list[dict] = []
         self.errors: list[str] = []
+        own = os.path.join(job["root"], job["module"].replace(".", "/") + ".py")
+        self.lines = _LineRecorder(job["root"], _tree_of(job), own) if request.get("lines", True) else None
         sys.path.insert(0, job["root"])
         os.chdir(job["root"])
         import benchmark_core
@@ -333,8 +454,11 @@ class _OpBenchTracer:
 
         benchmark_pytorch.TorchBenchmarkBase.test_name = named
         signal.signal(signal.SIGALRM, _alarm)
+        self.import_lines: dict[str, list[int]] = {}
         try:
-            importlib.import_module(job["module"])
+            with self.lines.recording(shapes_only=False, tree_only=True) if self.lines else contextlib.nullcontext():
+                importlib.import_module(job["module"])
+            self.import_lines = self.lines.take() if self.lines else {}
         except Exception:  # it asked the faked CUDA device for more (torch.testing._internal does)
             # imported as the machine is: the cuda configs it lists still run remapped, those it
             # would add only when CUDA is available are not there (modules that failed are not in
@@ -364,7 +488,8 @@ class _OpBenchTracer:
             self._sampled_pass(other)
         else:
             self._pass(other, "fake")
-        return {"tests": self.tests, "errors": self.errors}
+        digests = self.lines.torch_line_digests(self.tests) if self.lines else {}
+        return {"tests": self.tests, "errors": self.errors, "line_digests": digests}
 
     def _sampled_pass(self, items: list[tuple]) -> None:
         """The shapes-only pass, sampled: configs of one benchmark that differ only in sizes
@@ -396,7 +521,7 @@ class _OpBenchTracer:
         for case, entry in zip(cases, like, strict=True):
             mode = "inferred" if entry["mode"] == "inferred" else "sampled"
             self.tests.append({**self._entry(case, device, mode), "ops": entry["ops"], "inner": entry.get("inner", []),
-                               "dtypes": entry.get("dtypes", [])})
+                               "dtypes": entry.get("dtypes", []), "lines": entry.get("lines", {})})
         return True
 
     def _save(self) -> None:
@@ -477,8 +602,9 @@ class _OpBenchTracer:
             return stack
 
         generated = self.core._build_test([config], *meta[1:])
+        built: dict[str, list[int]] = {}  # lines the config's tests ran so far (its generator builds them in turn)
         while True:
-            with shapes_only():
+            with shapes_only(), self._recording(mode):
                 try:
                     _, case = next(generated)
                 except StopIteration:
@@ -493,7 +619,25 @@ class _OpBenchTracer:
                 else:
                     with record_function(_MARK + marker):
                         case.run_forward(1, False, False)
-            self.tests.append(self._entry(case, device, mode))
+            built = _union_lines([{"lines": built}, {"lines": self._test_lines()}])
+            self.tests.append({**self._entry(case, device, mode), "lines": built})
+
+    def _test_lines(self) -> dict[str, list[int]]:
+        """The lines the test just run ran, with those its module's import ran (it builds the
+        configs: every test of the file depends on them). The tests of one config take the lines of
+        those built before them too: the framework builds a gradient test per input from a copy of
+        the first one's benchmark (its ``bench_op()`` ran for them all)."""
+        if self.lines is None:
+            return {}
+        return _union_lines([{"lines": self.lines.take()}, {"lines": self.import_lines}])
+
+    def _recording(self, mode: str) -> contextlib.AbstractContextManager:
+        """Line coverage of one test (its build and run), when asked for; lines left from a failed
+        test are dropped first."""
+        if self.lines is None:
+            return contextlib.nullcontext()
+        self.lines.take()
+        return self.lines.recording(shapes_only=mode != "real")
 
     def _bytes_needed(self, meta, config, tag: str) -> int:
         """Bytes of the tensors a config's first test holds, measured on a build of its cases
@@ -541,7 +685,8 @@ class _OpBenchTracer:
             ran = set().union(*(t.get("ops", ()) for t in same))
             dtypes = set().union(*(t.get("dtypes", ()) for t in same))
             inner = sorted(ran - _graph_level(same))
-            added.append({**entry, "ops": sorted(ran), "inner": inner, "dtypes": sorted(dtypes)})
+            added.append({**entry, "ops": sorted(ran), "inner": inner, "dtypes": sorted(dtypes),
+                          "lines": _union_lines(same)})
         self.tests += added
         return bool(added)
 
@@ -564,6 +709,15 @@ class _OpBenchTracer:
             bench.set_module_name(meta[4]["op_name"])
         attrs = {k: v for a in config for k, v in a.items() if k != "tags"}
         return [self.core._create_test(bench, attrs, tag, meta[2], meta[3], None)[1]]
+
+
+def _union_lines(tests: list[dict]) -> dict[str, list[int]]:
+    """The lines any of ``tests`` ran, per file."""
+    out: dict[str, set[int]] = {}
+    for test in tests:
+        for path, lines in test.get("lines", {}).items():
+            out.setdefault(path, set()).update(lines)
+    return {path: sorted(lines) for path, lines in sorted(out.items())}
 
 
 def _without_sizes(item: tuple) -> tuple:

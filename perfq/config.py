@@ -1,13 +1,20 @@
 """perfq configuration: PyTorch defaults, overridden by the indexed repo's
-``[tool.perfq]`` (pyproject.toml) or ``perfq.toml``, then by command-line flags."""
+``[tool.perfq]`` (pyproject.toml) or ``perfq.toml``, then by command-line flags.
+
+The config files are read from the repository, or, with ``PERFQ_CONFIG_DIR=DIR`` in the
+environment, from DIR: perfq's CI workflows write the pull request's base's committed config there
+(``perfq ci base-config``), so a PR's own ``perfq.toml`` (an ``exclude`` of the kernel it changes)
+cannot open the gate. Paths in the config stay relative to the repository."""
 
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from perfq.common import files
 from perfq.errors import PerfqError
 
 
@@ -93,21 +100,31 @@ def _checked(key: str, raw_key: str, value: Any, current: Any, source: str) -> A
     return value
 
 
-CONFIG_MAX_BYTES = 1 << 20  # a config file is a few lines; more is not read
+CONFIG_FILES = ("perfq.toml", "pyproject.toml")
+CONFIG_DIR_ENV = "PERFQ_CONFIG_DIR"  # read the config files from this directory (CI: the PR's base's, written there)
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(CONFIG_MAX_BYTES + 1)
-    except OSError as exc:
-        raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(data) > CONFIG_MAX_BYTES:
-        raise PerfqError(f"{path}: larger than {CONFIG_MAX_BYTES} bytes: not a config file")
-    return data
+def config_dir(repo: Path) -> Path:
+    """Where the config files of ``repo`` are read: ``$PERFQ_CONFIG_DIR`` when set, else ``repo``."""
+    return Path(os.environ.get(CONFIG_DIR_ENV) or repo)
 
 
-def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+def config_files(where: Path) -> dict[str, tuple[str, bytes]]:
+    """The config files in the directory ``where`` that exist, by name: (path, their bytes); each
+    a regular file inside ``where``, at most 1 MB (files.InputKind.config), or a PerfqError."""
+    found: dict[str, tuple[str, bytes]] = {}
+    for name in CONFIG_FILES:
+        path = where / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            found[name] = (str(path), files.read_input(path, files.InputKind.config, (where,)))
+        except OSError as exc:
+            raise PerfqError(files.input_error(exc)) from None
+    return found
+
+
+def _parse_toml(path: Path | str, data: bytes) -> dict[str, Any]:
     """The TOML document ``data`` read from ``path``."""
     import tomllib  # here: only a config that names perfq is parsed (the import alone costs a query ~5 ms)
 
@@ -129,25 +146,27 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
     raise PerfqError(f"{where}: {key!r} must be a table ([{key}]), not {type(value).__name__} {value!r}")
 
 
-def load_config(repo: Path, overrides: dict[str, Any] | None = None) -> Config:
-    """The configuration for ``repo``: defaults, then its config file, then ``overrides``."""
+def load_config(repo: Path, overrides: dict[str, Any] | None = None, where: Path | None = None) -> Config:
+    """The configuration for ``repo``: defaults, then its config file (in ``where``, default
+    :func:`config_dir`), then ``overrides``."""
     cfg = Config()
-    perfq_toml = repo / "perfq.toml"
-    pyproject = repo / "pyproject.toml"
-    if perfq_toml.is_file():
-        data = _parse_toml(perfq_toml, _read_bytes(perfq_toml))
-        tool = _table(data, "tool", str(perfq_toml))
-        section = _table(tool, "perfq", f"{perfq_toml} [tool]") if tool is not None else None
+    found = config_files(where if where is not None else config_dir(repo))
+    if "perfq.toml" in found:
+        where, raw = found["perfq.toml"]
+        data = _parse_toml(where, raw)
+        tool = _table(data, "tool", where)
+        section = _table(tool, "perfq", f"{where} [tool]") if tool is not None else None
         if tool is not None and section is None:
-            raise PerfqError(f"{perfq_toml}: has a [tool] table without [tool.perfq]; put the keys at the top level "
+            raise PerfqError(f"{where}: has a [tool] table without [tool.perfq]; put the keys at the top level "
                              "or under [tool.perfq]")
-        cfg = cfg.with_overrides(section if section is not None else data, perfq_toml.name)
-    elif pyproject.is_file() and b"perfq" in (text := _read_bytes(pyproject)):
+        cfg = cfg.with_overrides(section if section is not None else data, "perfq.toml")
+    elif "pyproject.toml" in found and b"perfq" in (text := found["pyproject.toml"][1]):
         # a project's own pyproject.toml that never mentions perfq is neither parsed nor judged
-        tool = _table(_parse_toml(pyproject, text), "tool", str(pyproject))
-        section = _table(tool, "perfq", f"{pyproject} [tool]") if tool is not None else None
+        where = found["pyproject.toml"][0]
+        tool = _table(_parse_toml(where, text), "tool", where)
+        section = _table(tool, "perfq", f"{where} [tool]") if tool is not None else None
         if section is not None:
-            cfg = cfg.with_overrides(section, f"{pyproject.name} [tool.perfq]")
+            cfg = cfg.with_overrides(section, "pyproject.toml [tool.perfq]")
     if overrides:
         cfg = cfg.with_overrides({k: v for k, v in overrides.items() if v not in (None, (), [])}, "options")
     return cfg

@@ -40,6 +40,7 @@ from query.document import (
 )
 from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
+from query.py_lines import LineTruth
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
 from schema.model import EdgeKind, NodeKind, TraceStatus
@@ -74,6 +75,7 @@ class AffectedInput:
     changes: ChangeSet
     warnings: list[str] = field(default_factory=list)
     dtypes: DtypeScope = None  # the dtypes the changed lines run for (query.dtype_gaps.change_scope)
+    lines: LineTruth = field(default_factory=LineTruth)  # Python lines the traces saw tests run
 
 
 # --------------------------------------------------------------------------- starts
@@ -434,8 +436,10 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     _select_sampled(sel, native_hits, start_of, families, benches)
     _mark_unobserved(sel, store, starts, native_hits, families)
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
+    _select_executed(sel, inp.lines, benches)
 
     canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
+    canary += _executed_canaries(inp.lines, benches, sets)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     device = "cuda" if families == {"cuda"} else "cpu"
@@ -447,7 +451,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         base=inp.base,
         head=inp.head,
         compile_mode=compile_mode,
-        shared_infrastructure=bool(patterns or broad),
+        shared_infrastructure=bool(patterns or broad or inp.lines.every_test),
         reach={
             "first_tier_ops": len(own_ops),
             "ops": reached_ops,
@@ -465,7 +469,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
         unmapped_changes=tuple(unmapped),
         ignored_files=tuple(cs.ignored + unused_modules),
         warnings=tuple(
-            inp.warnings + start_warnings + cs.notes + (["reach truncated at max_depth"] if walk.truncated else [])
+            inp.warnings + start_warnings + cs.notes + inp.lines.warnings()
+            + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
 
@@ -781,6 +786,33 @@ def _select_changed_benchmarks(sel: _Selection, cs: ChangeSet, benches: dict[str
         if not users:
             unused.append(f"{path} (no benchmark imports it)")
     return unused
+
+
+def _select_executed(sel: _Selection, truth: LineTruth, benches: dict[str, BenchmarkInfo]) -> None:
+    """Benchmarks whose traced tests ran a changed Python line, with those tests; and those whose
+    file reads a changed module-level name of a shared benchmark module."""
+    for h in truth.hits:
+        if h.bench not in benches:
+            continue
+        changed = ChainStep(StepKind.FUNCTION, h.where, file=h.path)
+        via = f"executed: {len(h.tests)} traced test(s) ran line {h.lines[0]}"
+        ran = ChainStep(StepKind.BENCHMARK, h.bench, via=via)
+        sel.add(h.bench, Source.executed, Confidence.high, Reason(f"{h.path}:{h.where}", (changed, ran)), tests=h.tests)
+    by_file = {b.file: name for name, b in benches.items()}
+    for r in truth.readers:
+        for name in sorted(by_file[f] for f in r.readers if f in by_file):
+            why = ChainStep(StepKind.BENCHMARK_FILE, benches[name].file, detail=f"{r.path} ({r.name})")
+            sel.add(name, Source.changed, Confidence.high, Reason(f"{r.path}:{r.name}", (why,)))
+
+
+def _executed_canaries(truth: LineTruth, benches: dict[str, BenchmarkInfo], sets: list[CanarySet]) -> list[CanaryHit]:
+    """A changed line every line-traced test runs is shared infrastructure, whatever its file."""
+    if not truth.every_test:
+        return []
+    s = next((s for s in sets if s.name == "broad"), None)
+    members = tuple(CanaryBenchmark(b, benches[b].file) for b in (s.benchmarks if s else ()) if b in benches)
+    why = f"executed by every traced test: {', '.join(truth.every_test[:3])}"
+    return [CanaryHit("executed-by-all", why, "a line every benchmark test runs (Python line coverage)", members)]
 
 
 def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], cfg: Config) -> str:

@@ -25,6 +25,7 @@ class Source(str, Enum):
     static = "static"  # the benchmark's code reaches it (no usable trace, or a Python path)
     sampled = "sampled"  # the changed function is on a sampled test's stacks (perfq index --native)
     changed = "changed"  # the benchmark file itself changed
+    executed = "executed"  # a traced test ran the changed Python line (line coverage)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from query.changes import changed_functions, source_kind
 from query.document import AffectedDoc
 from query.dtype_gaps import change_scope
 from query.extents import parse_extents, shifted_extents
+from query.py_lines import line_truth, without_answered
 from schema.index_store import IndexStore
 from schema.reader import open_index
 
@@ -225,8 +226,11 @@ def affected_for_ref(
 
         build = target_build(repo, cfg, db.parent)
         cs = changed_functions(changes, base_texts.get, head_texts.get, cfg, parse, build=build)
+        tree = _benchmark_tree(repo, head, cfg, head_texts) if cs.benchmark_modules else {}
         if cs.benchmark_modules:  # changed modules of a benchmark tree that are not benchmarks
-            cs.benchmark_importers = importers(cs.benchmark_modules, _benchmark_tree(repo, head, cfg, head_texts))
+            cs.benchmark_importers = importers(cs.benchmark_modules, tree)
+        truth = line_truth(store, changes, base_texts.get, cs, tree)
+        without_answered(cs, truth)
         indexed = store.meta().get("indexed_commit", "")
         if indexed and base and indexed != base:
             proc = git.git(repo, "merge-base", "--is-ancestor", "--end-of-options", indexed, base, check=False)
@@ -239,7 +243,7 @@ def affected_for_ref(
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
         scope = change_scope(changes, base_texts.get, head_texts.get)
-        return affected(store, AffectedInput(base, head_label, cs, warnings, scope), cfg)
+        return affected(store, AffectedInput(base, head_label, cs, warnings, dtypes=scope, lines=truth), cfg)
 
 
 def check_index_of(repo: Path, db: Path | None = None) -> None:

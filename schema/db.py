@@ -34,6 +34,20 @@ def open_db(path: Path, read_only: bool = False, threads: int | None = None) -> 
 
 
 @contextlib.contextmanager
+def damage_is_an_error(path: Path) -> Iterator[None]:
+    """Reads of ``path`` in the block: a DuckDB error (a damaged data block, found only when a
+    query reads it) is a one-line PerfqError naming the file, not a traceback; an interruption
+    propagates."""
+    try:
+        yield
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise PerfqError(f"{path} is not a usable perfq database ({first})") from None
+
+
+@contextlib.contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """One transaction on ``con``: committed when the block ends, rolled back on any exception
     (Ctrl-C too), which propagates."""

@@ -19,6 +19,7 @@ import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
+from perfq.common import files
 from perfq.common.paths import write_atomically
 
 MAGIC = b"perfq-graph 1\n"
@@ -43,7 +44,7 @@ def write_graph_file(db: Path, rows: list[tuple[str, bytes]], token: str) -> Non
     """Write the copy of ``rows`` for the index just written at ``db``; when it cannot be
     written the index is whole all the same (queries read the graph table)."""
     with contextlib.suppress(OSError):
-        write_atomically(graph_file(db), _chunks(rows, token), binary=True)
+        write_atomically(graph_file(db), _chunks(rows, token), binary=True, own=True)
 
 
 def _chunks(rows: list[tuple[str, bytes]], token: str) -> Iterator[bytes]:
@@ -63,8 +64,8 @@ def read_graph_file(db: Path, token: str) -> dict[str, memoryview] | None:
     """The parts of the copy beside ``db`` when it holds the graph ``token`` names, its parts
     checked against it (a few ms for PyTorch's 5 MB), else None."""
     try:
-        with graph_file(db).open("rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        with files.open_input(graph_file(db), files.InputKind.cache) as (fd, _):
+            mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # missing, unreadable, or empty (ValueError)
         return None
     end = mapped.find(b"\n", len(MAGIC), len(MAGIC) + (1 << 16))

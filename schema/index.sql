@@ -211,6 +211,31 @@ CREATE TABLE trace_dtypes (
   dtype VARCHAR NOT NULL
 );
 
+-- Python line truth (indexer/trace_driver.py: sys.settrace per test): the lines of the benchmark
+-- tree's shared modules (harness, configs) and of torch's own Python that each traced test ran
+-- (its build and its timed region; shapes-only tests leave out fake-tensor machinery). Tests that
+-- ran the same lines of a file share one line set.
+CREATE TABLE py_line_sets (
+  line_set INTEGER NOT NULL,
+  path VARCHAR NOT NULL,
+  line INTEGER NOT NULL
+);
+
+-- The line set of each traced test and file (py_line_sets).
+CREATE TABLE py_test_lines (
+  bench VARCHAR NOT NULL,
+  test VARCHAR NOT NULL,
+  line_set INTEGER NOT NULL
+);
+
+-- Per torch file the tests ran, each line's digest (crc32 of its stripped text, 31 bits) in the
+-- traced torch: it is not the indexed source, so a changed line is trusted only where texts match.
+CREATE TABLE py_line_texts (
+  path VARCHAR NOT NULL,
+  line INTEGER NOT NULL,
+  digest INTEGER NOT NULL
+);
+
 -- Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
 -- on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
 CREATE TABLE native_samples (

@@ -586,6 +586,32 @@ class IndexStore:
             " WHERE n.function_id IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL"
             " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
 
+    def line_covered_paths(self, paths: list[str]) -> set[str]:
+        """Those of ``paths`` whose Python lines the traces recorded (tests ran some of them)."""
+        if not paths:
+            return set()
+        return {r[0] for r in self.con.execute(
+            "SELECT DISTINCT path FROM py_line_sets WHERE path IN (SELECT unnest(?::TEXT[]))", [paths]).fetchall()}
+
+    def tests_running_lines(self, path: str, lines: list[int]) -> dict[str, set[str]]:
+        """Per benchmark, its traced tests that ran one of ``lines`` of ``path``."""
+        out: dict[str, set[str]] = defaultdict(set)
+        for bench, test in self.con.execute(
+            "SELECT DISTINCT t.bench, t.test FROM py_test_lines t SEMI JOIN py_line_sets s"
+            " ON s.line_set = t.line_set AND s.path = ? AND s.line IN (SELECT unnest(?::INTEGER[]))",
+            [path, lines],
+        ).fetchall():
+            out[bench].add(test)
+        return dict(out)
+
+    def line_digests(self, path: str) -> dict[int, int]:
+        """The traced torch's ``path``: line -> digest of its stripped text (empty: not recorded)."""
+        return dict(self.con.execute("SELECT line, digest FROM py_line_texts WHERE path = ?", [path]).fetchall())
+
+    def line_traced_tests(self) -> int:
+        """How many traced tests have Python lines recorded."""
+        return int(self.con.execute("SELECT count(DISTINCT (bench, test)) FROM py_test_lines").fetchone()[0])
+
     def sampled_tests(self, benches: list[str]) -> dict[str, set[str]]:
         """Per benchmark of ``benches``, its tests sampled (those with samples in the library,
         mapped to index functions or not)."""

@@ -437,6 +437,45 @@ class TraceDtypeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class PyLineSetRow:
+    """Python line truth (indexer/trace_driver.py: sys.settrace per test): the lines of the benchmark
+    tree's shared modules (harness, configs) and of torch's own Python that each traced test ran
+    (its build and its timed region; shapes-only tests leave out fake-tensor machinery). Tests that
+    ran the same lines of a file share one line set.
+    """
+
+    TABLE: typing.ClassVar[str] = "py_line_sets"
+
+    line_set: int
+    path: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class PyTestLinesRow:
+    """The line set of each traced test and file (py_line_sets)."""
+
+    TABLE: typing.ClassVar[str] = "py_test_lines"
+
+    bench: str
+    test: str
+    line_set: int
+
+
+@dataclass(frozen=True, slots=True)
+class PyLineTextRow:
+    """Per torch file the tests ran, each line's digest (crc32 of its stripped text, 31 bits) in the
+    traced torch: it is not the indexed source, so a changed line is trusted only where texts match.
+    """
+
+    TABLE: typing.ClassVar[str] = "py_line_texts"
+
+    path: str
+    line: int
+    digest: int  # crc32 of the traced torch's line, stripped, 31 bits
+
+
+@dataclass(frozen=True, slots=True)
 class NativeSampleRow:
     """Native truth (`perfq index --native`, indexer/native.py): per sampled test, the index functions
     on its perf stacks (cpu-clock samples of libtorch_cpu.so) and the share of its samples holding each.
@@ -544,6 +583,9 @@ ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
         BenchTestRow,
         TraceOpRow,
         TraceDtypeRow,
+        PyLineSetRow,
+        PyTestLinesRow,
+        PyLineTextRow,
         NativeSampleRow,
         NativeTestRow,
         CanarySetRow,

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
+from perfq.common import files
 from perfq.errors import PerfqError
 from schema.engine import duckdb
 from schema.graph_file import graph_token, write_graph_file
@@ -90,14 +91,16 @@ def _numpy_column(np, kind: str, values: tuple):  # np: numpy, imported by the c
 
 _DUCKDB_MAGIC = (8, b"DUCK")  # where a DuckDB file names itself
 _INDEX_TABLES = {"meta", "functions"}  # a database holding these is a perfq index
-_OWN_SIBLINGS = (".lock", ".facts", ".stat", ".graph")  # files a perfq index build leaves beside its index
+# table names that only perfq's index schema has together: found in the catalog of a damaged index
+_INDEX_CATALOG = (b"reach_edges", b"canary_sets", b"bench_tests", b"trace_ops")
 
 
 def check_replaceable(target: Path) -> None:
     """Refuse, in one line, to build an index at ``target`` unless perfq may replace what is
-    there: nothing, an empty file, a file where a perfq build wrote before (its lock or caches
-    lie beside it: a damaged index is rebuilt), or a perfq index. A user's file, a results history,
-    another database, a symlink, a directory or a device is never replaced."""
+    there: nothing, an empty file, an empty DuckDB database, or a perfq index, recognized by what
+    it is (a DuckDB database holding perfq's ``meta`` and ``functions`` tables; a damaged one by
+    its catalog naming perfq's tables), never by the files beside it. A user's file, a results
+    history, another database, a symlink, a directory or a device is never replaced."""
     try:
         info = os.lstat(target)
     except FileNotFoundError:
@@ -109,8 +112,8 @@ def check_replaceable(target: Path) -> None:
         raise PerfqError(refuse.format("a symbolic link"))
     if not stat.S_ISREG(info.st_mode):
         raise PerfqError(refuse.format("a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"))
-    if info.st_size == 0 or any(target.with_name(target.name + suffix).exists() for suffix in _OWN_SIBLINGS):
-        return  # nothing to lose, or a perfq build wrote here before (a patch opens only its copy)
+    if info.st_size == 0:
+        return  # nothing to lose
     offset, magic = _DUCKDB_MAGIC
     try:
         with target.open("rb") as fh:
@@ -120,11 +123,29 @@ def check_replaceable(target: Path) -> None:
     if head[offset:] != magic:
         raise PerfqError(refuse.format("not a DuckDB file"))
     found = _tables(target)
-    if found is None:
+    if found is None and not _names_index_tables(target):
         raise PerfqError(refuse.format("a DuckDB file that cannot be read"))
     if found and not found >= _INDEX_TABLES:
         what = "a perfq results history" if found & {"runs", "schema_migrations"} else "another database"
         raise PerfqError(refuse.format(what))
+
+
+def _names_index_tables(path: Path) -> bool:
+    """Whether the bytes of the (damaged) DuckDB file ``path`` name every table of
+    ``_INDEX_CATALOG``: a perfq index whose data blocks are damaged; read in 1 MB chunks."""
+    missing = set(_INDEX_CATALOG)
+    overlap = max(map(len, _INDEX_CATALOG)) - 1
+    carried = b""
+    try:
+        for chunk in files.chunks(str(path.parent), path.name):
+            window = carried + chunk
+            missing = {name for name in missing if name not in window}
+            if not missing:
+                return True
+            carried = window[-overlap:]
+    except OSError:
+        return False
+    return False
 
 
 def _tables(path: Path) -> set[str] | None:

@@ -3,8 +3,11 @@
 Jobs run in ``needs`` order with their ``if:``, matrix and outputs; ``run:`` steps run in bash
 exactly as written (``-eo pipefail``, ``$GITHUB_OUTPUT``, ``$RUNNER_TEMP``, the step's ``env:``);
 the actions perfq uses are emulated: checkout (a fresh shallow, partial clone of the origin
-at the event's commit), setup-python (one venv), cache/restore and cache/save (a directory per
-key, restore-keys by prefix), upload/download-artifact (directories per run). Expressions support what the
+at the event's commit, submodules left to the repository), setup-python (one venv), cache/restore and
+cache/save (a directory per key, restore-keys by prefix), upload/download-artifact (directories per
+run), hendrikmuhs/ccache-action (the newest ``ccache-<key>-*`` cache restored into ``.ccache``, the
+real ccache in front of gcc/g++/cc/c++ through a directory of symlinks first on PATH, the cache saved
+under a new ``ccache-<key>-<n>`` key when the job ends, as the action's post step does). Expressions support what the
 workflows use: contexts, literals, ``== != && || !``, ``fromJSON``, ``always``, ``success``.
 """
 
@@ -224,6 +227,7 @@ class Emulator:
     artifacts: dict[int, dict[str, Path]] = field(default_factory=dict)
     caches: dict[str, Path] = field(default_factory=dict)
     runs: itertools.count = field(default_factory=lambda: itertools.count(1000))
+    stamps: itertools.count = field(default_factory=lambda: itertools.count(1))  # ccache-action's key timestamps
 
     def run_workflow(self, path: Path, event_name: str, event: dict[str, Any], sha: str, ref: str
                      ) -> tuple[int, dict[str, JobResult]]:
@@ -268,13 +272,17 @@ class Emulator:
         temp = ws.parent / "tmp"
         ws.mkdir(parents=True)
         temp.mkdir()
-        ctx = dict(ctx, steps={}, runner={"os": "Linux", "temp": str(temp)}, __status__="success")
+        ctx = dict(ctx, steps={}, runner={"os": "Linux", "temp": str(temp)}, __status__="success",
+                   github={**ctx["github"], "workspace": str(ws)})
         ctx["env"] = {**ctx["env"], **{k: render(evaluate(v, ctx)) for k, v in (spec.get("env") or {}).items()}}
         job = JobResult(name, "success")
+        post: list[Any] = []  # the actions' post steps, run when the job ends
         for i, step in enumerate(spec.get("steps") or []):
             sid = step.get("id") or f"step{i}"
             if not condition(step.get("if"), ctx):
                 result = StepResult(sid, "skipped")
+            elif step.get("uses", "").startswith("hendrikmuhs/ccache-action@"):
+                result = self._ccache(sid, step, ctx, ws, post)
             elif "uses" in step:
                 result = self._action(sid, step, ctx, ws, run_id)
             else:
@@ -284,8 +292,36 @@ class Emulator:
             if result.outcome == "failure":
                 ctx["__status__"] = "failure"
                 job.result = "failure"
+        for finish in reversed(post):
+            finish()
         job.outputs = {k: render(evaluate(v, ctx)) for k, v in (spec.get("outputs") or {}).items()}
         return job
+
+    def _ccache(self, sid: str, step: dict[str, Any], ctx: dict[str, Any], ws: Path, post: list[Any]) -> StepResult:
+        """hendrikmuhs/ccache-action: restore, put ccache in front of the compilers, save when the job ends."""
+        args = {k: render(evaluate(v, ctx)) for k, v in (step.get("with") or {}).items()}
+        prefix = f"ccache-{args.get('key', '')}-"
+        cache_dir = ws / ".ccache"
+        matched = next((k for k in reversed(list(self.caches)) if k.startswith(prefix)), None)
+        if matched is not None:
+            shutil.copytree(self.caches[matched], cache_dir, dirs_exist_ok=True)
+        ctx["env"] = {**ctx["env"], "CCACHE_DIR": str(cache_dir), "CCACHE_MAXSIZE": args.get("max-size", "500M")}
+        if args.get("create-symlink") == "true":
+            links = ws.parent / "ccache-bin"
+            links.mkdir(exist_ok=True)
+            for compiler in ("gcc", "g++", "cc", "c++"):
+                (links / compiler).symlink_to(shutil.which("ccache") or "ccache")
+            ctx["env"]["PATH"] = f"{links}{os.pathsep}{ctx['env'].get('PATH', os.environ.get('PATH', ''))}"
+
+        def save() -> None:
+            if cache_dir.is_dir():
+                key = f"{prefix}{next(self.stamps)}"
+                store = self.work / "caches" / re.sub(r"[^A-Za-z0-9._-]", "_", key)
+                shutil.copytree(cache_dir, store)
+                self.caches[key] = store
+
+        post.append(save)
+        return StepResult(sid, "success", log=f"restored {matched or 'nothing'}")
 
     def _env(self, ctx: dict[str, Any], step: dict[str, Any], ws: Path, temp: Path, output: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "PERFQ_", "CI"))}

@@ -268,3 +268,16 @@ def test_failing_build_skips_the_commit(tmp_path):
     doc = json.loads(out)
     assert doc["skipped"] == [r.commits[4]] and "build failed" in err
     assert doc["status"] == "ambiguous" and doc["suspects"] == [r.commits[4], r.culprit]
+
+
+def test_a_benchmark_that_deletes_tracked_files_finds_them_restored_at_each_step(tmp_path):
+    """Issue 37: a benchmark deleting a tracked file (here the speed.txt it reads) left it deleted for
+    every later step (each then failed); the tracked files are restored before each step, with a warning."""
+    r = make_repo(tmp_path, n=16, culprit=11)
+    deleting = "exec(open('bench.py').read()); import os; os.remove('speed.txt')"
+    res = perfq(r.path, "bisect", r.commits[0], "--format", "json", "--history", str(tmp_path / "h.duckdb"),
+                "--", PY, "-c", deleting)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["first_bad"]["commit"] == r.culprit
+    assert "changed 1 tracked file(s) (speed.txt): restored as committed before this step" in res.stderr
+    assert (r.path / "speed.txt").exists() and r.head_branch() == "main"

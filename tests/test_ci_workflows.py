@@ -9,10 +9,13 @@ updates that comment, a PR no benchmark sees still gets a comment, a stale run c
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -109,12 +112,31 @@ def test_workflows_are_pinned_least_privileged_and_injection_free():
     (("--perfq-spec", SPEC, "--wheel-url", "https://x.org/torch.whl"), "{commit}"),
     (("--perfq-spec", SPEC, "--run-flags", "--tag-filter short"), "--tag-filter"),
     (("--perfq-spec", SPEC, "--budget", "soon"), "--budget"),
+    (("--perfq-spec", SPEC, "--build-env", "USE CUDA=0"), "NAME=VALUE"),
+    (("--perfq-spec", SPEC, "--build-env", "USE_CUDA=${{ github.head_ref }}"), "${{"),
 ])
 def test_init_refuses_unsafe_values(tmp_path, cli, args, message):
     git(tmp_path, "init", "-q")
     res = cli(tmp_path, "ci", "init", *args)
     assert res.returncode == EXIT_ERROR and message in res.stderr and res.stderr.count("\n") == 1
     assert not (tmp_path / ".github").exists()
+
+
+def test_the_build_job_checks_out_submodules_and_builds_with_the_build_env():
+    def build_step(options: WorkflowOptions) -> tuple[dict, dict]:
+        job = yaml.safe_load(render(options, "0.0.0")["perfq-benchmarks.yml"])["jobs"]["build"]
+        checkout = next(s for s in job["steps"] if "checkout" in s.get("uses", ""))
+        return checkout, next(s for s in job["steps"] if s.get("name") == "Build the wheel")
+
+    checkout, step = build_step(WorkflowOptions(SPEC))
+    assert checkout["with"]["submodules"] == "recursive"
+    assert {k: v for k, v in step["env"].items() if k.startswith("USE_")} == {"USE_CUDA": "0", "USE_ROCM": "0",
+                                                                              "USE_XPU": "0"}
+    assert "--no-build-isolation" in step["run"]
+    _, step = build_step(WorkflowOptions(SPEC, build_env=("USE_CUDA=1", "MAX_JOBS=32")))
+    assert step["env"]["USE_CUDA"] == "1" and step["env"]["MAX_JOBS"] == "32" and "USE_ROCM" not in step["env"]
+    _, step = build_step(WorkflowOptions(SPEC, build_env=()))
+    assert set(step["env"]) == {"CCACHE_BASEDIR", "CCACHE_NOHASHDIR"}
 
 
 def test_init_writes_once(tmp_path, cli):
@@ -180,6 +202,8 @@ def test_workflows_run_end_to_end(tmp_path):
         # the nightly on main: a traced index saved under main's commit, the coverage report and its trend
         night, jobs = emu.run_workflow(nightly, "schedule", {}, main, "refs/heads/main")
         assert jobs["index"].result == "success", job_log(jobs["index"])
+        # the native shards sampled (or failed alone) and the merge saved the index under the commit's key
+        assert jobs["merge"].result == "success" and "native shard file(s)" in job_log(jobs["merge"])
         assert [k for k in emu.caches if k.startswith("perfq-index-") and k.endswith(main)]
         report = emu.artifacts[night]["perfq-coverage"]
         assert {"coverage.html", "coverage.json", "trend.json", "trend.md"} <= {p.name for p in report.iterdir()}
@@ -422,3 +446,99 @@ def test_coverage_trend_adds_one_row_per_night(tmp_path, cli):
     report.write_text("{}")
     bad = cli(tmp_path, "ci", "coverage-trend", str(report), "--trend", str(trend), "--commit", "a" * 40)
     assert bad.returncode == EXIT_ERROR and "not a `perfq coverage --format json` report" in bad.stderr
+
+
+# a C++ extension project of our own: one file the PR leaves alone, one it changes
+EXT_FILES = {
+    "setup.py": """\
+        from setuptools import Extension, setup
+
+        setup(name="fastops", version="0.1", ext_modules=[Extension("fastops", ["fastops.cpp", "kernel.cpp"])])
+        """,
+    "requirements.txt": "setuptools>=70.1\n",
+    "fastops.cpp": """\
+        #include <Python.h>
+
+        long kernel(long x);
+
+        static PyObject *run(PyObject *, PyObject *arg) { return PyLong_FromLong(kernel(PyLong_AsLong(arg))); }
+        static PyMethodDef methods[] = {{"run", run, METH_O, "kernel(x)"}, {nullptr, nullptr, 0, nullptr}};
+        static PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastops", nullptr, -1, methods};
+        PyMODINIT_FUNC PyInit_fastops() { return PyModule_Create(&module); }
+        """,
+    "kernel.cpp": "long kernel(long x) { return x + 1; }\n",
+}
+
+
+def _only_job(workflow: Path, job: str, dest: Path) -> Path:
+    """``workflow`` with ``job`` alone (its needs and condition dropped): the build path without the index."""
+    flow = yaml.safe_load(workflow.read_text())
+    spec = {k: v for k, v in flow["jobs"][job].items() if k not in ("needs", "if")}
+    dest.write_text(yaml.safe_dump({**flow, "jobs": {job: spec}}, sort_keys=False))
+    return dest
+
+
+def _ccache_stats(store: Path) -> dict[str, int]:
+    out = subprocess.run(["ccache", "--print-stats"], env={**os.environ, "CCACHE_DIR": str(store)},
+                         capture_output=True, text=True, check=True).stdout
+    stats = dict(line.split("\t") for line in out.splitlines() if "\t" in line)
+    return {"hits": int(stats["direct_cache_hit"]) + int(stats["preprocessed_cache_hit"]),
+            "misses": int(stats["cache_miss"])}
+
+
+def _build_steps(result) -> dict[str, str]:
+    return {s.name: s.outcome for s in result.steps}
+
+
+def _run_wheel(wheel_dir: Path, python: Path, target: Path, arg: int) -> str:
+    """``fastops.run(arg)`` from the built wheel (unpacked: a wheel is a zip of the installed files)."""
+    zipfile.ZipFile(next(wheel_dir.glob("fastops-*.whl"))).extractall(target)
+    return subprocess.run([str(python), "-c", f"import fastops; print(fastops.run({arg}))"], cwd=target,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_build_job_compiles_a_cpp_extension_through_ccache_and_reuses_main(tmp_path):
+    """The generated build steps, as written, on a C++ extension: the nightly build on main warms the compiler
+    cache and leaves main's wheel; a PR on main restores that wheel as its base (no build) and builds its head
+    from main's objects; the PR's second run compiles nothing (every compilation a ccache hit)."""
+    if not shutil.which("ccache") or not shutil.which("g++"):
+        pytest.skip("ccache and g++ are needed (scripts/test.sh installs ccache)")
+    import setuptools
+
+    if tuple(int(p) for p in setuptools.__version__.split(".")[:2]) < (70, 1):
+        pytest.skip("setuptools < 70.1 cannot build a wheel without isolation (pip install -e '.[dev]')")
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    for name, text in EXT_FILES.items():
+        (origin / name).write_text(textwrap.dedent(text))
+    git(origin, "init", "-q", "-b", "main")
+    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
+        git(origin, "config", key, "true")
+    files = render(WorkflowOptions(SPEC), "0.0.0")
+    workflows = _write(origin, files)
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "fastops")
+    main = git(origin, "rev-parse", "main").strip()
+    nightly = _only_job(workflows / "perfq-nightly.yml", "build", tmp_path / "nightly-build.yml")
+    pr_build = _only_job(workflows / "perfq-benchmarks.yml", "build", tmp_path / "pr-build.yml")
+    venv = python_venv(tmp_path / "py")
+    emu = Emulator(origin, tmp_path / "gha", venv)
+
+    night, jobs = emu.run_workflow(nightly, "schedule", {}, main, "refs/heads/main")
+    assert jobs["build"].result == "success", job_log(jobs["build"])
+    assert _ccache_stats(emu.caches["ccache-perfq-build-1"]) == {"hits": 0, "misses": 2}
+    assert f"perfq-wheel-py3.11-{main}" in emu.caches
+
+    pr = open_pr(origin, 1, ("kernel.cpp", "x + 1", "x + 2"))
+    for attempt, expected in enumerate(({"hits": 1, "misses": 1}, {"hits": 2, "misses": 0}), start=2):
+        run, jobs = emu.run_workflow(pr_build, "pull_request", _pr_event(1, pr), pr["merge"], "refs/pull/1/merge")
+        assert jobs["build"].result == "success", job_log(jobs["build"])
+        steps = jobs["build"].steps  # the base entry's, then the head entry's
+        base, head = steps[:len(steps) // 2], steps[len(steps) // 2:]
+        assert next(s for s in base if s.name == "wheel").outputs["cache-hit"] == "true"  # main's wheel, not built
+        assert [s.outcome for s in base if "ccache --zero-stats" in s.log] == []
+        assert any("ccache --zero-stats" in s.log and s.outcome == "success" for s in head)
+        assert _ccache_stats(emu.caches[f"ccache-perfq-build-{attempt}"]) == expected
+        python = venv / "bin" / "python"
+        assert _run_wheel(emu.artifacts[run]["wheel-base"], python, tmp_path / f"base{attempt}", 40) == "41"
+        assert _run_wheel(emu.artifacts[run]["wheel-head"], python, tmp_path / f"head{attempt}", 40) == "42"

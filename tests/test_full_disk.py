@@ -52,3 +52,13 @@ def test_an_import_onto_a_full_disk_is_one_line(tmp_path: Path, tiny: Path, cli)
     proc = cli(repo, "import", str(result), "--history", str(tiny / "history.duckdb"))
     assert proc.returncode == EXIT_ERROR and proc.stderr.count("\n") == 1, (proc.returncode, proc.stderr)
     assert "Traceback" not in proc.stderr
+
+
+def test_a_facts_cache_that_cannot_be_written_names_the_index(tmp_path: Path, cli):
+    """Issue 37 (low): a failed save of the facts cache (a full disk; here a directory in its place, which
+    fails the same way on every machine) surfaced as "cannot write the output"; it names the index's cache."""
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "index.duckdb"
+    (tmp_path / "index.duckdb.facts").mkdir()
+    _one_line(cli(repo, "index", "-q", "--no-trace", "--db", str(db)),
+              f"cannot write the facts cache of the index at {db}.facts")

@@ -288,7 +288,9 @@ def test_interrupted_build_keeps_the_previous_index(repo: Path, tmp_path: Path, 
 
 
 def test_a_patch_checks_and_patches_on_one_connection(repo: Path, tmp_path: Path, monkeypatch):
-    """Opening a DuckDB file costs tens of milliseconds: the patch opens only its scratch copy."""
+    """Opening a DuckDB file costs tens of milliseconds: the patch opens only its scratch copy, once;
+    the index itself is opened once, read-only, to recognize it as perfq's (issue 37: by what it is,
+    never by the files beside it)."""
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     opened: list[str] = []
@@ -296,11 +298,14 @@ def test_a_patch_checks_and_patches_on_one_connection(repo: Path, tmp_path: Path
     monkeypatch.setattr(writer.duckdb, "connect", lambda path, *a, **k: opened.append(path) or connect(path, *a, **k))
     replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
     assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
-    assert len(opened) == 1 and Path(opened[0]).name.endswith(".tmp")
+    assert [Path(p).name for p in opened if Path(p).name.endswith(".tmp")] == [Path(opened[-1]).name]
+    assert len(opened) == 2 and opened[0] == str(db)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "empty", "foreign"])
 def test_an_index_that_cannot_be_patched_is_rebuilt_and_no_scratch_copy_is_left(repo: Path, tmp_path: Path, damage):
+    """An empty file where the index was is rebuilt; text or another DuckDB database there is no
+    perfq index, whatever perfq files lie beside it (issue 37): refused, left as it is."""
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     if damage == "foreign":  # a DuckDB file, but not a perfq index
@@ -310,9 +315,15 @@ def test_an_index_that_cannot_be_patched_is_rebuilt_and_no_scratch_copy_is_left(
         con.close()
     else:
         db.write_bytes(b"not a database\n" * 100 if damage == "garbage" else b"")
+    before = db.read_bytes()
     replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
-    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
-    assert _snapshot(db)["functions"]
+    if damage == "empty":
+        assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "linked"
+        assert _snapshot(db)["functions"]
+    else:
+        with pytest.raises(PerfqError, match="refusing to replace"):
+            build_index(repo, Config(), db, jobs=1, quiet=True)
+        assert db.read_bytes() == before
     assert not [p for p in db.parent.iterdir() if p.name.endswith((".tmp", ".tmp.wal"))]
 
 

@@ -11,6 +11,7 @@ import pytest
 from indexer.native import perf_problem, record
 from indexer.native_frames import FunctionMatcher, profile
 from perfq.common import proc
+from perfq.common.sandbox import Launch
 
 pytestmark = pytest.mark.torch
 
@@ -26,7 +27,7 @@ def test_perf_stacks_of_a_torch_loop_map_to_its_kernels(tmp_path):
                                (2, "at::native::(anonymous namespace)::softmax_lastdim_kernel_impl"),
                                (3, "at::native::not_run_here")])
     with proc.scratch_dir("native-test") as scratch:
-        samples = record([sys.executable, "-c", LOOP], scratch, tmp_path,
+        samples = record(Launch([sys.executable, "-c", LOOP]), scratch, tmp_path,
                          {**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     prof = profile(samples, matcher)
     shares = dict(prof.shares)
@@ -35,3 +36,25 @@ def test_perf_stacks_of_a_torch_loop_map_to_its_kernels(tmp_path):
     assert shares.get(1, 0) > 0.005 and shares.get(2, 0) > 0.01
     assert 3 not in shares
     assert prof.rate.samples > 0 and prof.rate.frames > prof.rate.frames_mapped
+
+
+FAKE_PERF = """#!/bin/sh
+# records instantly (an empty data file), then hangs in `perf script`
+if [ "$1" = record ]; then
+  while [ "$1" != -o ]; do shift; done
+  : > "$2"
+  exit 0
+fi
+exec sleep 1000
+"""
+
+
+def test_a_perf_that_hangs_is_stopped(tmp_path, monkeypatch):
+    """Issue 37: `perfq index --native` waited forever on a `perf script` that hung."""
+    fake = tmp_path / "bin" / "perf"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_PERF)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    with proc.scratch_dir("native-test") as scratch, pytest.raises(RuntimeError, match="printed nothing for 2 s"):
+        record(Launch(["true"]), scratch, tmp_path, dict(os.environ), timeout=2)

@@ -74,6 +74,26 @@ def test_index_db_never_replaces_a_file_perfq_did_not_create(repo: Path, tmp_pat
     assert not [p for p in tmp_path.iterdir() if p.name not in ("target", "real")]
 
 
+@pytest.mark.parametrize("stray", [".lock", ".facts", ".stat", ".graph"])
+@pytest.mark.parametrize("kind", ["notes", "history", "other-db"])
+def test_index_db_recognizes_its_files_by_content_not_by_their_neighbours(repo: Path, tmp_path: Path, cli,
+                                                                           kind: str, stray: str):
+    """Issue 37: a stray ``X.lock`` or ``X.facts`` beside a user's file made ``index --db X`` replace it."""
+    target = tmp_path / "target"
+    if kind == "notes":
+        target.write_text("notes\n")
+    elif kind == "history":
+        _history(target)
+    else:
+        con = duckdb.connect(str(target))
+        con.execute("CREATE TABLE mine (x INTEGER)")
+        con.close()
+    (tmp_path / f"target{stray}").write_text("")
+    before = target.read_bytes()
+    _one_line_error(cli(repo, "index", "-q", "--no-trace", "--db", str(target)), "refusing to replace", "--db")
+    assert target.read_bytes() == before
+
+
 def test_index_db_replaces_its_own_index_and_an_empty_file(repo: Path, tmp_path: Path, cli):
     target = tmp_path / "index.duckdb"
     target.touch()

@@ -5,13 +5,15 @@ cleanly where it cannot run."""
 
 from __future__ import annotations
 
+import json
 import os
+import resource
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,29 +21,25 @@ from pathlib import Path
 import pytest
 
 from indexer.trace import TraceJob, TraceOptions, trace_files
-from perfq.common.sandbox import Sandbox, bwrap_problem, scrubbed_env
+from perfq.common import proc
+from perfq.common.sandbox import NOBODY, Sandbox, bwrap_problem, scrubbed_env
+from perfq.common.sched import FIFO_PRIORITY, realtime_problem
 from perfq.config import Config
 from perfq.errors import PerfqError
 from schema.model import TraceStatus
-from tests.hostile_bench import make_tree, outcomes
+from tests.hostile_bench import (
+    BLOCKED_ATTEMPTS,
+    TOKEN,
+    hostile_place,
+    hostile_source,
+    make_tree,
+    marked,
+    outcomes,
+)
 from tests.processes import alive, wait_for
 
 pytest.importorskip("torch")
 needs_bwrap = pytest.mark.skipif(bool(bwrap_problem()), reason=f"no sandbox here: {bwrap_problem()}")
-
-
-def _marked(marker: str) -> list[int]:
-    """Pids of processes whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline:
-                found.append(int(entry.name))
-    return found
 
 
 def _descendants(pid: int) -> set[int]:
@@ -73,48 +71,16 @@ def _trace(file: Path, repo: Path, **opts) -> object:
 @pytest.fixture
 def hostile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The hostile tree, a listener it may call, a home with a secret, a token in the environment."""
-    repo = tmp_path / "repo"
-    (repo / ".git" / "hooks").mkdir(parents=True)
-    outside = Path(__file__).parent / f"pwned-{uuid.uuid4().hex}"  # outside the repo and /tmp
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".netrc").write_text("machine github.com password hunter2\n")
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    calls: list[bytes] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                calls.append(conn.recv(100))
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    plan = {
-        "marker": f"perfq-hostile-{uuid.uuid4().hex}",
-        "port": listener.getsockname()[1],
-        "home_secret": str(home / ".netrc"),
-        "outside": str(outside),
-        "hook": str(repo / ".git" / "hooks" / "post-checkout"),
-    }
-    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret_token")
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws_secret")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    file = make_tree(repo, plan)
-    yield repo, file, plan, calls, tmp_path
-    outside.unlink(missing_ok=True)
-    stop.set()
-    thread.join()
-    listener.close()
-    for pid in _marked(plan["marker"]):  # a daemon that got away: do not leave it to the machine
-        os.kill(pid, 9)
+    with hostile_place(tmp_path, home) as place:
+        file = make_tree(place.repo, place.plan)
+        yield place.repo, file, place.plan, place.calls, tmp_path
 
 
 def test_no_secret_reaches_the_traced_code_and_it_gets_its_own_home_and_tmpdir(hostile):
@@ -136,7 +102,7 @@ def test_the_sandbox_blocks_the_network_writes_hooks_home_and_daemons(hostile):
     assert seen["hook"].startswith("blocked") and not Path(plan["hook"]).exists()
     assert seen["home_secret"].startswith("blocked")
     assert seen["daemon"] == "started"  # it ran, inside the sandbox's pid namespace ...
-    assert wait_for(lambda: not _marked(plan["marker"]), 10)  # ... which died with the tracer
+    assert wait_for(lambda: not marked(plan["marker"]), 10)  # ... which died with the tracer
     assert result.status == TraceStatus.failed
 
 
@@ -144,7 +110,7 @@ def test_without_the_sandbox_the_environment_is_still_scrubbed(hostile):
     repo, file, plan, calls, _ = hostile
     seen = outcomes(_trace(file, repo, sandbox=False).errors)
     assert seen["token"] == seen["secret"] == "absent"
-    for pid in _marked(plan["marker"]):  # a setsid daemon outlives an unsandboxed trace (documented)
+    for pid in marked(plan["marker"]):  # a setsid daemon outlives an unsandboxed trace (documented)
         os.kill(pid, 9)
 
 
@@ -281,5 +247,156 @@ def test_a_relative_entry_on_sys_path_does_not_break_the_sandbox(tmp_path, monke
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     box = Sandbox(scratch, (Path("bench"),))
-    done = subprocess.run(box.argv(["true"]), capture_output=True, text=True, check=False)
+    with box.launch(["true"]) as launch:
+        done = subprocess.run(launch.argv, capture_output=True, text=True, check=False, pass_fds=launch.pass_fds)
     assert done.returncode == 0, done.stderr
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the attacks that undo a sandbox need root (CI runs as root)")
+
+
+def _not_blocked(seen: dict[str, str]) -> dict[str, str]:
+    """The attempts that did not fail (an attempt missing from ``seen`` counts as not blocked)."""
+    return {name: seen.get(name, "not tried") for name in BLOCKED_ATTEMPTS
+            if not seen.get(name, "").startswith("blocked")}
+
+
+def _tree_snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else b"" for p in sorted(root.rglob("*"))}
+
+
+@needs_bwrap
+@needs_root
+def test_as_root_the_tracing_sandbox_blocks_every_attack(hostile):
+    """Issue 37: as root, a traced benchmark's umount, remount, mknod, ptrace, setns, unshare,
+    SCHED_FIFO 50, writes to /etc, the host's /tmp and .git/hooks, reads of other processes'
+    environments and of the real home all fail; the host is unchanged."""
+    repo, file, plan, calls, _ = hostile
+    before = _tree_snapshot(repo)
+    seen = outcomes(_trace(file, repo).errors)
+    assert _not_blocked(seen) == {}, seen
+    assert calls == []
+    assert not [p for p in ("outside", "etc", "host_tmp") if Path(plan[p]).exists()]
+    assert _tree_snapshot(repo) == before
+    assert wait_for(lambda: not marked(plan["marker"]), 10)  # the daemon died with the sandbox
+
+
+@needs_bwrap
+@needs_root
+def test_as_root_perfq_run_sandbox_blocks_every_attack(hostile):
+    """The same attacks at the import of a `perfq run --sandbox` benchmark (run in realtime, as a
+    CI bench job is): each fails, and the failed invocation's output says so."""
+    from tests.run_fakebench import make_bench_root
+
+    repo, _, plan, calls, tmp_path = hostile
+    root = make_bench_root(repo)
+    module = root / "pt" / "fake_test.py"
+    module.write_text(hostile_source(plan) + module.read_text())
+    before = _tree_snapshot(repo)
+    res = subprocess.run(
+        [sys.executable, "-m", "perfq", "run", "--label", "L", "--bench", "fake", "--bench-root", str(root),
+         "--repeat", "1", "--side", "base", "--python", sys.executable, "--no-batch", "--sandbox",
+         "--priority", "realtime", "--history", str(tmp_path / "h.duckdb"), "--repo", str(repo), "--format", "json"],
+        env={**os.environ, "CI": "true", "GITHUB_TOKEN": TOKEN}, capture_output=True, text=True, timeout=300)
+    assert json.loads(res.stdout)["runs"][0]["failures"] == ["fake_test"], res.stderr
+    seen, _ = json.JSONDecoder().raw_decode(res.stderr.split("HOSTILE ", 1)[1])  # the progress line's FAILED (...)
+    assert _not_blocked(seen) == {}, seen
+    assert seen["token"] == "absent" and calls == []
+    assert not [p for p in ("outside", "etc", "host_tmp") if Path(plan[p]).exists()]
+    assert _tree_snapshot(repo) == before
+
+
+def test_run_sandbox_without_bubblewrap_is_refused_in_one_line(tmp_path):
+    """Issue 37: `--sandbox` where bubblewrap cannot run (here: not on PATH) used to run the
+    benchmarks with the environment scrubbed only; it is an error (exit 4) before anything runs."""
+    from tests.run_fakebench import make_bench_root
+
+    root = make_bench_root(tmp_path)
+    marker = tmp_path / "ran"
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent), "FAKE_SCHED_FILE": str(marker)}
+    res = subprocess.run(
+        [sys.executable, "-m", "perfq", "run", "--label", "L", "--bench", "fake", "--bench-root", str(root),
+         "--repeat", "1", "--side", "base", "--python", sys.executable, "--sandbox",
+         "--history", str(tmp_path / "h.duckdb"), "--repo", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 4, res.stderr
+    assert res.stderr.count("\n") == 1 and res.stderr.startswith("error: --sandbox: the benchmarks cannot be contained")
+    assert not marker.exists()
+
+
+@needs_bwrap
+def test_the_sandboxed_child_is_nobody_without_capabilities_under_seccomp(tmp_path):
+    """What the child of a sandbox is, read from its own /proc status: uid nobody, no capability
+    in any set, no new privileges, a seccomp filter; SCHED_FIFO at perfq's priority, capped there."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    probe = ("import os, resource; print(open('/proc/self/status').read()); "
+             "print('rtprio', resource.getrlimit(resource.RLIMIT_RTPRIO)); print('policy', os.sched_getscheduler(0))")
+    if realtime_problem():
+        pytest.skip(realtime_problem())
+    with Sandbox(scratch).launch([sys.executable, "-c", probe]) as launch:
+        done = proc.run(launch.argv, env=Sandbox(scratch).env(os.environ), timeout=60, realtime=True,
+                        pass_fds=launch.pass_fds)
+    assert done.ok, done.stderr
+    status = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    assert status["Uid"].split()[0] == str(NOBODY)
+    assert {status[cap].strip() for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")} == {"0" * 16}
+    assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2"
+    limit = resource.getrlimit(resource.RLIMIT_RTPRIO)[1]
+    cap = FIFO_PRIORITY if limit == resource.RLIM_INFINITY else min(limit, FIFO_PRIORITY)
+    assert f"rtprio ({cap}, {cap})" in done.stdout and f"policy {os.SCHED_FIFO}" in done.stdout
+
+
+def test_a_required_sandbox_that_cannot_be_had_refuses_to_trace(tmp_path, monkeypatch):
+    """Issue 37: where tracing would run a checkout's code uncontained and PERFQ_TRACE_SANDBOX=required
+    (perfq's CI workflows), it is a one-line error and no benchmark code runs."""
+    repo = tmp_path / "repo"
+    ran = tmp_path / "ran"
+    file = make_tree(repo)
+    file.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    monkeypatch.setenv("PERFQ_TRACE_SANDBOX", "required")
+    with pytest.raises(PerfqError, match="cannot be sandboxed here .the sandbox was turned off.*--no-trace"):
+        _trace(file, repo, sandbox=False)
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))  # no bwrap on PATH
+    bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(PerfqError, match="bubblewrap .bwrap. is not installed"):
+            _trace(file, repo)
+    finally:
+        bwrap_problem.cache_clear()
+    assert not ran.exists()
+
+
+def test_an_unsandboxed_trace_is_said_in_the_index(tmp_path):
+    """Issue 37: tracing without bubblewrap (here: not on PATH) is said in the index's warnings too."""
+    from tests.aten_fixture import make_repo
+    from tests.conftest import db_rows, run_perfq
+
+    repo = make_repo(tmp_path / "repo")
+    db = tmp_path / "i.duckdb"
+    tools = tmp_path / "bin"  # git and the venv's Python, no bwrap
+    tools.mkdir()
+    (tools / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    done = run_perfq(repo, "index", "-q", "--trace", "--db", str(db),
+                     env={"PATH": f"{tools}{os.pathsep}{Path(sys.executable).parent}"})
+    assert done.returncode == 0, done.stderr
+    [(message,)] = db_rows(db, "SELECT message FROM warnings WHERE phase = 'trace'")
+    assert message.startswith("benchmarks were traced NOT sandboxed (bubblewrap (bwrap) is not installed)")
+
+
+@needs_bwrap
+def test_a_readable_path_around_the_home_does_not_expose_it(tmp_path, monkeypatch):
+    """A repository (or a path on sys.path) that holds the hidden home directory, bound back
+    read-only, used to make the home readable again; it stays hidden, paths inside it bound back stay readable."""
+    around = tmp_path / "around"
+    home = around / "home"
+    (home / "venv").mkdir(parents=True)
+    (home / ".netrc").write_text("secret\n")
+    (home / "venv" / "ok").write_text("ok\n")
+    monkeypatch.setenv("HOME", str(home))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    box = Sandbox(scratch, (around, home / "venv"))
+    with box.launch(["sh", "-c", f"cat {home}/venv/ok; cat {home}/.netrc"]) as launch:
+        done = subprocess.run(launch.argv, capture_output=True, text=True, pass_fds=launch.pass_fds)
+    assert done.stdout == "ok\n" and "No such file" in done.stderr, (done.stdout, done.stderr)

@@ -142,15 +142,25 @@ class Checkout:
             git(self.repo, "reset", "--quiet", "--hard")
         git(self.repo, *argv)
 
-    def to(self, sha: str) -> None:
-        if self.current == sha:
-            return
-        self._switch("--detach", sha)
-        self.current = sha
+    def to(self, sha: str) -> list[str]:
+        """Check out ``sha`` with every tracked file as committed; the tracked files a build or
+        benchmark had changed or deleted (the user's own changes were stashed first), now restored
+        (issue 37: a deleted file stayed deleted for the next steps). Untracked files are kept."""
+        changed = common_git.dirty(self.repo)
+        if changed:
+            git(self.repo, "reset", "--quiet", "--hard")
+        if self.current != sha:
+            self._switch("--detach", sha)
+            self.current = sha
+        return changed
 
     def restore(self) -> None:
+        """Back to the origin's branch or commit, its tracked files as committed (the user's own
+        changes, stashed at the start, are re-applied by :func:`guarded` afterwards)."""
         target = self.branch or self.head
         try:
+            if common_git.dirty(self.repo):  # what the last build or benchmark changed or deleted
+                git(self.repo, "reset", "--quiet", "--hard")
             self._switch(target)
         except PerfqError as exc:
             raise PerfqError(f"could not restore {target} ({exc}); run `git checkout {target}`") from None

@@ -24,7 +24,7 @@ def run_once(command: list[str], cwd: Path, metric: MetricSpec, timeout: float,
     or (None, why it failed)."""
     if not cwd.is_dir():
         return None, f"{cwd} does not exist at this commit"
-    res = proc.run(command, cwd=cwd, env=env, timeout=timeout, realtime=realtime)
+    res = proc.run(command, cwd=cwd, env=env, timeout=timeout, realtime=realtime, reap_orphans=True)
     if res.error:
         return None, f"benchmark {res.error}"
     if res.returncode != 0:
@@ -78,23 +78,39 @@ class Bench:
         self.session.record(commit, n, values, error, self.units[-1] if len(self.units) > before else None)
         return values
 
-    def _measure(self, commit: str, n: int) -> tuple[list[float] | None, str | None]:
+    def _prepare(self, commit: str) -> str | None:
+        """Check ``commit`` out with its tracked files as committed (a warning when the last build
+        or benchmark had changed or deleted some) and build it when needed; why not, or None."""
         try:
-            self.co.to(commit)
+            restored = self.co.to(commit)
         except PerfqError as exc:
-            return self._fail(commit, f"checkout failed: {exc}")
+            return f"checkout failed: {exc}"
+        if restored:
+            shown = ", ".join(restored[:5]) + (f" and {len(restored) - 5} more" if len(restored) > 5 else "")
+            self.log(f"  warning: the build or benchmark changed {len(restored)} tracked file(s) ({shown}): "
+                     "restored as committed before this step")
+            self.built = None  # its build's changes to tracked files are gone too: build again
         if self.req.build and self.built != commit:
             self.built = None
             self.log(f"  {commit[:12]}: building")
             err = self._run_build(self.req.build)
             if err:
-                return self._fail(commit, f"build failed: {err}")
+                return f"build failed: {err}"
             self.built = commit
+        return None
+
+    def _measure(self, commit: str, n: int) -> tuple[list[float] | None, str | None]:
+        err = self._prepare(commit)
+        if err:
+            return self._fail(commit, err)
         if self.req.ir_kernel:
             return self._ir_values(commit, n)
         values = []
         cwd = self.repo / self.req.cwd if self.req.cwd else self.repo
-        for _ in range(n):
+        for run in range(n):
+            err = self._prepare(commit) if run else None  # every run starts from the committed tree
+            if err:
+                return self._fail(commit, err)
             reading, err = run_once(self.req.command, cwd, self.req.metric, self.req.timeout,
                                     self._env(commit), self.realtime)
             if err or reading is None:

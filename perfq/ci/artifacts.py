@@ -15,6 +15,7 @@ from pathlib import Path
 
 from perfq.ci.comment import COMMENT_FILE, PR_FILE, PullRequestRef, report_body
 from perfq.ci.gate import missing_results, selected_benchmarks
+from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.run import api as run_api
 
@@ -42,8 +43,9 @@ class ReportOutcome:
 
 
 def _read(path: Path) -> str | None:
+    """An artifact's text (a regular file within files.InputKind.report's limit); None when it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        return files.input_text(path, files.InputKind.report, errors="replace")
     except OSError:
         return None
 
@@ -72,8 +74,8 @@ def run_url() -> str:
 
 
 def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
-                 settings: run_api.Settings | None = None) -> ReportOutcome:
-    """Write the prepared comment and its companions into ``out``."""
+                 settings: run_api.Settings | None = None, note: str = "") -> ReportOutcome:
+    """Write the prepared comment (``note`` at its top) and its companions into ``out``."""
     if not inputs.is_dir():
         raise PerfqError(f"no artifact directory {inputs}")
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +92,7 @@ def build_report(inputs: Path, label: str, pr: PullRequestRef, out: Path,
     verdicts = run_api.render_markdown(comparison) if comparison is not None else None
     selected = selected_count(inputs / "matrix.json")
     missing = missing_results(selected_benchmarks(inputs / "matrix.json"), comparison)
-    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing)
+    body = report_body(_read(inputs / "affected.md"), verdicts, selected, run_url(), missing, note)
     comment = out / COMMENT_FILE
     comment.write_text(body, encoding="utf-8")
     (out / PR_FILE).write_text(json.dumps(pr.to_json()) + "\n", encoding="utf-8")

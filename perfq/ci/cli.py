@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD
+from perfq.common import files
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOption, resolve_repo
 from perfq.terminal import console
@@ -22,6 +24,13 @@ ci_app = typer.Typer(
 _WHERE = "Workflow"
 _RUN = "Benchmark jobs"
 _PR, _REPORT = "Pull request", "Output"
+
+
+def _build_env(given: list[str] | None) -> tuple[str, ...]:
+    """--build-env as given (a lone '' for none), else the CPU build's defaults."""
+    if given is None:
+        return DEFAULT_BUILD_ENV
+    return tuple(a for a in given if a)
 
 
 def _installed_spec() -> str:
@@ -78,8 +87,12 @@ def init(
         "Fail the check on a regression, a failed benchmark or a missing result (the comment still goes out)."))
                     ] = False,
     wheel_build: Annotated[str, typer.Option("--wheel-build", rich_help_panel=_SIDES, help=(
-        "Shell command run once per side in its checkout that leaves one wheel in dist/ "
-        "(PyTorch: your CI's wheel build)."))] = "python -m pip wheel --no-deps --wheel-dir dist .",
+        "Shell command run once per side in its checkout that leaves one wheel in dist/, after the build "
+        "requirements (requirements.txt) are installed, with ccache in front of the compilers."))
+                       ] = DEFAULT_WHEEL_BUILD,
+    build_env: Annotated[list[str] | None, typer.Option("--build-env", rich_help_panel=_SIDES, metavar="NAME=VALUE",
+        help=("Environment of the wheel build (repeat). Default: " + " ".join(DEFAULT_BUILD_ENV)
+              + ", PyTorch's CPU build on a runner without a GPU; --build-env '' for none."))] = None,
     wheel_url: Annotated[str, typer.Option("--wheel-url", rich_help_panel=_SIDES, help=(
         "Instead of building: the URL of a commit's published wheel, {commit} standing for it."))] = "",
     build_runner: Annotated[list[str] | None, typer.Option("--build-runner", rich_help_panel=_SIDES,
@@ -96,6 +109,9 @@ def init(
 ) -> None:
     """Write perfq-benchmarks.yml (PRs), perfq-comment.yml and perfq-nightly.yml into .github/workflows.
 
+    The build job checks the fork out with its submodules, installs its requirements.txt and builds
+    each side's wheel through ccache; the base side's wheel is cached per commit (docs/ci.md).
+
     Examples:
 
         perfq ci init --perfq-spec git+https://github.com/ORG/perfq@3f2c...  # pinned perfq
@@ -103,6 +119,8 @@ def init(
         perfq ci init --perfq-spec ... --runner self-hosted --runner perf --gate --shards 4
 
         perfq ci init --perfq-spec ... --torch-spec torch==2.6.0 --upstream torch   # a backend repo
+
+        perfq ci init --perfq-spec ... --build-runner self-hosted --build-env USE_CUDA=1   # a GPU build
     """
     from perfq import __version__
     from perfq.ci.cache import pinned_torch
@@ -120,7 +138,7 @@ def init(
             spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), bench_timeout,
             tuple(shlex.split(run_flags)), gate, budget, shards, torch_spec or pinned_torch(root) or "torch",
             torch_index, wheel_build, wheel_url, tuple(build_runner or ("ubuntu-latest",)), build_timeout,
-            upstream, cron=cron)
+            upstream, cron=cron, build_env=_build_env(build_env))
         files = render(options, __version__)
     except ValueError as exc:
         raise PerfqError(str(exc)) from None
@@ -170,6 +188,30 @@ def cache_key(
     print(keys.delimiter)
 
 
+@ci_app.command("base-config")
+def base_config(
+    rev: Annotated[str, typer.Argument(help="The PR's base (HEAD^1 of its merge commit).")],
+    out: Annotated[Path, typer.Option("--out", help="Directory the committed config files are written to.")],
+    repo: Path | None = RepoOption,
+) -> None:
+    """Write the config committed at REV into --out, and print PERFQ_CONFIG_DIR=<it> (for $GITHUB_ENV).
+
+    With PERFQ_CONFIG_DIR set, every perfq command reads its config there, not in the checkout: a
+    pull request's own perfq.toml (an exclude of the kernel it changes) cannot select fewer
+    benchmarks; it takes effect after merge.
+
+    Example:
+
+        perfq ci base-config HEAD^1 --out "$RUNNER_TEMP/perfq-config" >> "$GITHUB_ENV"
+    """
+    from perfq.ci.gate import write_committed_config
+    from perfq.config import CONFIG_DIR_ENV
+
+    written = write_committed_config(resolve_repo(repo), rev, out)
+    console(stderr=True).print(f"config of {rev}: {', '.join(written) or 'none (perfq defaults)'}", markup=False)
+    print(f"{CONFIG_DIR_ENV}={out.absolute()}")
+
+
 @ci_app.command("matrix")
 def matrix(
     file: Annotated[Path, typer.Argument(help="The output of `perfq affected --format gha-matrix`.")],
@@ -181,8 +223,10 @@ def matrix(
         perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
     """
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(files.read_input(file, files.InputKind.matrix))
+    except OSError as exc:
+        raise PerfqError(f"cannot read the matrix {file}: {exc.strerror or exc}") from None
+    except ValueError as exc:
         raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
     from perfq.ci.artifacts import runnable
 
@@ -259,7 +303,8 @@ def report(
         "after writing everything."))] = False,
     base: Annotated[str | None, typer.Option("--base", rich_help_panel=_PR, help=(
         "Read the thresholds and ignore list ([tool.perfq.compare]) from this commit's committed config "
-        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls. "
+        "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls; a PR (HEAD) "
+        "that changes the config gets a line saying it takes effect after merge. "
         "Without it: perfq's defaults."))] = None,
     repo: Path | None = RepoOption,
 ) -> None:
@@ -272,8 +317,8 @@ def report(
         perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
     from perfq.ci.artifacts import build_report
-    from perfq.ci.comment import PullRequestRef, parse_pr
-    from perfq.ci.gate import base_settings
+    from perfq.ci.comment import PullRequestRef, config_note, parse_pr
+    from perfq.ci.gate import base_settings, changed_config
     from perfq.run.api import Settings
 
     try:
@@ -284,7 +329,8 @@ def report(
     settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
     if base is None:
         err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
-    outcome = build_report(inputs, label, ref, out, settings)
+    note = config_note(changed_config(resolve_repo(repo), base, "HEAD")) if base is not None else ""
+    outcome = build_report(inputs, label, ref, out, settings, note)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         with open(summary, "a", encoding="utf-8") as fh:
@@ -320,8 +366,8 @@ def comment(
     from perfq.ci.github import GitHub, post_sticky
 
     try:
-        pr = parse_pr((prepared / PR_FILE).read_text(encoding="utf-8"))
-        body = (prepared / COMMENT_FILE).read_text(encoding="utf-8", errors="replace")
+        pr = parse_pr(files.input_text(prepared / PR_FILE, files.InputKind.report, (prepared,)))
+        body = files.input_text(prepared / COMMENT_FILE, files.InputKind.report, (prepared,), errors="replace")
     except OSError as exc:
         raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
     except ValueError as exc:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfq.common.render import GITHUB_COMMENT_BUDGET
+from perfq.common.render import GITHUB_COMMENT_BUDGET, md_code
 
 MARKER = "<!-- perfq:sticky-comment -->"
 COMMENT_FILE = "comment.md"
@@ -69,15 +69,23 @@ def find_sticky(comments: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | No
 
 
 def _code(name: str) -> str:
-    """``name`` as an inline code span (no HTML or markdown in it renders)."""
-    return f"`{name.replace('`', '')}`"
+    """``name`` as an inline code span (no HTML, markdown, control or bidirectional character in it renders)."""
+    return md_code(name)
+
+
+def config_note(changed: list[str]) -> str:
+    """The comment's line for a PR that changes perfq's config files ``changed`` ('' for none)."""
+    if not changed:
+        return ""
+    return (f"**This PR changes {', '.join(_code(name) for name in changed)}**: perfq read the base branch's "
+            "config for this run; the change takes effect after merge.")
 
 
 def report_body(affected_md: str | None, verdicts_md: str | None, selected: int | None, run_url: str,
-                missing: tuple[str, ...] = ()) -> str:
-    """The prepared comment: the affected summary first, then the compare verdicts (or why there are none),
-    then the selected benchmarks that produced no result."""
-    lines = ["## perfq: benchmarks this PR can slow down", ""]
+                missing: tuple[str, ...] = (), note: str = "") -> str:
+    """The prepared comment: ``note`` (a config change), the affected summary, then the compare verdicts
+    (or why there are none), then the selected benchmarks that produced no result."""
+    lines = ["## perfq: benchmarks this PR can slow down", "", *([note, ""] if note else [])]
     lines.append(affected_md.strip() if affected_md else "_No affected summary: the select job did not finish._")
     lines += ["", "### Base vs head", ""]
     if verdicts_md:

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from perfq.common import files
 from perfq.common.render import md_table
 from perfq.errors import PerfqError
 
@@ -32,7 +33,7 @@ class Night:
 def night_from_report(report: Path, commit: str, date: str | None = None) -> Night:
     """The totals of a coverage JSON report."""
     try:
-        summary = json.loads(report.read_text(encoding="utf-8"))["summary"]
+        summary = json.loads(files.read_input(report, files.InputKind.report))["summary"]
         return Night(date or dt.date.today().isoformat(), commit, int(summary["ops_total"]),
                      int(summary["ops_covered"]), float(summary["ops_ratio"]), int(summary["benchmarks"]))
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -44,7 +45,7 @@ def read_trend(path: Path) -> list[Night]:
     if not path.exists():
         return []
     try:
-        return [Night(**row) for row in json.loads(path.read_text(encoding="utf-8"))["nights"]]
+        return [Night(**row) for row in json.loads(files.read_input(path, files.InputKind.report))["nights"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise PerfqError(f"{path}: not a coverage trend file ({exc})") from None
 

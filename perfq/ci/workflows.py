@@ -15,7 +15,13 @@ from importlib import resources
 
 WORKFLOW_FILES = ("perfq-benchmarks.yml", "perfq-comment.yml", "perfq-nightly.yml")
 WORKFLOW_DIR = ".github/workflows"
-DEFAULT_WHEEL_BUILD = "python -m pip wheel --no-deps --wheel-dir dist ."
+BUILD_STEPS = "perfq-build-steps.yml"  # the wheel build's steps, in the PR and nightly workflows
+# against the build requirements the job installed (PyTorch's requirements.txt), as PyTorch builds itself
+DEFAULT_WHEEL_BUILD = "python -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ."
+# a CPU build on a runner without a GPU (PyTorch's setup.py reads these); the fork's tests are not built;
+# the compilers by the names ccache-action puts ccache under (a Python built elsewhere may name its
+# compiler x86_64-linux-gnu-gcc, and a setuptools build would then bypass the cache)
+DEFAULT_BUILD_ENV = ("USE_CUDA=0", "USE_ROCM=0", "USE_XPU=0", "BUILD_TEST=0", "CC=gcc", "CXX=g++")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -39,11 +45,13 @@ PINS = {
     "cache-save": Pin("actions/cache/save", "v5.0.5", "27d5ce7f107fe9357f9df03efb73ab90386fccae"),
     "upload-artifact": Pin("actions/upload-artifact", "v7.0.0", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f"),
     "download-artifact": Pin("actions/download-artifact", "v8.0.1", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c"),
+    "ccache": Pin("hendrikmuhs/ccache-action", "v1.2.23", "d62db5f07c26379fc4b4e0916f098a92573c3b03"),
 }
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _BRANCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
 _PYTHON = re.compile(r"^3\.\d+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLAIN_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*([<>=!~].*)?$")
 
 
@@ -70,6 +78,7 @@ class WorkflowOptions:
     history_depth: int = 50  # commits the select job fetches: how far back the cache finds an ancestor's index
     cron: str = "17 3 * * *"
     nightly_timeout: int = 360
+    build_env: tuple[str, ...] = DEFAULT_BUILD_ENV  # NAME=VALUE for the wheel build
 
 
 def _text(name: str, value: str) -> str:
@@ -115,6 +124,11 @@ def check(options: WorkflowOptions) -> WorkflowOptions:
             raise ValueError("--wheel-url must contain {commit} (each side's wheel is that commit's)")
     else:
         _text("--wheel-build", options.wheel_build)
+    for assignment in options.build_env:
+        name, eq, value = assignment.partition("=")
+        if not eq or not _ENV_NAME.match(name):
+            raise ValueError(f"--build-env {assignment!r}: expected NAME=VALUE")
+        _text("--build-env", assignment)
     if not _BUDGET.match(options.budget):
         raise ValueError(f"--budget {options.budget!r}: a duration such as 15m, 900s or 1h")
     if not _CRON.match(options.cron):
@@ -129,6 +143,12 @@ def check(options: WorkflowOptions) -> WorkflowOptions:
         if flag.split("=", 1)[0] == "--tag-filter":
             raise ValueError("--run-flags may not hold --tag-filter: a selected test is never dropped by a tag")
     return options
+
+
+def _env_lines(assignments: tuple[str, ...], indent: int) -> str:
+    """``NAME: "value"`` lines of an ``env:`` block (values as JSON strings); the token's line when empty."""
+    pairs = (a.partition("=") for a in assignments)
+    return "\n".join(f"{' ' * indent}{name}: {json.dumps(value)}" for name, _, value in pairs)
 
 
 def _runner(labels: tuple[str, ...]) -> str:
@@ -156,6 +176,7 @@ def render(options: WorkflowOptions, perfq_version: str) -> dict[str, str]:
         "@PERFQ_VERSION@": perfq_version,
         "@PERFQ_SPEC@": json.dumps(options.perfq_spec),
         "@PYTHON_VERSION@": json.dumps(options.python_version),
+        "@PYTHON_VERSION_KEY@": f"py{options.python_version}",
         "@BASE_BRANCH@": json.dumps(options.base_branch),
         "@RUNNER@": _runner(options.runner),
         "@BUILD_RUNNER@": _runner(options.build_runner),
@@ -167,9 +188,11 @@ def render(options: WorkflowOptions, perfq_version: str) -> dict[str, str]:
         "@REPORT_FLAGS@": "--fail-on-regression" if options.gate else "",
         "@BUDGET@": json.dumps(options.budget),
         "@SHARDS@": json.dumps(str(options.shards)),
+        "@NATIVE_SHARD_LIST@": json.dumps(list(range(1, options.shards + 1))),
         "@TORCH_SPEC@": json.dumps(options.torch_spec),
         "@TORCH_INDEX@": json.dumps(options.torch_index),
         "@WHEEL_BUILD@": options.wheel_build,
+        "@BUILD_ENV@": _env_lines(options.build_env, 10),
         "@WHEEL_URL@": json.dumps(options.wheel_url),
         "@BENCH_NEEDS@": "select, build" if build else "select",
         "@REPORT_NEEDS@": "select, build, bench" if build else "select, bench",
@@ -179,7 +202,7 @@ def render(options: WorkflowOptions, perfq_version: str) -> dict[str, str]:
     keep = {"build": build, "url": not build, "upstream": bool(options.upstream)}
     out = {}
     for name in WORKFLOW_FILES:
-        text = _blocks(template(name), keep)
+        text = _blocks(template(name).replace("@BUILD_STEPS@\n", template(BUILD_STEPS)), keep)
         for token, value in values.items():
             text = text.replace(token, value)
         leftover = re.search(r"@[A-Za-z_ -]+@", text)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from perfq.common import files
 from perfq.common.render import print_json
 from perfq.options import EXIT_GATE, DbOption, RepoOption, resolve_repo
 from perfq.run.plan import DEFAULT_BUDGET
@@ -84,8 +85,10 @@ def register(app: typer.Typer) -> None:
         diff_text = None
         if diff is not None:
             try:
-                diff_text = sys.stdin.read() if diff == "-" else Path(diff).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                diff_text = sys.stdin.read() if diff == "-" else files.input_text(diff, files.InputKind.diff)
+            except OSError as exc:
+                raise PerfqError(f"cannot read diff {diff}: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
                 raise PerfqError(f"cannot read diff {diff}: {exc}") from None
         doc = affected_for_ref(root, ref, db, diff_text=diff_text, worktree=worktree, reindex=reindex)
         if ir:

@@ -89,6 +89,12 @@ def register(app: typer.Typer) -> None:
             help="Also sample benchmark tests under perf (cpu-clock, call stacks) and map the frames of "
             "libtorch_cpu.so to index functions (native_samples; needs perf; opt-in, minutes).",
         ),
+        native_shard: str = typer.Option(None, "--native-shard", metavar="I/N", rich_help_panel="How",
+            help="With --native: sample only shard I of N of the chosen tests (one runner of a CI matrix)."),
+        native_out: Path = typer.Option(None, "--native-out", metavar="FILE", rich_help_panel="How",
+            help="With --native: also write the samples to FILE (a shard file for --native-from)."),
+        native_from: list[Path] = typer.Option(None, "--native-from", metavar="FILE", rich_help_panel="How",
+            help="Instead of sampling, merge these shard files (--native-out) into the index's native_samples."),
         trace_benchmarks: bool = typer.Option(False, "--trace-benchmarks", hidden=True,
             rich_help_panel="How", help="Same as --trace."),
         fmt: Format = typer.Option(Format.table, "--format", metavar="FORMAT",
@@ -103,8 +109,13 @@ def register(app: typer.Typer) -> None:
             perfq index --full --trace       # re-link everything, trace what each benchmark runs
 
             perfq index --repo ../xpu-ops --upstream ~/pytorch    # an out-of-tree backend
+
+            perfq index --native --native-shard 2/4 --native-out native-2.json   # one shard (CI)
+
+            perfq index --native-from native-1.json --native-from native-2.json  # merge the shards
         """
         from indexer.build import build_index
+        from indexer.native import NativeRun, Shard
         from perfq.config import load_config
 
         root = resolve_repo(repo)
@@ -134,6 +145,8 @@ def register(app: typer.Typer) -> None:
             trace=True if trace_benchmarks else trace,
             events=None if quiet else BuildLines(console(stderr=True)),
             native=native,
+            native_run=NativeRun(Shard.parse(native_shard) if native_shard else None, native_out,
+                                 tuple(native_from or ())),
         )
         skipped = report.skipped
         if fmt == Format.json:

@@ -44,17 +44,22 @@ def default_history_path(repo: Path) -> Path:
     return state_dir(repo) / HISTORY_FILE
 
 
-def write_atomically(path: Path, chunks: Iterable[str] | Iterable[bytes], *, binary: bool = False) -> None:
+def write_atomically(path: Path, chunks: Iterable[str] | Iterable[bytes], *, binary: bool = False,
+                     own: bool = False) -> None:
     """Write ``chunks`` (text, or bytes when ``binary``) to ``path`` through a scratch file with a
     unique name beside it (``<name>.<random>.tmp``, ``mkstemp``) renamed over it: readers see the
     old file or the new one, never half of one. A symlink is written through (its target is
     replaced, the link kept); a device or a pipe (``/dev/stdout``) is written directly, never
-    replaced by a regular file; a directory is an IsADirectoryError. OSError propagates."""
-    target = Path(os.path.realpath(path))
+    replaced by a regular file; a directory is an IsADirectoryError. ``own``: perfq's own file (a
+    cache beside the index): a symlink, device or pipe planted there is replaced, never written
+    through (a FIFO would block the write forever). OSError propagates."""
+    target = Path(path) if own else Path(os.path.realpath(path))
     try:
-        mode = os.stat(target).st_mode
+        mode = os.lstat(target).st_mode if own else os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
+    if own and mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        mode = None  # replaced by the rename below
     if mode is not None and stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     if mode is not None and not stat.S_ISREG(mode):

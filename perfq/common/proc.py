@@ -39,6 +39,7 @@ GRACE_S = 3.0  # SIGTERM, then this long, then SIGKILL
 DRAIN_S = 1.0  # after the group is dead, output still buffered in the pipe is read this long
 _CHUNK = 1 << 16
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,47 @@ def _exited(pid: int) -> bool:
     return info is not None and info.si_pid == pid
 
 
+def _children() -> set[int]:
+    """The live processes whose parent is this process (from /proc)."""
+    me, found = os.getpid(), set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == me:
+                        found.add(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (``PR_SET_CHILD_SUBREAPER``, Linux):
+    a grandchild that left its process group (``setsid``) and outlived its parent becomes our child,
+    so :func:`run` with ``reap_orphans`` can end it. False where it cannot."""
+    _load_libc()
+    return bool(_LIBC) and _LIBC[0].prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def kill_orphans(known: set[int]) -> list[int]:
+    """SIGKILL and reap the children of this (subreaper) process that are not in ``known``:
+    descendants of a finished child that escaped its group; repeated while killing one
+    hands its own children to us. The pids killed."""
+    killed: list[int] = []
+    for _ in range(32):
+        strays = _children() - known
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        killed += sorted(strays)
+    return killed
+
+
 @contextlib.contextmanager
 def spawned(argv: list[str], **kwargs: object) -> Iterator[subprocess.Popen]:
     """:func:`popen` for the block; its group is killed when the block ends, however it ends."""
@@ -246,6 +288,8 @@ def run(
     keep: Callable[[str], bool] | None = None,
     cap: int = OUTPUT_CAP,
     realtime: bool = False,
+    pass_fds: tuple[int, ...] = (),
+    reap_orphans: bool = False,
 ) -> ProcResult:
     """Run ``argv`` to the end (or ``timeout`` seconds): output decoded with replacement, never raised.
 
@@ -253,12 +297,16 @@ def run(
     propagates) and when the child ends. ``capture=False`` lets the child use this process's
     stdout and stderr. Each captured stream keeps ``cap`` bytes (head and tail) and, from the
     middle, the lines ``keep`` accepts (a parser's lines: measurements, headers). ``realtime``:
-    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`).
+    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`). ``pass_fds``: the
+    descriptors it inherits (a sandbox's seccomp program, :class:`perfq.common.sandbox.Launch`).
+    ``reap_orphans`` (a benchmark): nothing the child started outlives it, not even a ``setsid``
+    daemon (this process becomes a subreaper; call it from one thread at a time).
     """
+    known = _children() if reap_orphans and become_subreaper() else None
     pipe = subprocess.PIPE if capture else None
     try:
         child = popen(argv, realtime, cwd=cwd, env=dict(env) if env is not None else None, stdout=pipe, stderr=pipe,
-                      stdin=subprocess.DEVNULL, shell=shell)
+                      stdin=subprocess.DEVNULL, shell=shell, pass_fds=pass_fds)
     except OSError as exc:
         name = argv if isinstance(argv, str) else argv[0]
         return ProcResult(None, "", str(exc), f"cannot start {name}: {exc.strerror or exc}")
@@ -267,6 +315,8 @@ def run(
         finished = _collect(child, outputs, timeout)
     finally:
         kill_group(child)
+        if known is not None:
+            kill_orphans(known)
         _drain(child, outputs)
     out, err = outputs["stdout"], outputs["stderr"]
     error = "" if finished else f"timed out after {timeout:g}s"

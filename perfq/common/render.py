@@ -22,7 +22,9 @@ def print_json(data: Any) -> None:
 
 _ESCAPE_SEQUENCE = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_]?)|\x9b[0-?]*[ -/]*[@-~]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# control characters, line separators and the bidirectional controls (embeddings, overrides such as
+# U+202E, isolates, marks) that make a name read differently from what it is ("Trojan Source")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
 # Markdown punctuation that can start emphasis, links, images, tables, strikethrough, headings or quotes mid-line.
 _MD_PUNCTUATION = re.compile(r"([\\`*\[\]#!|~>@$]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")  # add_M8_cpu stays
 

@@ -16,6 +16,7 @@ timeouts still fire.
 from __future__ import annotations
 
 import os
+import resource
 from enum import Enum
 
 from perfq.errors import PerfqError
@@ -59,8 +60,13 @@ def use_realtime(priority: Priority, notes: list[str], what: str = "benchmarks")
 
 
 def enter_realtime() -> None:
-    """In a child before exec: ``SCHED_FIFO`` (permission was probed by :func:`realtime_problem`)."""
+    """In a child before exec: ``SCHED_FIFO`` (permission was probed by :func:`realtime_problem`),
+    and ``RLIMIT_RTPRIO`` capped there, so that without ``CAP_SYS_NICE`` (the sandbox drops it) the
+    benchmark cannot climb above perfq's own timers."""
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+    hard = resource.getrlimit(resource.RLIMIT_RTPRIO)[1]
+    cap = FIFO_PRIORITY if hard == resource.RLIM_INFINITY else min(hard, FIFO_PRIORITY)  # never raised
+    resource.setrlimit(resource.RLIMIT_RTPRIO, (cap, cap))
 
 
 def describe(realtime: bool) -> str:

@@ -20,11 +20,13 @@ perfq.toml) looks like::
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfq.common import files
 from perfq.common.yaml_text import YAMLError, load_yaml
 from perfq.config import load_config
 from perfq.errors import PerfqError
@@ -123,11 +125,13 @@ def parse_manifest(data: Any, base: Path, origin: str) -> Manifest:
 def load_manifest(repo: Path, manifest: Path | None = None) -> Manifest:
     """``manifest`` if given, else ``<repo>/perfq-ir.yaml``, else ``[tool.perfq.ir]``."""
     path = manifest if manifest is not None else repo / MANIFEST_FILE
-    if manifest is not None or path.is_file():
+    if manifest is not None or os.path.lexists(path):
         try:
-            data = load_yaml(path.read_text(encoding="utf-8"))
+            data = load_yaml(files.input_text(path, files.InputKind.manifest))
         except OSError as exc:
             raise PerfqError(f"{path}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise PerfqError(f"{path}: not UTF-8 text") from None
         except YAMLError as exc:
             raise PerfqError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
         return parse_manifest(data, path.resolve().parent, str(path))

@@ -45,6 +45,13 @@ class SideName(str, Enum):
     head = "head"
 
 
+class CompareFormat(str, Enum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+    pytorch_benchmark = "pytorch-benchmark"
+
+
 class Mode(str, Enum):
     eager = "eager"
     compile = "compile"
@@ -336,8 +343,9 @@ def register(app: typer.Typer) -> None:
         baseline: Annotated[str | None, typer.Option("--baseline", "-b", rich_help_panel=_WHAT_CMP, help=(
             "Compare LABEL's head (or only) side with another stored run: OTHER or OTHER:base|head "
             "(default side: head, or OTHER's only side)."))] = None,
-        fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
-                       ] = Format.table,
+        fmt: Annotated[CompareFormat, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
+            help=FORMAT_HELP + " pytorch-benchmark: PyTorch's benchmark database records, every sample "
+            "(perfq import reads them).")] = CompareFormat.table,
         alpha: Annotated[float | None, typer.Option("--alpha", rich_help_panel=_STATS, callback=_checked_threshold,
             help="False discovery rate (default 0.05, or [tool.perfq.compare] alpha).")] = None,
         min_effect: Annotated[float | None, typer.Option("--min-effect", rich_help_panel=_STATS,
@@ -358,15 +366,23 @@ def register(app: typer.Typer) -> None:
             perfq compare pr123 --baseline nightly-2024-06-01        # against last night's main run
 
             perfq compare pr123 --fail-on-regression --min-effect 0.1
+
+            perfq compare pr123 --format pytorch-benchmark > records.json   # PyTorch's benchmark database
         """
-        from perfq.run.comparisons import comparison_against, comparison_for_label
+        from perfq.run.comparisons import compared_runs, comparison_against, comparison_for_label
 
         repo_path = resolve_repo(repo)
         settings = _settings(repo_path, alpha, min_effect)
         path = resolve_history(repo_path, history)
         doc = (comparison_against(path, label, baseline, settings) if baseline
                else comparison_for_label(path, label, settings))
-        _render_comparison(doc, fmt)
+        if fmt == CompareFormat.pytorch_benchmark:
+            from perfq.run import pytorch_benchmark
+
+            sys.stdout.write(pytorch_benchmark.dumps(pytorch_benchmark.comparison_records(
+                doc, compared_runs(path, doc, (label, (baseline or "").partition(":")[0])))))
+        else:
+            _render_comparison(doc, Format(fmt.value))
         if fail_on_regression and doc.gate_fails():
             raise typer.Exit(EXIT_GATE)
 

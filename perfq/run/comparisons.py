@@ -8,6 +8,7 @@ from pathlib import Path
 from perfq.errors import PerfqError
 from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns
 from perfq.run.report import ComparisonDocument, comparison_document
+from schema.db import damage_is_an_error
 from schema.results_store import Run, Side, runs_for_label, side_samples
 
 
@@ -19,7 +20,8 @@ def side_failures(base: list[Run], head: list[Run]) -> SideFailures:
 
 def _runs(history: Path, label: str, role: str = "") -> list[Run]:
     """A label's runs without their samples; a PerfqError when there is none."""
-    runs = runs_for_label(history, label, with_samples=False)
+    with damage_is_an_error(history):
+        runs = runs_for_label(history, label, with_samples=False)
     if not runs:
         raise PerfqError(f"no runs labelled {label!r}{role} in {history}")
     return runs
@@ -28,7 +30,8 @@ def _runs(history: Path, label: str, role: str = "") -> list[Run]:
 def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str, str]], base: list[Run],
               head: list[Run], settings: Settings) -> ComparisonDocument:
     """The comparison of two stored sides, each a (label, side) with its runs, on sample columns."""
-    stored = side_samples(history, *sides)
+    with damage_is_an_error(history):
+        stored = side_samples(history, *sides)
     columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
     return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)))
 
@@ -73,3 +76,9 @@ def comparison_against(history: Path, label: str, baseline: str, settings: Setti
         raise PerfqError(f"--baseline {baseline} is the side being compared; name another label or side")
     name = f"{label}:{head_side} vs {other}:{base_side}"
     return _document(history, name, ((other, base_side), (label, head_side)), base, head, settings)
+
+
+def compared_runs(history: Path, doc: ComparisonDocument, labels: tuple[str, ...]) -> list[Run]:
+    """The runs of both sides of ``doc`` with their samples, base first; ``labels``: where they are stored."""
+    by_id = {r.id: r for label in dict.fromkeys(x for x in labels if x) for r in runs_for_label(history, label)}
+    return [by_id[i] for i in (*doc.base.runs, *doc.head.runs) if i in by_id]

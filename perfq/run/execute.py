@@ -143,18 +143,22 @@ def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: San
     """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
     ``keep`` accepts; contained in ``box`` when given; under the plan's timeout and scheduling);
     Ctrl-C or SIGTERM kills its process group and propagates."""
-    if box is not None:
-        argv = box.argv(argv)
-    res = proc.run(argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime)
+    box = box or Sandbox(cwd, use_bwrap=False)  # no box: argv as it is
+    with box.launch(argv) as launch:
+        res = proc.run(launch.argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime,
+                       pass_fds=launch.pass_fds, reap_orphans=True)
     return res.returncode, res.stdout, res.stderr, res.error
 
 
 def sandbox_note() -> str:
-    """What ``--sandbox`` contains on this machine, for the run's notes."""
+    """What ``--sandbox`` contains, for the run's notes; a PerfqError when the sandbox cannot be
+    had here (a benchmark run with less than it asked for is never a silent downgrade)."""
     problem = bwrap_problem()
-    if not problem:
-        return "sandboxed: bubblewrap (no network, read-only file system, scrubbed environment)"
-    return f"sandbox partial: scrubbed environment and own HOME/TMPDIR only ({problem})"
+    if problem:
+        raise PerfqError(f"--sandbox: the benchmarks cannot be contained here ({problem}); install bubblewrap, "
+                         "or run without --sandbox only code you trust")
+    return ("sandboxed: bubblewrap (no network, read-only file system, unprivileged user without capabilities, "
+            "seccomp filter, scrubbed environment)")
 
 
 def _box(plan: Plan, side: SideSetup, scratch: Path) -> Sandbox | None:

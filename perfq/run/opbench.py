@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from perfq.run import pytorch_benchmark
+
 DEFAULT_ROOT = "benchmarks/operator_benchmark"
 
 
@@ -211,17 +213,12 @@ def _number(value: Any) -> float | None:
 
 
 def _dashboard_record(item: dict[str, Any], default_device: str) -> list[Measurement]:
-    """Measurements of one ``--output-json-for-dashboard`` record (none when it is malformed)."""
-    metric, bench, model = item.get("metric"), item.get("benchmark") or {}, item.get("model") or {}
-    if not isinstance(metric, dict) or metric.get("name") != "latency" or not isinstance(bench, dict):
+    """The timings of one ``--output-json-for-dashboard`` record (none when it is malformed or another metric)."""
+    fields = pytorch_benchmark.record_fields(item)
+    if fields is None or fields.metric not in ("forward_time", "backward_time"):
         return []
-    extra = bench.get("extra_info") if isinstance(bench.get("extra_info"), dict) else {}
-    run = "backward_time" if bench.get("mode") == "training" else "forward_time"
-    mode = "compile" if extra.get("use_compile") else "eager"
-    name = str(model.get("name")) if isinstance(model, dict) else str(model)
-    values = metric.get("benchmark_values")
-    numbers = [_number(v) for v in values] if isinstance(values, list) else []
-    return [Measurement(name, v, run, str(metric.get("unit", "us")), mode, str(extra.get("device") or default_device))
+    numbers = [_number(v) for v in fields.values]
+    return [Measurement(fields.test, v, fields.metric, fields.unit, fields.mode, fields.device or default_device)
             for v in numbers if v is not None]
 
 

@@ -7,8 +7,10 @@ bounded memory: a header line ``{"format": "perfq-results", "version": 2}``, the
 Every line is validated against the JSON Schema generated from the result types
 (:func:`line_schemas`); NaN, ``Infinity``, an unknown side or status is rejected with a one-line
 error before anything is written. Version 1 files (one JSON document, samples nested in their
-runs) are still read. A run's id travels with the file, so merging the result files of many CI
-jobs into one history is idempotent (see :mod:`schema.result_file_store`).
+runs) are still read, and so are PyTorch's benchmark database files (a JSON list of records,
+:mod:`perfq.run.pytorch_benchmark`), both converted to version 2 lines first. A run's id travels
+with the file, so merging the result files of many CI jobs into one history is idempotent (see
+:mod:`schema.result_file_store`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import Any
 
 import jsonschema
 
+from perfq.common import files
 from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
+from perfq.run import pytorch_benchmark
 from schema.result_file_store import RUN_REF, ImportCounts, ImportFile, SourceKind, merge_result_files
 from schema.results_store import Failure, Run, Sample
 
@@ -124,7 +128,7 @@ def export_runs(runs: list[Run], path: Path) -> None:
 def _first_line(path: Path) -> tuple[bytes, bytes]:
     """The first 16 bytes (a DuckDB file's magic) and the first line of ``path``."""
     try:
-        with path.open("rb") as fh:
+        with files.open_input(path, files.InputKind.results) as (fd, _), open(fd, "rb", closefd=False) as fh:
             line = fh.readline(_HEADER_MAX)
             fh.seek(0)
             return fh.read(16), line
@@ -151,7 +155,7 @@ def _check_header(path: Path, header: dict[str, Any]) -> None:
 def _v1_as_lines(path: Path, tmp: Path) -> Path:
     """A version 1 file (one document, samples nested in runs) rewritten as version 2 lines in ``tmp``."""
     try:
-        doc = _loads(path.read_text(encoding="utf-8"))
+        doc = _loads(files.input_text(path, files.InputKind.results_v1))
     except OSError as exc:
         raise PerfqError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, ValueError) as exc:
@@ -183,13 +187,37 @@ def _v1_line(value: Any, path: Path) -> str:
         raise PerfqError(f"{path}: a value is not a finite number") from None
 
 
+def _records_as_lines(path: Path, tmp: Path) -> Path:
+    """A PyTorch benchmark database file (a JSON list of records) rewritten as version 2 lines in ``tmp``."""
+    try:
+        content = files.read_input(path, files.InputKind.results_v1)
+        records = _loads(content.decode("utf-8"))
+    except OSError as exc:
+        raise PerfqError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise PerfqError(f"{path}: not a PyTorch benchmark file (bad JSON: {exc})") from None
+    if not pytorch_benchmark.is_records(records):
+        raise PerfqError(f"{path}: not a list of PyTorch benchmark records (each with metric and model)")
+    out = tmp / f"{len(list(tmp.iterdir()))}.jsonl"
+    try:
+        with out.open("w", encoding="utf-8") as fh:
+            for line in pytorch_benchmark.result_lines(records, path.stem, content):
+                fh.write(_v1_line(line, path))
+    except pytorch_benchmark.FormatError as exc:
+        raise PerfqError(f"{path}: {exc}") from None
+    return out
+
+
 def _source(path: Path, tmp: Path) -> ImportFile:
-    """How to read ``path``: a history database, a version 2 file, or a version 1 file converted to lines."""
-    if not path.is_file():
+    """How to read ``path``: a history database, a version 2 file, a PyTorch benchmark database file or a
+    version 1 file, the last two converted to lines."""
+    if not path.exists():
         raise PerfqError(f"no such result file: {path}")
     magic, line = _first_line(path)
     if magic[8:12] == _DUCKDB_MAGIC:
         return ImportFile(path, SourceKind.duckdb)
+    if line.lstrip().startswith(b"["):
+        return ImportFile(_records_as_lines(path, tmp), SourceKind.lines, name=path)
     header = _header(path, line)
     if header is not None and header.get("version") != 1:
         _check_header(path, header)
