@@ -12,14 +12,18 @@ the values (times are positive and act multiplicatively; docs/run.md "Comparing"
 * ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided trimmed tests at
   alpha) certifies: ``max(|low|, |high|)`` of the 90% interval; "no change beyond ±R";
 * sequential sampling (``perfq run``) stops for a test when its untrimmed (Welch) TOST interval's half-width is
-  at most the target resolution, or at ``max_samples`` a side, or at the time budget: rules on
-  the spread and the clock only, never on the estimate (the fixed-width sequential interval of
-  Chow and Robbins), so the one verdict taken on the final samples is not inflated by the looks;
+  at most the target resolution and its (Yuen) TOST interval's half-width at most the minimum
+  effect, or at ``max_samples`` a side, or at the time budget: rules on the spread and the clock
+  only, never on the estimate (the fixed-width sequential interval of Chow and Robbins), so the one
+  verdict taken on the final samples is not inflated by the looks;
 * verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect;
-  else ``same`` (no change beyond ±R) when the test's sampling stopped by resolution or
-  ceiling; else ``unknown`` (the time budget, or a plain run with few repeats, cut it short),
-  stating the resolution reached; ``failed`` when one side has no sample because its benchmark
-  failed there or the side never ran.
+  else ``same`` (no change beyond ±R) only when R is at most the test's minimum effect and its
+  sampling stopped; else ``unknown ±R`` with the reason (the budget or the plain run's repeats
+  ended the sampling, the sample ceiling, R wider than the minimum effect, the machine was
+  contended); ``failed`` when one side has no sample because its benchmark failed there or the
+  side never ran.
+* the centers shown beside the change are the ones it compares: each side's 20%-trimmed
+  geometric mean (``base_center``, ``head_center``); the medians stay in the document.
 
 Thresholds per benchmark and an ignore list come from ``[tool.perfq.compare]``.
 All tests of a comparison are computed together on sample columns (:class:`SampleColumns`, as
@@ -39,7 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfq.run.stats import LogWelch, Segments, log_welch, medians
+from perfq.run.stats import LogWelch, Segments, log_welch, medians, trimmed_geomeans
 
 
 class Verdict(str, Enum):
@@ -200,13 +204,26 @@ class TestResult:
     resolution: float | None = None  # R: the TOST at alpha certifies "no change beyond ±R"
     tost_ci: tuple[float, float] | None = None  # the TOST interval of the change (90% for alpha 0.05)
     stop_ci: tuple[float, float] | None = None  # Welch's (untrimmed) TOST interval: what sampling stops on
+    base_center: float | None = None  # the side's 20%-trimmed geometric mean: what the change compares
+    head_center: float | None = None
+
+    def at_ceiling(self, settings: Settings) -> bool:
+        return min(self.n_base, self.n_head) >= settings.max_samples
+
+    def narrow(self, settings: Settings) -> bool:
+        """Both TOST intervals are narrow: Welch's within the target resolution, Yuen's within the minimum effect."""
+        if self.stop_ci is None or self.tost_ci is None:
+            return False
+        return (_half_width(self.stop_ci) <= settings.resolution
+                and _half_width(self.tost_ci) <= max(self.min_effect, settings.resolution))
 
     def stopped(self, settings: Settings) -> bool:
-        """Sampling of this test is over: its (untrimmed) TOST interval is narrow enough, or it has the most samples."""
-        if self.stop_ci is None:
-            return False
-        half_width = (self.stop_ci[1] - self.stop_ci[0]) / 2
-        return half_width <= settings.resolution or min(self.n_base, self.n_head) >= settings.max_samples
+        """Sampling of this test is over: its intervals are narrow (:meth:`narrow`), or it has the most samples."""
+        return self.stop_ci is not None and (self.narrow(settings) or self.at_ceiling(settings))
+
+
+def _half_width(interval: tuple[float, float]) -> float:
+    return (interval[1] - interval[0]) / 2
 
 
 @dataclass
@@ -242,12 +259,21 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
         worse = (t.change > 0) != up_is_good
         t.verdict = Verdict.regression if worse else Verdict.improvement
         t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {t.min_effect:.1%}"
-    elif t.stopped(settings):
+    elif t.stopped(settings) and t.resolution <= t.min_effect:
         t.verdict, t.reason = Verdict.same, f"no change beyond ±{t.resolution:.1%} (TOST at {settings.alpha})"
     else:
-        t.verdict = Verdict.unknown
-        t.reason = (f"sampling stopped at {min(t.n_base, t.n_head)} samples a side with resolution ±{t.resolution:.1%} "
-                    f"(target ±{settings.resolution:.1%} or {settings.max_samples} samples)")
+        t.verdict, t.reason = Verdict.unknown, _why_unknown(t, settings)
+
+
+def _why_unknown(t: TestResult, settings: Settings) -> str:
+    """Why a test with samples on both sides is neither a change nor ``same``."""
+    n, r = min(t.n_base, t.n_head), t.resolution or 0.0
+    if t.narrow(settings):
+        return (f"no change beyond ±{r:.1%} is wider than the minimum effect {t.min_effect:.1%}: "
+                "a change below the minimum effect, or too near it to tell")
+    if t.at_ceiling(settings):
+        return f"the sample ceiling ({settings.max_samples} a side) was reached at ±{r:.1%}"
+    return f"the budget (or the run's repeats) ended the sampling at {n} samples a side, ±{r:.1%}"
 
 
 @dataclass(frozen=True)
@@ -339,6 +365,10 @@ def _fill(t: TestResult, welch: LogWelch, pos: int) -> None:
     t.resolution = max(abs(t.tost_ci[0]), abs(t.tost_ci[1]))
 
 
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
 def compare_columns(cols: SampleColumns, settings: Settings | None = None,
                     failures: SideFailures | None = None) -> Comparison:
     """Compare both sides of every test in ``cols`` at once (the same numbers as test-by-test).
@@ -351,6 +381,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     sides = _Sides.of(cols)
     nb, nh = sides.base.count, sides.head.count
     base_med, head_med = medians(sides.base), medians(sides.head)
+    base_center, head_center = trimmed_geomeans(sides.base, settings.trim), trimmed_geomeans(sides.head, settings.trim)
     tests = []
     for i, key in enumerate(cols.keys):
         if nb[i] + nh[i] == 0:
@@ -368,9 +399,9 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
         t = TestResult(key, int(nb[i]), int(nh[i]), None, None, None, None, None,
                        min_effect=settings.effect_for(key.benchmark, key.test))
         if nb[i]:
-            t.base_median = float(base_med[i])
+            t.base_median, t.base_center = float(base_med[i]), _finite(base_center[i])
         if nh[i]:
-            t.head_median = float(head_med[i])
+            t.head_median, t.head_center = float(head_med[i]), _finite(head_center[i])
         if i in row_of:
             _fill(t, welch, row_of[i])
         result.tests.append(t)

@@ -72,6 +72,9 @@ class TestRow:
     n_head: int
     min_effect: float
     resolution: float | None = None  # R: "no change beyond ±R" certified by TOST at alpha (None: no CI)
+    base_center: float | None = None  # 20%-trimmed geometric mean of the side: the change is head_center/base_center
+    head_center: float | None = None
+    reason: str = ""  # why the verdict (an ``unknown``'s: the budget, the ceiling, R wider than the min effect)
 
     def verdict_text(self) -> str:
         """The verdict with its resolution: ``same ±2.1%``, ``unknown ±7.3%``, ``regression``."""
@@ -181,7 +184,7 @@ def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
 def _test_row(t: TestResult) -> TestRow:
     return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
                    t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect,
-                   t.resolution)
+                   t.resolution, t.base_center, t.head_center, t.reason)
 
 
 def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ...]:
@@ -239,7 +242,7 @@ def summary_line(doc: ComparisonDocument) -> str:
     failed = f", {c.failed} failed" if c.failed else ""
     return (
         f"{icon} **perfq {md_code(doc.label)}**: {c.regression} regression(s), "
-        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown{failed} across {n} test(s)"
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} undecided{failed} across {n} test(s)"
     )
 
 
@@ -248,12 +251,15 @@ def problem_lines(doc: ComparisonDocument) -> list[str]:
     return [f"- **{md_text(p)}**" for p in doc.problems] + [f"- :warning: {md_text(w)}" for w in doc.warnings]
 
 
+CENTER_NOTE = "base and head: each side's 20%-trimmed geometric mean, the centers the change compares"
+
+
 def _table(rows: list[TestRow]) -> list[str]:
     return md_table(
         ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
         "lllllrrrlr",
         ((t.verdict_text(), md_code(t.benchmark), md_code(t.test), md_text(t.mode), md_text(t.device),
-          md_text(fmt_value(t.base_median, t.unit)), md_text(fmt_value(t.head_median, t.unit)),
+          md_text(fmt_value(t.base_center, t.unit)), md_text(fmt_value(t.head_center, t.unit)),
           fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
     )
 
@@ -306,9 +312,9 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
     lines += _section("Improvements", by[Verdict.improvement], fold=True)
-    lines += _section("Unknown (sampling cut short by the budget: ± the resolution reached)", by[Verdict.unknown],
-                      fold=True)
-    lines += _section("Same (no change beyond ± the resolution)", by[Verdict.same], fold=True)
+    lines += _section("Undecided (unknown ±R: no change beyond ±R, wider than the minimum effect)",
+                      by[Verdict.unknown], fold=True)
+    lines += _section("Same (no change beyond ±R, within the minimum effect)", by[Verdict.same], fold=True)
     failures = doc.base.failures + doc.head.failures
     if failures:
         body = [line for f in failures
@@ -320,9 +326,11 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += ["", *_environment(doc)]
     lines += [
         "",
-        "<sub>Verdicts: Welch's test on log-times (change = ratio of geometric means), Benjamini-Hochberg q "
-        "across all tests; each test is sampled until its 90% interval is narrow enough; regression/improvement "
-        "needs q < alpha and |change| >= min effect; same ±R: an equivalence test (TOST) certifies no change "
-        "beyond ±R; unknown: the budget ended the sampling first.</sub>",
+        "<sub>Verdicts: Yuen's trimmed Welch test on log-times (change = ratio of the 20%-trimmed geometric "
+        f"means; {CENTER_NOTE}), Benjamini-Hochberg q across all tests; each test is sampled until its 90% "
+        "interval is narrow enough; regression/improvement needs q < alpha and |change| >= min effect; "
+        "same ±R: an equivalence test (TOST) certifies no change beyond ±R, and R is within the minimum effect; "
+        "unknown ±R: undecided (the budget or the sample ceiling ended the sampling, or R is wider than the "
+        "minimum effect).</sub>",
     ]
     return "\n".join(lines) + "\n"
