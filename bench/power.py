@@ -36,7 +36,7 @@ from pathlib import Path
 from run_defaults import BENCHES, corpus, perfq  # the A/A bench next to this one: same corpus, same CLI call
 
 TARGETS = {0.10: 0.90, 0.25: 1.00}  # effect -> detection rate wanted
-DEFAULT_BUDGET = 600.0  # perfq run's budget when none is given (perfq.run.execute.DEFAULT_BUDGET)
+DEFAULT_BUDGET = 900.0  # perfq run's one default budget (perfq.run.plan.DEFAULT_BUDGET, "15m")
 
 SITECUSTOMIZE = '''"""perfq power harness (bench/power.py): run one operator again on a fraction p of its calls."""
 import atexit

@@ -6,6 +6,8 @@ import fnmatch
 import os
 import shlex
 import sys
+import time
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -50,6 +52,18 @@ class Mode(str, Enum):
     compile = "compile"
     both = "both"
 
+
+
+REPLAN_AFTER = 0.02  # preparing the sides took more than this share of the budget: the plan is made again to fit
+
+
+def priority_line(priority: Priority, realtime: bool) -> str:
+    """The one line every run prints: the priority its benchmark processes get, and why."""
+    if realtime:
+        return (f"priority: real-time ({sched.describe(True)}, --priority {priority.value}: permitted here), "
+                "so other load on this machine cannot preempt the benchmarks")
+    why = "--priority normal" if priority == Priority.normal else "real-time scheduling is not permitted here"
+    return f"priority: normal (SCHED_OTHER, {why}), so other load on this machine adds noise"
 
 
 _SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
@@ -253,6 +267,7 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
         if (shards is not None or shard is not None or run_all) and not affected:
             raise PerfqError("--all, --shards and --shard go with --affected REF (a plan)", exit_code=EXIT_USAGE)
+        started = time.monotonic()  # the budget is the whole run's wall time: side installs and builds count
         budget_seconds = None if run_all else parse_duration(budget)
         shard_k, shard_n = check_shard(shard, shards)
         sources = SourceOptions(tuple(build_argv(build) or ()), base_wheel, head_wheel, sides_dir)
@@ -275,6 +290,7 @@ def register(app: typer.Typer) -> None:
             notes.append(runner.sandbox_note())
         realtime = sched.use_realtime(priority, notes)
         err = console(stderr=True)
+        err.print(priority_line(priority, realtime), markup=False, soft_wrap=True)
         if test_plan is not None:  # printed before anything runs
             print_plan(err, test_plan, _interactive())
             if shard_n > 1:
@@ -293,6 +309,13 @@ def register(app: typer.Typer) -> None:
             head_omp, ref, base_ref, head_ref, wheels=bool(base_wheel or head_wheel)))
         if ab:
             sides = prepare_sides(repo_path, sides, sources, root, log=lambda line: err.print(line, markup=False))
+        preparing = time.monotonic() - started
+        if test_plan is not None and budget_seconds is not None and preparing > REPLAN_AFTER * budget_seconds:
+            selection = replace(selection, budget_seconds=max(budget_seconds - preparing, 1.0))
+            jobs, _, test_plan = select.select_jobs(repo_path, cfg, root, selection, base_spec,
+                                                    python or base_python or select.default_python())
+            err.print(f"note: preparing the sides took {preparing:.0f} s of the budget; the plan was cut to the "
+                      f"remaining {budget_seconds - preparing:.0f} s ({len(jobs)} job(s))", markup=False)
         plan = runner.Plan(
             label=label,
             jobs=jobs,
@@ -305,6 +328,7 @@ def register(app: typer.Typer) -> None:
             adaptive=adaptive,
             max_repeat=max_repeat,
             budget_seconds=budget_seconds,
+            started=started,
             batch=batch,
             timeout=timeout,
             sandbox=sandbox,

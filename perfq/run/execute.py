@@ -21,6 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -49,7 +50,6 @@ from schema.results_store import Run, RunStatus, now, save_runs
 _T = TypeVar("_T")
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
-DEFAULT_BUDGET = 600.0  # seconds a run may take when the plan sets no budget (adaptive rounds stop before it)
 SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
@@ -108,7 +108,8 @@ class Plan:
     out: Path | None = None
     adaptive: bool = False
     max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: the settings' max_samples
-    budget_seconds: float | None = None  # None: DEFAULT_BUDGET
+    budget_seconds: float | None = None  # the whole run's wall time (side installs included); None: no budget
+    started: float = field(default_factory=time.monotonic)  # when the budget's clock started (the command's start)
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
     sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
@@ -396,13 +397,40 @@ def planned_invocations(plan: Plan) -> int:
     return len(batch_jobs(plan.jobs) if plan.batch else plan.jobs) * len(plan.sides) * plan.repeat
 
 
+HARNESS_IMPORT = "import torch, benchmark_core, benchmark_runner"  # what every operator_benchmark process imports
+
+
+def side_problem(plan: Plan, side: SideSetup) -> str:
+    """'' when the side's interpreter imports torch and the operator_benchmark harness (from its benchmark
+    root, with its environment); else the last line of why not."""
+    env = {**os.environ, **dict(side.env)}
+    res = proc.run([side.python, "-c", HARNESS_IMPORT], cwd=side.bench_root or plan.bench_root, env=env,
+                   timeout=plan.timeout)
+    return "" if res.ok else res.error or res.tail(1).strip() or f"exit status {res.returncode}"
+
+
+def check_sides(plan: Plan) -> None:
+    """A PerfqError (one line) when a side cannot import torch and the harness: before the first round, not
+    after the other side's rounds ran (a CUDA wheel without its libraries: ``ImportError: libcudnn.so.9``)."""
+    if not any(job.spec is not None for job in plan.jobs):
+        return
+    with ThreadPoolExecutor(max_workers=len(plan.sides)) as pool:
+        problems = list(pool.map(lambda side: side_problem(plan, side), plan.sides))
+    for side, problem in zip(plan.sides, problems, strict=True):
+        if problem:
+            raise PerfqError(f"the {side.name} side cannot run its benchmarks ({side.python}: "
+                             f"{HARNESS_IMPORT}): {problem}")
+
+
 def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
     """Run the plan; returns the runs (also saved).
 
+    A side that cannot import torch and the harness stops the run before its first round (a PerfqError).
     Ctrl-C or any error: the runs are saved as ``incomplete`` (with what they measured), then the
     exception propagates; no run is left ``running``.
     """
     caps = opbench.detect_caps(plan.bench_root)
+    check_sides(plan)
     runs = runs or new_runs(plan)
     dead: set[tuple[str, str]] = set()  # (job title, side) that failed once
     started = time.monotonic()
@@ -475,7 +503,7 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
     ceiling of rounds, or when the next round (estimated from the last one) would overrun the budget.
     """
     ceiling = plan.max_repeat or plan.settings.max_samples
-    budget = DEFAULT_BUDGET if plan.budget_seconds is None else plan.budget_seconds
+    budget = math.inf if plan.budget_seconds is None else plan.budget_seconds
     last_seconds = (time.monotonic() - started) / max(plan.repeat, 1)
     last_tests = max(len(_undecided(plan, runs, everything=True)), 1)
     for r in range(plan.repeat, ceiling):
@@ -483,7 +511,7 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
         if not undecided:
             return
         estimate = last_seconds * len(undecided) / last_tests
-        if time.monotonic() - started + estimate > budget:
+        if time.monotonic() - plan.started + estimate > budget:
             plan.notes.append(f"time budget of {budget:.0f} s reached: {len(undecided)} test(s) left undecided")
             return
         jobs = _narrowed_jobs(plan, undecided)
