@@ -3,10 +3,18 @@ whole run's wall time (``--all``: none), and contention is recorded per invocati
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+import duckdb
+
+from perfq.common.proc import ChildUsage
 from perfq.run import execute as runner
+from perfq.run.compare import TestKey, compare_samples
+from perfq.run.machine import Contention, MachineSnapshot
+from perfq.run.report import comparison_document, render_markdown
+from schema.results_store import Run
 from tests.conftest import run_perfq
 from tests.run_fakebench import make_bench_root
 from tests.test_run_exec import PY, plan_for
@@ -63,3 +71,53 @@ def test_no_budget_samples_to_the_ceiling(tmp_path):
                     budget_seconds=None, started=time.monotonic() - 10_000.0)
     base, _ = runner.execute(plan)
     assert sum(s.test == "add_M8_cpu" for s in base.samples) == 5 and "budget" not in base.notes
+
+
+def test_each_invocation_records_the_machine_and_its_own_rusage(tmp_path):
+    root = make_bench_root(tmp_path)
+    base, head = runner.execute(plan_for(tmp_path, root, repeat=2))
+    con = duckdb.connect(str(tmp_path / "h.duckdb"), read_only=True)
+    stored = [json.loads(m) for (m,) in con.execute("SELECT machine FROM invocations ORDER BY started_at").fetchall()]
+    env = {side: json.loads(e) for side, e in con.execute("SELECT side, env FROM runs").fetchall()}
+    con.close()
+    assert len(stored) == 4
+    for record in stored:
+        assert record["minor_faults"] > 0 and 0 < record["child_cpu"] <= 1.5 and record["wall_s"] > 0
+        assert {"cpu_pressure", "memory_pressure", "io_pressure", "steal", "run_queue", "involuntary_switches",
+                "voluntary_switches", "major_faults", "contended"} <= set(record)
+    for run in (base, head):
+        assert env[run.side]["contended"].startswith(f"{runner.contended_share(run)[0]} of 2 invocations (")
+    assert "base: " in base.notes and "invocations contended" in base.notes
+
+
+def snap(at: float, stall_us: tuple[int, int, int], steal: int = 0, jiffies: int = 0, running: int = 1):
+    return MachineSnapshot(at, stall_us, steal, jiffies, running)
+
+
+def test_contention_is_the_share_of_the_invocations_wall():
+    usage = ChildUsage(user_s=1.5, system_s=0.1, major_faults=3, minor_faults=900, voluntary_switches=4,
+                       involuntary_switches=250, max_rss_kib=1)
+    c = Contention.between(snap(10.0, (0, 0, 0), 0, 0, 5), snap(12.0, (1_000_000, 400_000, 0), 30, 400, 7), usage)
+    assert (c.cpu_pressure, c.memory_pressure, c.io_pressure) == (0.5, 0.2, 0.0)
+    assert c.steal == 30 / 400 and c.run_queue == 5.0 and c.child_cpu == 0.8 and c.major_faults == 3
+    assert c.contended  # memory stalls on 20% of its wall
+    calm = Contention.between(snap(0.0, (0, 0, 0), 0, 0), snap(2.0, (2_000_000, 0, 0), 0, 400), usage)
+    assert calm.cpu_pressure == 1.0 and not calm.contended  # others waited for a CPU; this one had its own
+    starved = Contention.between(snap(0.0, (0, 0, 0)), snap(4.0, (0, 0, 0)), usage)
+    assert starved.child_cpu == 0.4 and starved.contended  # it was on a CPU 40% of its wall
+    missing = Contention.between(snap(0.0, (-1, -1, -1)), snap(1.0, (-1, -1, -1)), None)
+    assert missing.memory_pressure is None and missing.child_cpu is None and not missing.contended
+
+
+def test_an_unknown_says_the_machine_was_contended():
+    k = TestKey("b", "t", "eager", "cpu", "forward_time", "us")
+    noisy = compare_samples([(k, v) for v in (10.0, 14.0, 10.5, 15.0)], [(k, v) for v in (10.2, 14.5, 10.1, 15.5)])
+    busy, calm = Run(label="L", side="base"), Run(label="L", side="head")
+    busy.env = json.dumps({"contended": "12 of 20 invocations (60%)"})
+    calm.env = json.dumps({"contended": "1 of 20 invocations (5%)"})
+    (row,) = comparison_document("L", [busy], [calm], noisy).tests
+    assert row.verdict == "unknown" and row.reason.startswith("the machine was contended (base: 12 of 20")
+    (quiet,) = comparison_document("L", [calm], [calm], noisy).tests
+    assert "contended" not in quiet.reason
+    md = render_markdown(comparison_document("L", [busy], [calm], noisy))
+    assert "| contended | 12 of 20 invocations (60%) | 1 of 20 invocations (5%) |" in md

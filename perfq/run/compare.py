@@ -230,6 +230,8 @@ def _half_width(interval: tuple[float, float]) -> float:
 class Comparison:
     tests: list[TestResult] = field(default_factory=list)
     ignored: list[TestKey] = field(default_factory=list)
+    only_base: list[TestKey] = field(default_factory=list)  # samples on the base side only, no failure explains it
+    only_head: list[TestKey] = field(default_factory=list)  # ... on the head side only (a test the other run lacks)
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(VERDICTS, 0)
@@ -396,6 +398,9 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     row_of = {int(i): pos for pos, i in enumerate(tested)}
     for i in tests:
         key = cols.keys[i]
+        if not (nb[i] and nh[i]) and not failures.explains(bool(nb[i]), key.benchmark):
+            (result.only_base if nb[i] else result.only_head).append(key)  # in one of the two runs only
+            continue
         t = TestResult(key, int(nb[i]), int(nh[i]), None, None, None, None, None,
                        min_effect=settings.effect_for(key.benchmark, key.test))
         if nb[i]:

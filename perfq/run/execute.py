@@ -17,12 +17,13 @@ are finalised (``incomplete``) and saved before the exception propagates: no run
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TypeVar
@@ -40,7 +41,7 @@ from perfq.run.compare import (
     compare_columns,
     higher_is_better,
 )
-from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
+from perfq.run.machine import Contention, interpreters_info, machine_info, repo_info, side_env, snapshot
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
@@ -128,6 +129,7 @@ class InvocationResult:
     stderr_tail: str
     argv: list[str]
     error: str = ""
+    contention: Contention | None = None  # what the machine did while the process ran
 
 
 def side_spec(spec: OpBenchSpec, side: SideSetup) -> OpBenchSpec:
@@ -139,15 +141,27 @@ def side_spec(spec: OpBenchSpec, side: SideSetup) -> OpBenchSpec:
     )
 
 
+@dataclass(frozen=True)
+class Spawned:
+    """One benchmark process: its exit status, output, why it failed, and the contention it ran under."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    error: str
+    contention: Contention
+
+
 def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: Sandbox | None,
-           keep: Callable[[str], bool] = opbench.output_line_needed) -> tuple[int | None, str, str, str]:
-    """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
-    ``keep`` accepts; contained in ``box`` when given; under the plan's timeout and scheduling);
+           keep: Callable[[str], bool] = opbench.output_line_needed) -> Spawned:
+    """One process (its output capped, keeping the lines ``keep`` accepts; contained in ``box`` when given;
+    under the plan's timeout and scheduling), with the machine's counters read around it;
     Ctrl-C or SIGTERM kills its process group and propagates."""
     if box is not None:
         argv = box.argv(argv)
+    before = snapshot()
     res = proc.run(argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime)
-    return res.returncode, res.stdout, res.stderr, res.error
+    return Spawned(res.returncode, res.stdout, res.stderr, res.error, Contention.between(before, snapshot(), res.usage))
 
 
 def sandbox_note() -> str:
@@ -170,7 +184,7 @@ def _box(plan: Plan, side: SideSetup, scratch: Path) -> Sandbox | None:
 
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
-             error: str) -> InvocationResult:
+             error: str, contention: Contention | None = None) -> InvocationResult:
     negative = [m for m in found if m.value < 0 and not higher_is_better(m.metric, m.unit)]
     found = [m for m in found if math.isfinite(m.value) and m not in negative]  # nan/inf/-5 us: no measurement
     if not error and rc != 0:
@@ -179,7 +193,7 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
         error = f"negative time(s) in the output ({negative[0].test}: {negative[0].value:g} {negative[0].unit})"
     elif not error and not found:
         error = "no measurement found in the output"
-    return InvocationResult(found, rc, proc.tail(err or out), argv, error)
+    return InvocationResult(found, rc, proc.tail(err or out), argv, error, contention)
 
 
 def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
@@ -196,21 +210,24 @@ def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
     if job.script is not None:
         argv = job.script.argv(side.python)
         script = job.script
-        rc, out, err, error = _spawn(argv, script.workdir(side.source or plan.repo), env, plan, box,
-                                     lambda line: output_line_needed(script, line))
-        return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
+        ran = _spawn(argv, script.workdir(side.source or plan.repo), env, plan, box,
+                     lambda line: output_line_needed(script, line))
+        return [(job, _outcome(parse_output(job.script, ran.stdout), ran.returncode, ran.stdout, ran.stderr, argv,
+                               ran.error, ran.contention))]
     # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
     members = job.members or ((job,) if job.spec is not None and opbench.runs_wrapped(job.spec) else ())
     if members:
         specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+        ran = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+        rc, out, err = ran.returncode, ran.stdout, ran.stderr
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(members, specs, strict=True):
             found, failed = parsed[opbench.normalize_name(spec.name)]
-            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
+            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, ran.error or failed,
+                               ran.contention)
             if failed:
                 outcome.returncode = rc if rc else 1
                 outcome.stderr_tail = f"{failed}\n{proc.tail(err)}".strip()
@@ -221,9 +238,9 @@ def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
     json_file = tmp / "out.json" if caps.output_json else None
     argv, _ = opbench.build_command(side.python, spec, caps, json_file)
     env.update(opbench.thread_env(spec))
-    rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
-    found = opbench.parse_invocation(out, spec, json_file)
-    return [(job, _outcome(found, rc, out, err, argv, error))]
+    ran = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+    found = opbench.parse_invocation(ran.stdout, spec, json_file)
+    return [(job, _outcome(found, ran.returncode, ran.stdout, ran.stderr, argv, ran.error, ran.contention))]
 
 
 _UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "ns": 1e-9}
@@ -340,11 +357,46 @@ def _persist(plan: Plan, runs: list[Run], final: bool = False) -> None:
         raise errors[0]
 
 
+def contention_record(contention: Contention | None) -> dict[str, object] | None:
+    """An invocation's contention as stored (JSON object), its verdict ``contended`` included."""
+    if contention is None:
+        return None
+    return {**asdict(contention), "contended": contention.contended}
+
+
+def contended_share(run: Run) -> tuple[int, int]:
+    """(contended, measured) invocations of a run."""
+    records = [json.loads(i.machine) for i in run.invocations if i.machine]
+    return sum(bool(r.get("contended")) for r in records), len(records)
+
+
+def contention_note(run: Run) -> str:
+    """``head: 3 of 40 invocations contended (8%)``: the side's contended share, for the notes and the env."""
+    contended, measured = contended_share(run)
+    return f"{run.side}: {contended} of {measured} invocations contended ({contended / measured:.0%})" if measured \
+        else ""
+
+
+def _record_contention(runs: list[Run]) -> list[str]:
+    """Each run's contended share, into its environment (``contended``); the notes' lines."""
+    notes = []
+    for run in runs:
+        contended, measured = contended_share(run)
+        if not measured:
+            continue
+        env = json.loads(run.env) if run.env else {}
+        env["contended"] = f"{contended} of {measured} invocations ({contended / measured:.0%})"
+        run.env = json.dumps(env, sort_keys=True)
+        notes.append(contention_note(run))
+    return notes
+
+
 def _finalise(plan: Plan, runs: list[Run], status: RunStatus, note: str = "") -> None:
-    """Mark the runs finished (``complete``) or stopped (``incomplete``) and save them."""
+    """Mark the runs finished (``complete``) or stopped (``incomplete``), with their contended shares, and save them."""
+    shares = _record_contention(runs)
     for run in runs:
         run.status, run.ended_at = status, now()
-        run.notes = "; ".join([*plan.notes, *([note] if note else [])])
+        run.notes = "; ".join([*plan.notes, *shares, *([note] if note else [])])
     _persist(plan, runs, final=True)
 
 
@@ -450,7 +502,9 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 progress(Tick(TickKind.start, job, side.name, round_index))
                 began, began_at, errors, samples = time.monotonic(), now(), [], 0
                 outcomes = invoke(todo, side, plan, caps)
-                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at)
+                contention = next((o.contention for _, o in outcomes if o.contention is not None), None)
+                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at,
+                                   contention_record(contention))
                 for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))

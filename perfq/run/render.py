@@ -22,6 +22,7 @@ from perfq.run.report import (
     HistoryDocument,
     env_differences,
     fmt_p,
+    only_in_one,
     summary_line,
 )
 from perfq.run.trend import Trend, sparkline
@@ -96,9 +97,12 @@ def print_comparison(con: Console, doc: ComparisonDocument) -> None:
     for side, f in failures:
         tail = f.stderr_tail.strip().splitlines()[-1] if f.stderr_tail.strip() else f"exit {f.returncode}"
         con.print(f"[red]failed on {side}[/red] {safe(f.benchmark)}: {safe(tail)}", soft_wrap=False)
+    for heading, tests in only_in_one(doc):
+        con.print(safe(f"not compared, {heading} ({len(tests)}): {', '.join(tests)}"))
     for name, info in (("base", doc.base), ("head", doc.head)):
         con.print(safe(f"{name}: ref {info.ref or '-'}, torch {info.torch_version or '-'}, {info.host or '-'}, "
-                       f"{info.status.value}, {info.samples} samples"))
+                       f"{info.status.value}, {info.samples} samples"
+                       + (f", contended {info.contended}" if info.contended else "")))
     differ = env_differences(doc)
     if differ:
         con.print("[bold]environment differs[/bold] (base -> head):")

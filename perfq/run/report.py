@@ -48,6 +48,8 @@ class SideInfo:
     samples: int
     failures: tuple[FailureInfo, ...]
     env: dict[str, str] = field(default_factory=dict)  # machine, interpreter, torch build (perfq.run.machine)
+    contended: str = ""  # "3 of 40 invocations (8%)": invocations that ran under contention (docs/run.md)
+    contended_share: float | None = None  # their share (None: not measured)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,9 @@ class ComparisonDocument:
     ignored: tuple[str, ...]
     problems: tuple[str, ...] = ()  # why the comparison is not clean: a missing side, failed benchmarks
     warnings: tuple[str, ...] = ()  # what the reader should know but does not fail the gate
+    only_base: tuple[str, ...] = ()  # tests measured on the base side (the baseline) only: not compared
+    only_head: tuple[str, ...] = ()  # tests measured on the head side (this run) only: not compared
+    against_baseline: bool = False  # `compare --baseline`: the base side is another stored run
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
@@ -145,7 +150,20 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
         samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
         env=env,
+        contended=env.get("contended", ""),
+        contended_share=_share(env.get("contended", "")),
     )
+
+
+def _share(contended: str) -> float | None:
+    """The share of ``"3 of 40 invocations (8%) | 1 of 20 invocations (5%)"`` (several runs: summed)."""
+    counts = [part.split()[:3] for part in contended.split(" | ") if part.strip()]
+    pairs = [(int(c[0]), int(c[2])) for c in counts if len(c) == 3 and c[0].isdigit() and c[2].isdigit()]
+    total = sum(n for _, n in pairs)
+    return sum(k for k, _ in pairs) / total if total else None
+
+
+CONTENDED_VERDICT_SHARE = 0.25  # a side with more of its invocations contended: an `unknown` says the machine was
 
 
 def commit_warnings(name: str, runs: Iterable[Any], info: SideInfo) -> list[str]:
@@ -171,7 +189,7 @@ def merged_env(texts: Iterable[str]) -> dict[str, str]:
     return {k: " | ".join(v) for k, v in sorted(values.items())}
 
 
-VOLATILE_ENV = ("load_average", "memory_available")  # change from minute to minute: shown, never alarming
+VOLATILE_ENV = ("load_average", "memory_available", "contended")  # change from minute to minute: shown, never alarming
 
 
 def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
@@ -181,10 +199,18 @@ def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
             if base.get(k, "-") != head.get(k, "-")]
 
 
-def _test_row(t: TestResult) -> TestRow:
+def contention_reason(base: SideInfo, head: SideInfo) -> str:
+    """'the machine was contended (...)' when a side's contended share is above CONTENDED_VERDICT_SHARE; else ''."""
+    busy = [f"{name}: {info.contended}" for name, info in (("base", base), ("head", head))
+            if info.contended_share is not None and info.contended_share > CONTENDED_VERDICT_SHARE]
+    return f"the machine was contended ({'; '.join(busy)})" if busy else ""
+
+
+def _test_row(t: TestResult, busy: str = "") -> TestRow:
+    reason = f"{busy}; {t.reason}" if busy and t.verdict == Verdict.unknown else t.reason
     return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
                    t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect,
-                   t.resolution, t.base_center, t.head_center, t.reason)
+                   t.resolution, t.base_center, t.head_center, reason)
 
 
 def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ...]:
@@ -201,21 +227,36 @@ def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ..
     return tuple(found)
 
 
-def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison
-                        ) -> ComparisonDocument:
+def _names(keys: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(f"{k.benchmark}/{k.test}" + (f" [{k.mode}]" if k.mode and k.mode != "eager" else "") for k in keys)
+
+
+def only_in_one(doc: ComparisonDocument) -> list[tuple[str, tuple[str, ...]]]:
+    """(heading, tests) of the tests measured on one side only: "only in the baseline / only in this run"."""
+    names = (("only in the baseline", "only in this run") if doc.against_baseline
+             else ("only on the base side", "only on the head side"))
+    return [(name, tests) for name, tests in zip(names, (doc.only_base, doc.only_head), strict=True) if tests]
+
+
+def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison,
+                        against_baseline: bool = False) -> ComparisonDocument:
     """The `perfq compare --format json` document."""
     base, head = side_info(base_runs), side_info(head_runs)
     summary = Summary(**result.counts())
+    busy = contention_reason(base, head)
     warnings = commit_warnings("base", base_runs, base) + commit_warnings("head", head_runs, head)
     return ComparisonDocument(
         label=label,
         base=base,
         head=head,
         summary=summary,
-        tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
+        tests=tuple(_test_row(t, busy) for t in sorted_for_report(result.tests)),
         ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
         problems=problems(base, head, summary.failed),
         warnings=tuple(warnings),
+        only_base=_names(result.only_base),
+        only_head=_names(result.only_head),
+        against_baseline=against_baseline,
     )
 
 
@@ -275,7 +316,7 @@ def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
 def _environment(doc: ComparisonDocument) -> list[str]:
     """The sides' refs and what differs in their environments; the full environments folded."""
     rows = [(key, _cell(getattr(doc.base, key)), _cell(getattr(doc.head, key)))
-            for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples")]
+            for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples", "contended")]
     differ = env_differences(doc)
     rows += [(k, "(see below)", "(see below)") if k == "torch_config" else (k, b, h) for k, b, h in differ]
     lines = ["**Environment**" + (" (what differs between the sides)" if differ else ""), ""]
@@ -321,6 +362,8 @@ def render_markdown(doc: ComparisonDocument) -> str:
                 for line in (f"- **{md_text(f.benchmark)}** (exit {f.returncode})", "",
                              fence(plain(f.stderr_tail, one_line=False)))]
         lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
+    for heading, tests in only_in_one(doc):
+        lines += ["", *details(f"Not compared, {heading} ({len(tests)})", [", ".join(md_code(t) for t in tests)])]
     if doc.ignored:
         lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]
     lines += ["", *_environment(doc)]
