@@ -121,3 +121,15 @@ def test_an_unknown_says_the_machine_was_contended():
     assert "contended" not in quiet.reason
     md = render_markdown(comparison_document("L", [busy], [calm], noisy))
     assert "| contended | 12 of 20 invocations (60%) | 1 of 20 invocations (5%) |" in md
+
+
+def test_benchmarks_get_a_fixed_malloc_mmap_threshold_unless_a_side_sets_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    root = make_bench_root(tmp_path)
+    seen = {side: tmp_path / f"{side}.malloc" for side in ("base", "head")}
+    plan = plan_for(tmp_path, root, repeat=1, base_env=[("FAKE_MALLOC_FILE", str(seen["base"]))],
+                    head_env=[("FAKE_MALLOC_FILE", str(seen["head"])), ("MALLOC_MMAP_THRESHOLD_", "131072")])
+    base, head = runner.execute(plan)
+    assert seen["base"].read_text().split() == ["33554432"] and seen["head"].read_text().split() == ["131072"]
+    assert json.loads(base.env)["env MALLOC_MMAP_THRESHOLD_"] == "33554432"  # recorded with the run
+    assert json.loads(head.env)["env MALLOC_MMAP_THRESHOLD_"] == "131072"

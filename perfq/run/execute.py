@@ -32,7 +32,7 @@ from perfq.common import git, proc, sched
 from perfq.common.interrupt import interruption
 from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
-from perfq.run import opbench
+from perfq.run import defaults, opbench
 from perfq.run.compare import (
     Settings,
     SideFailures,
@@ -205,6 +205,7 @@ def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tupl
 def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
             box: Sandbox | None) -> list[tuple[Job, InvocationResult]]:
     env = box.env(os.environ) if box is not None else dict(os.environ)  # perfq's own, scrubbed when contained
+    env.update(allocator_env())
     env.update(dict(side.env))
     env.setdefault("PYTHONUNBUFFERED", "1")
     if job.script is not None:
@@ -300,10 +301,16 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
     return result
 
 
+def allocator_env() -> dict[str, str]:
+    """The allocator settings benchmark processes get (``defaults.ALLOCATOR_ENV``) that perfq's environment lacks."""
+    return {key: value for key, value in defaults.ALLOCATOR_ENV if key not in os.environ}
+
+
 def _thread_overrides(plan: Plan, side: SideSetup) -> dict[str, str]:
-    """The environment a side's benchmark processes get on top of perfq's: its own and the thread counts."""
+    """The environment a side's benchmark processes get on top of perfq's: the allocator's, its own and the
+    thread counts."""
     spec = next((j.spec for j in plan.jobs if j.spec is not None), None)
-    out = dict(side.env)
+    out = {**allocator_env(), **dict(side.env)}
     if spec is not None:
         out.update(opbench.thread_env(side_spec(spec, side)))
     return out
