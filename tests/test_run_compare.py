@@ -86,7 +86,7 @@ def test_verdicts_regression_improvement_same_unknown():
     assert by["fast"].verdict == "improvement" and by["fast"].change < -0.2
     assert by["flat"].verdict == "same" and by["flat"].ci == (0.0, 0.0) and by["flat"].resolution == 0.0
     assert by["few"].verdict == "unknown"  # 2 samples per side are below min_samples
-    assert result.counts() == {"regression": 1, "improvement": 1, "same": 1, "unknown": 1, "failed": 0}
+    assert result.counts() == {"regression": 1, "improvement": 1, "same": 1, "unknown": 1, "failed": 0, "unstable": 0}
 
 
 def test_small_effect_is_not_a_regression_and_throughput_direction():
@@ -387,3 +387,20 @@ def test_markdown_shows_the_compared_centers_and_names_yuens_test():
     assert (t.head_center / t.base_center - 1) == pytest.approx(t.change)
     assert "Yuen's trimmed Welch test" in md and "Welch's test on log-times" not in md
     assert "undecided" in md.splitlines()[0]
+
+
+def test_a_side_jumping_between_two_modes_is_unstable_not_a_regression():
+    """Processes landing in a 1.8x slower mode on 6 of 14 invocations (more than trimming sets aside): the
+    +32% the trimmed means show is no verdict; a minority mode (2 of 14) is still trimmed away."""
+    rng = np.random.default_rng(3)
+    fast = np.exp(np.log(1.2) + 0.01 * rng.standard_normal(14))
+    base = fast.copy()
+    head = fast * np.where(np.arange(14) % 7 < 3, 1.8, 1.0) * rng.uniform(0.99, 1.01, 14)
+    t = compare_samples(pairs(key("n4"), base), pairs(key("n4"), head)).tests[0]
+    assert t.verdict == "unstable" and t.unstable_sides == ("head",) and "two modes" in t.reason
+    few = fast * np.where(np.arange(14) == 4, 1.8, 1.0) * np.where(np.arange(14) == 9, 1.8, 1.0)
+    calm = compare_samples(pairs(key("n4"), base), pairs(key("n4"), few)).tests[0]
+    assert calm.verdict in ("same", "unknown") and calm.unstable_sides == ()  # a minority mode: trimmed
+    md = render_markdown(comparison_document("L", [], [], compare_samples(pairs(key("n4"), base),
+                                                                          pairs(key("n4"), head))))
+    assert "1 undecided (1 unstable)" in md.splitlines()[0] and "**Unstable" in md

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfq.run.stats import LogWelch, Segments, log_welch, medians, trimmed_geomeans
+from perfq.run.stats import LogWelch, Segments, log_welch, medians, modes_apart, trimmed_geomeans
 
 
 class Verdict(str, Enum):
@@ -53,6 +53,7 @@ class Verdict(str, Enum):
     improvement = "improvement"
     same = "same"  # no change beyond ± the test's resolution
     unknown = "unknown"
+    unstable = "unstable"  # a side's samples fall in two modes far apart (processes jumping between them)
     failed = "failed"  # no sample on a side whose benchmark failed (or that never ran): the gate fails
 
 
@@ -71,6 +72,7 @@ class Settings:
     resolution: float = 0.03  # target: sampling of a test stops once its TOST interval is within ± this
     max_samples: int = 20  # ... or once it has this many samples a side
     trim: float = 0.2  # share of each side's samples trimmed at each end (Yuen); 0: Welch on all of them
+    modes_ratio: float = 1.5  # two modes at least this far apart, each beyond the trimmed share: `unstable`
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
     ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
 
@@ -104,7 +106,7 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     section = {str(k).replace("-", "_"): v for k, v in section.items()}
     _reject_unknown(section)
     values: dict[str, Any] = {}
-    for key in ("alpha", "min_effect", "confidence", "resolution", "trim"):
+    for key in ("alpha", "min_effect", "confidence", "resolution", "trim", "modes_ratio"):
         if key in section:
             values[key] = check_threshold(key, _number(key, section[key], float))
     for key in ("min_samples", "max_samples"):
@@ -127,6 +129,10 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
 
 def check_threshold(name: str, value: float) -> float:
     """``value`` when it is in range for ``name`` (alpha, confidence: (0, 1); an effect: [0, inf)); else ValueError."""
+    if name == "modes_ratio":
+        if not (math.isfinite(value) and value > 1):
+            raise ValueError(f"modes_ratio must be a finite number > 1, not {value}")
+        return value
     if name == "trim":  # scipy trims fewer than half of each side
         if not 0 <= value < 0.5:  # NaN fails too
             raise ValueError(f"trim must be in [0, 0.5), not {value}")
@@ -138,7 +144,8 @@ def check_threshold(name: str, value: float) -> float:
     return value
 
 
-_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "trim", "thresholds",
+_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "trim", "modes_ratio",
+         "thresholds",
          "ignore")
 
 
@@ -206,6 +213,7 @@ class TestResult:
     stop_ci: tuple[float, float] | None = None  # Welch's (untrimmed) TOST interval: what sampling stops on
     base_center: float | None = None  # the side's 20%-trimmed geometric mean: what the change compares
     head_center: float | None = None
+    unstable_sides: tuple[str, ...] = ()  # sides whose samples fall in two modes (:func:`stats.modes_apart`)
 
     def at_ceiling(self, settings: Settings) -> bool:
         return min(self.n_base, self.n_head) >= settings.max_samples
@@ -384,6 +392,8 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     nb, nh = sides.base.count, sides.head.count
     base_med, head_med = medians(sides.base), medians(sides.head)
     base_center, head_center = trimmed_geomeans(sides.base, settings.trim), trimmed_geomeans(sides.head, settings.trim)
+    bimodal = {False: modes_apart(sides.base, settings.trim, settings.modes_ratio),
+               True: modes_apart(sides.head, settings.trim, settings.modes_ratio)}
     tests = []
     for i, key in enumerate(cols.keys):
         if nb[i] + nh[i] == 0:
@@ -409,6 +419,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
             t.head_median, t.head_center = float(head_med[i]), _finite(head_center[i])
         if i in row_of:
             _fill(t, welch, row_of[i])
+        t.unstable_sides = tuple(name for name, head in (("base", False), ("head", True)) if bimodal[head][i])
         result.tests.append(t)
     with_p = [t for t in result.tests if t.p_raw is not None]
     if with_p:
@@ -417,6 +428,10 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
             t.p_value = q_value
     for t in result.tests:
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
+        if t.unstable_sides and t.verdict != Verdict.failed:
+            t.verdict, t.reason = Verdict.unstable, (
+                f"the {' and '.join(t.unstable_sides)} side's samples fall in two modes at least "
+                f"{settings.modes_ratio:g}x apart, more of each than trimming sets aside: not a verdict")
         why = failures.explains(True, t.key.benchmark) if not t.n_head else (
             failures.explains(False, t.key.benchmark) if not t.n_base else "")
         if why:
@@ -424,7 +439,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     return result
 
 
-ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unknown": 3, "same": 4}
+ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unstable": 3, "unknown": 4, "same": 5}
 
 
 def sorted_for_report(tests: list[TestResult]) -> list[TestResult]:

@@ -29,7 +29,7 @@ from perfq.run.trend import Trend, sparkline
 from perfq.terminal import Name, folded_table
 
 COLORS = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
-          Verdict.failed: "bold red"}
+          Verdict.failed: "bold red", Verdict.unstable: "magenta"}
 
 
 def pct(change: float | None) -> str:

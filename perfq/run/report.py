@@ -94,6 +94,7 @@ class Summary:
     same: int
     unknown: int
     failed: int = 0  # tests without samples on a side whose benchmark failed (or that never ran)
+    unstable: int = 0  # tests with a side whose samples fall in two modes: undecided, never a change
 
 
 @dataclass(frozen=True)
@@ -278,12 +279,14 @@ def fmt_p(p: float | None) -> str:
 
 def summary_line(doc: ComparisonDocument) -> str:
     c = doc.summary
-    n = c.regression + c.improvement + c.same + c.unknown + c.failed
-    icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown else ":white_circle:"
+    n = c.regression + c.improvement + c.same + c.unknown + c.failed + c.unstable
+    icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown + c.unstable else ":white_circle:"
     failed = f", {c.failed} failed" if c.failed else ""
+    unstable = f" ({c.unstable} unstable)" if c.unstable else ""
     return (
         f"{icon} **perfq {md_code(doc.label)}**: {c.regression} regression(s), "
-        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} undecided{failed} across {n} test(s)"
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown + c.unstable} undecided{unstable}{failed} "
+        f"across {n} test(s)"
     )
 
 
@@ -353,6 +356,7 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
     lines += _section("Improvements", by[Verdict.improvement], fold=True)
+    lines += _section("Unstable (a side's samples fall in two modes: no verdict)", by[Verdict.unstable], fold=True)
     lines += _section("Undecided (unknown ±R: no change beyond ±R, wider than the minimum effect)",
                       by[Verdict.unknown], fold=True)
     lines += _section("Same (no change beyond ±R, within the minimum effect)", by[Verdict.same], fold=True)
@@ -374,6 +378,7 @@ def render_markdown(doc: ComparisonDocument) -> str:
         "interval is narrow enough; regression/improvement needs q < alpha and |change| >= min effect; "
         "same ±R: an equivalence test (TOST) certifies no change beyond ±R, and R is within the minimum effect; "
         "unknown ±R: undecided (the budget or the sample ceiling ended the sampling, or R is wider than the "
-        "minimum effect).</sub>",
+        "minimum effect); unstable: a side's samples fall in two modes at least 1.5x apart, each beyond the "
+        "trimmed share.</sub>",
     ]
     return "\n".join(lines) + "\n"

@@ -67,6 +67,22 @@ def trimmed_geomeans(seg: Segments, trim: float) -> np.ndarray:
     return out
 
 
+def modes_apart(seg: Segments, trim: float, ratio: float) -> np.ndarray:
+    """Per segment (sorted positive values): its values fall in two modes at least ``ratio`` apart (the
+    widest gap between neighbours), each holding more values than trimming cuts at one end, so the
+    trimmed mean cannot set the minority aside: a side whose processes jump between modes."""
+    out = np.zeros(seg.count.shape, dtype=bool)
+    for j in np.flatnonzero(seg.count >= 4):
+        values = seg.one(j)
+        if values[0] <= 0:
+            continue
+        gaps = np.diff(np.log(values))
+        k = int(np.argmax(gaps)) + 1  # the slow mode starts at k
+        fewest = int(trim * values.size) + 1
+        out[j] = gaps[k - 1] >= np.log(ratio) and min(k, values.size - k) >= max(fewest, 2)
+    return out
+
+
 @dataclass(frozen=True)
 class LogWelch:
     """Per test: the log-ratio estimate, its two-sided p-value and CIs (rows: low, high) at two levels."""
