@@ -307,15 +307,16 @@ def register(app: typer.Typer) -> None:
         sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
             python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
             head_omp, ref, base_ref, head_ref, wheels=bool(base_wheel or head_wheel)))
+        preparing = time.monotonic()
         if ab:
             sides = prepare_sides(repo_path, sides, sources, root, log=lambda line: err.print(line, markup=False))
-        preparing = time.monotonic() - started
+        preparing = time.monotonic() - preparing
         if test_plan is not None and budget_seconds is not None and preparing > REPLAN_AFTER * budget_seconds:
-            selection = replace(selection, budget_seconds=max(budget_seconds - preparing, 1.0))
-            jobs, _, test_plan = select.select_jobs(repo_path, cfg, root, selection, base_spec,
-                                                    python or base_python or select.default_python())
-            err.print(f"note: preparing the sides took {preparing:.0f} s of the budget; the plan was cut to the "
-                      f"remaining {budget_seconds - preparing:.0f} s ({len(jobs)} job(s))", markup=False)
+            left = max(budget_seconds - (time.monotonic() - started), 1.0)
+            jobs, _, test_plan = select.select_jobs(repo_path, cfg, root, replace(selection, budget_seconds=left),
+                                                    base_spec, python or base_python or select.default_python())
+            err.print(f"note: preparing the sides took {preparing:.0f} s of the budget; the plan was made again "
+                      f"for the remaining {left:.0f} s ({len(jobs)} job(s))", markup=False)
         plan = runner.Plan(
             label=label,
             jobs=jobs,
