@@ -290,7 +290,6 @@ def register(app: typer.Typer) -> None:
             notes.append(runner.sandbox_note())
         realtime = sched.use_realtime(priority, notes)
         err = console(stderr=True)
-        err.print(priority_line(priority, realtime), markup=False, soft_wrap=True)
         if test_plan is not None:  # printed before anything runs
             print_plan(err, test_plan, _interactive())
             if shard_n > 1:
@@ -338,6 +337,7 @@ def register(app: typer.Typer) -> None:
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )
+        err.print(priority_line(priority, realtime), markup=False, soft_wrap=True)  # just before the rounds
         runs = _execute(plan)
         if fmt == Format.table:
             for r in runs:
