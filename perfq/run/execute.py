@@ -457,6 +457,7 @@ def planned_invocations(plan: Plan) -> int:
 
 
 HARNESS_IMPORT = "import torch, benchmark_core, benchmark_runner"  # what every operator_benchmark process imports
+HARNESS_TIMEOUT = 300.0  # seconds for that import (not --timeout, a benchmark's: torch takes 10 s on a busy machine)
 
 
 def side_problem(plan: Plan, side: SideSetup) -> str:
@@ -464,7 +465,7 @@ def side_problem(plan: Plan, side: SideSetup) -> str:
     root, with its environment); else the last line of why not."""
     env = {**os.environ, **dict(side.env)}
     res = proc.run([side.python, "-c", HARNESS_IMPORT], cwd=side.bench_root or plan.bench_root, env=env,
-                   timeout=plan.timeout)
+                   timeout=HARNESS_TIMEOUT)
     return "" if res.ok else res.error or res.tail(1).strip() or f"exit status {res.returncode}"
 
 
