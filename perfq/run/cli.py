@@ -337,6 +337,8 @@ def register(app: typer.Typer) -> None:
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )
+        if ab:  # a side that cannot import torch and the harness fails here, before the first round
+            runner.check_sides(plan)
         err.print(priority_line(priority, realtime), markup=False, soft_wrap=True)  # just before the rounds
         runs = _execute(plan)
         if fmt == Format.table:
