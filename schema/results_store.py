@@ -47,7 +47,7 @@ RUN_FIELDS = (
 )
 SAMPLE_FIELDS = ("seq", "repeat_index", "benchmark", "test", "mode", "device", "metric", "unit", "value")
 FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "failed_at")
-INVOCATION_FIELDS = ("seq", "seconds", "tests", "started_at")
+INVOCATION_FIELDS = ("seq", "seconds", "tests", "started_at", "machine")
 
 
 def now() -> str:
@@ -97,6 +97,7 @@ class Invocation:
     seconds: float
     tests: str
     started_at: str
+    machine: str = ""  # JSON: the contention it ran under (perfq.run.machine.Contention); '' when not measured
 
 
 class RunStatus(str, Enum):
@@ -158,10 +159,13 @@ class Run:
     def add_failure(self, benchmark: str, command: str, returncode: int | None, stderr_tail: str) -> None:
         self.failures.append(Failure(len(self.failures), benchmark, command, returncode, stderr_tail, now()))
 
-    def add_invocation(self, seconds: float, shares: dict[tuple[str, str], float], started_at: str) -> None:
-        """Record one benchmark process: its wall and each measured (benchmark, test)'s share of it in seconds."""
+    def add_invocation(self, seconds: float, shares: dict[tuple[str, str], float], started_at: str,
+                       machine: dict[str, Any] | None = None) -> None:
+        """Record one benchmark process: its wall, each measured (benchmark, test)'s share of it in seconds,
+        and the contention it ran under (``machine``)."""
         tests = {f"{bench}/{test}": round(share, 4) for (bench, test), share in sorted(shares.items())}
-        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(tests), started_at))
+        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(tests), started_at,
+                                           json.dumps(machine) if machine else ""))
 
     def row(self) -> list[Any]:
         return [getattr(self, f) for f in RUN_FIELDS]
@@ -178,8 +182,8 @@ def _write(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> tuple[int, int, i
             new_runs += 1
         elif existing[0] != RunStatus.complete:
             con.execute(
-                "UPDATE runs SET status = ?, ended_at = ?, notes = ? WHERE id = ?",
-                [run.status, run.ended_at, run.notes, run.id],
+                "UPDATE runs SET status = ?, ended_at = ?, notes = ?, env = ? WHERE id = ?",
+                [run.status, run.ended_at, run.notes, run.env, run.id],
             )
         new_samples += _insert_missing(con, "samples", SAMPLE_FIELDS, run.id, run.samples)
         new_failures += _insert_missing(con, "failures", FAILURE_FIELDS, run.id, run.failures)

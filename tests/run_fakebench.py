@@ -6,7 +6,8 @@ A/B run can differ: FAKE_SLOW (factor on every time), FAKE_NOISE (relative gauss
 FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL ("1": every file fails,
 or the name of the one module that fails), FAKE_BAD_BYTES ("1": invalid UTF-8 bytes on stdout and stderr),
 FAKE_NAN ("1": every time printed as nan), FAKE_SCHED_FILE (a file each invocation appends its
-scheduling policy to: os.SCHED_FIFO under --priority realtime).
+scheduling policy to: os.SCHED_FIFO under --priority realtime), FAKE_MALLOC_FILE (a file each invocation appends its
+MALLOC_MMAP_THRESHOLD_ to).
 A fake ``benchmark_core``/``benchmark_runner`` lets perfq run several files in one process (batch).
 """
 
@@ -31,6 +32,9 @@ def run(args):
     if os.environ.get("FAKE_SCHED_FILE"):
         with open(os.environ["FAKE_SCHED_FILE"], "a") as f:
             f.write(f"{os.sched_getscheduler(0)}\n")
+    if os.environ.get("FAKE_MALLOC_FILE"):
+        with open(os.environ["FAKE_MALLOC_FILE"], "a") as f:
+            f.write(os.environ.get("MALLOC_MMAP_THRESHOLD_", "-") + "\n")
     if os.environ.get("FAKE_FAIL") in ("1", MODULE):
         raise RuntimeError("fake kernel exploded")
     if os.environ.get("FAKE_BAD_BYTES") == "1":

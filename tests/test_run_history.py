@@ -106,3 +106,20 @@ def test_compare_against_a_stored_baseline(nightly, cli, monkeypatch):
                          ("nightly-0:sideways", "expected base or head")):
         res = cli(tmp, "compare", "pr", "--baseline", bad, *common[2:])
         assert res.returncode == EXIT_ERROR and message in res.stderr, res.stderr
+
+
+def test_compare_against_a_baseline_lists_the_tests_in_one_run_apart(nightly, cli):
+    """Tests measured in only one of the two runs are not `unknown`: they are listed apart, by side."""
+    tmp, _, common = nightly
+    pr = cli(tmp, "run", "-l", "pr-one", "--side", "head", "--bench", "fake", "--test", "add_M8_cpu",
+             "--repeat", "5", "--priority", "normal", *common)
+    assert pr.returncode == 0, pr.stderr
+    res = cli(tmp, "compare", "pr-one", "--baseline", "nightly-7", "--format", "json", *common[2:])
+    doc = json.loads(res.stdout)
+    assert [t["test"] for t in doc["tests"]] == ["add_M8_cpu"] and doc["summary"]["unknown"] == 0
+    assert sorted(doc["only_base"]) == sorted(f"fake_test/{t}" for t in ALL_TESTS_SHORT - {"add_M8_cpu"})
+    assert doc["only_head"] == [] and not doc["problems"]
+    md = cli(tmp, "compare", "pr-one", "--baseline", "nightly-7", "--format", "markdown", *common[2:]).stdout
+    assert f"Not compared, only in the baseline ({len(ALL_TESTS_SHORT) - 1})" in md
+    table = cli(tmp, "compare", "pr-one", "--baseline", "nightly-7", *common[2:]).stdout
+    assert f"not compared, only in the baseline ({len(ALL_TESTS_SHORT) - 1}): " in " ".join(table.split())

@@ -43,6 +43,24 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 
 @dataclass(frozen=True)
+class ChildUsage:
+    """A reaped child's own resource use (``wait4``'s rusage: it and the descendants it waited for)."""
+
+    user_s: float
+    system_s: float
+    major_faults: int
+    minor_faults: int
+    voluntary_switches: int  # it waited (I/O, a lock, sleep)
+    involuntary_switches: int  # it was preempted: another task took its CPU
+    max_rss_kib: int
+
+    @classmethod
+    def of(cls, usage: os.struct_rusage) -> ChildUsage:
+        return cls(usage.ru_utime, usage.ru_stime, usage.ru_majflt, usage.ru_minflt, usage.ru_nvcsw, usage.ru_nivcsw,
+                   usage.ru_maxrss)
+
+
+@dataclass(frozen=True)
 class ProcResult:
     """What one process did: exit status (None when it did not finish), its output, and why it failed."""
 
@@ -51,6 +69,7 @@ class ProcResult:
     stderr: str = ""
     error: str = ""  # cannot start / timed out; '' when it ran to the end
     cut: int = 0  # bytes of output dropped by the cap (both streams)
+    usage: ChildUsage | None = None  # its rusage, when perfq reaped it
 
     @property
     def ok(self) -> bool:
@@ -162,13 +181,14 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-def kill_group(child: subprocess.Popen, grace: float = GRACE_S) -> None:
+def kill_group(child: subprocess.Popen, grace: float = GRACE_S) -> ChildUsage | None:
     """End ``child``'s process group: SIGTERM, then SIGKILL once ``child`` has ended or ``grace``
     seconds have passed (whatever else of the group is left is a stray: killed then too). The
     child is reaped only after the group is signalled, so its id cannot have been reused (a child
-    someone else reaped is not signalled: use :func:`ended`, not ``wait``, before this)."""
+    someone else reaped is not signalled: use :func:`ended`, not ``wait``, before this).
+    Returns the child's rusage (``wait4``) when this reaped it."""
     if child.returncode is not None:
-        return
+        return None
     if _exited(child.pid):
         _signal_group(child.pid, signal.SIGKILL)
     else:
@@ -177,8 +197,19 @@ def kill_group(child: subprocess.Popen, grace: float = GRACE_S) -> None:
         while not _exited(child.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         _signal_group(child.pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        child.wait()
+    return _reap(child)
+
+
+def _reap(child: subprocess.Popen) -> ChildUsage | None:
+    """Reap the ended ``child`` with ``wait4``: its exit status goes to ``child.returncode``, its rusage is returned."""
+    try:
+        _, status, usage = os.wait4(child.pid, 0)
+    except ChildProcessError:  # reaped elsewhere
+        with contextlib.suppress(ChildProcessError):
+            child.wait()
+        return None
+    child.returncode = os.waitstatus_to_exitcode(status)
+    return ChildUsage.of(usage)
 
 
 def ended(child: subprocess.Popen, timeout: float) -> bool:
@@ -311,16 +342,18 @@ def run(
         name = argv if isinstance(argv, str) else argv[0]
         return ProcResult(None, "", str(exc), f"cannot start {name}: {exc.strerror or exc}")
     outputs = {"stdout": CappedOutput(cap, keep), "stderr": CappedOutput(cap)}
+    usage = None
     try:
         finished = _collect(child, outputs, timeout)
     finally:
-        kill_group(child)
+        usage = kill_group(child)
         if known is not None:
             kill_orphans(known)
         _drain(child, outputs)
     out, err = outputs["stdout"], outputs["stderr"]
     error = "" if finished else f"timed out after {timeout:g}s"
-    return ProcResult(child.returncode if finished else None, out.text(), err.text(), error, out.cut + err.cut)
+    return ProcResult(child.returncode if finished else None, out.text(), err.text(), error, out.cut + err.cut,
+                      usage)
 
 
 def _collect(child: subprocess.Popen, outputs: dict[str, CappedOutput], timeout: float | None) -> bool:

@@ -6,6 +6,8 @@ import fnmatch
 import os
 import shlex
 import sys
+import time
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -57,6 +59,18 @@ class Mode(str, Enum):
     compile = "compile"
     both = "both"
 
+
+
+REPLAN_AFTER = 0.02  # preparing the sides took more than this share of the budget: the plan is made again to fit
+
+
+def priority_line(priority: Priority, realtime: bool) -> str:
+    """The one line every run prints: the priority its benchmark processes get, and why."""
+    if realtime:
+        return (f"priority: real-time ({sched.describe(True)}, --priority {priority.value}: permitted here), "
+                "so other load on this machine cannot preempt the benchmarks")
+    why = "--priority normal" if priority == Priority.normal else "real-time scheduling is not permitted here"
+    return f"priority: normal (SCHED_OTHER, {why}), so other load on this machine adds noise"
 
 
 _SIDES, _WHAT, _REPEATS, _RUNNER, _OUT = "Sides", "What to run", "Repeats", "Runner settings", "Output"
@@ -260,6 +274,7 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
         if (shards is not None or shard is not None or run_all) and not affected:
             raise PerfqError("--all, --shards and --shard go with --affected REF (a plan)", exit_code=EXIT_USAGE)
+        started = time.monotonic()  # the budget is the whole run's wall time: side installs and builds count
         budget_seconds = None if run_all else parse_duration(budget)
         shard_k, shard_n = check_shard(shard, shards)
         sources = SourceOptions(tuple(build_argv(build) or ()), base_wheel, head_wheel, sides_dir)
@@ -298,8 +313,16 @@ def register(app: typer.Typer) -> None:
         sides = select.make_sides(ab, side.value if side else None, select.SideOptions(
             python, base_python, head_python, select.parse_env(base_env), select.parse_env(head_env), base_omp,
             head_omp, ref, base_ref, head_ref, wheels=bool(base_wheel or head_wheel)))
+        preparing = time.monotonic()
         if ab:
             sides = prepare_sides(repo_path, sides, sources, root, log=lambda line: err.print(line, markup=False))
+        preparing = time.monotonic() - preparing
+        if test_plan is not None and budget_seconds is not None and preparing > REPLAN_AFTER * budget_seconds:
+            left = max(budget_seconds - (time.monotonic() - started), 1.0)
+            jobs, _, test_plan = select.select_jobs(repo_path, cfg, root, replace(selection, budget_seconds=left),
+                                                    base_spec, python or base_python or select.default_python())
+            err.print(f"note: preparing the sides took {preparing:.0f} s of the budget; the plan was made again "
+                      f"for the remaining {left:.0f} s ({len(jobs)} job(s))", markup=False)
         plan = runner.Plan(
             label=label,
             jobs=jobs,
@@ -312,6 +335,7 @@ def register(app: typer.Typer) -> None:
             adaptive=adaptive,
             max_repeat=max_repeat,
             budget_seconds=budget_seconds,
+            started=started,
             batch=batch,
             timeout=timeout,
             sandbox=sandbox,
@@ -320,6 +344,9 @@ def register(app: typer.Typer) -> None:
             command=shlex.join(["perfq", *sys.argv[1:]]),
             notes=notes,
         )
+        if ab:  # a side that cannot import torch and the harness fails here, before the first round
+            runner.check_sides(plan)
+        err.print(priority_line(priority, realtime), markup=False, soft_wrap=True)  # just before the rounds
         runs = _execute(plan)
         if fmt == Format.table:
             for r in runs:

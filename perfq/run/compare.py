@@ -12,14 +12,18 @@ the values (times are positive and act multiplicatively; docs/run.md "Comparing"
 * ``resolution`` R: the smallest margin an equivalence test (TOST, two one-sided trimmed tests at
   alpha) certifies: ``max(|low|, |high|)`` of the 90% interval; "no change beyond ±R";
 * sequential sampling (``perfq run``) stops for a test when its untrimmed (Welch) TOST interval's half-width is
-  at most the target resolution, or at ``max_samples`` a side, or at the time budget: rules on
-  the spread and the clock only, never on the estimate (the fixed-width sequential interval of
-  Chow and Robbins), so the one verdict taken on the final samples is not inflated by the looks;
+  at most the target resolution and its (Yuen) TOST interval's half-width at most the minimum
+  effect, or at ``max_samples`` a side, or at the time budget: rules on the spread and the clock
+  only, never on the estimate (the fixed-width sequential interval of Chow and Robbins), so the one
+  verdict taken on the final samples is not inflated by the looks;
 * verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect;
-  else ``same`` (no change beyond ±R) when the test's sampling stopped by resolution or
-  ceiling; else ``unknown`` (the time budget, or a plain run with few repeats, cut it short),
-  stating the resolution reached; ``failed`` when one side has no sample because its benchmark
-  failed there or the side never ran.
+  else ``same`` (no change beyond ±R) only when R is at most the test's minimum effect and its
+  sampling stopped; else ``unknown ±R`` with the reason (the budget or the plain run's repeats
+  ended the sampling, the sample ceiling, R wider than the minimum effect, the machine was
+  contended); ``failed`` when one side has no sample because its benchmark failed there or the
+  side never ran.
+* the centers shown beside the change are the ones it compares: each side's 20%-trimmed
+  geometric mean (``base_center``, ``head_center``); the medians stay in the document.
 
 Thresholds per benchmark and an ignore list come from ``[tool.perfq.compare]``.
 All tests of a comparison are computed together on sample columns (:class:`SampleColumns`, as
@@ -39,7 +43,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfq.run.stats import LogWelch, Segments, log_welch, medians
+from perfq.run.stats import LogWelch, Segments, log_welch, medians, modes_apart, trimmed_geomeans
 
 
 class Verdict(str, Enum):
@@ -49,6 +53,7 @@ class Verdict(str, Enum):
     improvement = "improvement"
     same = "same"  # no change beyond ± the test's resolution
     unknown = "unknown"
+    unstable = "unstable"  # a side's samples fall in two modes far apart (processes jumping between them)
     failed = "failed"  # no sample on a side whose benchmark failed (or that never ran): the gate fails
 
 
@@ -67,6 +72,7 @@ class Settings:
     resolution: float = 0.03  # target: sampling of a test stops once its TOST interval is within ± this
     max_samples: int = 20  # ... or once it has this many samples a side
     trim: float = 0.2  # share of each side's samples trimmed at each end (Yuen); 0: Welch on all of them
+    modes_ratio: float = 1.5  # two modes at least this far apart, each beyond the trimmed share: `unstable`
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
     ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
 
@@ -100,7 +106,7 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
     section = {str(k).replace("-", "_"): v for k, v in section.items()}
     _reject_unknown(section)
     values: dict[str, Any] = {}
-    for key in ("alpha", "min_effect", "confidence", "resolution", "trim"):
+    for key in ("alpha", "min_effect", "confidence", "resolution", "trim", "modes_ratio"):
         if key in section:
             values[key] = check_threshold(key, _number(key, section[key], float))
     for key in ("min_samples", "max_samples"):
@@ -123,6 +129,10 @@ def settings_from_config(extra: dict[str, Any], **overrides: Any) -> Settings:
 
 def check_threshold(name: str, value: float) -> float:
     """``value`` when it is in range for ``name`` (alpha, confidence: (0, 1); an effect: [0, inf)); else ValueError."""
+    if name == "modes_ratio":
+        if not (math.isfinite(value) and value > 1):
+            raise ValueError(f"modes_ratio must be a finite number > 1, not {value}")
+        return value
     if name == "trim":  # scipy trims fewer than half of each side
         if not 0 <= value < 0.5:  # NaN fails too
             raise ValueError(f"trim must be in [0, 0.5), not {value}")
@@ -134,7 +144,8 @@ def check_threshold(name: str, value: float) -> float:
     return value
 
 
-_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "trim", "thresholds",
+_KEYS = ("alpha", "min_effect", "min_samples", "max_samples", "confidence", "resolution", "trim", "modes_ratio",
+         "thresholds",
          "ignore")
 
 
@@ -200,19 +211,35 @@ class TestResult:
     resolution: float | None = None  # R: the TOST at alpha certifies "no change beyond ±R"
     tost_ci: tuple[float, float] | None = None  # the TOST interval of the change (90% for alpha 0.05)
     stop_ci: tuple[float, float] | None = None  # Welch's (untrimmed) TOST interval: what sampling stops on
+    base_center: float | None = None  # the side's 20%-trimmed geometric mean: what the change compares
+    head_center: float | None = None
+    unstable_sides: tuple[str, ...] = ()  # sides whose samples fall in two modes (:func:`stats.modes_apart`)
+
+    def at_ceiling(self, settings: Settings) -> bool:
+        return min(self.n_base, self.n_head) >= settings.max_samples
+
+    def narrow(self, settings: Settings) -> bool:
+        """Both TOST intervals are narrow: Welch's within the target resolution, Yuen's within the minimum effect."""
+        if self.stop_ci is None or self.tost_ci is None:
+            return False
+        return (_half_width(self.stop_ci) <= settings.resolution
+                and _half_width(self.tost_ci) <= max(self.min_effect, settings.resolution))
 
     def stopped(self, settings: Settings) -> bool:
-        """Sampling of this test is over: its (untrimmed) TOST interval is narrow enough, or it has the most samples."""
-        if self.stop_ci is None:
-            return False
-        half_width = (self.stop_ci[1] - self.stop_ci[0]) / 2
-        return half_width <= settings.resolution or min(self.n_base, self.n_head) >= settings.max_samples
+        """Sampling of this test is over: its intervals are narrow (:meth:`narrow`), or it has the most samples."""
+        return self.stop_ci is not None and (self.narrow(settings) or self.at_ceiling(settings))
+
+
+def _half_width(interval: tuple[float, float]) -> float:
+    return (interval[1] - interval[0]) / 2
 
 
 @dataclass
 class Comparison:
     tests: list[TestResult] = field(default_factory=list)
     ignored: list[TestKey] = field(default_factory=list)
+    only_base: list[TestKey] = field(default_factory=list)  # samples on the base side only, no failure explains it
+    only_head: list[TestKey] = field(default_factory=list)  # ... on the head side only (a test the other run lacks)
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(VERDICTS, 0)
@@ -242,12 +269,21 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
         worse = (t.change > 0) != up_is_good
         t.verdict = Verdict.regression if worse else Verdict.improvement
         t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {t.min_effect:.1%}"
-    elif t.stopped(settings):
+    elif t.stopped(settings) and t.resolution <= t.min_effect:
         t.verdict, t.reason = Verdict.same, f"no change beyond ±{t.resolution:.1%} (TOST at {settings.alpha})"
     else:
-        t.verdict = Verdict.unknown
-        t.reason = (f"sampling stopped at {min(t.n_base, t.n_head)} samples a side with resolution ±{t.resolution:.1%} "
-                    f"(target ±{settings.resolution:.1%} or {settings.max_samples} samples)")
+        t.verdict, t.reason = Verdict.unknown, _why_unknown(t, settings)
+
+
+def _why_unknown(t: TestResult, settings: Settings) -> str:
+    """Why a test with samples on both sides is neither a change nor ``same``."""
+    n, r = min(t.n_base, t.n_head), t.resolution or 0.0
+    if t.narrow(settings):
+        return (f"no change beyond ±{r:.1%} is wider than the minimum effect {t.min_effect:.1%}: "
+                "a change below the minimum effect, or too near it to tell")
+    if t.at_ceiling(settings):
+        return f"the sample ceiling ({settings.max_samples} a side) was reached at ±{r:.1%}"
+    return f"the budget (or the run's repeats) ended the sampling at {n} samples a side, ±{r:.1%}"
 
 
 @dataclass(frozen=True)
@@ -339,6 +375,10 @@ def _fill(t: TestResult, welch: LogWelch, pos: int) -> None:
     t.resolution = max(abs(t.tost_ci[0]), abs(t.tost_ci[1]))
 
 
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
 def compare_columns(cols: SampleColumns, settings: Settings | None = None,
                     failures: SideFailures | None = None) -> Comparison:
     """Compare both sides of every test in ``cols`` at once (the same numbers as test-by-test).
@@ -351,6 +391,9 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     sides = _Sides.of(cols)
     nb, nh = sides.base.count, sides.head.count
     base_med, head_med = medians(sides.base), medians(sides.head)
+    base_center, head_center = trimmed_geomeans(sides.base, settings.trim), trimmed_geomeans(sides.head, settings.trim)
+    bimodal = {False: modes_apart(sides.base, settings.trim, settings.modes_ratio),
+               True: modes_apart(sides.head, settings.trim, settings.modes_ratio)}
     tests = []
     for i, key in enumerate(cols.keys):
         if nb[i] + nh[i] == 0:
@@ -365,14 +408,18 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     row_of = {int(i): pos for pos, i in enumerate(tested)}
     for i in tests:
         key = cols.keys[i]
+        if not (nb[i] and nh[i]) and not failures.explains(bool(nb[i]), key.benchmark):
+            (result.only_base if nb[i] else result.only_head).append(key)  # in one of the two runs only
+            continue
         t = TestResult(key, int(nb[i]), int(nh[i]), None, None, None, None, None,
                        min_effect=settings.effect_for(key.benchmark, key.test))
         if nb[i]:
-            t.base_median = float(base_med[i])
+            t.base_median, t.base_center = float(base_med[i]), _finite(base_center[i])
         if nh[i]:
-            t.head_median = float(head_med[i])
+            t.head_median, t.head_center = float(head_med[i]), _finite(head_center[i])
         if i in row_of:
             _fill(t, welch, row_of[i])
+        t.unstable_sides = tuple(name for name, head in (("base", False), ("head", True)) if bimodal[head][i])
         result.tests.append(t)
     with_p = [t for t in result.tests if t.p_raw is not None]
     if with_p:
@@ -381,6 +428,10 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
             t.p_value = q_value
     for t in result.tests:
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
+        if t.unstable_sides and t.verdict != Verdict.failed:
+            t.verdict, t.reason = Verdict.unstable, (
+                f"the {' and '.join(t.unstable_sides)} side's samples fall in two modes at least "
+                f"{settings.modes_ratio:g}x apart, more of each than trimming sets aside: not a verdict")
         why = failures.explains(True, t.key.benchmark) if not t.n_head else (
             failures.explains(False, t.key.benchmark) if not t.n_base else "")
         if why:
@@ -388,7 +439,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     return result
 
 
-ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unknown": 3, "same": 4}
+ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unstable": 3, "unknown": 4, "same": 5}
 
 
 def sorted_for_report(tests: list[TestResult]) -> list[TestResult]:

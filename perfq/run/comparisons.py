@@ -28,12 +28,13 @@ def _runs(history: Path, label: str, role: str = "") -> list[Run]:
 
 
 def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str, str]], base: list[Run],
-              head: list[Run], settings: Settings) -> ComparisonDocument:
+              head: list[Run], settings: Settings, against_baseline: bool = False) -> ComparisonDocument:
     """The comparison of two stored sides, each a (label, side) with its runs, on sample columns."""
     with damage_is_an_error(history):
         stored = side_samples(history, *sides)
     columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
-    return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)))
+    return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)),
+                               against_baseline)
 
 
 def comparison_for_label(history: Path, label: str, settings: Settings) -> ComparisonDocument:
@@ -75,7 +76,7 @@ def comparison_against(history: Path, label: str, baseline: str, settings: Setti
     if (other, base_side) == (label, head_side):
         raise PerfqError(f"--baseline {baseline} is the side being compared; name another label or side")
     name = f"{label}:{head_side} vs {other}:{base_side}"
-    return _document(history, name, ((other, base_side), (label, head_side)), base, head, settings)
+    return _document(history, name, ((other, base_side), (label, head_side)), base, head, settings, True)
 
 
 def compared_runs(history: Path, doc: ComparisonDocument, labels: tuple[str, ...]) -> list[Run]:

@@ -17,11 +17,13 @@ are finalised (``incomplete``) and saved before the exception propagates: no run
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import TypeVar
@@ -30,7 +32,7 @@ from perfq.common import git, proc, sched
 from perfq.common.interrupt import interruption
 from perfq.common.sandbox import Sandbox, bwrap_problem
 from perfq.errors import PerfqError
-from perfq.run import opbench
+from perfq.run import defaults, opbench
 from perfq.run.compare import (
     Settings,
     SideFailures,
@@ -39,7 +41,7 @@ from perfq.run.compare import (
     compare_columns,
     higher_is_better,
 )
-from perfq.run.machine import interpreters_info, machine_info, repo_info, side_env
+from perfq.run.machine import Contention, interpreters_info, machine_info, repo_info, side_env, snapshot
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
@@ -49,7 +51,6 @@ from schema.results_store import Run, RunStatus, now, save_runs
 _T = TypeVar("_T")
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
-DEFAULT_BUDGET = 600.0  # seconds a run may take when the plan sets no budget (adaptive rounds stop before it)
 SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
@@ -108,7 +109,8 @@ class Plan:
     out: Path | None = None
     adaptive: bool = False
     max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: the settings' max_samples
-    budget_seconds: float | None = None  # None: DEFAULT_BUDGET
+    budget_seconds: float | None = None  # the whole run's wall time (side installs included); None: no budget
+    started: float = field(default_factory=time.monotonic)  # when the budget's clock started (the command's start)
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
     sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
@@ -127,6 +129,7 @@ class InvocationResult:
     stderr_tail: str
     argv: list[str]
     error: str = ""
+    contention: Contention | None = None  # what the machine did while the process ran
 
 
 def side_spec(spec: OpBenchSpec, side: SideSetup) -> OpBenchSpec:
@@ -138,16 +141,28 @@ def side_spec(spec: OpBenchSpec, side: SideSetup) -> OpBenchSpec:
     )
 
 
+@dataclass(frozen=True)
+class Spawned:
+    """One benchmark process: its exit status, output, why it failed, and the contention it ran under."""
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    error: str
+    contention: Contention
+
+
 def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: Sandbox | None,
-           keep: Callable[[str], bool] = opbench.output_line_needed) -> tuple[int | None, str, str, str]:
-    """(returncode, stdout, stderr, error) of one process (its output capped, keeping the lines
-    ``keep`` accepts; contained in ``box`` when given; under the plan's timeout and scheduling);
+           keep: Callable[[str], bool] = opbench.output_line_needed) -> Spawned:
+    """One process (its output capped, keeping the lines ``keep`` accepts; contained in ``box`` when given;
+    under the plan's timeout and scheduling), with the machine's counters read around it;
     Ctrl-C or SIGTERM kills its process group and propagates."""
     box = box or Sandbox(cwd, use_bwrap=False)  # no box: argv as it is
+    before = snapshot()
     with box.launch(argv) as launch:
         res = proc.run(launch.argv, cwd=cwd, env=env, timeout=plan.timeout, keep=keep, realtime=plan.realtime,
                        pass_fds=launch.pass_fds, reap_orphans=True)
-    return res.returncode, res.stdout, res.stderr, res.error
+    return Spawned(res.returncode, res.stdout, res.stderr, res.error, Contention.between(before, snapshot(), res.usage))
 
 
 def sandbox_note() -> str:
@@ -173,7 +188,7 @@ def _box(plan: Plan, side: SideSetup, scratch: Path) -> Sandbox | None:
 
 
 def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv: list[str],
-             error: str) -> InvocationResult:
+             error: str, contention: Contention | None = None) -> InvocationResult:
     negative = [m for m in found if m.value < 0 and not higher_is_better(m.metric, m.unit)]
     found = [m for m in found if math.isfinite(m.value) and m not in negative]  # nan/inf/-5 us: no measurement
     if not error and rc != 0:
@@ -182,7 +197,7 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
         error = f"negative time(s) in the output ({negative[0].test}: {negative[0].value:g} {negative[0].unit})"
     elif not error and not found:
         error = "no measurement found in the output"
-    return InvocationResult(found, rc, proc.tail(err or out), argv, error)
+    return InvocationResult(found, rc, proc.tail(err or out), argv, error, contention)
 
 
 def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
@@ -194,26 +209,30 @@ def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tupl
 def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
             box: Sandbox | None) -> list[tuple[Job, InvocationResult]]:
     env = box.env(os.environ) if box is not None else dict(os.environ)  # perfq's own, scrubbed when contained
+    env.update(allocator_env())
     env.update(dict(side.env))
     env.setdefault("PYTHONUNBUFFERED", "1")
     if job.script is not None:
         argv = job.script.argv(side.python)
         script = job.script
-        rc, out, err, error = _spawn(argv, script.workdir(side.source or plan.repo), env, plan, box,
-                                     lambda line: output_line_needed(script, line))
-        return [(job, _outcome(parse_output(job.script, out), rc, out, err, argv, error))]
+        ran = _spawn(argv, script.workdir(side.source or plan.repo), env, plan, box,
+                     lambda line: output_line_needed(script, line))
+        return [(job, _outcome(parse_output(job.script, ran.stdout), ran.returncode, ran.stdout, ran.stderr, argv,
+                               ran.error, ran.contention))]
     # a lone file with several tests or all of them runs through the batch wrapper too (exact test filter, tags)
     members = job.members or ((job,) if job.spec is not None and opbench.runs_wrapped(job.spec) else ())
     if members:
         specs = [side_spec(m.spec, side) for m in members if m.spec is not None]
         argv, extra = opbench.build_batch_command(side.python, specs, caps)
         env.update(extra)
-        rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+        ran = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+        rc, out, err = ran.returncode, ran.stdout, ran.stderr
         parsed = opbench.parse_batch(out, specs)
         results = []
         for member, spec in zip(members, specs, strict=True):
             found, failed = parsed[opbench.normalize_name(spec.name)]
-            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, error or failed)
+            outcome = _outcome(found, 0 if failed == "" and rc == 0 else rc, out, err, argv, ran.error or failed,
+                               ran.contention)
             if failed:
                 outcome.returncode = rc if rc else 1
                 outcome.stderr_tail = f"{failed}\n{proc.tail(err)}".strip()
@@ -224,9 +243,9 @@ def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
     json_file = tmp / "out.json" if caps.output_json else None
     argv, _ = opbench.build_command(side.python, spec, caps, json_file)
     env.update(opbench.thread_env(spec))
-    rc, out, err, error = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
-    found = opbench.parse_invocation(out, spec, json_file)
-    return [(job, _outcome(found, rc, out, err, argv, error))]
+    ran = _spawn(argv, side.bench_root or plan.bench_root, env, plan, box)
+    found = opbench.parse_invocation(ran.stdout, spec, json_file)
+    return [(job, _outcome(found, ran.returncode, ran.stdout, ran.stderr, argv, ran.error, ran.contention))]
 
 
 _UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "ns": 1e-9}
@@ -286,10 +305,16 @@ def batch_jobs(jobs: list[Job]) -> list[Job]:
     return result
 
 
+def allocator_env() -> dict[str, str]:
+    """The allocator settings benchmark processes get (``defaults.ALLOCATOR_ENV``) that perfq's environment lacks."""
+    return {key: value for key, value in defaults.ALLOCATOR_ENV if key not in os.environ}
+
+
 def _thread_overrides(plan: Plan, side: SideSetup) -> dict[str, str]:
-    """The environment a side's benchmark processes get on top of perfq's: its own and the thread counts."""
+    """The environment a side's benchmark processes get on top of perfq's: the allocator's, its own and the
+    thread counts."""
     spec = next((j.spec for j in plan.jobs if j.spec is not None), None)
-    out = dict(side.env)
+    out = {**allocator_env(), **dict(side.env)}
     if spec is not None:
         out.update(opbench.thread_env(side_spec(spec, side)))
     return out
@@ -343,11 +368,46 @@ def _persist(plan: Plan, runs: list[Run], final: bool = False) -> None:
         raise errors[0]
 
 
+def contention_record(contention: Contention | None) -> dict[str, object] | None:
+    """An invocation's contention as stored (JSON object), its verdict ``contended`` included."""
+    if contention is None:
+        return None
+    return {**asdict(contention), "contended": contention.contended}
+
+
+def contended_share(run: Run) -> tuple[int, int]:
+    """(contended, measured) invocations of a run."""
+    records = [json.loads(i.machine) for i in run.invocations if i.machine]
+    return sum(bool(r.get("contended")) for r in records), len(records)
+
+
+def contention_note(run: Run) -> str:
+    """``head: 3 of 40 invocations contended (8%)``: the side's contended share, for the notes and the env."""
+    contended, measured = contended_share(run)
+    return f"{run.side}: {contended} of {measured} invocations contended ({contended / measured:.0%})" if measured \
+        else ""
+
+
+def _record_contention(runs: list[Run]) -> list[str]:
+    """Each run's contended share, into its environment (``contended``); the notes' lines."""
+    notes = []
+    for run in runs:
+        contended, measured = contended_share(run)
+        if not measured:
+            continue
+        env = json.loads(run.env) if run.env else {}
+        env["contended"] = f"{contended} of {measured} invocations ({contended / measured:.0%})"
+        run.env = json.dumps(env, sort_keys=True)
+        notes.append(contention_note(run))
+    return notes
+
+
 def _finalise(plan: Plan, runs: list[Run], status: RunStatus, note: str = "") -> None:
-    """Mark the runs finished (``complete``) or stopped (``incomplete``) and save them."""
+    """Mark the runs finished (``complete``) or stopped (``incomplete``), with their contended shares, and save them."""
+    shares = _record_contention(runs)
     for run in runs:
         run.status, run.ended_at = status, now()
-        run.notes = "; ".join([*plan.notes, *([note] if note else [])])
+        run.notes = "; ".join([*plan.notes, *shares, *([note] if note else [])])
     _persist(plan, runs, final=True)
 
 
@@ -400,6 +460,32 @@ def planned_invocations(plan: Plan) -> int:
     return len(batch_jobs(plan.jobs) if plan.batch else plan.jobs) * len(plan.sides) * plan.repeat
 
 
+HARNESS_IMPORT = "import torch, benchmark_core, benchmark_runner"  # what every operator_benchmark process imports
+HARNESS_TIMEOUT = 300.0  # seconds for that import (not --timeout, a benchmark's: torch takes 10 s on a busy machine)
+
+
+def side_problem(plan: Plan, side: SideSetup) -> str:
+    """'' when the side's interpreter imports torch and the operator_benchmark harness (from its benchmark
+    root, with its environment); else the last line of why not."""
+    env = {**os.environ, **dict(side.env)}
+    res = proc.run([side.python, "-c", HARNESS_IMPORT], cwd=side.bench_root or plan.bench_root, env=env,
+                   timeout=HARNESS_TIMEOUT)
+    return "" if res.ok else res.error or res.tail(1).strip() or f"exit status {res.returncode}"
+
+
+def check_sides(plan: Plan) -> None:
+    """A PerfqError (one line) when a side cannot import torch and the harness: before the first round, not
+    after the other side's rounds ran (a CUDA wheel without its libraries: ``ImportError: libcudnn.so.9``)."""
+    if not any(job.spec is not None for job in plan.jobs):
+        return
+    with ThreadPoolExecutor(max_workers=len(plan.sides)) as pool:
+        problems = list(pool.map(lambda side: side_problem(plan, side), plan.sides))
+    for side, problem in zip(plan.sides, problems, strict=True):
+        if problem:
+            raise PerfqError(f"the {side.name} side cannot run its benchmarks ({side.python}: "
+                             f"{HARNESS_IMPORT}): {problem}")
+
+
 def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
     """Run the plan; returns the runs (also saved).
 
@@ -426,7 +512,9 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 progress(Tick(TickKind.start, job, side.name, round_index))
                 began, began_at, errors, samples = time.monotonic(), now(), [], 0
                 outcomes = invoke(todo, side, plan, caps)
-                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at)
+                contention = next((o.contention for _, o in outcomes if o.contention is not None), None)
+                run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at,
+                                   contention_record(contention))
                 for member, outcome in outcomes:
                     if outcome.error:
                         dead.add((member.key, side.name))
@@ -479,7 +567,7 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
     ceiling of rounds, or when the next round (estimated from the last one) would overrun the budget.
     """
     ceiling = plan.max_repeat or plan.settings.max_samples
-    budget = DEFAULT_BUDGET if plan.budget_seconds is None else plan.budget_seconds
+    budget = math.inf if plan.budget_seconds is None else plan.budget_seconds
     last_seconds = (time.monotonic() - started) / max(plan.repeat, 1)
     last_tests = max(len(_undecided(plan, runs, everything=True)), 1)
     for r in range(plan.repeat, ceiling):
@@ -487,7 +575,7 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
         if not undecided:
             return
         estimate = last_seconds * len(undecided) / last_tests
-        if time.monotonic() - started + estimate > budget:
+        if time.monotonic() - plan.started + estimate > budget:
             plan.notes.append(f"time budget of {budget:.0f} s reached: {len(undecided)} test(s) left undecided")
             return
         jobs = _narrowed_jobs(plan, undecided)

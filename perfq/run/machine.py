@@ -14,7 +14,9 @@ import os
 import platform
 import socket
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from perfq.common import git, proc
@@ -147,3 +149,81 @@ def side_env(machine: dict[str, str], interpreter: dict[str, str], repo: dict[st
     env = {**machine, **repo, **interpreter, **(provenance or {})}
     env.update({f"env {k}": v for k, v in sorted(overrides.items())})
     return json.dumps(env, sort_keys=True)
+
+
+# ----------------------------------------------------------------------------- contention per invocation
+
+
+PRESSURES = ("cpu", "memory", "io")
+
+
+@dataclass(frozen=True)
+class MachineSnapshot:
+    """Counters of the machine at one instant: PSI stall totals (µs), CPU jiffies, the run queue."""
+
+    at: float  # time.monotonic()
+    stall_us: tuple[int, ...]  # "some" total of /proc/pressure/{cpu,memory,io} (-1: not available)
+    steal: int  # jiffies of /proc/stat's cpu line
+    jiffies: int
+    running: int  # procs_running: runnable tasks now (this one included)
+
+
+def _some_total(kind: str) -> int:
+    for line in _read(f"/proc/pressure/{kind}").splitlines():
+        if line.startswith("some "):
+            fields = dict(part.split("=", 1) for part in line.split()[1:] if "=" in part)
+            return int(fields.get("total", "-1"))
+    return -1
+
+
+def snapshot() -> MachineSnapshot:
+    """The machine's contention counters now (Linux ``/proc``; zeros elsewhere)."""
+    steal = jiffies = running = 0
+    for line in _read("/proc/stat").splitlines():
+        if line.startswith("cpu "):
+            ticks = [int(x) for x in line.split()[1:]]
+            jiffies, steal = sum(ticks[:8]), ticks[7] if len(ticks) > 7 else 0
+        elif line.startswith("procs_running "):
+            running = int(line.split()[1])
+    return MachineSnapshot(time.monotonic(), tuple(_some_total(k) for k in PRESSURES), steal, jiffies, running)
+
+
+CONTENDED_CPU_SHARE = 0.80  # a one-thread benchmark process on the CPU less than this share of its wall time
+CONTENDED_PRESSURE = 0.10  # or memory/io stalls ("some") over this share of its wall time
+
+
+@dataclass(frozen=True)
+class Contention:
+    """What the machine did while one invocation ran, next to its wall time (docs/run.md "Contention")."""
+
+    wall_s: float
+    cpu_pressure: float | None  # share of the wall some task waited for a CPU (/proc/pressure/cpu "some")
+    memory_pressure: float | None  # ... waited for memory (reclaim, faults)
+    io_pressure: float | None
+    steal: float  # share of the CPU time the hypervisor gave to other guests
+    run_queue: float  # runnable tasks (procs_running, mean of before and after, this process's own excluded)
+    child_cpu: float | None  # the benchmark process's own CPU time / wall (rusage): below 1, it waited
+    major_faults: int = 0
+    minor_faults: int = 0
+    involuntary_switches: int = 0  # times it was preempted
+    voluntary_switches: int = 0
+
+    @classmethod
+    def between(cls, before: MachineSnapshot, after: MachineSnapshot, usage: proc.ChildUsage | None) -> Contention:
+        wall = max(after.at - before.at, 1e-9)
+        shares = [None if b < 0 or a < 0 else min(max((a - b) / 1e6 / wall, 0.0), 1.0)
+                  for b, a in zip(before.stall_us, after.stall_us, strict=True)]
+        ticks = after.jiffies - before.jiffies
+        steal = (after.steal - before.steal) / ticks if ticks > 0 else 0.0
+        queue = max((before.running + after.running) / 2 - 1, 0.0)
+        if usage is None:
+            return cls(wall, *shares, steal, queue, None)
+        return cls(wall, *shares, steal, queue, (usage.user_s + usage.system_s) / wall, usage.major_faults,
+                   usage.minor_faults, usage.involuntary_switches, usage.voluntary_switches)
+
+    @property
+    def contended(self) -> bool:
+        """The invocation shared its machine: it got too little CPU, or memory or I/O stalled it."""
+        starved = self.child_cpu is not None and self.child_cpu < CONTENDED_CPU_SHARE
+        stalled = any(p is not None and p > CONTENDED_PRESSURE for p in (self.memory_pressure, self.io_pressure))
+        return starved or stalled or self.steal > CONTENDED_PRESSURE

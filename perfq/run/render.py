@@ -15,12 +15,21 @@ from rich.markup import escape
 
 from perfq.common.render import fixed, md_code, md_table, md_text, plain
 from perfq.run.compare import Verdict
-from perfq.run.report import VOLATILE_ENV, ComparisonDocument, HistoryDocument, env_differences, fmt_p, summary_line
+from perfq.run.report import (
+    CENTER_NOTE,
+    VOLATILE_ENV,
+    ComparisonDocument,
+    HistoryDocument,
+    env_differences,
+    fmt_p,
+    only_in_one,
+    summary_line,
+)
 from perfq.run.trend import Trend, sparkline
 from perfq.terminal import Name, folded_table
 
 COLORS = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
-          Verdict.failed: "bold red"}
+          Verdict.failed: "bold red", Verdict.unstable: "magenta"}
 
 
 def pct(change: float | None) -> str:
@@ -74,22 +83,26 @@ def print_comparison(con: Console, doc: ComparisonDocument) -> None:
         cols: list[tuple[str, str]] = [("verdict", "l"), ("test" if "benchmark" in shared else "benchmark/test", "f")]
         cols += [(name, "l") for name in ("mode", "device") if name not in shared]
         cols += [(f"base{unit}", "r"), (f"head{unit}", "r"), ("change", "r"), ("95% CI", "r"), ("q", "r")]
+        con.print(safe(CENTER_NOTE), style="dim")
         t = table(*cols)
         for r in rows:
             value: Callable[[float | None], str] = num if unit else partial(fixed, unit=plain(r.unit))
             cells = [f"[{COLORS[r.verdict]}]{r.verdict_text()}[/]"]
             cells.append(Name(r.test if "benchmark" in shared else f"{r.benchmark}/{r.test}"))
             cells += [safe(getattr(r, name)) for name in ("mode", "device") if name not in shared]
-            cells += [value(r.base_median), value(r.head_median), pct(r.change), ci_text(r.ci), fmt_p(r.p_value)]
+            cells += [value(r.base_center), value(r.head_center), pct(r.change), ci_text(r.ci), fmt_p(r.p_value)]
             t.add_row(*cells)
         con.print(t)
     failures = [("base", f) for f in doc.base.failures] + [("head", f) for f in doc.head.failures]
     for side, f in failures:
         tail = f.stderr_tail.strip().splitlines()[-1] if f.stderr_tail.strip() else f"exit {f.returncode}"
         con.print(f"[red]failed on {side}[/red] {safe(f.benchmark)}: {safe(tail)}", soft_wrap=False)
+    for heading, tests in only_in_one(doc):
+        con.print(safe(f"not compared, {heading} ({len(tests)}): {', '.join(tests)}"))
     for name, info in (("base", doc.base), ("head", doc.head)):
         con.print(safe(f"{name}: ref {info.ref or '-'}, torch {info.torch_version or '-'}, {info.host or '-'}, "
-                       f"{info.status.value}, {info.samples} samples"))
+                       f"{info.status.value}, {info.samples} samples"
+                       + (f", contended {info.contended}" if info.contended else "")))
     differ = env_differences(doc)
     if differ:
         con.print("[bold]environment differs[/bold] (base -> head):")

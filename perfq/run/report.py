@@ -48,6 +48,8 @@ class SideInfo:
     samples: int
     failures: tuple[FailureInfo, ...]
     env: dict[str, str] = field(default_factory=dict)  # machine, interpreter, torch build (perfq.run.machine)
+    contended: str = ""  # "3 of 40 invocations (8%)": invocations that ran under contention (docs/run.md)
+    contended_share: float | None = None  # their share (None: not measured)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class TestRow:
     n_head: int
     min_effect: float
     resolution: float | None = None  # R: "no change beyond ±R" certified by TOST at alpha (None: no CI)
+    base_center: float | None = None  # 20%-trimmed geometric mean of the side: the change is head_center/base_center
+    head_center: float | None = None
+    reason: str = ""  # why the verdict (an ``unknown``'s: the budget, the ceiling, R wider than the min effect)
 
     def verdict_text(self) -> str:
         """The verdict with its resolution: ``same ±2.1%``, ``unknown ±7.3%``, ``regression``."""
@@ -89,6 +94,7 @@ class Summary:
     same: int
     unknown: int
     failed: int = 0  # tests without samples on a side whose benchmark failed (or that never ran)
+    unstable: int = 0  # tests with a side whose samples fall in two modes: undecided, never a change
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,9 @@ class ComparisonDocument:
     ignored: tuple[str, ...]
     problems: tuple[str, ...] = ()  # why the comparison is not clean: a missing side, failed benchmarks
     warnings: tuple[str, ...] = ()  # what the reader should know but does not fail the gate
+    only_base: tuple[str, ...] = ()  # tests measured on the base side (the baseline) only: not compared
+    only_head: tuple[str, ...] = ()  # tests measured on the head side (this run) only: not compared
+    against_baseline: bool = False  # `compare --baseline`: the base side is another stored run
 
     def to_json(self) -> dict[str, Any]:
         return to_json(self)
@@ -142,7 +151,20 @@ def side_info(runs: Iterable[Any]) -> SideInfo:
         samples=sum(r.sample_count for r in runs),
         failures=tuple(FailureInfo(f.benchmark, f.returncode, f.stderr_tail) for r in runs for f in r.failures),
         env=env,
+        contended=env.get("contended", ""),
+        contended_share=_share(env.get("contended", "")),
     )
+
+
+def _share(contended: str) -> float | None:
+    """The share of ``"3 of 40 invocations (8%) | 1 of 20 invocations (5%)"`` (several runs: summed)."""
+    counts = [part.split()[:3] for part in contended.split(" | ") if part.strip()]
+    pairs = [(int(c[0]), int(c[2])) for c in counts if len(c) == 3 and c[0].isdigit() and c[2].isdigit()]
+    total = sum(n for _, n in pairs)
+    return sum(k for k, _ in pairs) / total if total else None
+
+
+CONTENDED_VERDICT_SHARE = 0.25  # a side with more of its invocations contended: an `unknown` says the machine was
 
 
 def commit_warnings(name: str, runs: Iterable[Any], info: SideInfo) -> list[str]:
@@ -168,7 +190,7 @@ def merged_env(texts: Iterable[str]) -> dict[str, str]:
     return {k: " | ".join(v) for k, v in sorted(values.items())}
 
 
-VOLATILE_ENV = ("load_average", "memory_available")  # change from minute to minute: shown, never alarming
+VOLATILE_ENV = ("load_average", "memory_available", "contended")  # change from minute to minute: shown, never alarming
 
 
 def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
@@ -178,10 +200,18 @@ def env_differences(doc: ComparisonDocument) -> list[tuple[str, str, str]]:
             if base.get(k, "-") != head.get(k, "-")]
 
 
-def _test_row(t: TestResult) -> TestRow:
+def contention_reason(base: SideInfo, head: SideInfo) -> str:
+    """'the machine was contended (...)' when a side's contended share is above CONTENDED_VERDICT_SHARE; else ''."""
+    busy = [f"{name}: {info.contended}" for name, info in (("base", base), ("head", head))
+            if info.contended_share is not None and info.contended_share > CONTENDED_VERDICT_SHARE]
+    return f"the machine was contended ({'; '.join(busy)})" if busy else ""
+
+
+def _test_row(t: TestResult, busy: str = "") -> TestRow:
+    reason = f"{busy}; {t.reason}" if busy and t.verdict == Verdict.unknown else t.reason
     return TestRow(t.key.benchmark, t.key.test, t.key.mode, t.key.device, t.base_median, t.head_median, t.change,
                    t.ci, t.p_value, Verdict(t.verdict), t.key.metric, t.key.unit, t.n_base, t.n_head, t.min_effect,
-                   t.resolution)
+                   t.resolution, t.base_center, t.head_center, reason)
 
 
 def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ...]:
@@ -198,21 +228,36 @@ def problems(base: SideInfo, head: SideInfo, failed_tests: int) -> tuple[str, ..
     return tuple(found)
 
 
-def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison
-                        ) -> ComparisonDocument:
+def _names(keys: Iterable[Any]) -> tuple[str, ...]:
+    return tuple(f"{k.benchmark}/{k.test}" + (f" [{k.mode}]" if k.mode and k.mode != "eager" else "") for k in keys)
+
+
+def only_in_one(doc: ComparisonDocument) -> list[tuple[str, tuple[str, ...]]]:
+    """(heading, tests) of the tests measured on one side only: "only in the baseline / only in this run"."""
+    names = (("only in the baseline", "only in this run") if doc.against_baseline
+             else ("only on the base side", "only on the head side"))
+    return [(name, tests) for name, tests in zip(names, (doc.only_base, doc.only_head), strict=True) if tests]
+
+
+def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison,
+                        against_baseline: bool = False) -> ComparisonDocument:
     """The `perfq compare --format json` document."""
     base, head = side_info(base_runs), side_info(head_runs)
     summary = Summary(**result.counts())
+    busy = contention_reason(base, head)
     warnings = commit_warnings("base", base_runs, base) + commit_warnings("head", head_runs, head)
     return ComparisonDocument(
         label=label,
         base=base,
         head=head,
         summary=summary,
-        tests=tuple(_test_row(t) for t in sorted_for_report(result.tests)),
+        tests=tuple(_test_row(t, busy) for t in sorted_for_report(result.tests)),
         ignored=tuple(f"{k.benchmark}/{k.test}" for k in result.ignored),
         problems=problems(base, head, summary.failed),
         warnings=tuple(warnings),
+        only_base=_names(result.only_base),
+        only_head=_names(result.only_head),
+        against_baseline=against_baseline,
     )
 
 
@@ -234,12 +279,14 @@ def fmt_p(p: float | None) -> str:
 
 def summary_line(doc: ComparisonDocument) -> str:
     c = doc.summary
-    n = c.regression + c.improvement + c.same + c.unknown + c.failed
-    icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown else ":white_circle:"
+    n = c.regression + c.improvement + c.same + c.unknown + c.failed + c.unstable
+    icon = ":red_circle:" if doc.gate_fails() else ":green_circle:" if not c.unknown + c.unstable else ":white_circle:"
     failed = f", {c.failed} failed" if c.failed else ""
+    unstable = f" ({c.unstable} unstable)" if c.unstable else ""
     return (
         f"{icon} **perfq {md_code(doc.label)}**: {c.regression} regression(s), "
-        f"{c.improvement} improvement(s), {c.same} same, {c.unknown} unknown{failed} across {n} test(s)"
+        f"{c.improvement} improvement(s), {c.same} same, {c.unknown + c.unstable} undecided{unstable}{failed} "
+        f"across {n} test(s)"
     )
 
 
@@ -248,12 +295,15 @@ def problem_lines(doc: ComparisonDocument) -> list[str]:
     return [f"- **{md_text(p)}**" for p in doc.problems] + [f"- :warning: {md_text(w)}" for w in doc.warnings]
 
 
+CENTER_NOTE = "base and head: each side's 20%-trimmed geometric mean, the centers the change compares"
+
+
 def _table(rows: list[TestRow]) -> list[str]:
     return md_table(
         ("verdict", "benchmark", "test", "mode", "device", "base", "head", "change", "CI", "q"),
         "lllllrrrlr",
         ((t.verdict_text(), md_code(t.benchmark), md_code(t.test), md_text(t.mode), md_text(t.device),
-          md_text(fmt_value(t.base_median, t.unit)), md_text(fmt_value(t.head_median, t.unit)),
+          md_text(fmt_value(t.base_center, t.unit)), md_text(fmt_value(t.head_center, t.unit)),
           fmt_change(t.change), fmt_ci(t.ci), fmt_p(t.p_value)) for t in rows),
     )
 
@@ -269,7 +319,7 @@ def _section(title: str, rows: list[TestRow], fold: bool) -> list[str]:
 def _environment(doc: ComparisonDocument) -> list[str]:
     """The sides' refs and what differs in their environments; the full environments folded."""
     rows = [(key, _cell(getattr(doc.base, key)), _cell(getattr(doc.head, key)))
-            for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples")]
+            for key in ("ref", "commit", "torch_version", "python", "host", "cpu", "status", "samples", "contended")]
     differ = env_differences(doc)
     rows += [(k, "(see below)", "(see below)") if k == "torch_config" else (k, b, h) for k, b, h in differ]
     lines = ["**Environment**" + (" (what differs between the sides)" if differ else ""), ""]
@@ -306,23 +356,29 @@ def render_markdown(doc: ComparisonDocument) -> str:
     lines += _section("Failed (no samples on one side)", by[Verdict.failed], fold=True)
     lines += _section("Regressions", by[Verdict.regression], fold=False)
     lines += _section("Improvements", by[Verdict.improvement], fold=True)
-    lines += _section("Unknown (sampling cut short by the budget: ± the resolution reached)", by[Verdict.unknown],
-                      fold=True)
-    lines += _section("Same (no change beyond ± the resolution)", by[Verdict.same], fold=True)
+    lines += _section("Unstable (a side's samples fall in two modes: no verdict)", by[Verdict.unstable], fold=True)
+    lines += _section("Undecided (unknown ±R: no change beyond ±R, wider than the minimum effect)",
+                      by[Verdict.unknown], fold=True)
+    lines += _section("Same (no change beyond ±R, within the minimum effect)", by[Verdict.same], fold=True)
     failures = doc.base.failures + doc.head.failures
     if failures:
         body = [line for f in failures
                 for line in (f"- **{md_text(f.benchmark)}** (exit {f.returncode})", "",
                              fence(plain(f.stderr_tail, one_line=False)))]
         lines += ["", *details(f"Failed benchmarks ({len(failures)})", body)]
+    for heading, tests in only_in_one(doc):
+        lines += ["", *details(f"Not compared, {heading} ({len(tests)})", [", ".join(md_code(t) for t in tests)])]
     if doc.ignored:
         lines += ["", f"Ignored by config: {len(doc.ignored)} test(s)."]
     lines += ["", *_environment(doc)]
     lines += [
         "",
-        "<sub>Verdicts: Welch's test on log-times (change = ratio of geometric means), Benjamini-Hochberg q "
-        "across all tests; each test is sampled until its 90% interval is narrow enough; regression/improvement "
-        "needs q < alpha and |change| >= min effect; same ±R: an equivalence test (TOST) certifies no change "
-        "beyond ±R; unknown: the budget ended the sampling first.</sub>",
+        "<sub>Verdicts: Yuen's trimmed Welch test on log-times (change = ratio of the 20%-trimmed geometric "
+        f"means; {CENTER_NOTE}), Benjamini-Hochberg q across all tests; each test is sampled until its 90% "
+        "interval is narrow enough; regression/improvement needs q < alpha and |change| >= min effect; "
+        "same ±R: an equivalence test (TOST) certifies no change beyond ±R, and R is within the minimum effect; "
+        "unknown ±R: undecided (the budget or the sample ceiling ended the sampling, or R is wider than the "
+        "minimum effect); unstable: a side's samples fall in two modes at least 1.5x apart, each beyond the "
+        "trimmed share.</sub>",
     ]
     return "\n".join(lines) + "\n"

@@ -51,6 +51,38 @@ def medians(seg: Segments) -> np.ndarray:
     return out
 
 
+def trimmed_geomeans(seg: Segments, trim: float) -> np.ndarray:
+    """The ``trim``-trimmed geometric mean of every segment of positive values (NaN for an empty one or one
+    with a value <= 0): ``exp(scipy.stats.trim_mean(log(values), trim))``, the center the change compares."""
+    out = np.full(seg.count.shape, np.nan)
+    positive = seg.values > 0
+    logs = np.log(np.where(positive, seg.values, 1.0))
+    sums = np.concatenate([[0.0], np.cumsum(logs)])
+    cut = np.floor(trim * seg.count).astype(np.int64)  # scipy's trim_mean cuts int(trim * n) at each end
+    kept = seg.count - 2 * cut
+    has = kept > 0
+    has[has] = positive[seg.start[has]]  # a segment is sorted: its first value is its smallest
+    low, high = seg.start[has] + cut[has], seg.start[has] + seg.count[has] - cut[has]
+    out[has] = np.exp((sums[high] - sums[low]) / kept[has])
+    return out
+
+
+def modes_apart(seg: Segments, trim: float, ratio: float) -> np.ndarray:
+    """Per segment (sorted positive values): its values fall in two modes at least ``ratio`` apart (the
+    widest gap between neighbours), each holding more values than trimming cuts at one end, so the
+    trimmed mean cannot set the minority aside: a side whose processes jump between modes."""
+    out = np.zeros(seg.count.shape, dtype=bool)
+    for j in np.flatnonzero(seg.count >= 4):
+        values = seg.one(j)
+        if values[0] <= 0:
+            continue
+        gaps = np.diff(np.log(values))
+        k = int(np.argmax(gaps)) + 1  # the slow mode starts at k
+        fewest = int(trim * values.size) + 1
+        out[j] = gaps[k - 1] >= np.log(ratio) and min(k, values.size - k) >= max(fewest, 2)
+    return out
+
+
 @dataclass(frozen=True)
 class LogWelch:
     """Per test: the log-ratio estimate, its two-sided p-value and CIs (rows: low, high) at two levels."""
