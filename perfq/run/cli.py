@@ -295,7 +295,8 @@ def register(app: typer.Typer) -> None:
                                                     python or base_python or select.default_python())
         if sandbox:
             notes.append(runner.sandbox_note())
-        realtime = sched.use_realtime(priority, notes)
+        priority_notes: list[str] = []  # stored with the run; the terminal's priority line says it before the rounds
+        realtime = sched.use_realtime(priority, priority_notes)
         err = console(stderr=True)
         if test_plan is not None:  # printed before anything runs
             print_plan(err, test_plan, _interactive())
@@ -342,7 +343,7 @@ def register(app: typer.Typer) -> None:
             realtime=realtime,
             settings=_settings(repo_path, max_samples=max_repeat or None),
             command=shlex.join(["perfq", *sys.argv[1:]]),
-            notes=notes,
+            notes=notes + priority_notes,
         )
         if ab:  # a side that cannot import torch and the harness fails here, before the first round
             runner.check_sides(plan)
