@@ -15,8 +15,8 @@ from perfq.cli import app
 from perfq.options import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 
 # commands that print one thing only (a version, an exit code for git bisect run, GitHub step outputs)
-NO_FORMAT = {"version", "bisect-step", "ci init", "ci cache-key", "ci matrix", "ci sides", "ci report",
-             "ci comment", "ci coverage-trend"}
+NO_FORMAT = {"version", "bisect-step", "ci init", "ci cache-key", "ci base-config", "ci matrix", "ci sides",
+             "ci report", "ci comment", "ci coverage-trend"}
 PANELS_FROM = 6  # commands with this many options group them into help panels
 
 

@@ -128,7 +128,7 @@ def test_only_the_selected_tests_configs_are_built_with_the_real_runner(tmp_path
 
     def recording(*args, **kwargs):
         result = spawn(*args, **kwargs)
-        seen.append(result[1])
+        seen.append(result.stdout)
         return result
 
     monkeypatch.setattr(runner, "_spawn", recording)
