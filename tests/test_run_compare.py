@@ -404,3 +404,17 @@ def test_a_side_jumping_between_two_modes_is_unstable_not_a_regression():
     md = render_markdown(comparison_document("L", [], [], compare_samples(pairs(key("n4"), base),
                                                                           pairs(key("n4"), head))))
     assert "1 undecided (1 unstable)" in md.splitlines()[0] and "**Unstable" in md
+
+
+def test_two_modes_entirely_beyond_the_other_side_are_still_a_regression():
+    """The head's invocations fall in two modes (120 and 200 us), but every one of them is hundreds of times
+    the base's 0.34 us: whichever mode a process lands in, the head is slower, so the modes do not make it
+    undecided (the CI's fixture slowdown, +46,000%, was called `unstable` and the gate passed)."""
+    rng = np.random.default_rng(5)
+    base = 0.34 * rng.uniform(0.99, 1.01, 20)
+    head = np.where(np.arange(20) % 2 == 0, 120.0, 200.0) * rng.uniform(0.99, 1.01, 20)
+    t = compare_samples(pairs(key("slowed"), base), pairs(key("slowed"), head)).tests[0]
+    assert t.unstable_sides == ("head",)
+    assert t.verdict == "regression", t.reason
+    improved = compare_samples(pairs(key("slowed"), head), pairs(key("slowed"), base)).tests[0]
+    assert improved.verdict == "improvement" and improved.unstable_sides == ("base",)

@@ -394,7 +394,7 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
     base_center, head_center = trimmed_geomeans(sides.base, settings.trim), trimmed_geomeans(sides.head, settings.trim)
     bimodal = {False: modes_apart(sides.base, settings.trim, settings.modes_ratio),
                True: modes_apart(sides.head, settings.trim, settings.modes_ratio)}
-    tests = []
+    tests, rows = [], []  # the tests to compare; the column row of each one compared
     for i, key in enumerate(cols.keys):
         if nb[i] + nh[i] == 0:
             continue
@@ -421,14 +421,17 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
             _fill(t, welch, row_of[i])
         t.unstable_sides = tuple(name for name, head in (("base", False), ("head", True)) if bimodal[head][i])
         result.tests.append(t)
+        rows.append(i)
     with_p = [t for t in result.tests if t.p_raw is not None]
     if with_p:
         q = stats.false_discovery_control(np.asarray([t.p_raw for t in with_p]), method="bh")
         for t, q_value in zip(with_p, q.tolist(), strict=True):
             t.p_value = q_value
-    for t in result.tests:
+    apart = _ranges_apart(sides, rows)
+    for t, disjoint in zip(result.tests, apart, strict=True):
         _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
-        if t.unstable_sides and t.verdict != Verdict.failed:
+        decided = t.verdict in (Verdict.regression, Verdict.improvement)
+        if t.unstable_sides and t.verdict != Verdict.failed and not (decided and disjoint):
             t.verdict, t.reason = Verdict.unstable, (
                 f"the {' and '.join(t.unstable_sides)} side's samples fall in two modes at least "
                 f"{settings.modes_ratio:g}x apart, more of each than trimming sets aside: not a verdict")
@@ -437,6 +440,16 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
         if why:
             t.verdict, t.reason = Verdict.failed, why
     return result
+
+
+def _ranges_apart(sides: _Sides, rows: list[int]) -> list[bool]:
+    """Per test row: every sample of one side lies beyond every sample of the other. Then the direction
+    holds whichever mode each process landed in, and two modes on a side do not make it undecided."""
+    out = []
+    for i in rows:
+        base, head = sides.base.one(i), sides.head.one(i)
+        out.append(bool(base.size and head.size and (head[0] > base[-1] or base[0] > head[-1])))
+    return out
 
 
 ORDER = {"failed": 0, "regression": 1, "improvement": 2, "unstable": 3, "unknown": 4, "same": 5}
