@@ -11,7 +11,6 @@ import typer
 from perfq.common import files
 from perfq.common.render import print_json
 from perfq.options import EXIT_GATE, DbOption, RepoOption, resolve_repo
-from perfq.run.plan import DEFAULT_BUDGET
 
 
 class AffectedFormat(str, Enum):
@@ -125,7 +124,7 @@ def register(app: typer.Typer) -> None:
     def _plan(root: Path, doc, db: Path | None, history: Path | None, budget: str | None, shards: int | None):
         """The budgeted plan of ``doc``: ``budget`` per shard (default 15m), ``shards`` shards (default 1)."""
         from perfq.options import resolve_history
-        from perfq.run.plan import RunShape, check_shard, parse_duration
+        from perfq.run.plan import DEFAULT_BUDGET, RunShape, check_shard, parse_duration
         from perfq.run.planning import plan_for
 
         _, n = check_shard(None if shards is None else 1, shards)
