@@ -171,6 +171,7 @@ class IndexStore:
         self._graph: PackedGraph | None = None
         self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
         self._functions: dict[str, list[FunctionInFile]] = {}  # functions_in's cache, by path
+        self._paths: dict[int, str | None] = {}  # function_paths' cache (None: no such function)
 
     # ---- files and functions
     def functions_in(self, paths: list[str]) -> list[FunctionInFile]:
@@ -184,6 +185,7 @@ class IndexStore:
                 [missing],
             ).fetchall():
                 self._functions.setdefault(r[1], []).append(FunctionInFile(*r))
+                self._paths[r[0]] = r[1]
             self._functions.update((p, []) for p in missing if p not in self._functions)
         return sorted((row for p in set(paths) for row in self._functions[p]), key=attrgetter("id"))
 
@@ -205,15 +207,19 @@ class IndexStore:
         ).fetchall()
 
     def function_paths(self, ids: list[int]) -> dict[int, str]:
-        if not ids:
-            return {}
-        return dict(
-            self.con.execute(
-                "SELECT f.id, fi.path FROM functions f JOIN files fi ON fi.id = f.file_id"
-                " WHERE f.id IN (SELECT unnest(?::INTEGER[]))",
-                [ids],
-            ).fetchall()
-        )
+        """function id -> its file's path, for the ``ids`` that are functions; each id read once
+        per store (the changed files' functions are known from functions_in)."""
+        missing = sorted({i for i in ids if i not in self._paths})
+        if missing:
+            found = dict(
+                self.con.execute(
+                    "SELECT f.id, fi.path FROM functions f JOIN files fi ON fi.id = f.file_id"
+                    " WHERE f.id IN (SELECT unnest(?::INTEGER[]))",
+                    [missing],
+                ).fetchall()
+            )
+            self._paths.update((i, found.get(i)) for i in missing)
+        return {i: path for i in ids if (path := self._paths[i]) is not None}
 
     def callers_named(self, names: list[str], limit: int = 500) -> dict[str, list[int]]:
         """name -> the functions (at most ``limit``, by id) with a call site naming it, for those
