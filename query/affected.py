@@ -443,7 +443,8 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
     device = "cuda" if families == {"cuda"} else "cpu"
-    unrun = [op for op in own_ops if op not in {o for h in scoped_hits for o in h.ops}]  # (an op a test runs: no gap)
+    run_ops = {o for h in scoped_hits for o in h.ops}
+    unrun = [op for op in own_ops if op not in run_ops]  # (an op a test runs: no gap)
     dispatch_gaps = gaps(unrun, layouts, inp.dtypes, store.traced_layouts(unrun), own_dtypes, device) if unrun else []
     covered -= {op for op in own_ops if op.split(".")[0] in {g.op for g in dispatch_gaps}}
     selected = _finish(sel, benches, families, modes)
