@@ -213,9 +213,24 @@ def operator_benchmark_root(file: Path) -> Path | None:
     return None
 
 
+def _largest_first(jobs: list[TraceJob]) -> list[TraceJob]:
+    """``jobs``, the largest benchmark file first (a file's size stands for its configs, hence
+    its tests): the driver starts them in this order on ``parallel`` children, and the pass lasts
+    until its last file ends. PyTorch's largest, quantization_test.py, takes a third of the pass;
+    started 50th of 58 (by path), it ran on alone for the last half of its time."""
+
+    def size(job: TraceJob) -> int:
+        try:
+            return job.file.stat().st_size
+        except OSError:
+            return 0
+
+    return sorted(jobs, key=lambda job: -size(job))  # stable: equal sizes keep their order
+
+
 def _request(jobs: list[TraceJob], opts: TraceOptions) -> dict:
     entries = []
-    for job in jobs:
+    for job in _largest_first(jobs):
         if job.kind == "operator_benchmark":
             root = operator_benchmark_root(job.file)
             if root is None:
