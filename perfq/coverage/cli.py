@@ -10,7 +10,7 @@ import typer
 
 from perfq.common.render import plain
 from perfq.errors import PerfqError
-from perfq.options import DbOption, RepoOption, resolve_db, resolve_repo
+from perfq.options import DbOpt, RepoOpt, resolve_db, resolve_repo
 from perfq.terminal import console, write_output
 
 if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
@@ -110,67 +110,68 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
 
 def register(app: typer.Typer) -> None:
     """Add `perfq coverage` to ``app``."""
+    app.command()(coverage)
 
-    @app.command()
-    def coverage(
-        since: Annotated[str, typer.Option("--since", rich_help_panel=_RANK,
-            help="History period for churn (git approxidate).")] = "180.days",
-        dispatch: Annotated[str | None, typer.Option("--dispatch", rich_help_panel=_RANK,
-            help="Only operators with any of these dispatch keys (CPU,CUDA).")] = None,
-        top: Annotated[int | None, typer.Option("--top", min=0, rich_help_panel=_RANK,
-            help="Show the first N operators.")] = None,
-        uncovered: Annotated[bool, typer.Option("--uncovered", rich_help_panel=_RANK,
-            help="Only operators without a benchmark.")] = False,
-        infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
-            help="Churn: a changed function reaching more operators than this is shared infrastructure "
-                 "and counts for none (default 200).")] = None,
-        fmt: Annotated[CoverageFormat, typer.Option("--format", metavar="FORMAT", rich_help_panel=_OUT,
-            help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
-            ] = CoverageFormat.table,
-        out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
-            help="Write the report (or the scaffold) to this file.")] = None,
-        link_base: Annotated[str | None, typer.Option("--link-base", rich_help_panel=_OUT,
-            help="HTML: where kernel and benchmark links point, e.g. "
-                 "https://github.com/pytorch/pytorch/blob/v2.6.0 (default: file:// of the checkout).")] = None,
-        scaffold: Annotated[str | None, typer.Option("--scaffold", metavar="OP", rich_help_panel=_SCAFFOLD,
-            help="Write an operator_benchmark file for OP instead of a report.")] = None,
-        force: Annotated[bool, typer.Option("--force", rich_help_panel=_SCAFFOLD,
-            help="With --scaffold: overwrite the file.")] = False,
-        repo: Path | None = RepoOption,
-        db: Path | None = DbOption,
-    ) -> None:
-        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one.
 
-        Examples:
+def coverage(
+    since: Annotated[str, typer.Option("--since", rich_help_panel=_RANK,
+        help="History period for churn (git approxidate).")] = "180.days",
+    dispatch: Annotated[str | None, typer.Option("--dispatch", rich_help_panel=_RANK,
+        help="Only operators with any of these dispatch keys (CPU,CUDA).")] = None,
+    top: Annotated[int | None, typer.Option("--top", min=0, rich_help_panel=_RANK,
+        help="Show the first N operators.")] = None,
+    uncovered: Annotated[bool, typer.Option("--uncovered", rich_help_panel=_RANK,
+        help="Only operators without a benchmark.")] = False,
+    infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
+        help="Churn: a changed function reaching more operators than this is shared infrastructure "
+             "and counts for none (default 200).")] = None,
+    fmt: Annotated[CoverageFormat, typer.Option("--format", metavar="FORMAT", rich_help_panel=_OUT,
+        help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
+        ] = CoverageFormat.table,
+    out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
+        help="Write the report (or the scaffold) to this file.")] = None,
+    link_base: Annotated[str | None, typer.Option("--link-base", rich_help_panel=_OUT,
+        help="HTML: where kernel and benchmark links point, e.g. "
+             "https://github.com/pytorch/pytorch/blob/v2.6.0 (default: file:// of the checkout).")] = None,
+    scaffold: Annotated[str | None, typer.Option("--scaffold", metavar="OP", rich_help_panel=_SCAFFOLD,
+        help="Write an operator_benchmark file for OP instead of a report.")] = None,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=_SCAFFOLD,
+        help="With --scaffold: overwrite the file.")] = False,
+    repo: RepoOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one.
 
-            perfq coverage --uncovered --top 20
+    Examples:
 
-            perfq coverage --format html --out coverage.html --link-base https://github.com/pytorch/pytorch/blob/v2.6.0
+        perfq coverage --uncovered --top 20
 
-            perfq coverage --scaffold lerp
-        """
-        root = resolve_repo(repo)
-        index = resolve_db(root, db)
-        if scaffold is not None:
-            if not scaffold.strip():
-                raise PerfqError("--scaffold needs an operator name, e.g. --scaffold add.Tensor")
-            run_scaffold(root, index, scaffold.strip(), out, force)
-            return
-        from perfq.coverage import render as render
+        perfq coverage --format html --out coverage.html --link-base https://github.com/pytorch/pytorch/blob/v2.6.0
 
-        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
-        if fmt is CoverageFormat.json:
-            write_output(render.to_json_text(report), out)
-        elif fmt is CoverageFormat.csv:
-            write_output(render.to_csv(report), out)
-        elif fmt is CoverageFormat.markdown:
-            write_output(render.to_markdown(report), out)
-        elif fmt is CoverageFormat.html:
-            write_output(render.to_html(report, link_base=link_base or root.resolve().as_uri()), out)
-        elif out is not None:
-            write_output(render.to_text(report), out)
-        else:
-            con = console()
-            con.print(render.to_rich_table(report))
-            for line in render.summary_lines(report)[1:]:
-                con.print(plain(line), markup=False)
+        perfq coverage --scaffold lerp
+    """
+    root = resolve_repo(repo)
+    index = resolve_db(root, db)
+    if scaffold is not None:
+        if not scaffold.strip():
+            raise PerfqError("--scaffold needs an operator name, e.g. --scaffold add.Tensor")
+        run_scaffold(root, index, scaffold.strip(), out, force)
+        return
+    from perfq.coverage import render as render
+
+    report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
+    if fmt is CoverageFormat.json:
+        write_output(render.to_json_text(report), out)
+    elif fmt is CoverageFormat.csv:
+        write_output(render.to_csv(report), out)
+    elif fmt is CoverageFormat.markdown:
+        write_output(render.to_markdown(report), out)
+    elif fmt is CoverageFormat.html:
+        write_output(render.to_html(report, link_base=link_base or root.resolve().as_uri()), out)
+    elif out is not None:
+        write_output(render.to_text(report), out)
+    else:
+        con = console()
+        con.print(render.to_rich_table(report))
+        for line in render.summary_lines(report)[1:]:
+            con.print(plain(line), markup=False)

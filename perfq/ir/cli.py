@@ -11,7 +11,7 @@ import typer
 
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
-from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOpt, RepoOpt, resolve_history, resolve_repo
 from perfq.terminal import console, print_unified_diff
 
 ir_app = typer.Typer(
@@ -21,28 +21,25 @@ ir_app = typer.Typer(
 )
 
 _STORE, _COMPILE, _FILTER, _OUT = "What to store", "What to compile", "Which IRs", "Output"
-LabelOption = typer.Option(..., "--label", "-l", rich_help_panel=_STORE,
-                           help="Name of this collection (e.g. a ref or commit).")
-TargetOption = typer.Option(
-    None, "--target", "-t", rich_help_panel=_COMPILE,
-    help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942).",
-)
-StageOption = typer.Option(
-    None, "--stage", "-s", rich_help_panel=_FILTER, help="IR stages, comma-separated (default ttir,ttgir,llir)."
-)
-ManifestOption = typer.Option(None, "--manifest", "-m", rich_help_panel=_COMPILE,
-                              help="Manifest file (default perfq-ir.yaml).")
-KernelFilter = typer.Option(None, "--kernel", "-k", rich_help_panel=_FILTER,
-                            help="Only kernels whose name contains this.")
-TargetFilter = typer.Option(None, "--target", "-t", rich_help_panel=_FILTER, help="Only these targets.")
-CacheOption = typer.Option(
-    False, "--triton-cache", rich_help_panel=_COMPILE,
-    help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR.",
-)
-CommitOption = typer.Option(None, "--commit", rich_help_panel=_STORE,
-                            help="Commit to record (default: HEAD of --repo).")
-FormatOption = typer.Option(Format.table, "--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
-                            help="table, json or markdown.")
+LabelOpt = Annotated[str, typer.Option("--label", "-l", rich_help_panel=_STORE,
+                                       help="Name of this collection (e.g. a ref or commit).")]
+TargetOpt = Annotated[list[str] | None, typer.Option(
+    "--target", "-t", rich_help_panel=_COMPILE, help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942).")]
+StageOpt = Annotated[list[str] | None, typer.Option(
+    "--stage", "-s", rich_help_panel=_FILTER, help="IR stages, comma-separated (default ttir,ttgir,llir).")]
+ManifestOpt = Annotated[Path | None, typer.Option("--manifest", "-m", rich_help_panel=_COMPILE,
+                                                  help="Manifest file (default perfq-ir.yaml).")]
+KernelFilterOpt = Annotated[list[str] | None, typer.Option("--kernel", "-k", rich_help_panel=_FILTER,
+                                                           help="Only kernels whose name contains this.")]
+TargetFilterOpt = Annotated[list[str] | None, typer.Option("--target", "-t", rich_help_panel=_FILTER,
+                                                           help="Only these targets.")]
+CacheOpt = Annotated[bool, typer.Option(
+    "--triton-cache", rich_help_panel=_COMPILE,
+    help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR.")]
+CommitOpt = Annotated[str | None, typer.Option("--commit", rich_help_panel=_STORE,
+                                               help="Commit to record (default: HEAD of --repo).")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
+                                           help="table, json or markdown.")]
 
 
 def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -90,16 +87,16 @@ def _store(history: Path, label: str, source: str, records, repo: Path, commit: 
 
 @ir_app.command()
 def collect(
-    label: str = LabelOption,
-    target: list[str] | None = TargetOption,
-    stage: list[str] | None = StageOption,
-    manifest: Path | None = ManifestOption,
-    kernel: list[str] | None = KernelFilter,
-    triton_cache: bool = CacheOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    label: LabelOpt,
+    target: TargetOpt = None,
+    stage: StageOpt = None,
+    manifest: ManifestOpt = None,
+    kernel: KernelFilterOpt = None,
+    triton_cache: CacheOpt = False,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Compile the manifest's kernels for each target and store every IR under LABEL.
 
@@ -135,14 +132,14 @@ def collect(
 @ir_app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def capture(
     ctx: typer.Context,
-    label: str = LabelOption,
-    target: list[str] | None = TargetOption,
-    stage: list[str] | None = StageOption,
-    triton_cache: bool = CacheOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    label: LabelOpt,
+    target: TargetOpt = None,
+    stage: StageOpt = None,
+    triton_cache: CacheOpt = False,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Run `-- COMMAND...` (a benchmark), record every Triton specialization it compiles or
     launches (TRITON_INTERPRET=1 works on CPU), then compile them for each target.
@@ -177,16 +174,16 @@ def capture(
 
 @ir_app.command()
 def harvest(
+    label: LabelOpt,
     directory: Annotated[
         Path | None, typer.Argument(help="Cache/dump dir (default $TRITON_DUMP_DIR, $TRITON_CACHE_DIR, "
                                          "~/.triton/cache).")
     ] = None,
-    label: str = LabelOption,
-    stage: list[str] | None = StageOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    stage: StageOpt = None,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Import the IR files a run left in a Triton cache or dump directory.
 
@@ -220,9 +217,9 @@ def harvest(
 
 @ir_app.command("list")
 def list_labels(
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """List the stored IR collections (label, number of IRs, Triton versions).
 
@@ -289,18 +286,20 @@ def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
 def diff(
     a: Annotated[str, typer.Argument(help="Label of the base collection.")],
     b: Annotated[str, typer.Argument(help="Label of the new collection.")],
-    fmt: Format = FormatOption,
-    raw: bool = typer.Option(False, "--raw", rich_help_panel=_OUT,
-                             help="Show the diff of the raw (unnormalized) IR too."),
-    no_diff: bool = typer.Option(False, "--no-diff", rich_help_panel=_OUT, help="Table only (no unified diffs)."),
-    kernel: list[str] | None = KernelFilter,
-    target: list[str] | None = TargetFilter,
-    stage: list[str] | None = StageOption,
-    context: int = typer.Option(3, "--context", "-U", rich_help_panel=_OUT, help="Lines of context in diffs."),
-    fail_on_change: bool = typer.Option(False, "--fail-on-change", rich_help_panel=_OUT,
-                                        help=f"Exit {EXIT_GATE} when any IR changed."),
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    fmt: FormatOpt = Format.table,
+    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=_OUT,
+                                      help="Show the diff of the raw (unnormalized) IR too.")] = False,
+    no_diff: Annotated[bool, typer.Option("--no-diff", rich_help_panel=_OUT,
+                                          help="Table only (no unified diffs).")] = False,
+    kernel: KernelFilterOpt = None,
+    target: TargetFilterOpt = None,
+    stage: StageOpt = None,
+    context: Annotated[int, typer.Option("--context", "-U", rich_help_panel=_OUT,
+                                         help="Lines of context in diffs.")] = 3,
+    fail_on_change: Annotated[bool, typer.Option("--fail-on-change", rich_help_panel=_OUT,
+                                                 help=f"Exit {EXIT_GATE} when any IR changed.")] = False,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Per kernel/target/stage: identical, attributes-only or structural, with op-count deltas
     and diffs of the normalized IR. Exits 0 whatever changed (unless --fail-on-change).
