@@ -465,8 +465,8 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
     """The traced tests running the change's own operators (on its dtypes, its devices, not only
     through a hub) and, for tests traced without seeing inside kernels (meta/fake only) or when a
     plain C++ call (which no profiler records) reaches the change, its callers' operators."""
-    families, benches, own, own_ops, inner = started.families, started.benches, reached.own, reached.own_ops, \
-        reached.inner
+    families, benches = started.families, started.benches
+    own, own_ops, inner = reached.own, reached.own_ops, reached.inner
     requests = [(own_ops, reached.layouts)]
     if inner is not None:
         inner_layouts = inner.layouts()
