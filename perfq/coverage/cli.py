@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from perfq.common.render import plain
+from perfq.coverage.pipeline import CoverageRequest, coverage_report
 from perfq.errors import PerfqError
 from perfq.options import DbOpt, RepoOpt, resolve_db, resolve_repo
 from perfq.terminal import console, write_output
-
-if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
-    from perfq.coverage.report import CoverageReport
 
 
 class CoverageFormat(str, Enum):
@@ -30,43 +28,6 @@ def parse_dispatch(value: str | None) -> list[str]:
 
 
 _RANK, _OUT, _SCAFFOLD = "What to rank", "Output", "Scaffold"
-DEFAULT_INFRA_OPS = 200  # a changed function reaching more operators than this is shared infrastructure
-
-
-def infra_bound(cfg_extra: dict, override: int | None) -> int:
-    """The churn infrastructure bound: ``--infra-ops``, else ``[tool.perfq] coverage_infra_ops``, else 200."""
-    if override is not None:
-        return override
-    value = cfg_extra.get("coverage_infra_ops", DEFAULT_INFRA_OPS)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PerfqError(f"[tool.perfq] coverage_infra_ops must be a positive integer, not {value!r}")
-    return value
-
-
-def collect_report(
-    repo: Path,
-    db: Path,
-    since: str,
-    dispatch: list[str],
-    top: int | None,
-    uncovered_only: bool = False,
-    infra_ops: int | None = None,
-) -> CoverageReport:
-    """Load facts, compute churn from git history, build the report."""
-    from perfq.config import load_config
-    from perfq.coverage.churn import op_churn
-    from perfq.coverage.facts import load_facts
-    from perfq.coverage.report import build_report
-    from schema.reader import open_index
-
-    cfg = load_config(repo)
-    bound = infra_bound(cfg.extra, infra_ops)
-    with open_index(db) as con:
-        facts = load_facts(con)
-        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=bound)
-    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
-
-
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
     from perfq.coverage.report import PRIMARY_KEY, key_gaps
@@ -159,7 +120,8 @@ def coverage(
         return
     from perfq.coverage import render as render
 
-    report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
+    report = coverage_report(CoverageRequest(root, index, since, tuple(parse_dispatch(dispatch)), top, uncovered,
+                                             infra_ops))
     if fmt is CoverageFormat.json:
         write_output(render.to_json_text(report), out)
     elif fmt is CoverageFormat.csv:
