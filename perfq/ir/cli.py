@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
+from perfq.ir.pipeline import (
+    CaptureRequest,
+    Collected,
+    CollectRequest,
+    Destination,
+    HarvestRequest,
+    capture_ir,
+    collect_ir,
+    harvest_ir,
+    stages_of,
+)
 from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOpt, RepoOpt, resolve_history, resolve_repo
 from perfq.terminal import console, print_unified_diff
 
@@ -42,26 +52,9 @@ FormatOpt = Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", r
                                            help="table, json or markdown.")]
 
 
-def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.ir.collect import check_stages
-
-    if not values:
-        return default
-    return check_stages(tuple(s.strip() for v in values for s in v.split(",") if s.strip()))
-
-
-def _targets(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.ir.collect import check_targets
-
-    targets = tuple(t.strip() for v in (values or []) for t in v.split(",") if t.strip()) or default
-    return check_targets(targets)
-
-
-def _report_collect(label: str, result, stored: int, fmt: Format, collection_id: str, **extra: Any) -> None:
-    from perfq.ir.report import IRCollectDocument
-
-    doc = IRCollectDocument(label, result.triton_version, stored, result.compiles, round(result.seconds, 2),
-                            tuple(result.errors), collection_id, **extra)
+def _report_collect(collected: Collected, fmt: Format) -> None:
+    """The stored collection: its document as JSON, or a line (and its errors as warnings)."""
+    result, doc = collected.result, collected.document
     if fmt == Format.json:
         print_json(doc.to_json())
     else:
@@ -69,20 +62,16 @@ def _report_collect(label: str, result, stored: int, fmt: Format, collection_id:
         for e in result.errors:
             err.print(f"[yellow]warning:[/] {e}", markup=True, highlight=False)
         console().print(
-            f"{label}: stored {stored} IRs from {result.compiles} compiles in {result.seconds:.1f}s "
+            f"{doc.label}: stored {doc.stored} IRs from {result.compiles} compiles in {result.seconds:.1f}s "
             f"(triton {result.triton_version}, {len(result.errors)} errors)"
         )
-    if stored == 0:
+    if doc.stored == 0:
         raise typer.Exit(EXIT_ERROR)
 
 
-def _store(history: Path, label: str, source: str, records, repo: Path, commit: str | None, details: dict):
-    from perfq.ir.collect import git_commit
-    from perfq.ir.store import store_collection
-
-    return store_collection(
-        history, label, source, records, commit if commit is not None else git_commit(repo), details
-    )
+def _destination(repo: Path | None, history: Path | None, label: str, commit: str | None) -> Destination:
+    root = resolve_repo(repo)
+    return Destination(root, resolve_history(root, history), label, commit)
 
 
 @ir_app.command()
@@ -106,27 +95,9 @@ def collect(
 
         perfq ir collect -l head -m perfq-ir.yaml -k softmax --stage ttir,ttgir
     """
-    from dataclasses import replace
-
-    from perfq.ir.collect import collect as run_collect
-    from perfq.ir.collect import require_triton
-    from perfq.ir.manifest import load_manifest
-
-    repo_path = resolve_repo(repo)
-    require_triton()
-    spec = load_manifest(repo_path, manifest)
-    if kernel:
-        spec = replace(spec, kernels=tuple(k for k in spec.kernels if any(s in k.kernel for s in kernel)))
-        if not spec.kernels:
-            raise PerfqError(f"no manifest kernel matches {', '.join(kernel)}")
-    targets = _targets(target, spec.targets)
-    stages = _stages(stage, spec.stages)
-    result = run_collect(spec, targets, stages, repo_path, fresh_cache=not triton_cache)
-    details = {"targets": targets, "stages": stages, "manifest": spec.origin, "errors": result.errors,
-               "seconds": round(result.seconds, 2)}
-    cid = _store(resolve_history(repo_path, history), label, "manifest", result.records, repo_path, commit,
-                 details)
-    _report_collect(label, result, len(result.records), fmt, cid)
+    request = CollectRequest(_destination(repo, history, label, commit), tuple(target or ()), tuple(stage or ()),
+                             manifest, tuple(kernel or ()), fresh_cache=not triton_cache)
+    _report_collect(collect_ir(request), fmt)
 
 
 @ir_app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -150,26 +121,9 @@ def capture(
 
         TRITON_INTERPRET=1 perfq ir capture -l base -t hip:gfx942 -- python -m pt.softmax_test
     """
-    from perfq.ir.capture import capture as run_capture
-    from perfq.ir.collect import require_triton
-    from perfq.ir.compile import DEFAULT_STAGES
-
-    repo_path = resolve_repo(repo)
-    require_triton()
-    command = list(ctx.args)
-    targets = _targets(target, ("cuda:90",) if not target else ())
-    stages = _stages(stage, DEFAULT_STAGES)
-    status, result, n_specs = run_capture(command, targets, stages, Path.cwd(), repo_path,
-                                          fresh_cache=not triton_cache)
-    if status != 0:
-        result.errors.insert(0, f"command exited with status {status}")
-    if n_specs == 0:
-        result.errors.append("no Triton specialization was compiled or launched by the command")
-    details = {"targets": targets, "stages": stages, "command": command, "command_status": status,
-               "specializations": n_specs, "errors": result.errors}
-    cid = _store(resolve_history(repo_path, history), label, "capture", result.records, repo_path, commit,
-                 details)
-    _report_collect(label, result, len(result.records), fmt, cid, specializations=n_specs, command_status=status)
+    request = CaptureRequest(_destination(repo, history, label, commit), tuple(ctx.args), Path.cwd(),
+                             tuple(target or ()), tuple(stage or ()), fresh_cache=not triton_cache)
+    _report_collect(capture_ir(request), fmt)
 
 
 @ir_app.command()
@@ -193,26 +147,8 @@ def harvest(
 
         TRITON_DUMP_DIR=dump python bench.py && perfq ir harvest dump --label head
     """
-    import time
-
-    from perfq.ir.collect import CollectResult
-    from perfq.ir.compile import DEFAULT_STAGES
-    from perfq.ir.harvest import harvest as run_harvest
-
-    repo_path = resolve_repo(repo)
-    if directory is None:
-        env = os.environ.get("TRITON_DUMP_DIR") or os.environ.get("TRITON_CACHE_DIR")
-        directory = Path(env) if env else Path.home() / ".triton" / "cache"
-    stages = _stages(stage, DEFAULT_STAGES)
-    start = time.perf_counter()
-    records = run_harvest(directory, stages, repo_path)
-    versions = sorted({r.triton_version for r in records if r.triton_version})
-    result = CollectResult(records, [], 0, time.perf_counter() - start, ",".join(versions))
-    if not records:
-        result.errors.append(f"no Triton IR files ({', '.join(stages)}) found under {directory}")
-    cid = _store(resolve_history(repo_path, history), label, "harvest", records, repo_path, commit,
-                 {"directory": str(directory), "stages": stages})
-    _report_collect(label, result, len(records), fmt, cid, directory=str(directory))
+    request = HarvestRequest(_destination(repo, history, label, commit), directory, tuple(stage or ()))
+    _report_collect(harvest_ir(request), fmt)
 
 
 @ir_app.command("list")
@@ -325,7 +261,7 @@ def diff(
         col_a, col_b = load_collection(con, a), load_collection(con, b)
     finally:
         con.close()
-    stages = set(_stages(stage, ())) if stage else None
+    stages = set(stages_of(stage, ())) if stage else None
     targets = {t.strip() for v in target for t in v.split(",")} if target else None
 
     def keep(key) -> bool:
