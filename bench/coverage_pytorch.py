@@ -32,7 +32,7 @@ import duckdb
 
 from perfq.common.paths import default_index_path
 from perfq.coverage import render as render
-from perfq.coverage.cli import DEFAULT_INFRA_OPS, collect_report
+from perfq.coverage.pipeline import DEFAULT_INFRA_OPS, CoverageRequest, coverage_report
 from perfq.coverage.report import functions_touched, ops_reached
 from perfq.coverage.scaffold import pick_overload, scaffold
 from perfq.errors import PerfqError
@@ -46,7 +46,7 @@ def time_report(repo: Path, db: Path, runs: int) -> None:
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        report = collect_report(repo, db, "180.days", [], None)
+        report = coverage_report(CoverageRequest(repo, db))
         for fn in (render.to_json_text, render.to_csv, render.to_markdown, render.to_html, render.to_text):
             fn(report)
         times.append(time.perf_counter() - t0)
@@ -114,7 +114,7 @@ def history_demo(repo: Path, db: Path, cases: Path, workdir: Path) -> None:
         subprocess.run(["git", *env_args, "commit", "-q", "-am", diff.stem], cwd=clone, check=True)
         applied.append(diff.stem)
     t0 = time.perf_counter()
-    report = collect_report(clone, db, "180.days", [], None)
+    report = coverage_report(CoverageRequest(clone, db))
     took = time.perf_counter() - t0
     hist = report.summary.history
     print(
@@ -129,7 +129,7 @@ def history_demo(repo: Path, db: Path, cases: Path, workdir: Path) -> None:
 
 def select_ops(repo: Path, db: Path, n: int) -> list[tuple[str, str]]:
     """(group, chosen schema) for the first ``n`` uncovered public aten groups with a CPU-capable key."""
-    report = collect_report(repo, db, "180.days", CPU_KEYS, None, uncovered_only=True)
+    report = coverage_report(CoverageRequest(repo, db, dispatch=tuple(CPU_KEYS), uncovered_only=True))
     con = duckdb.connect(str(db), read_only=True)
     chosen = []
     try:

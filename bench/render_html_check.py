@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from perfq.common.paths import default_index_path
-from perfq.coverage.cli import collect_report
+from perfq.coverage.pipeline import CoverageRequest, coverage_report
 from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the screenshot helper lives with the tests
@@ -45,7 +45,7 @@ def main() -> int:
         build_index(db)
     else:
         repo, db = args.repo, args.db or default_index_path(args.repo)
-    report = collect_report(repo, db, "180.days", [], 200)
+    report = coverage_report(CoverageRequest(repo, db, infra_ops=200))
     html_path = out / "coverage.html"
     html_path.write_text(to_html(report, link_base=repo.resolve().as_uri()))
     t0 = time.perf_counter()
@@ -55,7 +55,7 @@ def main() -> int:
     red_left = count_color(first.crop((0, 0, 640, 800)), NOB_RED, tolerance=40)
     # the charts, on a page without table rows (they rank every operator regardless of --top)
     charts_path = out / "charts.html"
-    charts_path.write_text(to_html(collect_report(repo, db, "180.days", [], 0)))
+    charts_path.write_text(to_html(coverage_report(CoverageRequest(repo, db, infra_ops=0))))
     pixels = read_png(screenshot(charts_path, out / "charts.png", width=1280, height=2000))
     counts = {
         name: count_color(pixels, color)

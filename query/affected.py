@@ -33,6 +33,7 @@ from query.document import (
     CanaryBenchmark,
     CanaryHit,
     Confidence,
+    DispatchGap,
     Reason,
     SelectedBenchmark,
     Source,
@@ -42,7 +43,7 @@ from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedHit
+from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedDtype, TracedHit
 from schema.model import EdgeKind, NodeKind, TraceStatus
 
 _WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
@@ -331,19 +332,94 @@ def _pattern_canaries(
     return out
 
 
+# the query's stages, each a function of the earlier stages' results: start -> reach -> observe
+# (what the traces saw run) -> select -> canaries -> document
+
+
+@dataclass(frozen=True)
+class Started:
+    """start: the index nodes the change starts from, and what it touches."""
+
+    starts: list[Start]
+    unmapped: list[Unmapped]
+    warnings: list[str]
+    changed_paths: list[str]
+    families: set[str]  # device families of the changed files
+    benches: dict[str, BenchmarkInfo]
+
+
+@dataclass(frozen=True)
+class Reached:
+    """reach: the operators the change implements (``own``), how far the walk goes from them,
+    and whether the change is shared infrastructure (a canary pattern, or too many operators)."""
+
+    starts: list[Start]  # the start's, with the header fallback's when the functions reach no operator
+    start_of: dict[int, Start]
+    own: Reach
+    own_ops: list[str]
+    layouts: dict[str, set[str]]  # own operator -> the layouts the change runs for
+    sets: list[CanarySet]
+    patterns: list[tuple[CanarySet, str]]
+    unbounded: bool
+    walk: Reach  # own, or on through composite callers
+    reached_ops: int
+    inner: Reach | None  # one composite step up (None for shared infrastructure)
+    callers: list[str]  # inner's operators that are not own (a kernel calls an own one)
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """observe: the traced tests that run what the change implements."""
+
+    own_dtypes: list[TracedDtype]
+    scoped_hits: list[TracedHit]  # own operators' hits on the change's dtypes
+    hits: list[TracedHit]  # usable hits: own, then callers' (past no hub)
+    executing: set[str]  # benchmarks executing the change's own operators
+    traced: set[str]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class Selected:
+    """select: the benchmarks to run, and in which modes."""
+
+    benchmarks: list[SelectedBenchmark]
+    compiled: dict[str, str]  # operators whose decomposition or lowering changed
+    compile_hits: list[TracedHit]
+    compile_mode: bool
+    unused_modules: list[str]
+    warnings: list[str]
+
+
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     """The ``perfq affected`` document (see README for its JSON shape)."""
+    started = start(store, inp)
+    reached = reach(store, inp, cfg, started)
+    observed = observe(store, inp, cfg, started, reached)
+    selected = select(store, inp, started, reached, observed)
+    canary = canaries(inp, cfg, started, reached, observed, selected)
+    return document(store, inp, cfg, (started, reached, observed, selected), canary)
+
+
+def start(store: IndexStore, inp: AffectedInput) -> Started:
+    """Where the walk starts: the changed functions, files and operators as index nodes."""
     cs = inp.changes
     indexed = store.meta().get("indexed_commit", "")
     other_tree = bool(indexed) and indexed not in (inp.base, inp.head)
-    starts, unmapped, start_warnings = _starts(store, cs, other_tree)
+    starts, unmapped, warnings = _starts(store, cs, other_tree)
+    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
+    return Started(starts, unmapped, warnings, changed_paths, _families(changed_paths), store.benchmarks())
+
+
+def reach(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started) -> Reached:
+    """The operators the change implements, whether it is shared infrastructure, and the walk on
+    through composite callers when it is not."""
+    cs = inp.changes
+    backends = op_backends(store)
+    starts, warnings = list(started.starts), []
     start_of = {s.node: s for s in starts}
     start_devices = {s.node: s.device for s in starts}
-    backends = op_backends(store)
-    changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
-    families = _families(changed_paths)
-    benches = store.benchmarks()
-
     own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     if not own.nodes_of(NodeKind.OP):
         fallback = _header_fallback(store, cs)
@@ -351,38 +427,51 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             starts += fallback
             start_of.update({s.node: s for s in fallback if s.node not in start_of})
             start_devices.update({s.node: s.device for s in fallback if s.node not in start_devices})
-            start_warnings.append("the changed header functions reach no operator: selection from their files (low)")
+            warnings.append("the changed header functions reach no operator: selection from their files (low)")
             own = walk_up(store, start_devices, cfg.max_depth, composite_hops=0, backends=backends)
     own_ops = sorted(own.key[n] for n in own.nodes_of(NodeKind.OP))
+    sets = store.canary_sets()
+    narrow = _narrow_paths(store, cs, starts) if len(own_ops) <= _NARROW_OPS else set()
+    patterns = _pattern_canaries(
+        sets,
+        [p for p in started.changed_paths if p not in narrow],
+        [cf.qualname for cf in cs.functions if cf.path not in narrow and cf.status != "added"],
+    )
+    unbounded = len(own_ops) > cfg.reach_bound
+    inner: Reach | None = None
+    if patterns or unbounded:
+        walk, reached_ops = own, len(own_ops)
+    else:
+        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
+    # the operators whose kernels call one the change implements (one step, no hubs); not
+    # through a backward formula: a trace records the backward operators a test runs
+    callers = [] if inner is None else sorted(
+        {inner.key[n] for n in inner.nodes_of(NodeKind.OP)} - set(own_ops) - _via_backward(inner))
+    return Reached(starts, start_of, own, own_ops, _own_layouts(store, own), sets, patterns, unbounded, walk,
+                   reached_ops, inner, callers, warnings)
+
+
+def _own_layouts(store: IndexStore, own: Reach) -> dict[str, set[str]]:
+    """Own operator -> the layouts the change runs for (from the walk, then the kernels' paths)."""
     own_layouts = own.layouts()
     layouts = {own.key[n]: own_layouts.get(n, {"any"}) for n in own.nodes_of(NodeKind.OP)}
     layouts.update(
         _layouts_from_paths(own, store.function_paths(_functions(own, own.chain_nodes(own.nodes_of(NodeKind.OP)))))
     )
-    sets = store.canary_sets()
-    narrow = _narrow_paths(store, cs, starts) if len(own_ops) <= _NARROW_OPS else set()
-    patterns = _pattern_canaries(
-        sets,
-        [p for p in changed_paths if p not in narrow],
-        [cf.qualname for cf in cs.functions if cf.path not in narrow and cf.status != "added"],
-    )
-    unbounded = len(own_ops) > cfg.reach_bound
-    shared = bool(patterns) or unbounded
+    return layouts
 
-    inner: Reach | None = None
-    if shared:
-        walk, reached_ops = own, len(own_ops)
-    else:
-        walk, reached_ops, inner = _composite_walk(store, start_devices, cfg, backends, own)
-    requests = [(own_ops, layouts)]
+
+def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started, reached: Reached) -> Observed:
+    """The traced tests running the change's own operators (on its dtypes, its devices, not only
+    through a hub) and, for tests traced without seeing inside kernels (meta/fake only) or when a
+    plain C++ call (which no profiler records) reaches the change, its callers' operators."""
+    families, benches = started.families, started.benches
+    own, own_ops, inner = reached.own, reached.own_ops, reached.inner
+    requests = [(own_ops, reached.layouts)]
     if inner is not None:
-        # the operators whose kernels call one the change implements (one step, no hubs) count
-        # for tests traced without seeing inside kernels (meta/fake only), and for every test
-        # when the call is a plain C++ call, which no profiler records
-        # (not through a backward formula: a trace records the backward operators a test runs)
-        callers = sorted({inner.key[n] for n in inner.nodes_of(NodeKind.OP)} - set(own_ops) - _via_backward(inner))
         inner_layouts = inner.layouts()
-        requests.append((callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
+        requests.append(
+            (reached.callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
     hits = scoped_hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
@@ -390,90 +479,130 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
     hits = [h for h in hits if not (h.inferred and any(n in h.inferred for n in hub_names))]
-    if branch_ops:
-        start_warnings.append(
-            f"{', '.join(sorted(branch_ops)[:6])}: reached only where other code calls the changed function,"
-            " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
-        )
-    executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
-    broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
+    warnings = [] if not branch_ops else [
+        f"{', '.join(sorted(branch_ops)[:6])}: reached only where other code calls the changed function,"
+        " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
+    ]
+    executing = {h.bench for h in hits}
     if inner is not None:
-        hidden = _direct_callers(inner, callers)
+        hidden = _direct_callers(inner, reached.callers)
         past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}
         hits += _usable(
             [h for h in caller_hits[0] if (not h.kernels_seen or set(h.ops) & hidden) and not set(h.ops) <= past_hubs],
             families,
             benches,
         )
-    op_chains = inner if inner is not None else own
-    # explanations name the functions on the chains to the traced operators and benchmarks
+    return Observed(own_dtypes, scoped_hits, hits, executing, traced, warnings)
+
+
+def select(store: IndexStore, inp: AffectedInput, started: Started, reached: Reached, observed: Observed) -> Selected:
+    """The benchmarks to run, most trusted source first: traced, compiled, static links, native
+    samples, changed benchmark modules, executed Python lines."""
+    families, benches, starts, start_of = started.families, started.benches, reached.starts, reached.start_of
+    op_chains = reached.inner if reached.inner is not None else reached.own
+    files = _chain_files(store, op_chains, reached.walk, observed.hits)
+    compiled = _compiled_ops(store, starts)
+    compile_hits = (  # a lowering replaces the operator where the compiled graph holds it, not inside kernels
+        _usable(store.traced_hits([(sorted(compiled), None)], graph_level=True)[0], families, benches)
+        if compiled else []
+    )
+    compile_mode = bool(inp.changes.compile_paths or compiled)
+    sel = _Selection()
+    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of(NodeKind.OP)}
+    _select_traced(sel, observed.hits, op_chains, op_node, start_of, files)
+    _select_compiled(sel, compile_hits, compiled)
+    warnings = [] if not compiled else [
+        f"compile only: {', '.join(sorted({op.split('.')[0] for op in compiled})[:6])} run the changed Python"
+        " under torch.compile (a decomposition or lowering); eager kernels are unchanged"
+    ]
+    _select_static(sel, reached.walk, start_of, files, benches)
+    native_hits = store.native_hits(sorted(s.node for s in starts if s.confidence != Confidence.low))
+    _select_sampled(sel, native_hits, start_of, families, benches)
+    _mark_unobserved(sel, store, starts, native_hits, families)
+    unused_modules = _select_changed_benchmarks(sel, inp.changes, benches)
+    _select_executed(sel, inp.lines, benches)
+    selected = _finish(sel, benches, families, ("eager", "compile") if compile_mode else ("eager",))
+    return Selected(selected, compiled, compile_hits, compile_mode, unused_modules, warnings)
+
+
+def _chain_files(store: IndexStore, op_chains: Reach, walk: Reach, hits: list[TracedHit]) -> dict[int, str]:
+    """The files of the functions on the chains to the traced operators and the benchmarks
+    (explanations name them); the chains' labels are filled in."""
     hit_ops = {op for h in hits for op in h.ops}
     chains = [
         (op_chains, op_chains.chain_nodes([n for n in op_chains.nodes_of(NodeKind.OP) if op_chains.key[n] in hit_ops])),
         (walk, walk.chain_nodes(walk.nodes_of(NodeKind.BENCHMARK))),
     ]
     fill_labels(store, chains)
-    files = store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
-    compiled = _compiled_ops(store, starts)
-    compile_hits = (  # a lowering replaces the operator where the compiled graph holds it, not inside kernels
-        _usable(store.traced_hits([(sorted(compiled), None)], graph_level=True)[0], families, benches)
-        if compiled else []
-    )
-    compile_mode = bool(cs.compile_paths or compiled)
-    modes = ("eager", "compile") if compile_mode else ("eager",)
+    return store.function_paths(sorted({n for r, nodes in chains for n in _functions(r, nodes)}))
 
-    sel = _Selection()
-    op_node = {op_chains.key[n]: n for n in op_chains.nodes_of(NodeKind.OP)}
-    _select_traced(sel, hits, op_chains, op_node, start_of, files)
-    _select_compiled(sel, compile_hits, compiled)
-    if compiled:
-        start_warnings.append(
-            f"compile only: {', '.join(sorted({op.split('.')[0] for op in compiled})[:6])} run the changed Python"
-            " under torch.compile (a decomposition or lowering); eager kernels are unchanged"
-        )
-    _select_static(sel, walk, start_of, files, benches)
-    native_hits = store.native_hits(sorted(s.node for s in starts if s.confidence != Confidence.low))
-    _select_sampled(sel, native_hits, start_of, families, benches)
-    _mark_unobserved(sel, store, starts, native_hits, families)
-    unused_modules = _select_changed_benchmarks(sel, cs, benches)
-    _select_executed(sel, inp.lines, benches)
 
-    canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
-    canary += _executed_canaries(inp.lines, benches, sets)
-    ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
-    covered = _covered_ops(store, walk, [k for _, k in ops_reached])
-    device = "cuda" if families == {"cuda"} else "cpu"
-    run_ops = {o for h in scoped_hits for o in h.ops}
-    unrun = [op for op in own_ops if op not in run_ops]  # (an op a test runs: no gap)
-    dispatch_gaps = gaps(unrun, layouts, inp.dtypes, store.traced_layouts(unrun), own_dtypes, device) if unrun else []
-    covered -= {op for op in own_ops if op.split(".")[0] in {g.op for g in dispatch_gaps}}
-    selected = _finish(sel, benches, families, modes)
+def canaries(
+    inp: AffectedInput, cfg: Config, started: Started, reached: Reached, observed: Observed, selected: Selected
+) -> tuple[str, list[CanaryHit]]:
+    """Why the change is broad ('' when it is not) and its canary sets: a quick first signal for
+    shared infrastructure."""
+    broad = _broad(reached.unbounded, len(reached.own_ops), observed.executing, observed.traced, cfg)
+    canary = _canary_hits(reached.patterns, broad, reached.own_ops + sorted(selected.compiled),
+                          observed.hits + selected.compile_hits, started.benches, reached.sets)
+    return broad, canary + _executed_canaries(inp.lines, started.benches, reached.sets)
+
+
+def document(
+    store: IndexStore,
+    inp: AffectedInput,
+    cfg: Config,
+    stages: tuple[Started, Reached, Observed, Selected],
+    canary: tuple[str, list[CanaryHit]],
+) -> AffectedDoc:
+    """The document: the stages' results, the reached operators without a benchmark, the warnings."""
+    started, reached, observed, selected = stages
+    (broad, canary_hits), cs, walk = canary, inp.changes, reached.walk
+    ops_reached = [k for _, k in sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))]
+    covered, dispatch_gaps = _coverage(store, inp, started, reached, observed, ops_reached)
     return AffectedDoc(
         base=inp.base,
         head=inp.head,
-        compile_mode=compile_mode,
-        shared_infrastructure=bool(patterns or broad or inp.lines.every_test),
+        compile_mode=selected.compile_mode,
+        shared_infrastructure=bool(reached.patterns or broad or inp.lines.every_test),
         reach={
-            "first_tier_ops": len(own_ops),
-            "ops": reached_ops,
+            "first_tier_ops": len(reached.own_ops),
+            "ops": reached.reached_ops,
             "bound": cfg.reach_bound,
-            "benchmarks_executing": len(executing),
-            "benchmarks_traced": len(traced),
+            "benchmarks_executing": len(observed.executing),
+            "benchmarks_traced": len(observed.traced),
         },
         changed_functions=tuple(cs.functions),
         no_op_changes=tuple(cs.no_ops),
-        benchmarks=tuple(selected),
-        canary=tuple(canary),
-        ops=tuple(k for _, k in ops_reached),
-        no_benchmark_ops=tuple(k for _, k in ops_reached if k not in covered),
+        benchmarks=tuple(selected.benchmarks),
+        canary=tuple(canary_hits),
+        ops=tuple(ops_reached),
+        no_benchmark_ops=tuple(k for k in ops_reached if k not in covered),
         no_benchmark_gaps=tuple(dispatch_gaps),
-        unmapped_changes=tuple(unmapped),
-        ignored_files=tuple(cs.ignored + unused_modules),
+        unmapped_changes=tuple(started.unmapped),
+        ignored_files=tuple(cs.ignored + selected.unused_modules),
         warnings=tuple(
-            inp.warnings + start_warnings + cs.notes + inp.lines.warnings()
-            + (["reach truncated at max_depth"] if walk.truncated else [])
+            inp.warnings + started.warnings + reached.warnings + observed.warnings + selected.warnings + cs.notes
+            + inp.lines.warnings() + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
+
+
+def _coverage(
+    store: IndexStore, inp: AffectedInput, started: Started, reached: Reached, observed: Observed,
+    ops_reached: list[str],
+) -> tuple[set[str], list[DispatchGap]]:
+    """The reached operators some benchmark covers, and the dispatch gaps: own operators no test
+    runs on the change's layouts, dtypes or device (they count as uncovered)."""
+    own_ops = reached.own_ops
+    covered = _covered_ops(store, reached.walk, ops_reached)
+    device = "cuda" if started.families == {"cuda"} else "cpu"
+    run_ops = {o for h in observed.scoped_hits for o in h.ops}
+    unrun = [op for op in own_ops if op not in run_ops]  # (an op a test runs: no gap)
+    dispatch_gaps = gaps(unrun, reached.layouts, inp.dtypes, store.traced_layouts(unrun), observed.own_dtypes,
+                         device) if unrun else []
+    covered -= {op for op in own_ops if op.split(".")[0] in {g.op for g in dispatch_gaps}}
+    return covered, dispatch_gaps
 
 
 def _through_callers(own: Reach) -> set[str]:
@@ -830,7 +959,7 @@ def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], c
     return ""
 
 
-def _canaries(
+def _canary_hits(
     patterns: list[tuple[CanarySet, str]],
     broad: str,
     own_ops: list[str],

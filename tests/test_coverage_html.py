@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from perfq.coverage.cli import collect_report
+from perfq.coverage.pipeline import CoverageRequest, coverage_report
 from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 from tests.coverage_fixture_db import build_index, build_repo
 from tests.html_screenshot import count_color, dump_dom, find_browser, read_png, screenshot
@@ -21,7 +21,7 @@ NOB_RED = "#c62828"
 def report(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cov-html")
     build_repo(tmp / "repo")
-    return collect_report(tmp / "repo", build_index(tmp / "i.duckdb"), "180.days", [], None)
+    return coverage_report(CoverageRequest(tmp / "repo", build_index(tmp / "i.duckdb")))
 
 
 @needs_chromium

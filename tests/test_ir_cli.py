@@ -12,8 +12,9 @@ import pytest
 
 from perfq.common.documents import json_schema
 from perfq.ir.harvest import harvest
+from perfq.ir.pipeline import Destination, HarvestRequest, harvest_ir
 from perfq.ir.report import IRCollectDocument
-from perfq.ir.store import IRRecord, store_collection
+from perfq.ir.store import IRRecord, labels, open_for_reading, store_collection
 from perfq.options import EXIT_ERROR, EXIT_GATE
 
 TTIR = """\
@@ -122,3 +123,18 @@ def test_harvest_keys_match_across_cache_dirs(tmp_path, cli):
     ]
     empty = cli(tmp_path, "ir", "harvest", str(tmp_path), "--label", "x", "--stage", "ptx", "--history", str(db))
     assert empty.returncode == EXIT_ERROR and "no Triton IR files" in empty.stderr
+
+
+def test_harvest_from_python_stores_what_the_command_stores(tmp_path):
+    _fake_cache(tmp_path / "c1", "/ref1/kmod.py", "3.8.0")
+    db = tmp_path / "h.duckdb"
+    answer = harvest_ir(HarvestRequest(Destination(tmp_path, db, "old", commit="abc"), tmp_path / "c1", ("ttir",)))
+    assert (answer.document.label, answer.document.stored, answer.document.directory) == ("old", 1, str(tmp_path / "c1"))
+    assert answer.document.triton_version == "3.8.0" and not answer.result.errors
+    con = open_for_reading(db)
+    try:
+        assert [(row.label, row.irs) for row in labels(con)] == [("old", 1)]
+    finally:
+        con.close()
+    empty = harvest_ir(HarvestRequest(Destination(tmp_path, db, "x", commit="abc"), tmp_path, ("ptx",)))
+    assert empty.document.stored == 0 and "no Triton IR files" in empty.result.errors[0]

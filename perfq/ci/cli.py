@@ -13,7 +13,7 @@ import typer
 from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD
 from perfq.common import files
 from perfq.errors import PerfqError
-from perfq.options import EXIT_GATE, RepoOption, resolve_repo
+from perfq.options import EXIT_GATE, RepoOpt, resolve_repo
 from perfq.terminal import console
 
 ci_app = typer.Typer(
@@ -105,7 +105,7 @@ def init(
                                         help="Overwrite existing workflow files.")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", rich_help_panel=_WHERE,
                                          help="Print the workflows instead of writing them.")] = False,
-    repo: Path | None = RepoOption,
+    repo: RepoOpt = None,
 ) -> None:
     """Write perfq-benchmarks.yml (PRs), perfq-comment.yml and perfq-nightly.yml into .github/workflows.
 
@@ -166,7 +166,7 @@ def cache_key(
     rev: Annotated[str, typer.Argument(help="The commit whose index is wanted (HEAD^1 of a PR merge commit).")],
     ancestors: Annotated[int, typer.Option("--ancestors", min=0, help=(
         "Restore keys for this many first-parent ancestors present in the clone, nearest first."))] = 50,
-    repo: Path | None = RepoOption,
+    repo: RepoOpt = None,
 ) -> None:
     """Print key= and restore-keys= (multi-line) for caching .git/perfq/ (append to $GITHUB_OUTPUT).
 
@@ -192,7 +192,7 @@ def cache_key(
 def base_config(
     rev: Annotated[str, typer.Argument(help="The PR's base (HEAD^1 of its merge commit).")],
     out: Annotated[Path, typer.Option("--out", help="Directory the committed config files are written to.")],
-    repo: Path | None = RepoOption,
+    repo: RepoOpt = None,
 ) -> None:
     """Write the config committed at REV into --out, and print PERFQ_CONFIG_DIR=<it> (for $GITHUB_ENV).
 
@@ -272,7 +272,7 @@ def sides(
                      ] = "{python} -m pip install .",
     out_dir: Annotated[Path, typer.Option("--dir", help="Where the sides go: DIR/{base,head}/{src,venv}.")
                        ] = Path("perfq-sides"),
-    repo: Path | None = RepoOption,
+    repo: RepoOpt = None,
 ) -> None:
     """Check base and head out side by side (git worktrees), each with a venv, and build them.
 
@@ -306,7 +306,7 @@ def report(
         "(the PR's base, HEAD^1 of its merge commit), never from the checkout the PR controls; a PR (HEAD) "
         "that changes the config gets a line saying it takes effect after merge. "
         "Without it: perfq's defaults."))] = None,
-    repo: Path | None = RepoOption,
+    repo: RepoOpt = None,
 ) -> None:
     """Prepare the PR comment: the affected summary, then the base-vs-head verdicts.
 

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from perfq.common.render import plain
+from perfq.coverage.pipeline import CoverageRequest, coverage_report
 from perfq.errors import PerfqError
-from perfq.options import DbOption, RepoOption, resolve_db, resolve_repo
+from perfq.options import DbOpt, RepoOpt, resolve_db, resolve_repo
 from perfq.terminal import console, write_output
-
-if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
-    from perfq.coverage.report import CoverageReport
 
 
 class CoverageFormat(str, Enum):
@@ -30,43 +28,6 @@ def parse_dispatch(value: str | None) -> list[str]:
 
 
 _RANK, _OUT, _SCAFFOLD = "What to rank", "Output", "Scaffold"
-DEFAULT_INFRA_OPS = 200  # a changed function reaching more operators than this is shared infrastructure
-
-
-def infra_bound(cfg_extra: dict, override: int | None) -> int:
-    """The churn infrastructure bound: ``--infra-ops``, else ``[tool.perfq] coverage_infra_ops``, else 200."""
-    if override is not None:
-        return override
-    value = cfg_extra.get("coverage_infra_ops", DEFAULT_INFRA_OPS)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise PerfqError(f"[tool.perfq] coverage_infra_ops must be a positive integer, not {value!r}")
-    return value
-
-
-def collect_report(
-    repo: Path,
-    db: Path,
-    since: str,
-    dispatch: list[str],
-    top: int | None,
-    uncovered_only: bool = False,
-    infra_ops: int | None = None,
-) -> CoverageReport:
-    """Load facts, compute churn from git history, build the report."""
-    from perfq.config import load_config
-    from perfq.coverage.churn import op_churn
-    from perfq.coverage.facts import load_facts
-    from perfq.coverage.report import build_report
-    from schema.reader import open_index
-
-    cfg = load_config(repo)
-    bound = infra_bound(cfg.extra, infra_ops)
-    with open_index(db) as con:
-        facts = load_facts(con)
-        op_commits, note = op_churn(repo, con, since, max_depth=cfg.max_depth, reach_bound=bound)
-    return build_report(facts, op_commits, dispatch=dispatch, top=top, uncovered_only=uncovered_only, history_note=note)
-
-
 def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -> None:
     """Resolve ``op`` in the index and write its scaffolded benchmark."""
     from perfq.coverage.report import PRIMARY_KEY, key_gaps
@@ -110,67 +71,69 @@ def run_scaffold(repo: Path, db: Path, op: str, out: Path | None, force: bool) -
 
 def register(app: typer.Typer) -> None:
     """Add `perfq coverage` to ``app``."""
+    app.command()(coverage)
 
-    @app.command()
-    def coverage(
-        since: Annotated[str, typer.Option("--since", rich_help_panel=_RANK,
-            help="History period for churn (git approxidate).")] = "180.days",
-        dispatch: Annotated[str | None, typer.Option("--dispatch", rich_help_panel=_RANK,
-            help="Only operators with any of these dispatch keys (CPU,CUDA).")] = None,
-        top: Annotated[int | None, typer.Option("--top", min=0, rich_help_panel=_RANK,
-            help="Show the first N operators.")] = None,
-        uncovered: Annotated[bool, typer.Option("--uncovered", rich_help_panel=_RANK,
-            help="Only operators without a benchmark.")] = False,
-        infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
-            help="Churn: a changed function reaching more operators than this is shared infrastructure "
-                 "and counts for none (default 200).")] = None,
-        fmt: Annotated[CoverageFormat, typer.Option("--format", metavar="FORMAT", rich_help_panel=_OUT,
-            help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
-            ] = CoverageFormat.table,
-        out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
-            help="Write the report (or the scaffold) to this file.")] = None,
-        link_base: Annotated[str | None, typer.Option("--link-base", rich_help_panel=_OUT,
-            help="HTML: where kernel and benchmark links point, e.g. "
-                 "https://github.com/pytorch/pytorch/blob/v2.6.0 (default: file:// of the checkout).")] = None,
-        scaffold: Annotated[str | None, typer.Option("--scaffold", metavar="OP", rich_help_panel=_SCAFFOLD,
-            help="Write an operator_benchmark file for OP instead of a report.")] = None,
-        force: Annotated[bool, typer.Option("--force", rich_help_panel=_SCAFFOLD,
-            help="With --scaffold: overwrite the file.")] = False,
-        repo: Path | None = RepoOption,
-        db: Path | None = DbOption,
-    ) -> None:
-        """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one.
 
-        Examples:
+def coverage(
+    since: Annotated[str, typer.Option("--since", rich_help_panel=_RANK,
+        help="History period for churn (git approxidate).")] = "180.days",
+    dispatch: Annotated[str | None, typer.Option("--dispatch", rich_help_panel=_RANK,
+        help="Only operators with any of these dispatch keys (CPU,CUDA).")] = None,
+    top: Annotated[int | None, typer.Option("--top", min=0, rich_help_panel=_RANK,
+        help="Show the first N operators.")] = None,
+    uncovered: Annotated[bool, typer.Option("--uncovered", rich_help_panel=_RANK,
+        help="Only operators without a benchmark.")] = False,
+    infra_ops: Annotated[int | None, typer.Option("--infra-ops", min=1, rich_help_panel=_RANK,
+        help="Churn: a changed function reaching more operators than this is shared infrastructure "
+             "and counts for none (default 200).")] = None,
+    fmt: Annotated[CoverageFormat, typer.Option("--format", metavar="FORMAT", rich_help_panel=_OUT,
+        help="table, csv, json, markdown, or html (one self-contained page: sort, filter, charts).")
+        ] = CoverageFormat.table,
+    out: Annotated[Path | None, typer.Option("--out", rich_help_panel=_OUT,
+        help="Write the report (or the scaffold) to this file.")] = None,
+    link_base: Annotated[str | None, typer.Option("--link-base", rich_help_panel=_OUT,
+        help="HTML: where kernel and benchmark links point, e.g. "
+             "https://github.com/pytorch/pytorch/blob/v2.6.0 (default: file:// of the checkout).")] = None,
+    scaffold: Annotated[str | None, typer.Option("--scaffold", metavar="OP", rich_help_panel=_SCAFFOLD,
+        help="Write an operator_benchmark file for OP instead of a report.")] = None,
+    force: Annotated[bool, typer.Option("--force", rich_help_panel=_SCAFFOLD,
+        help="With --scaffold: overwrite the file.")] = False,
+    repo: RepoOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Operators without benchmarks, ranked by how often their kernels changed; or scaffold one.
 
-            perfq coverage --uncovered --top 20
+    Examples:
 
-            perfq coverage --format html --out coverage.html --link-base https://github.com/pytorch/pytorch/blob/v2.6.0
+        perfq coverage --uncovered --top 20
 
-            perfq coverage --scaffold lerp
-        """
-        root = resolve_repo(repo)
-        index = resolve_db(root, db)
-        if scaffold is not None:
-            if not scaffold.strip():
-                raise PerfqError("--scaffold needs an operator name, e.g. --scaffold add.Tensor")
-            run_scaffold(root, index, scaffold.strip(), out, force)
-            return
-        from perfq.coverage import render as render
+        perfq coverage --format html --out coverage.html --link-base https://github.com/pytorch/pytorch/blob/v2.6.0
 
-        report = collect_report(root, index, since, parse_dispatch(dispatch), top, uncovered, infra_ops)
-        if fmt is CoverageFormat.json:
-            write_output(render.to_json_text(report), out)
-        elif fmt is CoverageFormat.csv:
-            write_output(render.to_csv(report), out)
-        elif fmt is CoverageFormat.markdown:
-            write_output(render.to_markdown(report), out)
-        elif fmt is CoverageFormat.html:
-            write_output(render.to_html(report, link_base=link_base or root.resolve().as_uri()), out)
-        elif out is not None:
-            write_output(render.to_text(report), out)
-        else:
-            con = console()
-            con.print(render.to_rich_table(report))
-            for line in render.summary_lines(report)[1:]:
-                con.print(plain(line), markup=False)
+        perfq coverage --scaffold lerp
+    """
+    root = resolve_repo(repo)
+    index = resolve_db(root, db)
+    if scaffold is not None:
+        if not scaffold.strip():
+            raise PerfqError("--scaffold needs an operator name, e.g. --scaffold add.Tensor")
+        run_scaffold(root, index, scaffold.strip(), out, force)
+        return
+    from perfq.coverage import render as render
+
+    report = coverage_report(CoverageRequest(root, index, since, tuple(parse_dispatch(dispatch)), top, uncovered,
+                                             infra_ops))
+    if fmt is CoverageFormat.json:
+        write_output(render.to_json_text(report), out)
+    elif fmt is CoverageFormat.csv:
+        write_output(render.to_csv(report), out)
+    elif fmt is CoverageFormat.markdown:
+        write_output(render.to_markdown(report), out)
+    elif fmt is CoverageFormat.html:
+        write_output(render.to_html(report, link_base=link_base or root.resolve().as_uri()), out)
+    elif out is not None:
+        write_output(render.to_text(report), out)
+    else:
+        con = console()
+        con.print(render.to_rich_table(report))
+        for line in render.summary_lines(report)[1:]:
+            con.print(plain(line), markup=False)

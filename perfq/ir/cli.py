@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from perfq.common.render import print_json
 from perfq.errors import PerfqError
-from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOption, RepoOption, resolve_history, resolve_repo
+from perfq.ir.pipeline import (
+    CaptureRequest,
+    Collected,
+    CollectRequest,
+    Destination,
+    HarvestRequest,
+    capture_ir,
+    collect_ir,
+    harvest_ir,
+    stages_of,
+)
+from perfq.options import EXIT_ERROR, EXIT_GATE, Format, HistoryOpt, RepoOpt, resolve_history, resolve_repo
 from perfq.terminal import console, print_unified_diff
 
 ir_app = typer.Typer(
@@ -21,50 +31,30 @@ ir_app = typer.Typer(
 )
 
 _STORE, _COMPILE, _FILTER, _OUT = "What to store", "What to compile", "Which IRs", "Output"
-LabelOption = typer.Option(..., "--label", "-l", rich_help_panel=_STORE,
-                           help="Name of this collection (e.g. a ref or commit).")
-TargetOption = typer.Option(
-    None, "--target", "-t", rich_help_panel=_COMPILE,
-    help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942).",
-)
-StageOption = typer.Option(
-    None, "--stage", "-s", rich_help_panel=_FILTER, help="IR stages, comma-separated (default ttir,ttgir,llir)."
-)
-ManifestOption = typer.Option(None, "--manifest", "-m", rich_help_panel=_COMPILE,
-                              help="Manifest file (default perfq-ir.yaml).")
-KernelFilter = typer.Option(None, "--kernel", "-k", rich_help_panel=_FILTER,
-                            help="Only kernels whose name contains this.")
-TargetFilter = typer.Option(None, "--target", "-t", rich_help_panel=_FILTER, help="Only these targets.")
-CacheOption = typer.Option(
-    False, "--triton-cache", rich_help_panel=_COMPILE,
-    help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR.",
-)
-CommitOption = typer.Option(None, "--commit", rich_help_panel=_STORE,
-                            help="Commit to record (default: HEAD of --repo).")
-FormatOption = typer.Option(Format.table, "--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
-                            help="table, json or markdown.")
+LabelOpt = Annotated[str, typer.Option("--label", "-l", rich_help_panel=_STORE,
+                                       help="Name of this collection (e.g. a ref or commit).")]
+TargetOpt = Annotated[list[str] | None, typer.Option(
+    "--target", "-t", rich_help_panel=_COMPILE, help="Compile target backend:arch, repeatable (cuda:90, hip:gfx942).")]
+StageOpt = Annotated[list[str] | None, typer.Option(
+    "--stage", "-s", rich_help_panel=_FILTER, help="IR stages, comma-separated (default ttir,ttgir,llir).")]
+ManifestOpt = Annotated[Path | None, typer.Option("--manifest", "-m", rich_help_panel=_COMPILE,
+                                                  help="Manifest file (default perfq-ir.yaml).")]
+KernelFilterOpt = Annotated[list[str] | None, typer.Option("--kernel", "-k", rich_help_panel=_FILTER,
+                                                           help="Only kernels whose name contains this.")]
+TargetFilterOpt = Annotated[list[str] | None, typer.Option("--target", "-t", rich_help_panel=_FILTER,
+                                                           help="Only these targets.")]
+CacheOpt = Annotated[bool, typer.Option(
+    "--triton-cache", rich_help_panel=_COMPILE,
+    help="Reuse Triton's cache instead of a fresh temporary TRITON_CACHE_DIR.")]
+CommitOpt = Annotated[str | None, typer.Option("--commit", rich_help_panel=_STORE,
+                                               help="Commit to record (default: HEAD of --repo).")]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT,
+                                           help="table, json or markdown.")]
 
 
-def _stages(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.ir.collect import check_stages
-
-    if not values:
-        return default
-    return check_stages(tuple(s.strip() for v in values for s in v.split(",") if s.strip()))
-
-
-def _targets(values: list[str] | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    from perfq.ir.collect import check_targets
-
-    targets = tuple(t.strip() for v in (values or []) for t in v.split(",") if t.strip()) or default
-    return check_targets(targets)
-
-
-def _report_collect(label: str, result, stored: int, fmt: Format, collection_id: str, **extra: Any) -> None:
-    from perfq.ir.report import IRCollectDocument
-
-    doc = IRCollectDocument(label, result.triton_version, stored, result.compiles, round(result.seconds, 2),
-                            tuple(result.errors), collection_id, **extra)
+def _report_collect(collected: Collected, fmt: Format) -> None:
+    """The stored collection: its document as JSON, or a line (and its errors as warnings)."""
+    result, doc = collected.result, collected.document
     if fmt == Format.json:
         print_json(doc.to_json())
     else:
@@ -72,34 +62,30 @@ def _report_collect(label: str, result, stored: int, fmt: Format, collection_id:
         for e in result.errors:
             err.print(f"[yellow]warning:[/] {e}", markup=True, highlight=False)
         console().print(
-            f"{label}: stored {stored} IRs from {result.compiles} compiles in {result.seconds:.1f}s "
+            f"{doc.label}: stored {doc.stored} IRs from {result.compiles} compiles in {result.seconds:.1f}s "
             f"(triton {result.triton_version}, {len(result.errors)} errors)"
         )
-    if stored == 0:
+    if doc.stored == 0:
         raise typer.Exit(EXIT_ERROR)
 
 
-def _store(history: Path, label: str, source: str, records, repo: Path, commit: str | None, details: dict):
-    from perfq.ir.collect import git_commit
-    from perfq.ir.store import store_collection
-
-    return store_collection(
-        history, label, source, records, commit if commit is not None else git_commit(repo), details
-    )
+def _destination(repo: Path | None, history: Path | None, label: str, commit: str | None) -> Destination:
+    root = resolve_repo(repo)
+    return Destination(root, resolve_history(root, history), label, commit)
 
 
 @ir_app.command()
 def collect(
-    label: str = LabelOption,
-    target: list[str] | None = TargetOption,
-    stage: list[str] | None = StageOption,
-    manifest: Path | None = ManifestOption,
-    kernel: list[str] | None = KernelFilter,
-    triton_cache: bool = CacheOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    label: LabelOpt,
+    target: TargetOpt = None,
+    stage: StageOpt = None,
+    manifest: ManifestOpt = None,
+    kernel: KernelFilterOpt = None,
+    triton_cache: CacheOpt = False,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Compile the manifest's kernels for each target and store every IR under LABEL.
 
@@ -109,40 +95,22 @@ def collect(
 
         perfq ir collect -l head -m perfq-ir.yaml -k softmax --stage ttir,ttgir
     """
-    from dataclasses import replace
-
-    from perfq.ir.collect import collect as run_collect
-    from perfq.ir.collect import require_triton
-    from perfq.ir.manifest import load_manifest
-
-    repo_path = resolve_repo(repo)
-    require_triton()
-    spec = load_manifest(repo_path, manifest)
-    if kernel:
-        spec = replace(spec, kernels=tuple(k for k in spec.kernels if any(s in k.kernel for s in kernel)))
-        if not spec.kernels:
-            raise PerfqError(f"no manifest kernel matches {', '.join(kernel)}")
-    targets = _targets(target, spec.targets)
-    stages = _stages(stage, spec.stages)
-    result = run_collect(spec, targets, stages, repo_path, fresh_cache=not triton_cache)
-    details = {"targets": targets, "stages": stages, "manifest": spec.origin, "errors": result.errors,
-               "seconds": round(result.seconds, 2)}
-    cid = _store(resolve_history(repo_path, history), label, "manifest", result.records, repo_path, commit,
-                 details)
-    _report_collect(label, result, len(result.records), fmt, cid)
+    request = CollectRequest(_destination(repo, history, label, commit), tuple(target or ()), tuple(stage or ()),
+                             manifest, tuple(kernel or ()), fresh_cache=not triton_cache)
+    _report_collect(collect_ir(request), fmt)
 
 
 @ir_app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def capture(
     ctx: typer.Context,
-    label: str = LabelOption,
-    target: list[str] | None = TargetOption,
-    stage: list[str] | None = StageOption,
-    triton_cache: bool = CacheOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    label: LabelOpt,
+    target: TargetOpt = None,
+    stage: StageOpt = None,
+    triton_cache: CacheOpt = False,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Run `-- COMMAND...` (a benchmark), record every Triton specialization it compiles or
     launches (TRITON_INTERPRET=1 works on CPU), then compile them for each target.
@@ -153,40 +121,23 @@ def capture(
 
         TRITON_INTERPRET=1 perfq ir capture -l base -t hip:gfx942 -- python -m pt.softmax_test
     """
-    from perfq.ir.capture import capture as run_capture
-    from perfq.ir.collect import require_triton
-    from perfq.ir.compile import DEFAULT_STAGES
-
-    repo_path = resolve_repo(repo)
-    require_triton()
-    command = list(ctx.args)
-    targets = _targets(target, ("cuda:90",) if not target else ())
-    stages = _stages(stage, DEFAULT_STAGES)
-    status, result, n_specs = run_capture(command, targets, stages, Path.cwd(), repo_path,
-                                          fresh_cache=not triton_cache)
-    if status != 0:
-        result.errors.insert(0, f"command exited with status {status}")
-    if n_specs == 0:
-        result.errors.append("no Triton specialization was compiled or launched by the command")
-    details = {"targets": targets, "stages": stages, "command": command, "command_status": status,
-               "specializations": n_specs, "errors": result.errors}
-    cid = _store(resolve_history(repo_path, history), label, "capture", result.records, repo_path, commit,
-                 details)
-    _report_collect(label, result, len(result.records), fmt, cid, specializations=n_specs, command_status=status)
+    request = CaptureRequest(_destination(repo, history, label, commit), tuple(ctx.args), Path.cwd(),
+                             tuple(target or ()), tuple(stage or ()), fresh_cache=not triton_cache)
+    _report_collect(capture_ir(request), fmt)
 
 
 @ir_app.command()
 def harvest(
+    label: LabelOpt,
     directory: Annotated[
         Path | None, typer.Argument(help="Cache/dump dir (default $TRITON_DUMP_DIR, $TRITON_CACHE_DIR, "
                                          "~/.triton/cache).")
     ] = None,
-    label: str = LabelOption,
-    stage: list[str] | None = StageOption,
-    commit: str | None = CommitOption,
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    stage: StageOpt = None,
+    commit: CommitOpt = None,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Import the IR files a run left in a Triton cache or dump directory.
 
@@ -196,33 +147,15 @@ def harvest(
 
         TRITON_DUMP_DIR=dump python bench.py && perfq ir harvest dump --label head
     """
-    import time
-
-    from perfq.ir.collect import CollectResult
-    from perfq.ir.compile import DEFAULT_STAGES
-    from perfq.ir.harvest import harvest as run_harvest
-
-    repo_path = resolve_repo(repo)
-    if directory is None:
-        env = os.environ.get("TRITON_DUMP_DIR") or os.environ.get("TRITON_CACHE_DIR")
-        directory = Path(env) if env else Path.home() / ".triton" / "cache"
-    stages = _stages(stage, DEFAULT_STAGES)
-    start = time.perf_counter()
-    records = run_harvest(directory, stages, repo_path)
-    versions = sorted({r.triton_version for r in records if r.triton_version})
-    result = CollectResult(records, [], 0, time.perf_counter() - start, ",".join(versions))
-    if not records:
-        result.errors.append(f"no Triton IR files ({', '.join(stages)}) found under {directory}")
-    cid = _store(resolve_history(repo_path, history), label, "harvest", records, repo_path, commit,
-                 {"directory": str(directory), "stages": stages})
-    _report_collect(label, result, len(records), fmt, cid, directory=str(directory))
+    request = HarvestRequest(_destination(repo, history, label, commit), directory, tuple(stage or ()))
+    _report_collect(harvest_ir(request), fmt)
 
 
 @ir_app.command("list")
 def list_labels(
-    fmt: Format = FormatOption,
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    fmt: FormatOpt = Format.table,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """List the stored IR collections (label, number of IRs, Triton versions).
 
@@ -289,18 +222,20 @@ def _render_terminal(diffs, raw: bool, no_diff: bool) -> None:
 def diff(
     a: Annotated[str, typer.Argument(help="Label of the base collection.")],
     b: Annotated[str, typer.Argument(help="Label of the new collection.")],
-    fmt: Format = FormatOption,
-    raw: bool = typer.Option(False, "--raw", rich_help_panel=_OUT,
-                             help="Show the diff of the raw (unnormalized) IR too."),
-    no_diff: bool = typer.Option(False, "--no-diff", rich_help_panel=_OUT, help="Table only (no unified diffs)."),
-    kernel: list[str] | None = KernelFilter,
-    target: list[str] | None = TargetFilter,
-    stage: list[str] | None = StageOption,
-    context: int = typer.Option(3, "--context", "-U", rich_help_panel=_OUT, help="Lines of context in diffs."),
-    fail_on_change: bool = typer.Option(False, "--fail-on-change", rich_help_panel=_OUT,
-                                        help=f"Exit {EXIT_GATE} when any IR changed."),
-    repo: Path | None = RepoOption,
-    history: Path | None = HistoryOption,
+    fmt: FormatOpt = Format.table,
+    raw: Annotated[bool, typer.Option("--raw", rich_help_panel=_OUT,
+                                      help="Show the diff of the raw (unnormalized) IR too.")] = False,
+    no_diff: Annotated[bool, typer.Option("--no-diff", rich_help_panel=_OUT,
+                                          help="Table only (no unified diffs).")] = False,
+    kernel: KernelFilterOpt = None,
+    target: TargetFilterOpt = None,
+    stage: StageOpt = None,
+    context: Annotated[int, typer.Option("--context", "-U", rich_help_panel=_OUT,
+                                         help="Lines of context in diffs.")] = 3,
+    fail_on_change: Annotated[bool, typer.Option("--fail-on-change", rich_help_panel=_OUT,
+                                                 help=f"Exit {EXIT_GATE} when any IR changed.")] = False,
+    repo: RepoOpt = None,
+    history: HistoryOpt = None,
 ) -> None:
     """Per kernel/target/stage: identical, attributes-only or structural, with op-count deltas
     and diffs of the normalized IR. Exits 0 whatever changed (unless --fail-on-change).
@@ -326,7 +261,7 @@ def diff(
         col_a, col_b = load_collection(con, a), load_collection(con, b)
     finally:
         con.close()
-    stages = set(_stages(stage, ())) if stage else None
+    stages = set(stages_of(stage, ())) if stage else None
     targets = {t.strip() for v in target for t in v.split(",")} if target else None
 
     def keep(key) -> bool:
