@@ -396,7 +396,7 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
             " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
         )
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
-    broad = _broad(unbounded, len(own_ops), executing, traced, cfg)
+    broad = _broad(unbounded, len(own_ops), executing, store.nested_benchmarks(own_ops) & traced, traced, cfg)
     if inner is not None:
         hidden = _direct_callers(inner, callers)
         past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}
@@ -815,10 +815,14 @@ def _executed_canaries(truth: LineTruth, benches: dict[str, BenchmarkInfo], sets
     return [CanaryHit("executed-by-all", why, "a line every benchmark test runs (Python line coverage)", members)]
 
 
-def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], cfg: Config) -> str:
+def _broad(
+    unbounded: bool, n_ops: int, executing: set[str], nested: set[str], traced: set[str], cfg: Config
+) -> str:
     """Why a change is shared infrastructure by its breadth ('' when it is not): it implements
-    more than ``reach_bound`` operators (``unbounded``), or its operators are executed by ``shared_fraction``
-    of the traced benchmarks (and at least ``_SHARED_MIN_BENCHMARKS``: a small suite runs whole)."""
+    more than ``reach_bound`` operators (``unbounded``), its operators are executed by ``shared_fraction``
+    of the traced benchmarks, or the traces saw them run inside other operators (``nested``: a
+    building block of theirs, like ``copy_`` inside ``to``, ``clone`` and ``cat``) in as many
+    benchmarks as ``_SHARED_MIN_BENCHMARKS`` (below it, a small suite runs whole)."""
     if unbounded:
         return f"implements {n_ops} operators (bound {cfg.reach_bound})"
     if len(executing) >= max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
@@ -826,6 +830,8 @@ def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], c
             f"its operators are executed by {len(executing)} of the {len(traced)} traced benchmarks"
             f" (shared_fraction {cfg.shared_fraction:g})"
         )
+    if len(nested) >= _SHARED_MIN_BENCHMARKS:
+        return f"its operators run inside other operators in {len(nested)} of the {len(traced)} traced benchmarks"
     return ""
 
 

@@ -31,12 +31,12 @@ def test_traced_benchmarks_are_those_with_a_usable_trace_on_a_reachable_device()
 def test_most_traced_benchmarks_executing_the_change_make_it_shared():
     traced = {f"s{i}" for i in range(71)}
     cfg = Config()
-    why = _broad(False, 3, {f"s{i}" for i in range(64)}, traced, cfg)
+    why = _broad(False, 3, {f"s{i}" for i in range(64)}, set(), traced, cfg)
     assert why == "its operators are executed by 64 of the 71 traced benchmarks (shared_fraction 0.5)"
-    assert _broad(False, 3, {f"s{i}" for i in range(11)}, traced, cfg) == ""  # fmod/remainder: 11 of 71
-    assert _broad(False, 3, {f"s{i}" for i in range(11)}, traced, Config(shared_fraction=0.15)) != ""
-    assert _broad(False, 3, {"s1", "s2", "s3"}, {"s1", "s2", "s3", "s4"}, cfg) == ""  # a small suite runs whole
-    assert _broad(True, 632, set(), traced, cfg) == "implements 632 operators (bound 100)"
+    assert _broad(False, 3, {f"s{i}" for i in range(11)}, set(), traced, cfg) == ""  # fmod/remainder: 11 of 71
+    assert _broad(False, 3, {f"s{i}" for i in range(11)}, set(), traced, Config(shared_fraction=0.15)) != ""
+    assert _broad(False, 3, {"s1", "s2", "s3"}, set(), {"s1", "s2", "s3", "s4"}, cfg) == ""  # a small suite runs whole
+    assert _broad(True, 632, set(), set(), traced, cfg) == "implements 632 operators (bound 100)"
 
 
 def test_a_broad_change_gets_the_fewest_benchmarks_covering_its_operators():
