@@ -438,7 +438,9 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     unused_modules = _select_changed_benchmarks(sel, cs, benches)
     _select_executed(sel, inp.lines, benches)
 
-    canary = _canaries(patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets)
+    canary = _canaries(
+        patterns, broad, own_ops + sorted(compiled), hits + compile_hits, benches, sets, not walk.truncated
+    )
     canary += _executed_canaries(inp.lines, benches, sets)
     ops_reached = sorted((walk.depth[n], walk.key[n]) for n in walk.nodes_of(NodeKind.OP))
     covered = _covered_ops(store, walk, [k for _, k in ops_reached])
@@ -842,17 +844,22 @@ def _canaries(
     hits: list[TracedHit],
     benches: dict[str, BenchmarkInfo],
     sets: list[CanarySet],
+    walk_complete: bool = True,
 ) -> list[CanaryHit]:
     """Canary sets for shared infrastructure: the fewest traced benchmarks covering the
-    operators the change implements; the set's own list (indexed benchmarks only) when
-    traces cover none of them."""
+    operators the change implements; when traces cover none of them (no evidence of which
+    benchmarks run the change: the dispatcher), or the walk to them was cut at max_depth (it
+    found only some: an allocator), also the set's own list and the suite's representative
+    sample (the broad set's), indexed benchmarks only."""
     covers: dict[str, set[str]] = {}
     for h in hits:  # usable hits only
         covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
     chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
+    sample = next((s.benchmarks for s in sets if s.name == "broad"), ())
 
     def members(s: CanarySet | None) -> tuple[CanaryBenchmark, ...]:
-        names = chosen or [b for b in (s.benchmarks if s else ()) if b in benches]
+        names = chosen if chosen and walk_complete else [*chosen, *(s.benchmarks if s else ()), *sample]
+        names = list(dict.fromkeys(names))
         return tuple(CanaryBenchmark(b, benches[b].file) for b in names if b in benches)
 
     out = [

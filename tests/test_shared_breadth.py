@@ -52,3 +52,26 @@ def test_a_broad_change_gets_the_fewest_benchmarks_covering_its_operators():
     assert hit.set == "broad" and hit.trigger.startswith("its operators are executed by 3")
     assert [b.name for b in hit.benchmarks] == ["clone_test"]
     assert _canaries([], "", ["copy_"], hits, benches, [broad]) == []
+
+
+def test_a_set_change_no_trace_covers_samples_the_set_and_the_suite():
+    # Dispatcher::call (held-out r4-u06): every operator call runs it, but the operators its
+    # static reach finds are run by no traced benchmark; the set's three view benchmarks alone
+    # would leave the suite's elementwise, reduction and softmax benchmarks out
+    names = ("add_test", "as_strided_test", "unary_test", "sum_test", "softmax_test", "pool")
+    benches = {name: _bench(name) for name in names}
+    dispatch = CanarySet("dispatch", "the dispatcher", ("aten/src/ATen/core/dispatch/**",), (),
+                         ("add_test", "as_strided_test"))
+    broad = CanarySet("broad", "a sample", (), (), ("add_test", "unary_test", "sum_test", "softmax_test"))
+    (hit,) = _canaries([(dispatch, "aten/src/ATen/core/dispatch/Dispatcher.h")], "", ["lift_fresh_copy"], [],
+                       benches, [dispatch, broad])
+    assert [b.name for b in hit.benchmarks] == ["add_test", "as_strided_test", "unary_test", "sum_test", "softmax_test"]
+    # traces covering the change's operators choose the fewest benchmarks, as before
+    hits = [TracedHit(("copy_",), "pool", ("pool_1",), "pool", "xpu", "real", True, "")]
+    (hit,) = _canaries([(dispatch, "x")], "", ["copy_"], hits, benches, [dispatch, broad])
+    assert [b.name for b in hit.benchmarks] == ["pool"]
+    # a walk cut at max_depth (alloc_cpu, r4-u05) found only some of the operators the change
+    # runs in: the benchmarks covering those are not the whole answer, the samples join them
+    (hit,) = _canaries([(dispatch, "x")], "", ["copy_"], hits, benches, [dispatch, broad], walk_complete=False)
+    assert [b.name for b in hit.benchmarks] == ["pool", "add_test", "as_strided_test", "unary_test", "sum_test",
+                                                "softmax_test"]
