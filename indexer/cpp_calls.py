@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from indexer.cpp_local_names import resolve_local_names
-from indexer.facts import Call, Function
+from indexer.facts import GLOBAL_SCOPE, Call, Function
 from indexer.source_text import NOT_CALLED, LineIndex
 from schema.model import CallKind
 
@@ -32,6 +32,8 @@ KEYWORDS = NOT_CALLED | {
     "public", "struct", "template", "typename", "union", "using", "volatile",
 }  # fmt: skip
 _SPACE = " \t\r\n\f\v"
+# words that end a statement's start, not a qualifier: ``return ::isinf(x)``
+_BEFORE_GLOBAL_SCOPE = frozenset(("return", "case", "else", "do", "throw", "co_return", "co_yield", "new", "delete"))
 # read in the reversed text, from just before a '(': an identifier, or the '>' closing
 # template arguments
 _REV_CALLEE = re.compile(r"[\s\\]*(?:(\w+)|>)")  # a macro's line splices count as blanks
@@ -142,7 +144,9 @@ def _qualifiers(code: str, start: int) -> tuple[list[str], int]:
         end = j + 1
         while j >= 0 and (code[j].isalnum() or code[j] == "_"):
             j -= 1
-        if end == j + 1:
+        if end == j + 1 or code[j + 1 : end] in _BEFORE_GLOBAL_SCOPE:
+            parts.append("")  # a leading '::' (``return ::isinf(x)``): the global namespace
+            j = end - 1
             break
         parts.append(code[j + 1 : end])
         while j >= 0 and code[j] in _SPACE:
@@ -164,7 +168,8 @@ def qualifier(code: str, start: int) -> tuple[str, CallKind]:
             j -= 1
     if not parts and j >= 0 and (code[j] == "." or (code[j] == ">" and j > 0 and code[j - 1] == "-")):
         return ".", _MEMBER
-    return "::".join(parts), _DIRECT
+    named = [p for p in parts if p]  # ``::at::empty`` is ``at::empty``; ``::isinf`` alone is global
+    return ("::".join(named) if named or not parts else GLOBAL_SCOPE), _DIRECT
 
 
 class _Text:

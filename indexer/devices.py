@@ -7,6 +7,11 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable
 
+_UNBUILT_BACKENDS = ("VULKAN", "METAL")
+# vmap's keys (Batched, FuncTorchBatched, FuncTorchBatchedDecomposition, VmapMode, BatchedNestedTensor,
+# FuncTorchVmapMode, FuncTorchDynamicLayerFrontMode): their kernels run for BatchedTensors only
+_BATCHED_KEY_ENDS = ("Batched", "BatchedDecomposition", "VmapMode", "BatchedNestedTensor")
+
 
 @functools.lru_cache(maxsize=8192)  # a walk asks for the same few hundred keys a hundred thousand times
 def device_of_key(key: str) -> str:
@@ -16,6 +21,9 @@ def device_of_key(key: str) -> str:
         return "cuda"
     if "MPS" in k:
         return "mps"
+    for backend in _UNBUILT_BACKENDS:  # mobile GPU backends: kernels of their own family
+        if backend in k:
+            return backend.lower()
     if "XPU" in k:
         return "xpu"
     if k.endswith("CPU") or k in ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256", "ALL_CPU"):
@@ -24,9 +32,12 @@ def device_of_key(key: str) -> str:
 
 
 def layout_of_key(key: str) -> str:
-    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse..."""
+    """The tensors a dispatch key's kernel runs on: any (composite), dense, quantized, sparse,
+    batched (functorch's vmap keys: BatchedTensors only)..."""
     if not key or key.startswith("Composite") or key == "CatchAll":
         return "any"
+    if key.endswith(_BATCHED_KEY_ENDS) or key.startswith("FuncTorch"):
+        return "batched"
     for word, layout in (("Quantized", "quantized"), ("Sparse", "sparse"), ("Nested", "nested"), ("Mkldnn", "mkldnn")):
         if word in key:
             return layout

@@ -48,28 +48,69 @@ def dtype_class(torch_name: str) -> DtypeClass | None:
 # --------------------------------------------------------------------------- static scopes
 
 _FLOATING, _REDUCED, _INTEGRAL = DtypeClass.floating, DtypeClass.reduced, DtypeClass.integral
-# words of an AT_DISPATCH_* macro's name (and of the AT_*_TYPES lists AT_DISPATCH_V2 takes)
-_TYPE_LISTS = (
-    ("REDUCED_FLOATING", {_REDUCED}),
-    ("FLOATING_AND_COMPLEX", {_FLOATING, DtypeClass.complex}),
-    ("ALL_TYPES_AND_COMPLEX", {_FLOATING, _INTEGRAL, DtypeClass.complex}),
-    ("FLOAT8", {DtypeClass.float8}),
-    ("FLOATING", {_FLOATING}),
-    ("INTEGRAL", {_INTEGRAL}),
-    ("UNSIGNED", {_INTEGRAL}),
-    ("ALL_TYPES", {_FLOATING, _INTEGRAL}),
-    ("COMPLEX", {DtypeClass.complex}),
-    ("QINT", {DtypeClass.quantized}),
-    ("BOOL", {DtypeClass.bool}),
-    ("HALF", {_REDUCED}),  # AT_DISPATCH_FLOATING_TYPES_AND_HALF
-    ("BFLOAT16", {_REDUCED}),
-)
-_SCALAR_TYPES = {  # kHalf, at::kBFloat16, ScalarType::Bool... (the dtypes an _AND<n> macro adds)
+# The one vocabulary of ATen's dispatch macros (the index's dtype scopes and the query's "a
+# dispatch list only gains dtypes" both read it): each dtype list by the word that names it in
+# AT_DISPATCH_<word>_TYPES / AT_<word>_TYPES (and the _AND_<word> a macro's name adds), as
+# ScalarType names, and the class of each ScalarType.
+DISPATCH_LISTS: dict[str, tuple[str, ...]] = {
+    "FLOATING": ("Double", "Float"),
+    "INTEGRAL": ("Byte", "Char", "Short", "Int", "Long"),
+    "ALL": ("Double", "Float", "Byte", "Char", "Short", "Int", "Long"),
+    "COMPLEX": ("ComplexFloat", "ComplexDouble"),
+    "REDUCED_FLOATING": ("Half", "BFloat16"),
+    "QINT": ("QInt8", "QUInt8", "QInt32"),
+    "BIT": ("Bits1x8", "Bits2x4", "Bits4x2", "Bits8", "Bits16"),
+    "FLOAT8": ("Float8_e5m2", "Float8_e4m3fn", "Float8_e5m2fnuz", "Float8_e4m3fnuz"),
+    "BAREBONES_UNSIGNED": ("UInt16", "UInt32", "UInt64"),
+    "BOOL": ("Bool",),
+    "HALF": ("Half",),
+    "BFLOAT16": ("BFloat16",),
+}
+# AT_DISPATCH_V2's AT_EXPAND(...) groups, each a union of the lists above
+V2_LISTS: dict[str, tuple[str, ...]] = {
+    "AT_FLOATING_TYPES": DISPATCH_LISTS["FLOATING"], "AT_INTEGRAL_TYPES": DISPATCH_LISTS["INTEGRAL"],
+    "AT_ALL_TYPES": DISPATCH_LISTS["ALL"], "AT_COMPLEX_TYPES": DISPATCH_LISTS["COMPLEX"],
+    "AT_ALL_TYPES_AND_COMPLEX": DISPATCH_LISTS["ALL"] + DISPATCH_LISTS["COMPLEX"],
+    "AT_FLOATING_AND_COMPLEX_TYPES": DISPATCH_LISTS["FLOATING"] + DISPATCH_LISTS["COMPLEX"],
+    "AT_QINT_TYPES": DISPATCH_LISTS["QINT"], "AT_FLOAT8_TYPES": DISPATCH_LISTS["FLOAT8"],
+    "AT_BAREBONES_UNSIGNED_TYPES": DISPATCH_LISTS["BAREBONES_UNSIGNED"],
+    "AT_INTEGRAL_TYPES_V2": DISPATCH_LISTS["INTEGRAL"] + DISPATCH_LISTS["BAREBONES_UNSIGNED"],
+}
+_SCALAR_TYPES = {  # kHalf, at::kBFloat16, ScalarType::Bool... (also the dtypes an _AND<n> macro adds)
     "Half": _REDUCED, "BFloat16": _REDUCED, "Bool": DtypeClass.bool, "ComplexHalf": DtypeClass.complex,
     "ComplexFloat": DtypeClass.complex, "ComplexDouble": DtypeClass.complex, "Float": _FLOATING,
     "Double": _FLOATING, "Byte": _INTEGRAL, "Char": _INTEGRAL, "Short": _INTEGRAL, "Int": _INTEGRAL,
     "Long": _INTEGRAL, "UInt16": _INTEGRAL, "UInt32": _INTEGRAL, "UInt64": _INTEGRAL,
+    **dict.fromkeys(DISPATCH_LISTS["QINT"], DtypeClass.quantized),
+    **dict.fromkeys(DISPATCH_LISTS["FLOAT8"], DtypeClass.float8),
 }
+
+
+def dtype_class_of_scalar_type(name: str) -> DtypeClass | None:
+    """The class of a ScalarType name (``Half``, ``QInt8``); None for those no class holds (``Bits8``)."""
+    return _SCALAR_TYPES.get(name)
+
+
+def _classes(*lists: str) -> set[DtypeClass]:
+    return {_SCALAR_TYPES[d] for name in lists for d in DISPATCH_LISTS[name] if d in _SCALAR_TYPES}
+
+
+# words of an AT_DISPATCH_* macro's name (and of the AT_*_TYPES lists AT_DISPATCH_V2 takes), longest first
+_TYPE_LISTS = (
+    ("REDUCED_FLOATING", _classes("REDUCED_FLOATING")),
+    ("FLOATING_AND_COMPLEX", _classes("FLOATING", "COMPLEX")),
+    ("ALL_TYPES_AND_COMPLEX", _classes("ALL", "COMPLEX")),
+    ("FLOAT8", _classes("FLOAT8")),
+    ("FLOATING", _classes("FLOATING")),
+    ("INTEGRAL", _classes("INTEGRAL")),
+    ("UNSIGNED", _classes("BAREBONES_UNSIGNED")),
+    ("ALL_TYPES", _classes("ALL")),
+    ("COMPLEX", _classes("COMPLEX")),
+    ("QINT", _classes("QINT")),
+    ("BOOL", _classes("BOOL")),
+    ("HALF", _classes("HALF")),  # AT_DISPATCH_FLOATING_TYPES_AND_HALF
+    ("BFLOAT16", _classes("BFLOAT16")),
+)
 _DISPATCH = re.compile(r"\bAT_DISPATCH_(\w+)\s*\(")
 _SCALAR = re.compile(
     r"\b(?:k|ScalarType::)(Half|BFloat16|Bool|Complex\w+|Float8\w*|Float|Double|Byte|Char|Short|Int|Long|UInt\d+)\b"

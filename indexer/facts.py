@@ -20,10 +20,13 @@ class Function(NamedTuple):
     usr: str = ""  # libclang's unified symbol resolution, when parsed with real compile flags
 
 
+GLOBAL_SCOPE = "::"  # the qualifier of a call written ``::name(...)``: the global namespace only
+
+
 class Call(NamedTuple):
     func_index: int  # index into FileFacts.functions
     callee_name: str
-    qualifier: str
+    qualifier: str  # as written (``at::native``), GLOBAL_SCOPE, '.' for a member call
     kind: CallKind  # read from the facts cache: its value, a str equal to the member
     line: int
 

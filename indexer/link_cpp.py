@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 
-from indexer.facts import Call, namespace_of
+from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
 from schema.model import CallKind, EdgeKind, NodeKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
@@ -649,6 +649,11 @@ class CppCallLinker:
             targets = [
                 f for f in self._lookup(name, "", True)
                 if f != excluded and (not rows[f][3] or rows[f][0] == file_id) and rows[f][1].split("::", 1)[0] == top
+            ]
+        elif qual == GLOBAL_SCOPE:  # ``::name(...)``: a function of the global namespace, no other
+            targets = [
+                f for f in self.by_name[name]
+                if f != excluded and not rows[f][4] and (not rows[f][3] or rows[f][0] == file_id)
             ]
         elif qual or kind == _MEMBER:  # internal linkage: same translation unit only
             targets = [

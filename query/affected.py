@@ -376,6 +376,7 @@ class Observed:
     scoped_hits: list[TracedHit]  # own operators' hits on the change's dtypes
     hits: list[TracedHit]  # usable hits: own, then callers' (past no hub)
     executing: set[str]  # benchmarks executing the change's own operators
+    nested: set[str]  # benchmarks the traces saw run them inside other operators
     traced: set[str]
     warnings: list[str]
 
@@ -483,7 +484,8 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
         f"{', '.join(sorted(branch_ops)[:6])}: reached only where other code calls the changed function,"
         " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
     ]
-    executing = {h.bench for h in hits}
+    executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
+    nested = store.nested_benchmarks(own_ops) & traced  # ... running them inside other operators
     if inner is not None:
         hidden = _direct_callers(inner, reached.callers)
         past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}
@@ -492,7 +494,7 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
             families,
             benches,
         )
-    return Observed(own_dtypes, scoped_hits, hits, executing, traced, warnings)
+    return Observed(own_dtypes, scoped_hits, hits, executing, nested, traced, warnings)
 
 
 def select(store: IndexStore, inp: AffectedInput, started: Started, reached: Reached, observed: Observed) -> Selected:
@@ -542,9 +544,10 @@ def canaries(
 ) -> tuple[str, list[CanaryHit]]:
     """Why the change is broad ('' when it is not) and its canary sets: a quick first signal for
     shared infrastructure."""
-    broad = _broad(reached.unbounded, len(reached.own_ops), observed.executing, observed.traced, cfg)
+    broad = _broad(reached.unbounded, len(reached.own_ops), observed.executing, observed.nested, observed.traced, cfg)
     canary = _canary_hits(reached.patterns, broad, reached.own_ops + sorted(selected.compiled),
-                          observed.hits + selected.compile_hits, started.benches, reached.sets)
+                          observed.hits + selected.compile_hits, started.benches, reached.sets,
+                          not reached.walk.truncated)
     return broad, canary + _executed_canaries(inp.lines, started.benches, reached.sets)
 
 
@@ -945,10 +948,14 @@ def _executed_canaries(truth: LineTruth, benches: dict[str, BenchmarkInfo], sets
     return [CanaryHit("executed-by-all", why, "a line every benchmark test runs (Python line coverage)", members)]
 
 
-def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], cfg: Config) -> str:
+def _broad(
+    unbounded: bool, n_ops: int, executing: set[str], nested: set[str], traced: set[str], cfg: Config
+) -> str:
     """Why a change is shared infrastructure by its breadth ('' when it is not): it implements
-    more than ``reach_bound`` operators (``unbounded``), or its operators are executed by ``shared_fraction``
-    of the traced benchmarks (and at least ``_SHARED_MIN_BENCHMARKS``: a small suite runs whole)."""
+    more than ``reach_bound`` operators (``unbounded``), its operators are executed by ``shared_fraction``
+    of the traced benchmarks, or the traces saw them run inside other operators (``nested``: a
+    building block of theirs, like ``copy_`` inside ``to``, ``clone`` and ``cat``) in as many
+    benchmarks as ``_SHARED_MIN_BENCHMARKS`` (below it, a small suite runs whole)."""
     if unbounded:
         return f"implements {n_ops} operators (bound {cfg.reach_bound})"
     if len(executing) >= max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
@@ -956,6 +963,8 @@ def _broad(unbounded: bool, n_ops: int, executing: set[str], traced: set[str], c
             f"its operators are executed by {len(executing)} of the {len(traced)} traced benchmarks"
             f" (shared_fraction {cfg.shared_fraction:g})"
         )
+    if len(nested) >= _SHARED_MIN_BENCHMARKS:
+        return f"its operators run inside other operators in {len(nested)} of the {len(traced)} traced benchmarks"
     return ""
 
 
@@ -966,17 +975,22 @@ def _canary_hits(
     hits: list[TracedHit],
     benches: dict[str, BenchmarkInfo],
     sets: list[CanarySet],
+    walk_complete: bool = True,
 ) -> list[CanaryHit]:
     """Canary sets for shared infrastructure: the fewest traced benchmarks covering the
-    operators the change implements; the set's own list (indexed benchmarks only) when
-    traces cover none of them."""
+    operators the change implements; when traces cover none of them (no evidence of which
+    benchmarks run the change: the dispatcher), or the walk to them was cut at max_depth (it
+    found only some: an allocator), also the set's own list and the suite's representative
+    sample (the broad set's), indexed benchmarks only."""
     covers: dict[str, set[str]] = {}
     for h in hits:  # usable hits only
         covers.setdefault(h.bench, set()).update(op.split(".")[0] for op in h.ops)
     chosen = set_cover({o.split(".")[0] for o in own_ops}, covers)
+    sample = next((s.benchmarks for s in sets if s.name == "broad"), ())
 
     def members(s: CanarySet | None) -> tuple[CanaryBenchmark, ...]:
-        names = chosen or [b for b in (s.benchmarks if s else ()) if b in benches]
+        names = chosen if chosen and walk_complete else [*chosen, *(s.benchmarks if s else ()), *sample]
+        names = list(dict.fromkeys(names))
         return tuple(CanaryBenchmark(b, benches[b].file) for b in names if b in benches)
 
     out = [

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from indexer.dtypes import DISPATCH_LISTS, V2_LISTS
+
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|::|->|&&|\|\||\S")
 _KEYWORDS = frozenset({"return", "case", "else", "throw", "new", "delete", "sizeof", "goto", "co_return", "co_yield",
@@ -104,16 +106,6 @@ def _block(tokens: Sequence[str], at: int) -> tuple[int, int]:
 # ------------------------------------------------------------------------ dispatch type lists
 
 _DISPATCH = re.compile(r"AT_DISPATCH_([A-Z0-9_]+?)_TYPES((?:_AND_COMPLEX)?)(?:_AND(\d*))?$")
-_SETS = {
-    "FLOATING": ("Double", "Float"),
-    "INTEGRAL": ("Byte", "Char", "Short", "Int", "Long"),
-    "ALL": ("Double", "Float", "Byte", "Char", "Short", "Int", "Long"),
-    "COMPLEX": ("ComplexFloat", "ComplexDouble"),
-    "REDUCED_FLOATING": ("Half", "BFloat16"),
-    "QINT": ("QInt8", "QUInt8", "QInt32"),
-    "BIT": ("Bits1x8", "Bits2x4", "Bits4x2", "Bits8", "Bits16"),
-    "FLOAT8": ("Float8_e5m2", "Float8_e4m3fn", "Float8_e5m2fnuz", "Float8_e4m3fnuz"),
-}
 _DTYPE = re.compile(r"^(?:(?:at|c10)::)?(?:ScalarType::|k)([A-Z]\w*)$")
 
 
@@ -129,11 +121,11 @@ def _dtypes(macro: str, type_args: list[str]) -> set[str] | None:
         return None
     out: set[str] = set()
     for part in m.group(1).split("_AND_"):
-        if part not in _SETS:
+        if part not in DISPATCH_LISTS:
             return None
-        out.update(_SETS[part])
+        out.update(DISPATCH_LISTS[part])
     if m.group(2):
-        out.update(_SETS["COMPLEX"])
+        out.update(DISPATCH_LISTS["COMPLEX"])
     for arg in type_args:
         dtype = _DTYPE.match(arg)
         if dtype is None:
@@ -182,15 +174,6 @@ def _leading_args(tokens: Sequence[str], start: int, n: int) -> tuple[list[str],
     return args, i
 
 
-_V2_SETS = {  # AT_EXPAND(...) type groups of AT_DISPATCH_V2 lists
-    "AT_FLOATING_TYPES": _SETS["FLOATING"], "AT_INTEGRAL_TYPES": _SETS["INTEGRAL"], "AT_ALL_TYPES": _SETS["ALL"],
-    "AT_COMPLEX_TYPES": _SETS["COMPLEX"], "AT_ALL_TYPES_AND_COMPLEX": _SETS["ALL"] + _SETS["COMPLEX"],
-    "AT_FLOATING_AND_COMPLEX_TYPES": _SETS["FLOATING"] + _SETS["COMPLEX"], "AT_QINT_TYPES": _SETS["QINT"],
-    "AT_FLOAT8_TYPES": _SETS["FLOAT8"], "AT_BAREBONES_UNSIGNED_TYPES": ("UInt16", "UInt32", "UInt64"),
-    "AT_INTEGRAL_TYPES_V2": _SETS["INTEGRAL"] + ("UInt16", "UInt32", "UInt64"),
-}
-
-
 def _v2_items(tokens: Sequence[str]) -> list[str] | None:
     """The dtypes of inserted V2 list items (``, kHalf``, ``, AT_EXPAND(AT_FLOAT8_TYPES)``), or None."""
     out: list[str] = []
@@ -200,8 +183,8 @@ def _v2_items(tokens: Sequence[str]) -> list[str] | None:
             return None
         j = i + 1
         if tokens[j:j + 2] == ["AT_EXPAND", "("] and j + 4 <= len(tokens) and tokens[j + 3] == ")" \
-                and tokens[j + 2] in _V2_SETS:
-            out += _V2_SETS[tokens[j + 2]]
+                and tokens[j + 2] in V2_LISTS:
+            out += V2_LISTS[tokens[j + 2]]
             i = j + 4
             continue
         k = j

@@ -414,6 +414,19 @@ class IndexStore:
             out.setdefault(name, {}).setdefault(layout, set()).add(bench)
         return out
 
+    def nested_benchmarks(self, ops: list[str]) -> set[str]:
+        """Benchmarks whose traces saw ``ops`` (any overload) run only inside other operators'
+        kernels (observed, not inferred)."""
+        if not ops:
+            return set()
+        rows = self.con.execute(
+            "WITH w AS (SELECT DISTINCT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])))"
+            " SELECT DISTINCT t.bench FROM trace_ops t JOIN w ON t.base = w.base AND t.namespace = w.namespace"
+            " WHERE t.in_kernel AND t.inferred = ''",
+            [ops],
+        ).fetchall()
+        return {bench for (bench,) in rows}
+
     def traced_dtypes(self, ops: list[str]) -> list[TracedDtype]:
         """Every traced test's (operator, layout, dtype) for ``ops`` (any overload: by namespace
         and base name), where the trace recorded the dtypes of its calls' tensor arguments."""

@@ -12,7 +12,7 @@ from dataclasses import replace
 import duckdb
 import pytest
 
-from indexer.dtypes import DtypeClass, dtype_class, lines_scope
+from indexer.dtypes import V2_LISTS, DtypeClass, dtype_class, dtype_class_of_scalar_type, lines_scope
 from indexer.rules.traces import dtype_rows, numbered_tests
 from indexer.trace import TracedTest, TraceMode
 from perfq.cli.render_affected import markdown, table
@@ -23,6 +23,7 @@ from perfq.run.plan_render import headline, left_out_lines
 from perfq.run.planning import dtype_units
 from query.document import DispatchGap
 from query.dtype_gaps import change_scope, gaps, on_scope
+from query.equivalent import dispatch_gain, words
 from schema.index_store import IndexStore
 from schema.writer import index_ddl
 from tests.affected_docs import affected_doc
@@ -246,3 +247,17 @@ def test_the_affected_outputs_name_each_gap_once(capsys):
     assert doc.to_json()["no_benchmark_gaps"] == [
         {"op": "leaky_relu", "dispatch_key": "CPU", "dtypes": "floating", "benchmarked_on": ["QuantizedCPU"]}
     ]
+
+
+def _v2(*groups: str) -> str:
+    return 'AT_DISPATCH_V2(t, "k", AT_WRAP([&]() {}), ' + ", ".join(f"AT_EXPAND({g})" for g in groups) + ");"
+
+
+@pytest.mark.parametrize("group", sorted(set(V2_LISTS) - {"AT_FLOAT8_TYPES"}))
+def test_the_index_and_the_query_read_one_dispatch_vocabulary(group):
+    # the query's "a list that only gains dtypes" reads the group's dtypes, and a line in a
+    # lambda dispatched over the group runs for exactly their classes
+    gained = dispatch_gain(words([_v2("AT_FLOAT8_TYPES")]), words([_v2("AT_FLOAT8_TYPES", group)]))
+    assert gained is not None and set(gained.dtypes) == set(V2_LISTS[group])
+    kernel = "void k(TensorIterator& iter) {\n" + _v2(group).replace("{}", "{\n    f();\n  }") + "\n}\n"
+    assert lines_scope(kernel, [3]) == frozenset(dtype_class_of_scalar_type(d) for d in V2_LISTS[group])
