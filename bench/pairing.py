@@ -11,7 +11,8 @@ alternating order) and computes, per test and on the same samples:
 * paired trimmed: the same log-ratios, Tukey-McLaughlin's 20%-trimmed interval
   (``scipy.stats.mstats.trimmed_mean_ci``).
 
-Only rounds with a sample on both sides count, for all three. Prints the median and the 90th
+Only rounds with a sample on both sides count, for all three. Prints the correlation of the two
+sides' log-times over the rounds (what pairing can remove), the median and the 90th
 percentile of R of each, the share of tests with R <= 5% (what `same` needs), and, for an A/A, the
 tests each would call a change (two-sided 95% interval excluding 0 after Benjamini-Hochberg, and
 |change| >= 5%): false positives.
@@ -81,7 +82,9 @@ def main() -> int:
             ratios = np.log([h / b for b, h in pairs.values()])
             r_un, p_un, change = unpaired(pairs)
             r_t, p_t, r_tr, est = paired(ratios)
-            rows.append((f"{label}:{key[0]}/{key[1]}", len(pairs), r_un, r_t, r_tr, p_un, p_t, change, est))
+            logs = np.log(list(pairs.values()))
+            rho = float(np.corrcoef(logs[:, 0], logs[:, 1])[0, 1]) if np.ptp(logs, axis=0).all() else math.nan
+            rows.append((f"{label}:{key[0]}/{key[1]}", len(pairs), r_un, r_t, r_tr, p_un, p_t, change, est, rho))
     if not rows:
         sys.exit("error: no test with 3 or more paired rounds")
     print(f"{len(rows)} tests, {sum(r[1] for r in rows)} pairs (rounds with both sides)")
@@ -89,6 +92,9 @@ def main() -> int:
         values = [r[col] for r in rows]
         print(f"{name:>20}: median R {statistics.median(values):.2%}, p90 {np.percentile(values, 90):.2%}, "
               f"R <= 5% on {sum(v <= MIN_EFFECT for v in values)}/{len(values)}")
+    corr = [r[9] for r in rows if math.isfinite(r[9])]
+    print(f"correlation of log(base_r) and log(head_r) over the rounds: median {statistics.median(corr):.2f} "
+          f"(pairing narrows only what the two invocations of a round share)")
     narrower = sum(r[3] < r[2] for r in rows)
     print(f"paired t narrower than unpaired on {narrower}/{len(rows)} tests; "
           f"median ratio R_paired/R_unpaired {statistics.median(r[3] / r[2] for r in rows):.2f}")
