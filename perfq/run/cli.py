@@ -196,7 +196,8 @@ def register(app: typer.Typer) -> None:
             help="Sequential sampling (default with --ab): after --repeat rounds, re-run only the tests "
                  "not yet decided, until all are, --max-repeat or the budget.")] = None,
         max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
-            help="Sample ceiling per test and side (default: [tool.perfq.compare] max_samples, 20).")] = 0,
+            help="Sample ceiling per test and side (default: [tool.perfq.compare] max_samples, 20, and up to 5x that "
+                 "for a test still undecided there while the budget lasts).")] = 0,
         budget: Annotated[str, typer.Option("--budget", rich_help_panel=_REPEATS,
             help="Time for the whole run (15m, 90s, 1h): the --affected plan fits it, adaptive rounds stop at it.")
             ] = DEFAULT_BUDGET,
