@@ -8,7 +8,10 @@ command line (only the sides, the files and where to store results), then
 0 regressions or improvements, >= 90% of the tests decided "same" (no change beyond ±R) with
 median R <= 5%, in <= 600 s; and the load average before and after (the machine is shared).
 
-Usage: python bench/run_defaults.py [--rounds N] [--bench NAME ...] [--contended] [-- EXTRA perfq run FLAGS]
+Usage: python bench/run_defaults.py [--rounds N] [--bench NAME ...] [--contended] [--history PATH]
+                                   [-- EXTRA perfq run FLAGS]
+``--history PATH``: keep the runs there (labels aa0, aa1 ...; default a temporary file), e.g. for
+bench/pairing.py.
 ``--contended``: the contended variant (issue 38): every run under bench/loadgen.py's load (4 CPU
 spinners and a memory-bandwidth hog at normal priority), with its own targets: 0 false, no
 ``same`` wider than the minimum effect, >= 75% ``same``. ``uptime`` and /proc/pressure are printed
@@ -75,6 +78,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="A/A runs (fresh labels), default 1")
     parser.add_argument("--bench", action="append", help="benchmark files (default: the five of BENCHES)")
     parser.add_argument("--contended", action="store_true", help="run under bench/loadgen.py's load")
+    parser.add_argument("--history", type=Path, help="keep the runs in this history (default: a temporary one)")
     parser.add_argument("extra", nargs="*", help="extra perfq run flags after --")
     args = parser.parse_args()
     repo = corpus()
@@ -89,7 +93,7 @@ def main() -> int:
     wide = 0
     with load, tempfile.TemporaryDirectory(prefix="perfq-defaults-") as tmp:
         for i in range(args.rounds):
-            seconds, doc = one_aa(f"aa{i}", repo, Path(tmp) / "history.duckdb", benches, args.extra)
+            seconds, doc = one_aa(f"aa{i}", repo, args.history or Path(tmp) / "history.duckdb", benches, args.extra)
             s = doc["summary"]
             n = sum(s.values())
             failed = len(doc["base"]["failures"]) + len(doc["head"]["failures"])

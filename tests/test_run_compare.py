@@ -135,6 +135,21 @@ def test_unknown_when_sampling_ends_early_states_the_resolution():
     assert decided.verdict == "same" and decided.resolution == t.resolution  # within its minimum effect: decided
 
 
+def test_an_unknown_at_the_ceiling_samples_on_up_to_the_extended_ceiling_a_same_does_not():
+    rng = np.random.default_rng(4)
+    settings = Settings(max_samples=5)
+    noisy = (pairs(key("noisy"), lognormal(rng, 5, 0.08)), pairs(key("noisy"), lognormal(rng, 5, 0.08)))
+    quiet = (pairs(key("quiet"), lognormal(rng, 5, 0.001)), pairs(key("quiet"), lognormal(rng, 5, 0.001)))
+    result = compare_samples(noisy[0] + quiet[0], noisy[1] + quiet[1], settings)
+    assert {t.key.test: t.verdict for t in result.tests} == {"noisy": "unknown", "quiet": "same"}
+    assert result.undecided_keys(settings) == []  # both stopped at the ceiling of 5
+    assert result.sampling_keys(settings, 25) == [key("noisy")]  # the unknown one samples on
+    assert result.sampling_keys(settings, 5) == []
+    past = compare_samples(pairs(key("t"), lognormal(rng, 8, 0.08)), pairs(key("t"), lognormal(rng, 8, 0.08)),
+                           settings).tests[0]
+    assert past.verdict == "unknown" and "past the ceiling (5 a side) to 8" in past.reason
+
+
 def test_same_never_wider_than_the_minimum_effect():
     """A bimodal side (processes landing in a 1.4x slower mode) reaches the ceiling with R above 5%:
     ``unknown ±R``, not ``same ±R``; every ``same`` is within the test's own minimum effect."""

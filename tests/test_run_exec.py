@@ -4,7 +4,9 @@ export/import idempotence and the CLI commands."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -15,11 +17,12 @@ from typer.testing import CliRunner
 from perfq.cli import app
 from perfq.common.documents import json_schema
 from perfq.run import execute as runner
-from perfq.run.compare import compare_samples
+from perfq.run.compare import Settings, compare_samples
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
 from perfq.run.results import export_runs, import_files
+from perfq.run.script_bench import ScriptBench
 from schema.results_store import runs_for_label
 from tests.affected_docs import affected_doc, canary, selected
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
@@ -152,17 +155,69 @@ def test_adaptive_adds_repeats_only_to_unknown_tests(tmp_path):
     assert 3 < counts["add_M8_cpu"] <= 7
 
 
-def test_budget_ends_sampling_and_leaves_the_noisy_test_unknown_with_its_resolution(tmp_path):
-    root = make_bench_root(tmp_path)
-    env = [("FAKE_NOISE", "0.4"), ("FAKE_NOISY_TESTS", "add_M8_cpu")]
-    plan = plan_for(tmp_path, root, base_env=env, head_env=env, repeat=3, adaptive=True, budget_seconds=0.0)
-    base, head = runner.execute(plan)
-    assert len(base.samples) == len(head.samples) == 3 * 4  # no round past the first three
-    assert "time budget of 0 s reached: 1 test(s) left undecided" in base.notes
-    result = compare_samples(runner.samples_as_pairs(base), runner.samples_as_pairs(head), plan.settings)
-    by = {t.key.test: t for t in result.tests}
-    assert by["add_M8_cpu"].verdict == "unknown" and by["add_M8_cpu"].resolution > plan.settings.resolution
-    assert {by[t].verdict for t in ("add_M64_cpu", "mul_M8_cpu", "add_M8_cpu_bwdall")} == {"same"}
+SCRIPT = """import os, time
+time.sleep(float(os.environ.get("SLEEP", "0")))
+count = int(open("count").read()) if os.path.exists("count") else 0
+open("count", "w").write(str(count + 1))
+print("steady: 100 us")
+print(f"noisy: {100 * (0.75 + 0.35 * (count * 0.618034 % 1))} us")
+"""
+
+
+def script_plan(tmp: Path, env=(), **kw) -> runner.Plan:
+    """An A/A of a script bench: ``steady`` always prints 100 us, ``noisy`` 75-110 us, spread evenly over the
+    invocations (golden-ratio steps: a standard deviation of about 10%, never two modes 1.5x apart)."""
+    (tmp / "bench.py").write_text(SCRIPT)
+    bench = ScriptBench("script", ("{python}", "bench.py"), re.compile(r"^(?P<test>\w+): (?P<value>[0-9.e+-]+) us$",
+                                                                         re.MULTILINE))
+    sides = [runner.SideSetup("base", PY, tuple(env)), runner.SideSetup("head", PY, tuple(env))]
+    return runner.Plan(label="S", jobs=[runner.Job("script", script=bench)], sides=sides, repo=tmp,
+                       history=tmp / "h.duckdb", **kw)
+
+
+def counts_of(run) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in run.samples:
+        counts[s.test] = counts.get(s.test, 0) + 1
+    return counts
+
+
+def test_budget_holds_in_the_first_rounds(tmp_path):
+    plan = script_plan(tmp_path, env=[("SLEEP", "0.4")], repeat=30, adaptive=True, budget_seconds=2.5)
+    runs = runner.new_runs(plan)  # reads each side's torch version: seconds on a busy machine
+    plan.started = time.monotonic()  # the budget's clock starts after that
+    base, head = runner.execute(plan, runs=runs)
+    wall = time.monotonic() - plan.started
+    longest = max(i.seconds for r in (base, head) for i in r.invocations)
+    assert wall <= plan.budget_seconds + longest + 0.5  # the budget, and at most one invocation's overrun
+    assert 1 <= len(base.invocations) < 30 and 1 <= len(head.invocations) < 30
+    assert "time budget of 2 s reached: 2 test(s) left undecided" in base.notes  # 2.5 s, as given
+    assert base.status == head.status == "complete"
+
+
+def test_budget_zero_runs_nothing_and_says_so(tmp_path):
+    base, head = runner.execute(script_plan(tmp_path, repeat=3, adaptive=True, budget_seconds=0.0))
+    assert base.samples == head.samples == [] and "time budget of 0 s reached" in base.notes
+
+
+def test_an_unknown_test_samples_past_the_ceiling_while_the_budget_lasts(tmp_path):
+    settings = Settings(max_samples=3)
+    base, head = runner.execute(script_plan(tmp_path, repeat=3, adaptive=True, budget_seconds=600.0,
+                                            settings=settings))
+    assert counts_of(base)["noisy"] == 3 * runner.EXTENDED_CEILING  # R stays far above 5%: on to the extended ceiling
+    by = {t.key.test: t for t in compare_samples(runner.samples_as_pairs(base), runner.samples_as_pairs(head),
+                                                 settings).tests}
+    assert by["noisy"].verdict == "unknown" and "past the ceiling (3 a side) to 15" in by["noisy"].reason
+    assert by["steady"].verdict == "same"  # one script prints both: it ran along
+
+
+def test_without_a_budget_or_with_max_repeat_the_ceiling_is_fixed(tmp_path):
+    settings = Settings(max_samples=3)
+    base, _ = runner.execute(script_plan(tmp_path, repeat=3, adaptive=True, settings=settings))
+    assert counts_of(base)["noisy"] == 3
+    base, _ = runner.execute(script_plan(tmp_path, repeat=3, adaptive=True, budget_seconds=600.0, max_repeat=5,
+                                         settings=settings))
+    assert counts_of(base)["noisy"] == 5
 
 
 def test_export_import_is_idempotent_and_merges_machines(tmp_path):

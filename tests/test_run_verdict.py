@@ -4,6 +4,7 @@ whole run's wall time (``--all``: none), and contention is recorded per invocati
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -55,13 +56,22 @@ def test_every_run_prints_its_priority_and_why(tmp_path):
 
 
 def test_the_budget_counts_from_the_commands_start(tmp_path):
-    """Time spent before the rounds (preparing the sides) is the budget's: 100 s gone of 50 s, no adaptive round."""
+    """Time spent before the rounds (preparing the sides) is the budget's: 100 s gone of 50 s, not even the
+    first rounds run (they are the budget's too)."""
     root = make_bench_root(tmp_path)
     plan = plan_for(tmp_path, root, base_env=NOISY, head_env=NOISY, adaptive=True, max_repeat=6,
                     budget_seconds=50.0, started=time.monotonic() - 100.0)
-    base, _ = runner.execute(plan)
-    assert sum(s.test == "add_M8_cpu" for s in base.samples) == 3
+    base, head = runner.execute(plan)
+    assert base.samples == head.samples == [] and base.status == "complete"
     assert "time budget of 50 s reached" in base.notes
+
+
+def test_the_budget_clock_starts_with_the_process():
+    """perfq's own start-up (its imports: seconds on a busy machine) is the budget's: the clock goes back to
+    the process's start."""
+    code = "import time; time.sleep(1.5); from perfq.run.machine import process_age; print(process_age())"
+    age = float(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert 1.5 <= age < 60
 
 
 def test_no_budget_samples_to_the_ceiling(tmp_path):

@@ -196,7 +196,8 @@ def register(app: typer.Typer) -> None:
             help="Sequential sampling (default with --ab): after --repeat rounds, re-run only the tests "
                  "not yet decided, until all are, --max-repeat or the budget.")] = None,
         max_repeat: Annotated[int, typer.Option("--max-repeat", rich_help_panel=_REPEATS, min=0,
-            help="Sample ceiling per test and side (default: [tool.perfq.compare] max_samples, 20).")] = 0,
+            help="Sample ceiling per test and side (default: [tool.perfq.compare] max_samples, 20, and up to 5x that "
+                 "for a test still undecided there while the budget lasts).")] = 0,
         budget: Annotated[str, typer.Option("--budget", rich_help_panel=_REPEATS,
             help="Time for the whole run (15m, 90s, 1h): the --affected plan fits it, adaptive rounds stop at it.")
             ] = DEFAULT_BUDGET,
@@ -254,6 +255,7 @@ def register(app: typer.Typer) -> None:
         from perfq.run import execute as runner
         from perfq.run import jobs as select
         from perfq.run.comparisons import comparison_for_label
+        from perfq.run.machine import process_age
         from perfq.run.opbench import OpBenchSpec
         from perfq.run.plan import RunShape, check_shard, parse_duration
         from perfq.run.plan_render import print_plan
@@ -274,7 +276,8 @@ def register(app: typer.Typer) -> None:
             raise PerfqError("--fail-on-regression needs --ab (a comparison); use perfq compare for one-side runs")
         if (shards is not None or shard is not None or run_all) and not affected:
             raise PerfqError("--all, --shards and --shard go with --affected REF (a plan)", exit_code=EXIT_USAGE)
-        started = time.monotonic()  # the budget is the whole run's wall time: side installs and builds count
+        # the budget is the whole run's wall time: perfq's own start-up, side installs and builds count
+        started = time.monotonic() - process_age()
         budget_seconds = None if run_all else parse_duration(budget)
         shard_k, shard_n = check_shard(shard, shards)
         sources = SourceOptions(tuple(build_argv(build) or ()), base_wheel, head_wheel, sides_dir)

@@ -251,6 +251,13 @@ class Comparison:
         """Tests whose sampling goes on: not failed and not yet stopped (:meth:`TestResult.stopped`)."""
         return [t.key for t in self.tests if t.verdict != Verdict.failed and not t.stopped(settings)]
 
+    def sampling_keys(self, settings: Settings, ceiling: int) -> list[TestKey]:
+        """Tests whose sampling goes on: those not yet stopped, and the ``unknown`` ones (R wider than their
+        minimum effect) with fewer than ``ceiling`` samples a side: an undecided test keeps sampling while the
+        run allows (its budget sets ``ceiling``, :func:`perfq.run.execute.sample_ceiling`)."""
+        return [t.key for t in self.tests if t.verdict != Verdict.failed and (
+            not t.stopped(settings) or (t.verdict == Verdict.unknown and min(t.n_base, t.n_head) < ceiling))]
+
 
 def higher_is_better(metric: str, unit: str) -> bool:
     """Throughput-like metrics improve upwards; times (the default) improve downwards."""
@@ -281,6 +288,9 @@ def _why_unknown(t: TestResult, settings: Settings) -> str:
     if t.narrow(settings):
         return (f"no change beyond ±{r:.1%} is wider than the minimum effect {t.min_effect:.1%}: "
                 "a change below the minimum effect, or too near it to tell")
+    if n > settings.max_samples:  # sampled on past the ceiling while the run's budget lasted
+        return f"sampling went past the ceiling ({settings.max_samples} a side) to {n} while the budget lasted, " \
+               f"and ended at ±{r:.1%}"
     if t.at_ceiling(settings):
         return f"the sample ceiling ({settings.max_samples} a side) was reached at ±{r:.1%}"
     return f"the budget (or the run's repeats) ended the sampling at {n} samples a side, ±{r:.1%}"

@@ -51,6 +51,8 @@ from schema.results_store import Run, RunStatus, now, save_runs
 _T = TypeVar("_T")
 
 MAX_BATCH_FILES = 8  # files per batch process: its samples are stored when it ends (a 37-file batch ran > 10 min)
+FINISH_SHARE = 0.03  # the rounds end by 97% of the budget: the last save, the comparison and its output take the rest
+EXTENDED_CEILING = 5  # with a budget and no --max-repeat, an `unknown` test samples on up to this x max_samples
 SAVE_WAIT = 1.0  # seconds a save during the run waits for readers before it is deferred (to the next save)
 FINAL_SAVE_WAIT = 120.0  # the last save waits this long
 
@@ -108,7 +110,7 @@ class Plan:
     history: Path | None = None
     out: Path | None = None
     adaptive: bool = False
-    max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: the settings' max_samples
+    max_repeat: int = 0  # adaptive ceiling (samples per side per test); 0: :func:`sample_ceiling`
     budget_seconds: float | None = None  # the whole run's wall time (side installs included); None: no budget
     started: float = field(default_factory=time.monotonic)  # when the budget's clock started (the command's start)
     batch: bool = False  # run operator_benchmark files with equal flags in one process
@@ -416,6 +418,42 @@ def samples_as_pairs(run: Run) -> list[tuple[TestKey, float]]:
     return [(TestKey(s.benchmark, s.test, s.mode, s.device, s.metric, s.unit), s.value) for s in run.samples]
 
 
+@dataclass
+class BudgetClock:
+    """The run's wall-time budget, counted from the command's start (side installs included): whether the next
+    invocation of a job on a side fits, estimated from that job's last invocation there (else the side's last)."""
+
+    started: float
+    seconds: float | None  # None: no budget
+    last: dict[tuple[tuple[str, str], str] | str, float] = field(default_factory=dict)  # (job key, side), side: s
+
+    def fits(self, job: Job, side: str) -> bool:
+        if self.seconds is None:
+            return True
+        estimate = self.last.get((job.key, side), self.last.get(side, 0.0))
+        return time.monotonic() - self.started + estimate <= self.seconds
+
+    def took(self, job: Job, side: str, seconds: float) -> None:
+        self.last[(job.key, side)] = self.last[side] = seconds
+
+
+class BudgetEnded(Exception):
+    """The next invocation would overrun the run's budget: the rounds stop there."""
+
+
+def rounds_budget(plan: Plan) -> float | None:
+    """Seconds from the command's start by which the rounds end (None: no budget): the budget less
+    ``FINISH_SHARE`` of it (a 5 min run at load 20 took 8 s after its last round to save, compare and print)."""
+    return None if plan.budget_seconds is None else plan.budget_seconds * (1 - FINISH_SHARE)
+
+
+def budget_note(plan: Plan, runs: list[Run]) -> str:
+    """``time budget of 300 s reached: 3 test(s) left undecided`` (all of them without --ab)."""
+    left = len(_undecided(plan, runs)) if plan.adaptive and len(runs) == 2 else len(
+        {(s.benchmark, s.test, s.mode) for r in runs for s in r.samples})
+    return f"time budget of {plan.budget_seconds or 0:.0f} s reached: {left} test(s) left undecided"
+
+
 class TickKind(str, Enum):
     """What a progress tick reports."""
 
@@ -496,6 +534,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
     runs = runs or new_runs(plan)
     dead: set[tuple[str, str]] = set()  # (job title, side) that failed once
     started = time.monotonic()
+    clock = BudgetClock(plan.started, rounds_budget(plan))
 
     def one_round(jobs: list[Job], round_index: int) -> None:
         for job in batch_jobs(jobs) if plan.batch else jobs:
@@ -509,9 +548,12 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
                 if todo is None:
                     progress(Tick(TickKind.done, job, side.name, round_index, units=1, skipped=True))
                     continue
+                if not clock.fits(job, side.name):
+                    raise BudgetEnded
                 progress(Tick(TickKind.start, job, side.name, round_index))
                 began, began_at, errors, samples = time.monotonic(), now(), [], 0
                 outcomes = invoke(todo, side, plan, caps)
+                clock.took(job, side.name, time.monotonic() - began)
                 contention = next((o.contention for _, o in outcomes if o.contention is not None), None)
                 run.add_invocation(time.monotonic() - began, test_shares(time.monotonic() - began, outcomes), began_at,
                                    contention_record(contention))
@@ -539,6 +581,8 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
             one_round(plan.jobs, r)
         if plan.adaptive and len(runs) == 2:
             _adaptive_rounds(plan, runs, one_round, started, progress)
+    except BudgetEnded:
+        plan.notes.append(budget_note(plan, runs))
     except BaseException as exc:
         _stopped(plan, runs, exc)
         raise
@@ -563,21 +607,21 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
                      progress: Progress) -> None:
     """Sequential sampling: after the first rounds, re-run only the undecided tests, one round at a time.
 
-    Stops when every test's sampling has stopped (narrow enough, or at the sample ceiling), at the
-    ceiling of rounds, or when the next round (estimated from the last one) would overrun the budget.
+    Stops when every test's sampling has stopped (narrow enough, or at the sample ceiling, or decided), at the
+    ceiling of rounds, or when the next round (estimated from the last one) would overrun the budget
+    (:class:`BudgetEnded`).
     """
-    ceiling = plan.max_repeat or plan.settings.max_samples
-    budget = math.inf if plan.budget_seconds is None else plan.budget_seconds
+    limit = rounds_budget(plan)
+    budget = math.inf if limit is None else limit
     last_seconds = (time.monotonic() - started) / max(plan.repeat, 1)
     last_tests = max(len(_undecided(plan, runs, everything=True)), 1)
-    for r in range(plan.repeat, ceiling):
+    for r in range(plan.repeat, sample_ceiling(plan)):
         undecided = _undecided(plan, runs)
         if not undecided:
             return
         estimate = last_seconds * len(undecided) / last_tests
         if time.monotonic() - plan.started + estimate > budget:
-            plan.notes.append(f"time budget of {budget:.0f} s reached: {len(undecided)} test(s) left undecided")
-            return
+            raise BudgetEnded
         jobs = _narrowed_jobs(plan, undecided)
         n_jobs = len(batch_jobs(jobs) if plan.batch else jobs)
         progress(Tick(TickKind.adaptive, None, round=r, units=n_jobs * len(plan.sides)))
@@ -592,7 +636,17 @@ def _undecided(plan: Plan, runs: list[Run], everything: bool = False) -> list[Te
                           frozenset(f.benchmark for f in runs[1].failures))
     result = compare_columns(columns_from_pairs(samples_as_pairs(runs[0]), samples_as_pairs(runs[1])),
                              plan.settings, failed)
-    return [t.key for t in result.tests] if everything else result.undecided_keys(plan.settings)
+    return [t.key for t in result.tests] if everything else result.sampling_keys(plan.settings, sample_ceiling(plan))
+
+
+def sample_ceiling(plan: Plan) -> int:
+    """Samples a side a test may get: ``--max-repeat`` when given; else, within a budget, ``EXTENDED_CEILING`` x
+    max_samples for a test still ``unknown`` at max_samples (the budget left decides, not a fixed count: a quiet
+    A/A stopped 8 of 56 tests at the 20-sample ceiling with 214 of 600 s left); without a budget, max_samples."""
+    if plan.max_repeat:
+        return plan.max_repeat
+    factor = 1 if plan.budget_seconds is None else EXTENDED_CEILING
+    return plan.settings.max_samples * factor
 
 
 def _narrowed_jobs(plan: Plan, keys: list[TestKey]) -> list[Job]:
