@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
 
 import typer
 
@@ -70,3 +74,29 @@ def positive(value: float | None) -> float | None:
     if finite(value) is not None and value <= 0:
         raise typer.BadParameter(f"{value:g} is not positive")
     return value
+
+
+Args = TypeVar("Args")
+
+
+def takes_options(args_type: type[Args]) -> Callable[[Callable[[Args], None]], Callable[..., None]]:
+    """Decorator: a Typer command whose options are the fields of the dataclass ``args_type`` (each
+    ``Annotated[type, typer.Option(...)]``, in order), called with one instance of it.
+
+    A command with many options stays one short function: the options are declared once, as a type.
+    """
+    hints = get_type_hints(args_type, include_extras=True)
+    parameters = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
+                  for f in fields(args_type)]  # type: ignore[arg-type]
+
+    def decorate(body: Callable[[Args], None]) -> Callable[..., None]:
+        def command(**values: Any) -> None:
+            body(args_type(**values))
+
+        command.__name__, command.__doc__ = body.__name__, body.__doc__
+        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command
+
+    return decorate
