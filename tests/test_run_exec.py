@@ -31,7 +31,7 @@ def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_en
     tests = kw.pop("tests", ())
     jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
     sides = [runner.SideSetup("base", PY, tuple(base_env)), runner.SideSetup("head", PY, tuple(head_env))]
-    return runner.Plan(
+    return runner.RunSpec(
         label=kw.pop("label", "L"),
         jobs=jobs,
         sides=sides,
@@ -63,7 +63,7 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
     assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
     from perfq.run.compare import Settings
-    from perfq.run.comparisons import comparison_for_label
+    from perfq.run.compare_labels import comparison_for_label
     from perfq.run.report import Verdict
 
     doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())

@@ -266,7 +266,7 @@ def test_a_run_of_a_benchmark_printing_anything_finishes(chunks):
         (root / "pt" / "output.bin").write_bytes(b"\n".join(chunks))
         (root / "benchmark_runner.py").write_text("")
         history = Path(tmp) / "h.duckdb"
-        plan = runner.Plan(label="fuzz", jobs=[opbench_job(root, "echo_test", "eager", OpBenchSpec(""), ())],
+        plan = runner.RunSpec(label="fuzz", jobs=[opbench_job(root, "echo_test", "eager", OpBenchSpec(""), ())],
                            sides=[runner.SideSetup("head", sys.executable)], repeat=1, bench_root=root, repo=Path(tmp),
                            history=history, timeout=60)
         (run,) = runner.execute(plan)

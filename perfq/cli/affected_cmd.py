@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         """The budgeted plan of ``doc``: ``budget`` per shard (default 15m), ``shards`` shards (default 1)."""
         from perfq.options import resolve_history
         from perfq.run.plan import RunShape, check_shard, parse_duration
-        from perfq.run.planning import plan_for
+        from perfq.run.plan_inputs import plan_for
 
         _, n = check_shard(None if shards is None else 1, shards)
         seconds = parse_duration(budget if budget is not None else DEFAULT_BUDGET)

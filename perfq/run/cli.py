@@ -326,7 +326,7 @@ def import_cmd(args: ImportArgs) -> None:
             perfq import other-machine/history.duckdb --history merged.duckdb --format json
         """
     from perfq.run.results import import_files
-    from perfq.run.summaries import ImportDocument
+    from perfq.run.run_report import ImportDocument
 
     target = resolve_history(resolve_repo(args.repo), args.history)
     doc = ImportDocument.from_counts(import_files(target, args.files), target)
@@ -365,7 +365,7 @@ def run_request(args: RunArgs) -> RunRequest:
 
 def _comparison(history: Path, args: CompareArgs, settings: Settings) -> ComparisonDocument:
     """LABEL's head against its base, or against the stored ``--baseline``."""
-    from perfq.run.comparisons import comparison_against, comparison_for_label
+    from perfq.run.compare_labels import comparison_against, comparison_for_label
 
     if args.baseline:
         return comparison_against(history, args.label, args.baseline, settings)
@@ -375,7 +375,7 @@ def _comparison(history: Path, args: CompareArgs, settings: Settings) -> Compari
 def _print_records(history: Path, args: CompareArgs, doc: ComparisonDocument) -> None:
     """PyTorch's benchmark database records of the comparison, every sample."""
     from perfq.run import pytorch_benchmark
-    from perfq.run.comparisons import compared_runs
+    from perfq.run.compare_labels import compared_runs
 
     runs = compared_runs(history, doc, (args.label, (args.baseline or "").partition(":")[0]))
     sys.stdout.write(pytorch_benchmark.dumps(pytorch_benchmark.comparison_records(doc, runs)))
@@ -394,7 +394,7 @@ def _render_history(doc: HistoryDocument, fmt: Format, runs: bool, what: str) ->
     if fmt == Format.json:
         print_json(doc.to_json())
         return
-    from perfq.run.render import history_markdown, print_history_runs, print_trends
+    from perfq.run.views import history_markdown, print_history_runs, print_trends
 
     if fmt == Format.markdown:
         sys.stdout.write(history_markdown(doc, runs))

@@ -27,18 +27,26 @@ from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Format, resolve_history, resolve_repo
 from perfq.run import defaults
 from perfq.run.compare import Settings, settings_from_config
-from perfq.run.comparisons import comparison_for_label
-from perfq.run.execute import Plan, SideSetup, check_sides, execute, planned_invocations, sandbox_note, timed_iterations
+from perfq.run.compare_labels import comparison_for_label
+from perfq.run.execute import (
+    RunSpec,
+    SideSetup,
+    check_sides,
+    execute,
+    planned_invocations,
+    sandbox_note,
+    timed_iterations,
+)
 from perfq.run.jobs import Selection, SideOptions, benchmark_root, default_python, make_sides, parse_env, select_jobs
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.plan import DEFAULT_BUDGET, RunShape, TestPlan, check_shard, parse_duration
-from perfq.run.plan_render import print_plan
+from perfq.run.plan_view import print_plan
 from perfq.run.progress import RunFeedback
-from perfq.run.render import print_comparison
 from perfq.run.report import ComparisonDocument, render_markdown
 from perfq.run.results import export_runs
+from perfq.run.run_report import RunDocument
 from perfq.run.sides import SourceOptions, prepare_sides
-from perfq.run.summaries import RunDocument
+from perfq.run.views import print_comparison
 from perfq.terminal import console, wide_console
 from schema.results_store import Run
 
@@ -139,7 +147,7 @@ def settings(repo: Path, alpha: float | None = None, min_effect: float | None = 
 # --- plan: the request checked, the jobs selected, the sides prepared ----------------------------------------
 
 
-def plan_run(request: RunRequest) -> Plan:
+def plan_run(request: RunRequest) -> RunSpec:
     """The run's plan; one with no jobs when nothing is selected (said on stderr, nothing prepared)."""
     started = time.monotonic()  # the budget is the whole run's wall time: side installs and builds count
     rounds = checked_rounds(request)
@@ -159,9 +167,9 @@ def plan_run(request: RunRequest) -> Plan:
     _say_plan(err, test_plan, rounds, notes)
     if not jobs:  # e.g. a compile-mode matrix entry on a runner without --use-compile: not an error in CI
         err.print("nothing to run: no benchmark selected")
-        return Plan(label=request.label, jobs=[], sides=[], out=request.out)
+        return RunSpec(label=request.label, jobs=[], sides=[], out=request.out)
     sides, jobs = _prepared_sides(request, repo, cfg, root, selection, sources, started, jobs, test_plan, err)
-    plan = Plan(label=request.label, jobs=jobs, sides=sides, repeat=rounds.repeat, bench_root=root, repo=repo,
+    plan = RunSpec(label=request.label, jobs=jobs, sides=sides, repeat=rounds.repeat, bench_root=root, repo=repo,
                 history=resolve_history(repo, request.history), out=request.out, adaptive=rounds.adaptive,
                 max_repeat=request.max_repeat, budget_seconds=rounds.budget_seconds, started=started,
                 batch=request.batch, timeout=request.timeout, sandbox=request.sandbox, realtime=realtime,
@@ -240,7 +248,7 @@ def _prepared_sides(request: RunRequest, repo: Path, cfg: Config, root: Path, se
 # --- sample, decide, store ------------------------------------------------------------------------------------
 
 
-def sample(plan: Plan, fmt: Format) -> list[Run]:
+def sample(plan: RunSpec, fmt: Format) -> list[Run]:
     """The rounds run with feedback (a bar on a terminal, plain lines in CI); each side's failures said on a
     terminal. The history and ``--out`` are saved after every invocation (a Ctrl-C keeps them: one-line error)."""
     if not plan.jobs:
@@ -267,14 +275,14 @@ def _say_sides(err: Console, runs: list[Run]) -> None:
             err.print(f"  [red]failed[/red] {escape(plain(f'{f.benchmark}: {tail}'))}")
 
 
-def decide(plan: Plan, ab: bool) -> ComparisonDocument | None:
+def decide(plan: RunSpec, ab: bool) -> ComparisonDocument | None:
     """The verdicts of both sides (``ab``), read back from the history the sampling saved them to."""
     if not ab or not plan.jobs or plan.history is None:
         return None
     return comparison_for_label(plan.history, plan.label, plan.settings)
 
 
-def store(plan: Plan, runs: list[Run]) -> None:
+def store(plan: RunSpec, runs: list[Run]) -> None:
     """The result file of a run that sampled nothing (``--out``: an empty one, as CI's artifact upload expects);
     the sampling stored every other run's history and result file after each invocation."""
     if not plan.jobs and plan.out is not None:
