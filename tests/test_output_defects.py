@@ -35,10 +35,10 @@ from perfq.run.report import (
     comparison_document,
     render_markdown,
 )
+from perfq.run.runs import Run
 from perfq.run.trend import trends_from_rows
 from perfq.run.views import print_comparison
 from perfq.terminal import Name
-from schema.results_store import Run
 from tests.conftest import git, run_perfq
 from tests.run_fakebench import make_bench_root
 

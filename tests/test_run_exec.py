@@ -20,7 +20,7 @@ from perfq.run.jobs import opbench_job
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
 from perfq.run.results import export_runs, import_files
-from schema.results_store import runs_for_label
+from perfq.run.store import runs_for_label
 from tests.affected_docs import affected_doc, canary, selected
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 

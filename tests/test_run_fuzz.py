@@ -26,8 +26,10 @@ from perfq.run import opbench
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import Measurement, OpBenchSpec
 from perfq.run.results import export_runs, import_files, line_schemas
+from perfq.run.runs import Run
 from perfq.run.script_bench import ScriptBench, parse_output, script_benchmarks
-from schema.results_store import Run, RunStatus, Side, runs_for_label
+from perfq.run.store import runs_for_label
+from schema.results_rows import RunStatus, Side
 
 FUZZ = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 SLOW_FUZZ = settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow])

@@ -17,7 +17,7 @@ from perfq.run.jobs import SideOptions
 from perfq.run.pipeline import RunRequest, checked_rounds, plan_run, run_benchmarks
 from perfq.run.report import Verdict
 from perfq.run.results import import_files
-from schema.results_store import runs_for_label
+from perfq.run.store import runs_for_label
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
 PY = sys.executable

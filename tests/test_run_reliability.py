@@ -150,7 +150,7 @@ def test_an_error_mid_run_finalises_the_runs(tmp_path):
     from perfq.run import execute as runner
     from perfq.run.jobs import opbench_job
     from perfq.run.opbench import OpBenchSpec
-    from schema.results_store import runs_for_label
+    from perfq.run.store import runs_for_label
 
     root = make_bench_root(tmp_path)
     plan = runner.RunSpec(label="E", jobs=[opbench_job(root, "fake_test", "eager", OpBenchSpec("", device="cpu"), ())],

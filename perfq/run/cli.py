@@ -241,18 +241,18 @@ def register(app: typer.Typer) -> None:
 def run(args: RunArgs) -> None:
     """Run the selected benchmarks as one side (or both, --ab) of a labelled comparison.
 
-        With --ab, sampling is sequential: after --repeat rounds only the tests not yet decided
-        run again, until each is decided, --max-repeat or the budget (docs/run.md). Progress: one
-        bar on a terminal, one line per finished invocation in CI logs.
+    With --ab, sampling is sequential: after --repeat rounds only the tests not yet decided
+    run again, until each is decided, --max-repeat or the budget (docs/run.md). Progress: one
+    bar on a terminal, one line per finished invocation in CI logs.
 
-        Examples:
+    Examples:
 
-            perfq run -l pr1 --ab --base-python base/bin/python --head-python head/bin/python --affected main
+        perfq run -l pr1 --ab --base-python base/bin/python --head-python head/bin/python --affected main
 
-            perfq run --label pr1 --side head --bench softmax --test Softmax_N1_C3_H256_W256_cpu
+        perfq run --label pr1 --side head --bench softmax --test Softmax_N1_C3_H256_W256_cpu
 
-            perfq run --label nightly-$(date +%F) --side head --bench softmax --bench sum --out nightly.json
-        """
+        perfq run --label nightly-$(date +%F) --side head --bench softmax --bench sum --out nightly.json
+    """
     from perfq.run.pipeline import run_benchmarks
 
     outcome = run_benchmarks(run_request(args))
@@ -263,19 +263,20 @@ def run(args: RunArgs) -> None:
 def compare(args: CompareArgs) -> None:
     """Compare the head side of LABEL against its base side, or against a stored baseline run.
 
-        Examples:
+    Examples:
 
-            perfq compare pr123
+        perfq compare pr123
 
-            perfq compare pr123 --format markdown > comment.md
+        perfq compare pr123 --format markdown > comment.md
 
-            perfq compare pr123 --baseline nightly-2024-06-01        # against last night's main run
+        perfq compare pr123 --baseline nightly-2024-06-01        # against last night's main run
 
-            perfq compare pr123 --fail-on-regression --min-effect 0.1
+        perfq compare pr123 --fail-on-regression --min-effect 0.1
 
-            perfq compare pr123 --format pytorch-benchmark > records.json   # PyTorch's benchmark database
-        """
-    from perfq.run.pipeline import print_comparison_as, settings
+        perfq compare pr123 --format pytorch-benchmark > records.json   # PyTorch's benchmark database
+    """
+    from perfq.run.compare_labels import settings
+    from perfq.run.views import print_comparison_as
 
     repo = resolve_repo(args.repo)
     path = resolve_history(repo, args.history)
@@ -291,17 +292,17 @@ def compare(args: CompareArgs) -> None:
 def history_cmd(args: HistoryArgs) -> None:
     """Show a benchmark's results across stored runs: a trend per test, with the steps in it.
 
-        Every run gives one point per test (the median of its samples), oldest first; steps are
-        level shifts found by binary segmentation with a robust score (docs/run.md, "History").
+    Every run gives one point per test (the median of its samples), oldest first; steps are
+    level shifts found by binary segmentation with a robust score (docs/run.md, "History").
 
-        Examples:
+    Examples:
 
-            perfq history softmax --label 'nightly-*' --side head
+        perfq history softmax --label 'nightly-*' --side head
 
-            perfq history softmax --test Softmax_N1_C3_H256_W256_cpu --runs
+        perfq history softmax --test Softmax_N1_C3_H256_W256_cpu --runs
 
-            perfq history softmax --format json | jq '.trends[] | select(.steps != [])'
-        """
+        perfq history softmax --format json | jq '.trends[] | select(.steps != [])'
+    """
     from perfq.run.opbench import normalize_name
     from perfq.run.report import HistoryDocument
     from perfq.run.trend import trends_from_rows
@@ -319,12 +320,12 @@ def history_cmd(args: HistoryArgs) -> None:
 def import_cmd(args: ImportArgs) -> None:
     """Merge result files from other machines into the history (idempotent).
 
-        Examples:
+    Examples:
 
-            perfq import results/*.json
+        perfq import results/*.json
 
-            perfq import other-machine/history.duckdb --history merged.duckdb --format json
-        """
+        perfq import other-machine/history.duckdb --history merged.duckdb --format json
+    """
     from perfq.run.results import import_files
     from perfq.run.run_report import ImportDocument
 

@@ -44,9 +44,11 @@ from perfq.run.compare import (
 from perfq.run.machine import Contention, interpreters_info, machine_info, repo_info, side_env, snapshot
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
+from perfq.run.runs import Run, now
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
+from perfq.run.store import save_runs
 from schema.db import DatabaseLocked
-from schema.results_store import Run, RunStatus, now, save_runs
+from schema.results_rows import RunStatus
 
 _T = TypeVar("_T")
 

@@ -26,9 +26,9 @@ from perfq.config import Config, load_config
 from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Format, resolve_history, resolve_repo
 from perfq.run import defaults
-from perfq.run.compare import Settings, settings_from_config
-from perfq.run.compare_labels import comparison_for_label
+from perfq.run.compare_labels import comparison_for_label, settings
 from perfq.run.execute import (
+    Job,
     RunSpec,
     SideSetup,
     check_sides,
@@ -42,13 +42,13 @@ from perfq.run.opbench import OpBenchSpec
 from perfq.run.plan import DEFAULT_BUDGET, RunShape, TestPlan, check_shard, parse_duration
 from perfq.run.plan_view import print_plan
 from perfq.run.progress import RunFeedback
-from perfq.run.report import ComparisonDocument, render_markdown
+from perfq.run.report import ComparisonDocument
 from perfq.run.results import export_runs
 from perfq.run.run_report import RunDocument
+from perfq.run.runs import Run
 from perfq.run.sides import SourceOptions, prepare_sides
-from perfq.run.views import print_comparison
-from perfq.terminal import console, wide_console
-from schema.results_store import Run
+from perfq.run.views import print_comparison_as
+from perfq.terminal import console
 
 REPLAN_AFTER = 0.02  # preparing the sides took more than this share of the budget: the plan is made again to fit
 
@@ -134,16 +134,6 @@ def interactive() -> bool:
     return sys.stderr.isatty() and os.environ.get("CI", "").lower() not in ("true", "1")
 
 
-def settings(repo: Path, alpha: float | None = None, min_effect: float | None = None,
-             max_samples: int | None = None) -> Settings:
-    """The comparison's settings: ``[tool.perfq.compare]`` of ``repo``, overridden by the options given."""
-    try:
-        return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect,
-                                    max_samples=max_samples)
-    except (ValueError, TypeError) as exc:
-        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
-
-
 # --- plan: the request checked, the jobs selected, the sides prepared ----------------------------------------
 
 
@@ -209,7 +199,7 @@ def _selection(request: RunRequest, rounds: Rounds, root: Path) -> Selection:
 
 
 def _select(request: RunRequest, repo: Path, cfg: Config, root: Path,
-            selection: Selection) -> tuple[list, list[str], TestPlan | None]:
+            selection: Selection) -> tuple[list[Job], list[str], TestPlan | None]:
     python = request.sides.python or request.sides.base_python or default_python()
     return select_jobs(repo, cfg, root, selection, request.runner, python)
 
@@ -225,8 +215,8 @@ def _say_plan(err: Console, test_plan: TestPlan | None, rounds: Rounds, notes: l
 
 
 def _prepared_sides(request: RunRequest, repo: Path, cfg: Config, root: Path, selection: Selection,
-                    sources: SourceOptions, started: float, jobs: list, test_plan: TestPlan | None,
-                    err: Console) -> tuple[list[SideSetup], list]:
+                    sources: SourceOptions, started: float, jobs: list[Job], test_plan: TestPlan | None,
+                    err: Console) -> tuple[list[SideSetup], list[Job]]:
     """The sides (with ``ab``: worktrees, venvs, builds prepared); the jobs planned again when that took
     more than REPLAN_AFTER of the budget."""
     options = replace(request.sides, base_env=parse_env(list(request.base_env)),
@@ -303,16 +293,6 @@ def report(request: RunRequest, runs: list[Run], comparison: ComparisonDocument 
         print_json(summary.to_json())
     else:
         sys.stdout.write(summary.markdown())
-
-
-def print_comparison_as(doc: ComparisonDocument, fmt: Format) -> None:
-    """A comparison on stdout: JSON, markdown, or the terminal's table."""
-    if fmt == Format.json:
-        print_json(doc.to_json())
-    elif fmt == Format.markdown:
-        sys.stdout.write(render_markdown(doc))
-    else:
-        print_comparison(wide_console(), doc)
 
 
 def exit_code(request: RunRequest, runs: list[Run], comparison: ComparisonDocument | None) -> int:
