@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar, get_type_hints
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -24,14 +24,15 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); finished work is kept
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`perfq ... | head`): 128 + SIGPIPE, quietly
 
 REPO_PANEL = "Repository"
-RepoOption = typer.Option(None, "--repo", rich_help_panel=REPO_PANEL,
-                          help="Repository root (default: the current git worktree).")
+REPO_HELP = "Repository root (default: the current git worktree)."
+HISTORY_HELP = "Results history database (default: <git common dir>/perfq/history.duckdb)."
+RepoOption = typer.Option(None, "--repo", rich_help_panel=REPO_PANEL, help=REPO_HELP)
 DbOption = typer.Option(None, "--db", rich_help_panel=REPO_PANEL,
                         help="Index database (default: <git common dir>/perfq/index.duckdb).")
-HistoryOption = typer.Option(
-    None, "--history", rich_help_panel=REPO_PANEL,
-    help="Results history database (default: <git common dir>/perfq/history.duckdb).",
-)
+HistoryOption = typer.Option(None, "--history", rich_help_panel=REPO_PANEL, help=HISTORY_HELP)
+# The same two options in the Annotated style: ``repo: RepoPath = None``.
+RepoPath = Annotated[Path | None, typer.Option("--repo", rich_help_panel=REPO_PANEL, help=REPO_HELP)]
+HistoryPath = Annotated[Path | None, typer.Option("--history", rich_help_panel=REPO_PANEL, help=HISTORY_HELP)]
 PRIORITY_HELP = ("Scheduling of the benchmark processes: realtime (SCHED_FIFO: other load cannot preempt them), "
                  "normal, or auto (realtime when permitted).")
 FORMAT_HELP = "table on a terminal, json for machines, markdown for PR comments."

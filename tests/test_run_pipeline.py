@@ -97,3 +97,13 @@ def test_no_function_of_the_run_cli_is_over_40_lines():
     long = {node.name: node.end_lineno - node.lineno + 1 for node in ast.walk(tree)
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 40}
     assert long == {}
+
+
+def test_the_run_cli_has_one_typer_style():
+    """Every option is ``Annotated[type, typer.Option(...)]``; none is a ``= typer.Option(...)`` default."""
+    tree = ast.parse(CLI_MODULE.read_text())
+    defaults = [node.value for node in ast.walk(tree) if isinstance(node, ast.AnnAssign) and node.value is not None]
+    assert not [ast.unparse(d) for d in defaults if "Option" in ast.unparse(d) or "Argument" in ast.unparse(d)]
+    fields = [node for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)]
+    assert len(fields) > 50 and all("Annotated" in ast.unparse(f.annotation) or ast.unparse(f.annotation) in (
+        "RepoPath", "HistoryPath") for f in fields)

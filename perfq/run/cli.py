@@ -20,8 +20,8 @@ from perfq.options import (
     FORMAT_HELP,
     PRIORITY_HELP,
     Format,
-    HistoryOption,
-    RepoOption,
+    HistoryPath,
+    RepoPath,
     positive,
     resolve_history,
     resolve_repo,
@@ -173,8 +173,8 @@ class RunArgs:
         help="How to print the result: " + FORMAT_HELP)] = Format.table
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
         help=f"With --ab: exit {EXIT_GATE} when the comparison finds a regression.")] = False
-    repo: Path | None = RepoOption
-    history: Path | None = HistoryOption
+    repo: RepoPath = None
+    history: HistoryPath = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,8 +194,8 @@ class CompareArgs:
         callback=_checked_threshold, help="Minimum relative change for a verdict (default 0.05).")] = None
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", rich_help_panel=_OUT,
         help=f"Exit {EXIT_GATE} on a regression, a failed benchmark or a side without a run.")] = False
-    repo: Path | None = RepoOption
-    history: Path | None = HistoryOption
+    repo: RepoPath = None
+    history: HistoryPath = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -214,8 +214,8 @@ class HistoryArgs:
         help="Smallest level shift reported as a step (relative).")] = 0.05
     fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT", rich_help_panel=_OUT, help=FORMAT_HELP)
                    ] = Format.table
-    repo: Path | None = RepoOption
-    history: Path | None = HistoryOption
+    repo: RepoPath = None
+    history: HistoryPath = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,8 +226,8 @@ class ImportArgs:
     fmt: Annotated[Format, typer.Option("--format", "-f", metavar="FORMAT",
                                         help="How to print the counts: " + FORMAT_HELP)
                    ] = Format.table
-    repo: Path | None = RepoOption
-    history: Path | None = HistoryOption
+    repo: RepoPath = None
+    history: HistoryPath = None
 
 
 def register(app: typer.Typer) -> None:
