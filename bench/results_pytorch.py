@@ -35,7 +35,8 @@ import duckdb
 import numpy as np
 
 from perfq.run.results import export_runs
-from schema.results_store import Run, RunStatus, Side
+from perfq.run.runs import Run
+from schema.results_rows import RunStatus, Side
 
 FILES, TESTS_PER_FILE, RUNS_PER_SIDE, REPEATS = 58, 35, 10, 30
 SLOW_SHARE, SLOWDOWN, NOISE = 0.03, 1.20, 0.03

@@ -1,4 +1,4 @@
-"""``perfq index``: the build as named passes over one state (indexer/build_plan.py). Every build
+"""``perfq index``: the build as named passes over one state (indexer/build_spec.py). Every build
 discovers and hashes the files; an edit of a few C++ files is then patched in place
 (indexer/incremental.py), anything else re-linked from the facts cache (indexer/relink.py, loaded
 only then: extract, link native, trace, link Python, link benchmarks, pack, write)."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from indexer.build_config import reads_torch, record_torch_build
 from indexer.build_info import BuildEvents, BuildReport
-from indexer.build_plan import BuildPlan, BuildState, plan_build
+from indexer.build_spec import BuildSpec, BuildState, specify_build
 from indexer.discover import discover
 from indexer.incremental import patch_index
 from indexer.native import NativeRun
@@ -43,80 +43,80 @@ def build_index(
     unchanged benchmark files are always kept. ``native``: also sample benchmark tests under perf
     (indexer/native.py; a re-link, never a patch); ``native_run``: one shard of them, written to a
     file too, or (without ``native``) shard files merged instead of sampling."""
-    plan = plan_build(repo, cfg, db_path, jobs=jobs, quiet=quiet, full=full, trace=trace, events=events,
+    spec = specify_build(repo, cfg, db_path, jobs=jobs, quiet=quiet, full=full, trace=trace, events=events,
                       native=native, native_run=native_run)
-    state = BuildState(inputs=dict(plan.inputs))
-    with sigterm_as_interrupt(), build_lock(plan.db_path):
-        state.inputs["indexed_commit"] = git.head(plan.repo)
+    state = BuildState(inputs=dict(spec.inputs))
+    with sigterm_as_interrupt(), build_lock(spec.db_path):
+        state.inputs["indexed_commit"] = git.head(spec.repo)
         # a patch's copy of the index is made, and the stat cache read, while the files are found
         # and hashed; a re-link starts after the copy is gone (it writes at the same scratch path)
-        with copying(plan.db_path) if plan.patchable else nullcontext() as copy, stat_cache(plan.stat_path) as stats:
-            discover_files(plan, state)
-            hash_files(plan, state, stats)
-            if copy is not None and patch(plan, state, copy):
-                record_build_settings(plan)
+        with copying(spec.db_path) if spec.patchable else nullcontext() as copy, stat_cache(spec.stat_path) as stats:
+            discover_files(spec, state)
+            hash_files(spec, state, stats)
+            if copy is not None and patch(spec, state, copy):
+                record_build_settings(spec)
                 return state.report
-        relink_from_cache(plan, state)
-        record_build_settings(plan)
+        relink_from_cache(spec, state)
+        record_build_settings(spec)
     return state.report
 
 
-def record_build_settings(plan: BuildPlan) -> None:
+def record_build_settings(spec: BuildSpec) -> None:
     """Record the installed torch's build settings once per torch install, in a build that may
     trace (importing torch costs seconds, as each traced benchmark's run does):
     `perfq affected` reads which ``#if`` branches the target build compiles from them."""
-    if plan.trace is not False and reads_torch(plan.cfg):
-        why = record_torch_build(plan.db_path.parent)
+    if spec.trace is not False and reads_torch(spec.cfg):
+        why = record_torch_build(spec.db_path.parent)
         if why is not None:
-            plan.events.phase("torch build settings not recorded", f"{why} (#if branches on its -D flags stay kept)")
+            spec.events.phase("torch build settings not recorded", f"{why} (#if branches on its -D flags stay kept)")
 
 
-def discover_files(plan: BuildPlan, state: BuildState) -> None:
+def discover_files(spec: BuildSpec, state: BuildState) -> None:
     """Pass *discover*: the files to index, by kind (indexer/discover.py)."""
-    state.files = discover(plan.repo, plan.cfg)
-    state.report.timings["discover"] = time.perf_counter() - plan.started
+    state.files = discover(spec.repo, spec.cfg)
+    state.report.timings["discover"] = time.perf_counter() - spec.started
 
 
-def hash_files(plan: BuildPlan, state: BuildState, stats: StatCache) -> None:
+def hash_files(spec: BuildSpec, state: BuildState, stats: StatCache) -> None:
     """Pass *hash*: the files' content digests (hashed again only when their stat changed)."""
     with state.timed("hash"):
-        state.digests = stats.digests(plan.repo, [path for paths in state.files.values() for path in paths])
+        state.digests = stats.digests(spec.repo, [path for paths in state.files.values() for path in paths])
     # a changed module of a benchmark tree (the harness, shared configs) changes the tests
     # of the benchmarks importing it: they are traced again, in a re-link
     modules = {p: state.digests[p] for p in state.files["benchmark_module"]}
     state.inputs["source_sha:benchmark_modules"] = combined_digest(modules)
 
 
-def patch(plan: BuildPlan, state: BuildState, copy: CopyInProgress) -> bool:
+def patch(spec: BuildSpec, state: BuildState, copy: CopyInProgress) -> bool:
     """Pass *patch*: patch the index in place (``copy``: the copy of it being made) when only a few
     C++ files changed; False when the change needs a re-link."""
-    patched = patch_index(plan, state, copy)
+    patched = patch_index(spec, state, copy)
     if patched is None:
         return False
     report = state.report
     report.reparsed, report.counts, report.skipped = patched.reparsed, patched.counts, patched.skipped
     report.timings.update(patched.timings)
-    report.timings["total"] = time.perf_counter() - plan.started
+    report.timings["total"] = time.perf_counter() - spec.started
     report.mode = "patched"
     return True
 
 
-def relink_from_cache(plan: BuildPlan, state: BuildState) -> None:
+def relink_from_cache(spec: BuildSpec, state: BuildState) -> None:
     """The re-link's passes (indexer/relink.py); when the facts cache holds facts that do not fit,
     once more with every file parsed again."""
     from indexer.relink import relink  # here: the pool, linker, yaml and tracer load only for a re-link
 
     try:
-        relink(plan, state)
+        relink(spec, state)
     except _CACHE_FAULTS:
-        if not plan.facts_path.exists():
+        if not spec.facts_path.exists():
             raise  # a fault of the build itself, not of cached facts
         # facts that decode but do not fit (a poisoned or damaged cache line): every file is
         # parsed again, once; a fault that remains is the build's own and propagates
-        plan.events.phase("cache", f"the facts cache {plan.facts_path} holds facts that do not fit: "
+        spec.events.phase("cache", f"the facts cache {spec.facts_path} holds facts that do not fit: "
                                    "parsing every file again")
-        plan.facts_path.unlink(missing_ok=True)
-        relink(plan, state)
+        spec.facts_path.unlink(missing_ok=True)
+        relink(spec, state)
 
 
 # what facts of the wrong types or references out of range raise while linking and writing

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from indexer.build_plan import BuildPlan, BuildState
+from indexer.build_spec import BuildSpec, BuildState
 from indexer.devices import device_of_key, ops_of_stubs
 from indexer.extract import file_facts, read_source
 from indexer.facts import Call, FileFacts, Function, registration_signature, structure_signature, usings_of
@@ -49,12 +49,12 @@ class _Unpatchable(Exception):
     """The change needs a full re-link."""
 
 
-def patch_index(plan: BuildPlan, state: BuildState, copy: CopyInProgress) -> Patched | None:
-    """The build's patch pass: patch ``plan.db_path`` for the files changed since it was built (the
+def patch_index(spec: BuildSpec, state: BuildState, copy: CopyInProgress) -> Patched | None:
+    """The build's patch pass: patch ``spec.db_path`` for the files changed since it was built (the
     files and digests of ``state``, found by the discover and hash passes), or None when a full
     build is needed. One connection, to ``copy`` (the copy of the index the build started, which
     replaces it), both checks and patches."""
-    repo, db_path, discovered, digests = plan.repo, plan.db_path, state.files, state.digests
+    repo, db_path, discovered, digests = spec.repo, spec.db_path, state.files, state.digests
     meta = {**state.inputs, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     timings: dict[str, float] = {}
     started = time.perf_counter()

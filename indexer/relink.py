@@ -1,5 +1,5 @@
 """The re-link path of ``perfq index`` (what a patch cannot do) as named passes over the build's
-state (indexer/build_plan.py), run in order by ``relink``: extract the facts of new and changed
+state (indexer/build_spec.py), run in order by ``relink``: extract the facts of new and changed
 files in a process pool (the others come from the facts cache) and link the C++ files while the pool
 parses the others, trace benchmarks, link the Python files and the benchmarks, pack the tables, sample
 natively (``--native``) and write the index; the facts cache is saved alongside."""
@@ -18,7 +18,7 @@ from pathlib import Path
 from indexer.bench_imports import dependencies
 from indexer.benchmarks import BenchmarkFacts
 from indexer.build_info import extractor_version
-from indexer.build_plan import BuildPlan, BuildState, ExtractJob
+from indexer.build_spec import BuildSpec, BuildState, ExtractJob
 from indexer.compile_db import load_compile_db
 from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
@@ -49,106 +49,106 @@ from schema.writer import Prefill, write_index
 
 
 @gc_paused()  # on until the facts are freed: a collection over them cost ~0.8 s mid-build, another ran at its end
-def relink(plan: BuildPlan, state: BuildState) -> None:
+def relink(spec: BuildSpec, state: BuildState) -> None:
     """The re-link's passes, in order, after discover and hash (indexer/build.py); runs under the
     build's lock and fills ``state``, its report included. Two overlaps keep it fast: the C++
     files are linked while the pool parses the others (extract hands off to link_native), and
     forked children save the facts cache and write the C++ rows while the rest links."""
-    state.canaries = load_canaries(plan.canaries)  # a malformed canaries file fails before any work
-    find_work(plan, state)
-    extract(plan, state)  # runs link_native once the C++ files and the yaml are in
-    trace(plan, state)
-    with _facts_cache_saved(plan, state), _prefilled(plan, state) as prefill:
+    state.canaries = load_canaries(spec.canaries)  # a malformed canaries file fails before any work
+    find_work(spec, state)
+    extract(spec, state)  # runs link_native once the C++ files and the yaml are in
+    trace(spec, state)
+    with _facts_cache_saved(spec, state), _prefilled(spec, state) as prefill:
         with state.timed("link"), alongside(prefill.write):
-            link_python(plan, state)
-            link_benchmarks(plan, state)
-            pack(plan, state)
-        sample(plan, state)
-        write(plan, state, prefill)
-    _finish_report(plan, state)
+            link_python(spec, state)
+            link_benchmarks(spec, state)
+            pack(spec, state)
+        sample(spec, state)
+        write(spec, state, prefill)
+    _finish_report(spec, state)
 
 
-def find_work(plan: BuildPlan, state: BuildState) -> None:
+def find_work(spec: BuildSpec, state: BuildState) -> None:
     """Pass *extract*, its first half: the facts cache, and the files whose cached facts are not
     current (content and compile flags) as jobs, C++ files first (they are linked while the others
     are parsed); the others' facts are kept."""
     state.lines = {}
-    state.cache = load_cache(plan.facts_path, extractor_version(), state.lines)
+    state.cache = load_cache(spec.facts_path, extractor_version(), state.lines)
     state.kept = {}
-    compile_db = load_compile_db(plan.repo, plan.cfg.compile_commands) if plan.cfg.compile_commands else {}
+    compile_db = load_compile_db(spec.repo, spec.cfg.compile_commands) if spec.cfg.compile_commands else {}
     jobs: list[ExtractJob] = []
     for kind in ("cpp", "python", "benchmark"):
         for path in state.files[kind]:
             args = compile_db.get(path) if kind == "cpp" else None
             # cached facts depend on the content and, for a real parse, the flags
             flags = hashlib.sha256(repr(args).encode()).hexdigest()[:12] if args else ""
-            job = ExtractJob(str(plan.repo), kind, path, args or None, flags)
+            job = ExtractJob(str(spec.repo), kind, path, args or None, flags)
             cached = state.cache.get(job.cache_key)
             if cached is not None and cached[1] == (state.digests[path] or "") + flags:
                 state.kept[job.cache_key] = cached
             else:
                 jobs.append(job)
-    if plan.upstream is not None:
-        jobs += _upstream_jobs(plan.upstream, state.cache, state.kept)
+    if spec.upstream is not None:
+        jobs += _upstream_jobs(spec.upstream, state.cache, state.kept)
     jobs.sort(key=lambda job: job.kind != "cpp")
     state.extract_jobs = jobs
     state.report.reused, state.report.reparsed = len(state.kept), len(jobs)
 
 
-def extract(plan: BuildPlan, state: BuildState) -> None:
+def extract(spec: BuildSpec, state: BuildState) -> None:
     """Pass *extract*: run the extractors over the jobs in a process pool and read the yaml files
     whose content changed (the others' operators come from the cache), filling ``state.kept`` and
     the new facts' cache lines. Once the C++ files and the yaml files are in, it hands off to
     link_native, which runs while the pool parses the other files. Ends with the facts by kind."""
     jobs = state.extract_jobs
-    plan.events.phase("extract", f"{len(jobs)} files to parse, {len(state.kept)} from the facts cache")
+    spec.events.phase("extract", f"{len(jobs)} files to parse, {len(state.kept)} from the facts cache")
     with state.timed("extract"):
-        yaml_todo = _yaml_todo(plan, state)
+        yaml_todo = _yaml_todo(spec, state)
         if not (jobs or yaml_todo):
-            link_native(plan, state)
+            link_native(spec, state)
         else:
-            _extract_in_pool(plan, state, yaml_todo)
-    state.reader = ",".join(state.kept[key][2][1] for key, _ in plan.yaml_keys.values())
+            _extract_in_pool(spec, state, yaml_todo)
+    state.reader = ",".join(state.kept[key][2][1] for key, _ in spec.yaml_keys.values())
     state.python_facts = _facts(state.kept, "python")
     state.benches = _facts(state.kept, "benchmark")
 
 
-def link_native(plan: BuildPlan, state: BuildState) -> None:
+def link_native(spec: BuildSpec, state: BuildState) -> None:
     """Pass *link native*: the link's first step (indexer/link.py NativeLink), once the C++ facts
     and the operators are in: what the C++ files and the operators make on their own."""
     with state.timed("link_cpp"):
-        ops, state.yaml_warnings = merge_ops(_yaml_layers(plan.yaml_keys, state.kept))
+        ops, state.yaml_warnings = merge_ops(_yaml_layers(spec.yaml_keys, state.kept))
         cpp_facts = _facts(state.kept, "cpp")
-        plan.events.phase("link-cpp",
+        spec.events.phase("link-cpp",
                           f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
         state.native = NativeLink(cpp_facts, ops)
 
 
-def trace(plan: BuildPlan, state: BuildState) -> None:
+def trace(spec: BuildSpec, state: BuildState) -> None:
     """Pass *trace*: the traced tests of each benchmark file, cached or traced now (``_traces``)."""
     with state.timed("trace"):
-        imports = _benchmark_imports(plan.repo, state.benches, state.files["benchmark_module"], state.digests)
-        state.traces = _traces(plan, state, imports)
+        imports = _benchmark_imports(spec.repo, state.benches, state.files["benchmark_module"], state.digests)
+        state.traces = _traces(spec, state, imports)
     state.report.trace_failures = {
         p: t.reason or "; ".join(t.errors[:1]) for p, t in state.traces.items() if t.status != "ok"
     }
 
 
-def link_python(plan: BuildPlan, state: BuildState) -> None:
+def link_python(spec: BuildSpec, state: BuildState) -> None:
     """Pass *link Python*: the Python files' functions, and what needs them numbered (stubs linked
     to operators by name, backward formulas, Python references through imports and re-exports)."""
     assert state.native is not None
-    plan.events.phase("link", f"{len(state.python_facts)} Python files, {len(state.benches)} benchmark files")
-    state.native.link_python(state.python_facts, _derivatives(plan.repo, plan.cfg, plan.upstream))
+    spec.events.phase("link", f"{len(state.python_facts)} Python files, {len(state.benches)} benchmark files")
+    state.native.link_python(state.python_facts, _derivatives(spec.repo, spec.cfg, spec.upstream))
 
 
-def link_benchmarks(plan: BuildPlan, state: BuildState) -> None:
+def link_benchmarks(spec: BuildSpec, state: BuildState) -> None:
     """Pass *link benchmarks*: the benchmarks, what they reference and what their traces ran."""
     assert state.native is not None
     state.native.link_benchmarks(state.benches, state.traces)
 
 
-def pack(plan: BuildPlan, state: BuildState) -> None:
+def pack(spec: BuildSpec, state: BuildState) -> None:
     """Pass *pack*: the tables as the index holds them (the graph packed, the canary sets, the
     link's and the yaml's warnings)."""
     assert state.native is not None
@@ -160,13 +160,13 @@ def pack(plan: BuildPlan, state: BuildState) -> None:
     state.rows[WarningRow.TABLE] = [(f, p, m) for f, p, m in tables.warnings] + yaml_warnings + trace_warnings
 
 
-def sample(plan: BuildPlan, state: BuildState) -> None:
+def sample(spec: BuildSpec, state: BuildState) -> None:
     """Pass *native* (``--native`` only): sample the benchmark tests under perf into the
     native_samples and native_tests tables (perf was checked when the build was planned)."""
-    run = plan.native_run
-    if not plan.native and not run.merge:
+    run = spec.native_run
+    if not spec.native and not run.merge:
         return
-    events = plan.events
+    events = spec.events
 
     def finished(test: NativeTest, error: str) -> None:
         events.phase("native", f"{test.bench}/{test.test}: {error or 'sampled'}")
@@ -178,7 +178,7 @@ def sample(plan: BuildPlan, state: BuildState) -> None:
         else:
             shard = f", shard {run.shard}" if run.shard else ""
             events.phase("native", f"sampling benchmark tests under perf -e cpu-clock -g (one process per test{shard})")
-            done = sample_native(plan.repo, state.rows, NativeOptions(shard=run.shard), on_test=finished)
+            done = sample_native(spec.repo, state.rows, NativeOptions(shard=run.shard), on_test=finished)
             if run.out is not None:
                 save_shard(run.out, done, state.rows, run.shard)
     state.rows[NativeSampleRow.TABLE] = list(done.rows)
@@ -189,36 +189,36 @@ def sample(plan: BuildPlan, state: BuildState) -> None:
     state.inputs.update(done.meta())
 
 
-def write(plan: BuildPlan, state: BuildState, prefill: Prefill) -> None:
-    """Pass *write*: the tables and the meta as the index at ``plan.db_path`` (atomically; the rows
+def write(spec: BuildSpec, state: BuildState, prefill: Prefill) -> None:
+    """Pass *write*: the tables and the meta as the index at ``spec.db_path`` (atomically; the rows
     ``prefill`` wrote are not written again)."""
     rows = state.rows
     missing = sorted({m for t in state.traces.values() if (m := t.missing_module())})
     inputs = {"native_functions_reader": state.reader, "trace_missing_modules": ",".join(missing), **state.inputs}
-    plan.events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {plan.db_path}")
+    spec.events.phase("write", f"{sum(len(r) for r in rows.values()):,} rows to {spec.db_path}")
     with state.timed("write"):
-        write_index(plan.db_path, rows, _meta(plan.repo, inputs, state), prefill)
+        write_index(spec.db_path, rows, _meta(spec.repo, inputs, state), prefill)
     state.report.counts = {k: len(v) for k, v in rows.items()}
 
 
-def _finish_report(plan: BuildPlan, state: BuildState) -> None:
+def _finish_report(spec: BuildSpec, state: BuildState) -> None:
     """The report's total and skipped files; the build's objects are kept until the process exits
     (not freed one by one)."""
     assert state.native is not None
     file_facts = [*state.native.ctx.files, *state.python_facts]
-    state.report.timings["total"] = time.perf_counter() - plan.started
+    state.report.timings["total"] = time.perf_counter() - spec.started
     state.report.skipped = sorted((f.path, f.message) for f in file_facts if f.status == FileStatus.SKIPPED)
     keep_until_exit(state.kept, state.cache, state.lines, state.native, file_facts, state.benches, state.traces)
 
 
 @contextlib.contextmanager
-def _facts_cache_saved(plan: BuildPlan, state: BuildState) -> Iterator[None]:
+def _facts_cache_saved(spec: BuildSpec, state: BuildState) -> Iterator[None]:
     """The facts cache saved (when it changed) by a forked child while the block links and writes."""
     saving = state.report.reparsed or set(state.kept) != set(state.cache)
     if not saving:
         yield
         return
-    with alongside(_save_facts, plan.facts_path, extractor_version(), state.kept, state.lines):
+    with alongside(_save_facts, spec.facts_path, extractor_version(), state.kept, state.lines):
         yield
 
 
@@ -233,11 +233,11 @@ def _save_facts(path: Path, version: str, entries: dict, lines: dict) -> None:
 
 
 @contextlib.contextmanager
-def _prefilled(plan: BuildPlan, state: BuildState) -> Iterator[Prefill]:
+def _prefilled(spec: BuildSpec, state: BuildState) -> Iterator[Prefill]:
     """The rows of the link's first step (NativeLink.heads), to be written into the new index by a
     forked child on the core the link leaves idle; its scratch file is removed when the block fails."""
     assert state.native is not None
-    prefill = Prefill(plan.db_path, state.native.heads())
+    prefill = Prefill(spec.db_path, state.native.heads())
     try:
         yield prefill
     except BaseException:
@@ -279,10 +279,10 @@ def _upstream_jobs(upstream: Upstream, cache: dict, kept: dict) -> list[ExtractJ
     return [ExtractJob(str(upstream.root), kind, p, key_prefix="up:") for kind, paths in kinds for p in paths]
 
 
-def _yaml_todo(plan: BuildPlan, state: BuildState) -> list[tuple[str, str, Path]]:
+def _yaml_todo(spec: BuildSpec, state: BuildState) -> list[tuple[str, str, Path]]:
     """(cache key, digest, path) of the yaml files whose content changed; the others' operators are kept."""
     todo = []
-    for path, (key, sha) in plan.yaml_keys.items():
+    for path, (key, sha) in spec.yaml_keys.items():
         cached = state.cache.get(key)
         if cached is not None and cached[1] == sha:
             state.kept[key] = cached
@@ -291,21 +291,21 @@ def _yaml_todo(plan: BuildPlan, state: BuildState) -> list[tuple[str, str, Path]
     return todo
 
 
-def _extract_in_pool(plan: BuildPlan, state: BuildState, yaml_todo: list[tuple[str, str, Path]]) -> None:
+def _extract_in_pool(spec: BuildSpec, state: BuildState, yaml_todo: list[tuple[str, str, Path]]) -> None:
     """The pool's part of pass *extract*: the jobs parsed and the yaml files read in worker
     processes; link_native runs here once the last C++ file (and the yaml) is in."""
     jobs, kept = state.extract_jobs, state.kept
-    n_workers = plan.jobs or os.cpu_count() or 1
+    n_workers = spec.jobs or os.cpu_count() or 1
     n_cpp = sum(1 for job in jobs if job.kind == "cpp")
-    progress = _Progress(len(jobs), plan.quiet)
+    progress = _Progress(len(jobs), spec.quiet)
     with worker_pool(n_workers) as pool:
-        yaml_futures = [(key, sha, pool.submit(load_native_functions, plan.repo, p)) for key, sha, p in yaml_todo]
+        yaml_futures = [(key, sha, pool.submit(load_native_functions, spec.repo, p)) for key, sha, p in yaml_todo]
 
         def hand_off() -> None:
             for key, sha, fut in yaml_futures:
                 kept[key] = ("yaml", sha, fut.result())
             with progress.saying("indexing (linking the C++ files)"):  # the count stands still meanwhile
-                link_native(plan, state)
+                link_native(spec, state)
 
         chunk = max(1, min(64, len(jobs) // (n_workers * 8) or 1))
         with progress:
@@ -420,14 +420,14 @@ def _benchmark_imports(
     }
 
 
-def _traces(plan: BuildPlan, state: BuildState, imports: dict[str, dict[str, str | None]]) -> dict[str, FileTrace]:
+def _traces(spec: BuildSpec, state: BuildState, imports: dict[str, dict[str, str | None]]) -> dict[str, FileTrace]:
     """Traced tests per benchmark file: cached ones whose file, the files of its tree it
     ``imports``, torch and tracer are unchanged (unless one failed for want of a module that is
-    installed now), and new traces of the others when torch is importable (``plan.trace`` None:
+    installed now), and new traces of the others when torch is importable (``spec.trace`` None:
     when it is; True: required; False: never). Without torch, earlier traces of unchanged files
     (and imports) are kept."""
-    version = torch_available() if plan.trace is not False else None
-    if plan.trace is True and version is None:
+    version = torch_available() if spec.trace is not False else None
+    if spec.trace is True and version is None:
         raise PerfqError(f"tracing benchmarks needs torch importable by {sys.executable} (or pass --no-trace)")
     out: dict[str, FileTrace] = {}
     todo: list[tuple[BenchmarkFacts, str]] = []
@@ -445,24 +445,24 @@ def _traces(plan: BuildPlan, state: BuildState, imports: dict[str, dict[str, str
         elif wanted is not None and b.status == "ok":
             todo.append((b, wanted))
     if todo:
-        out.update(_traced(plan, state, todo))
+        out.update(_traced(spec, state, todo))
     return out
 
 
-def _traced(plan: BuildPlan, state: BuildState, todo: list[tuple[BenchmarkFacts, str]]) -> dict[str, FileTrace]:
+def _traced(spec: BuildSpec, state: BuildState, todo: list[tuple[BenchmarkFacts, str]]) -> dict[str, FileTrace]:
     """New traces of the benchmark files ``todo`` (with their cache keys), kept for the facts
     cache unless they timed out or ran out of memory."""
     kinds = {"operator_benchmark": "operator_benchmark"}
-    trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), plan.repo / b.file) for b, _ in todo]
-    opts = TraceOptions(parallel=plan.jobs or os.cpu_count() or 1, repo=plan.repo)
+    trace_jobs = [TraceJob(b.file, kinds.get(b.framework, "script"), spec.repo / b.file) for b, _ in todo]
+    opts = TraceOptions(parallel=spec.jobs or os.cpu_count() or 1, repo=spec.repo)
     state.report.trace_sandbox = sandbox_summary()
-    plan.events.phase("trace", f"{len(trace_jobs)} benchmark files, {state.report.trace_sandbox}")
+    spec.events.phase("trace", f"{len(trace_jobs)} benchmark files, {state.report.trace_sandbox}")
     done = 0
 
     def finished(result: FileTrace) -> None:
         nonlocal done
         done += 1
-        plan.events.traced(result, done, len(trace_jobs))
+        spec.events.traced(result, done, len(trace_jobs))
 
     results = trace_files(trace_jobs, opts, finished)
     out: dict[str, FileTrace] = {}

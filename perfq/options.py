@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from dataclasses import MISSING, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
@@ -21,18 +24,13 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); finished work is kept
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`perfq ... | head`): 128 + SIGPIPE, quietly
 
 REPO_PANEL = "Repository"
-_REPO_HELP = "Repository root (default: the current git worktree)."
-_DB_HELP = "Index database (default: <git common dir>/perfq/index.duckdb)."
-_HISTORY_HELP = "Results history database (default: <git common dir>/perfq/history.duckdb)."
+REPO_HELP = "Repository root (default: the current git worktree)."
+DB_HELP = "Index database (default: <git common dir>/perfq/index.duckdb)."
+HISTORY_HELP = "Results history database (default: <git common dir>/perfq/history.duckdb)."
 # the shared options in the one Typer style: ``repo: RepoOpt = None``
-RepoOpt = Annotated[Path | None, typer.Option("--repo", rich_help_panel=REPO_PANEL, help=_REPO_HELP)]
-DbOpt = Annotated[Path | None, typer.Option("--db", rich_help_panel=REPO_PANEL, help=_DB_HELP)]
-HistoryOpt = Annotated[Path | None, typer.Option("--history", rich_help_panel=REPO_PANEL, help=_HISTORY_HELP)]
-# the same as ``= RepoOption`` defaults: only perfq/run/cli.py still declares them so (issue 39: the
-# runarch branch converts it; then these three go)
-RepoOption = typer.Option(None, "--repo", rich_help_panel=REPO_PANEL, help=_REPO_HELP)
-DbOption = typer.Option(None, "--db", rich_help_panel=REPO_PANEL, help=_DB_HELP)
-HistoryOption = typer.Option(None, "--history", rich_help_panel=REPO_PANEL, help=_HISTORY_HELP)
+RepoOpt = Annotated[Path | None, typer.Option("--repo", rich_help_panel=REPO_PANEL, help=REPO_HELP)]
+DbOpt = Annotated[Path | None, typer.Option("--db", rich_help_panel=REPO_PANEL, help=DB_HELP)]
+HistoryOpt = Annotated[Path | None, typer.Option("--history", rich_help_panel=REPO_PANEL, help=HISTORY_HELP)]
 PRIORITY_HELP = ("Scheduling of the benchmark processes: realtime (SCHED_FIFO: other load cannot preempt them), "
                  "normal, or auto (realtime when permitted).")
 FORMAT_HELP = "table on a terminal, json for machines, markdown for PR comments."
@@ -75,3 +73,29 @@ def positive(value: float | None) -> float | None:
     if finite(value) is not None and value <= 0:
         raise typer.BadParameter(f"{value:g} is not positive")
     return value
+
+
+Args = TypeVar("Args")
+
+
+def takes_options(args_type: type[Args]) -> Callable[[Callable[[Args], None]], Callable[..., None]]:
+    """Decorator: a Typer command whose options are the fields of the dataclass ``args_type`` (each
+    ``Annotated[type, typer.Option(...)]``, in order), called with one instance of it.
+
+    A command with many options stays one short function: the options are declared once, as a type.
+    """
+    hints = get_type_hints(args_type, include_extras=True)
+    parameters = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name],
+                                    default=inspect.Parameter.empty if f.default is MISSING else f.default)
+                  for f in fields(args_type)]  # type: ignore[arg-type]
+
+    def decorate(body: Callable[[Args], None]) -> Callable[..., None]:
+        def command(**values: Any) -> None:
+            body(args_type(**values))
+
+        command.__name__, command.__doc__ = body.__name__, body.__doc__
+        command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in parameters}
+        return command
+
+    return decorate

@@ -33,7 +33,8 @@ from perfq.errors import PerfqError
 from schema.db import DatabaseLocked, transaction
 from schema.engine import duckdb
 from schema.history import LOCK_WAIT, connect_history, open_waiting, tables
-from schema.results_store import FAILURE_FIELDS, RESULT_TABLES, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
+from schema.results_rows import FAILURE_FIELDS, RUN_FIELDS, SAMPLE_FIELDS, RunStatus
+from schema.results_store import RESULT_TABLES
 
 MEMORY_LIMIT = "256MB"
 RUN_REF = "run"  # key of a sample/failure line naming its run's ordinal

@@ -6,18 +6,17 @@ uuid that travels with the export, so merging the result files of many CI jobs i
 one DuckDB is idempotent: rows are keyed by (run id, sequence number) and inserted only
 when missing; a run that was incomplete locally becomes complete if the import has it so.
 
+The rows are typed in :mod:`schema.results_rows` (``RunRow``, ``Sample``, ``Failure``,
+``Invocation``, one ``StoredRun`` per run); the run's domain (``perfq.run.runs.Run``, which a run fills as it
+samples) is converted to and from them by ``perfq.run.store``, above this layer.
+
 Readers open the history read-only and wait (bounded) for a writer's short hold; a
 ``perfq run`` writes after every invocation and waits likewise (see :mod:`schema.history`).
 """
 
 from __future__ import annotations
 
-import json
-import math
-import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from enum import Enum
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,172 +26,43 @@ from perfq.errors import PerfqError
 from schema.db import transaction
 from schema.engine import duckdb
 from schema.history import LOCK_WAIT, connect_history, tables
-
-RUN_FIELDS = (
-    "id",
-    "label",
-    "side",
-    "ref",
-    "commit_sha",
-    "torch_version",
-    "python",
-    "host",
-    "cpu",
-    "started_at",
-    "ended_at",
-    "command",
-    "status",
-    "notes",
-    "env",
+from schema.results_rows import (
+    FAILURE_FIELDS,
+    INVOCATION_FIELDS,
+    RUN_FIELDS,
+    SAMPLE_FIELDS,
+    Failure,
+    Invocation,
+    RunRow,
+    RunStatus,
+    Sample,
+    StoredRun,
 )
-SAMPLE_FIELDS = ("seq", "repeat_index", "benchmark", "test", "mode", "device", "metric", "unit", "value")
-FAILURE_FIELDS = ("seq", "benchmark", "command", "returncode", "stderr_tail", "failed_at")
-INVOCATION_FIELDS = ("seq", "seconds", "tests", "started_at", "machine")
 
 
-def now() -> str:
-    """The current UTC time as an ISO string, to the millisecond (runs started in one second keep their order)."""
-    return datetime.now(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds")
-
-
-class Side(str, Enum):
-    """Which side of a labelled comparison a run measured."""
-
-    base = "base"
-    head = "head"
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One measured value of one test in one invocation (``seq`` numbers a run's samples)."""
-
-    seq: int
-    repeat_index: int
-    benchmark: str
-    test: str
-    mode: str
-    device: str
-    metric: str
-    unit: str
-    value: float
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A benchmark invocation that failed (non-zero exit, time-out, nothing parsable)."""
-
-    seq: int
-    benchmark: str
-    command: str
-    returncode: int | None
-    stderr_tail: str
-    failed_at: str
-
-
-@dataclass(frozen=True)
-class Invocation:
-    """One benchmark process of a run: its wall time and the tests it measured (JSON: "bench/test" -> seconds)."""
-
-    seq: int
-    seconds: float
-    tests: str
-    started_at: str
-    machine: str = ""  # JSON: the contention it ran under (perfq.run.machine.Contention); '' when not measured
-
-
-class RunStatus(str, Enum):
-    """Where a run is: started, finished, or stopped early (Ctrl-C) with what it measured so far."""
-
-    running = "running"
-    complete = "complete"
-    incomplete = "incomplete"
-
-
-@dataclass
-class Run:
-    """One side of a comparison with what it measured so far."""
-
-    label: str
-    side: Side
-    id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    ref: str = ""
-    commit_sha: str = ""
-    torch_version: str = ""
-    python: str = ""
-    host: str = ""
-    cpu: str = ""
-    started_at: str = field(default_factory=now)
-    ended_at: str | None = None
-    command: str = ""
-    status: RunStatus = RunStatus.running
-    notes: str = ""
-    env: str = ""  # JSON: machine, interpreter, torch build, commit, environment overrides (perfq.run.machine)
-    samples: list[Sample] = field(default_factory=list, metadata={"internal": True})
-    failures: list[Failure] = field(default_factory=list, metadata={"internal": True})
-    invocations: list[Invocation] = field(default_factory=list, metadata={"internal": True})  # local: not exported
-    stored_samples: int | None = field(default=None, metadata={"internal": True})  # count, when not loaded
-
-    @property
-    def sample_count(self) -> int:
-        """Samples of the run (counted in the history when they were not loaded)."""
-        return len(self.samples) if self.stored_samples is None else self.stored_samples
-
-    def add_sample(self, repeat_index: int, benchmark: str, m: Any) -> None:
-        """Append a measurement (anything with test/mode/device/metric/unit/value); a non-finite value
-        (``nan``, ``inf`` printed by a benchmark) is not a measurement and is dropped."""
-        if not math.isfinite(float(m.value)):
-            return
-        self.samples.append(
-            Sample(
-                len(self.samples),
-                repeat_index,
-                benchmark,
-                m.test,
-                m.mode,
-                m.device,
-                m.metric,
-                m.unit,
-                float(m.value),
-            )
-        )
-
-    def add_failure(self, benchmark: str, command: str, returncode: int | None, stderr_tail: str) -> None:
-        self.failures.append(Failure(len(self.failures), benchmark, command, returncode, stderr_tail, now()))
-
-    def add_invocation(self, seconds: float, shares: dict[tuple[str, str], float], started_at: str,
-                       machine: dict[str, Any] | None = None) -> None:
-        """Record one benchmark process: its wall, each measured (benchmark, test)'s share of it in seconds,
-        and the contention it ran under (``machine``)."""
-        tests = {f"{bench}/{test}": round(share, 4) for (bench, test), share in sorted(shares.items())}
-        self.invocations.append(Invocation(len(self.invocations), float(seconds), json.dumps(tests), started_at,
-                                           json.dumps(machine) if machine else ""))
-
-    def row(self) -> list[Any]:
-        return [getattr(self, f) for f in RUN_FIELDS]
-
-
-def _write(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> tuple[int, int, int]:
+def _write(con: duckdb.DuckDBPyConnection, runs: Sequence[StoredRun]) -> tuple[int, int, int]:
     """Insert missing rows of ``runs``; returns (new runs, new samples, new failures)."""
     new_runs = new_samples = new_failures = 0
-    for run in runs:
+    for stored in runs:
+        run = stored.row
         existing = con.execute("SELECT status FROM runs WHERE id = ?", [run.id]).fetchone()
         if existing is None:
             placeholders = ", ".join("?" for _ in RUN_FIELDS)
-            con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({placeholders})", run.row())
+            con.execute(f"INSERT INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({placeholders})", list(run))
             new_runs += 1
         elif existing[0] != RunStatus.complete:
             con.execute(
                 "UPDATE runs SET status = ?, ended_at = ?, notes = ?, env = ? WHERE id = ?",
                 [run.status, run.ended_at, run.notes, run.env, run.id],
             )
-        new_samples += _insert_missing(con, "samples", SAMPLE_FIELDS, run.id, run.samples)
-        new_failures += _insert_missing(con, "failures", FAILURE_FIELDS, run.id, run.failures)
-        _insert_missing(con, "invocations", INVOCATION_FIELDS, run.id, run.invocations)
+        new_samples += _insert_missing(con, "samples", SAMPLE_FIELDS, run.id, stored.samples)
+        new_failures += _insert_missing(con, "failures", FAILURE_FIELDS, run.id, stored.failures)
+        _insert_missing(con, "invocations", INVOCATION_FIELDS, run.id, stored.invocations)
     return new_runs, new_samples, new_failures
 
 
 def _insert_missing(con: duckdb.DuckDBPyConnection, table: str, fields: list[str] | tuple[str, ...], run_id: str,
-                    items: list[Any]) -> int:
+                    items: Sequence[Sample | Failure | Invocation]) -> int:
     """Insert the ``items`` of a run (samples or failures) whose ``seq`` is not stored yet."""
     have = {r[0] for r in con.execute(f"SELECT seq FROM {table} WHERE run_id = ?", [run_id]).fetchall()}
     rows = [[run_id, *[getattr(item, f) for f in fields]] for item in items if item.seq not in have]
@@ -203,7 +73,7 @@ def _insert_missing(con: duckdb.DuckDBPyConnection, table: str, fields: list[str
     return len(rows)
 
 
-def save_runs(history: Path, runs: list[Run], wait: float = LOCK_WAIT) -> tuple[int, int, int]:
+def save_runs(history: Path, runs: Sequence[StoredRun], wait: float = LOCK_WAIT) -> tuple[int, int, int]:
     """Write ``runs`` (and their new samples/failures) to the history in one transaction.
 
     Waits up to ``wait`` seconds for readers or another writer to let go of the file.
@@ -230,10 +100,10 @@ def _text(value: Any) -> str | None:
 
 
 def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None,
-              with_samples: bool = True) -> list[Run]:
+              with_samples: bool = True) -> list[StoredRun]:
     """Runs (with failures, and samples unless ``with_samples`` is False) matching a condition on ``runs``."""
     rows = _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id", params)
-    runs = [Run(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
+    runs = [RunRow(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
             for row in rows]
     ids = [run.id for run in runs]
     failures: dict[str, list[Failure]] = {}
@@ -242,14 +112,13 @@ def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any]
         failures.setdefault(r.pop("run_id"), []).append(Failure(**{**r, "failed_at": _text(r["failed_at"])}))
     counts = dict(con.execute("SELECT run_id, count(*) FROM samples WHERE list_contains(?, run_id) GROUP BY run_id",
                               [ids]).fetchall())
-    for run in runs:
-        run.failures = failures.get(run.id, [])
-        if with_samples:
-            run.samples = [Sample(**r) for r in _rows(
-                con, f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq", [run.id])]
-        else:
-            run.stored_samples = counts.get(run.id, 0)
-    return runs
+    return [StoredRun(run, _samples(con, run.id) if with_samples else (), tuple(failures.get(run.id, ())),
+                      sample_count=None if with_samples else counts.get(run.id, 0)) for run in runs]
+
+
+def _samples(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[Sample, ...]:
+    sql = f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq"
+    return tuple(Sample(**r) for r in _rows(con, sql, [run_id]))
 
 
 RESULT_TABLES = frozenset({"runs", "samples", "failures"})
@@ -266,7 +135,7 @@ def open_read(history: Path, wait: float = LOCK_WAIT) -> duckdb.DuckDBPyConnecti
     return con
 
 
-def runs_for_label(history: Path, label: str, with_samples: bool = True) -> list[Run]:
+def runs_for_label(history: Path, label: str, with_samples: bool = True) -> list[StoredRun]:
     """Every run stored under ``label``."""
     con = open_read(history)
     try:

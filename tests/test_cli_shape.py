@@ -10,15 +10,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-import typer
 
-from perfq import options
 from perfq.cli import COMMAND_MODULES
 
 MAX_BODY_LINES = 40
-_RUN_CLI = "perfq.run.cli"
-# the options of perfq.options declared as `= RepoOption` defaults (the old style)
-_OLD_STYLE_NAMES = {name for name, value in vars(options).items() if isinstance(value, typer.models.ParameterInfo)}
 _TYPER_PARAMETERS = {"Option", "Argument"}
 
 
@@ -42,11 +37,11 @@ def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 
 
 def _old_style_default(default: ast.expr) -> bool:
-    """``= typer.Option(...)``, ``= typer.Argument(...)`` or ``= RepoOption`` (a shared one)."""
+    """``= typer.Option(...)`` or ``= typer.Argument(...)``."""
     if isinstance(default, ast.Call) and isinstance(default.func, ast.Attribute):
         return default.func.attr in _TYPER_PARAMETERS and isinstance(default.func.value, ast.Name) \
             and default.func.value.id == "typer"
-    return isinstance(default, ast.Name) and default.id in _OLD_STYLE_NAMES
+    return False
 
 
 def findings(source: str) -> list[Finding]:
@@ -63,15 +58,7 @@ def findings(source: str) -> list[Finding]:
     return sorted(out)
 
 
-def _cli_modules() -> list:
-    return [
-        pytest.param(m, marks=pytest.mark.xfail(reason="perfq/run/cli.py: runarch branch", strict=True))
-        if m == _RUN_CLI else m
-        for m in sorted(set(COMMAND_MODULES.values()))
-    ]
-
-
-@pytest.mark.parametrize("module", _cli_modules())
+@pytest.mark.parametrize("module", sorted(set(COMMAND_MODULES.values())))
 def test_cli_module_shape(module):
     found = findings(_module_file(module).read_text())
     assert not found, "\n".join(f"{module}:{f.line} {f.function}: {f.problem}" for f in found)
@@ -82,7 +69,7 @@ def test_findings_catch_long_functions_and_old_style_options():
     source = (
         "import typer\n"
         f"def long():\n    '''Doc.'''\n{long_body}\n"
-        "def old(repo=RepoOption, n: int = typer.Option(1, '--n')):\n    pass\n"
+        "def old(repo=typer.Argument(None), n: int = typer.Option(1, '--n')):\n    pass\n"
         "def new(n: Annotated[int, typer.Option('--n')] = 1):\n    pass\n"
     )
     assert [(f.function, f.problem.split()[0]) for f in findings(source)] == [

@@ -55,7 +55,8 @@ def test_compare_document_validates_against_its_schema():
 
 
 def test_compare_cli_json_validates(tmp_path):
-    from schema.results_store import Run, save_runs
+    from perfq.run.runs import Run
+    from perfq.run.store import save_runs
 
     hist = tmp_path / "h.duckdb"
     runs = [Run(label="s", side=side, status="complete") for side in ("base", "head")]

@@ -18,9 +18,9 @@ from indexer.trace import TracedTest, TraceMode
 from perfq.cli.render_affected import markdown, table
 from perfq.common.diff import parse_diff
 from perfq.coverage.report import CoverageFacts, Overload, build_report, gap_text
-from perfq.run.plan import Candidate, CostSource, build_plan, config_of
-from perfq.run.plan_render import headline, left_out_lines
-from perfq.run.planning import dtype_units
+from perfq.run.plan import Candidate, CostSource, config_of, fit_plan
+from perfq.run.plan_inputs import dtype_units
+from perfq.run.plan_view import headline, left_out_lines
 from query.document import DispatchGap
 from query.dtype_gaps import change_scope, gaps, on_scope
 from query.equivalent import dispatch_gain, words
@@ -202,14 +202,14 @@ def test_the_plan_covers_pairs_with_a_test_of_a_timed_size():
     units = dtype_units(store.traced_dtypes(["remainder.Tensor"]))
     assert units[("remainder_test", TESTS[0][1])] == {"remainder [CPU, integral]"}
     candidates = [_candidate(t, units[("remainder_test", t)]) for _, t, *_ in TESTS[:3]]
-    plan = build_plan(candidates, 1, budget_seconds=60)
+    plan = fit_plan(candidates, 1, budget_seconds=60)
     covers = [t.test for t in plan.tests if t.pick.value == "covers"]
     assert sorted(covers) == [TESTS[2][1], TESTS[1][1]]  # the 64x64x64 int32 test, not the 1-element one
     assert (plan.pairs_covered, plan.pairs_executable, plan.coverage) == (2, 2, 1.0)
     assert "of the (operator, dispatch key, dtype) pairs some benchmark executes" in headline(plan)
-    tight = build_plan(candidates, 1, budget_seconds=37.5)  # one test and its process fit: the other pair is named
+    tight = fit_plan(candidates, 1, budget_seconds=37.5)  # one test and its process fit: the other pair is named
     assert tight.pairs_covered == 1 and any("pairs not run (over budget)" in line for line in left_out_lines(tight))
-    ints = build_plan(candidates[:2], 1, budget_seconds=60)  # an integer-path change: integer tests only
+    ints = fit_plan(candidates[:2], 1, budget_seconds=60)  # an integer-path change: integer tests only
     assert [t.test for t in ints.tests if t.pick.value == "covers"] == [TESTS[1][1]]
 
 

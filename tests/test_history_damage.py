@@ -14,7 +14,7 @@ import pytest
 
 from perfq.errors import PerfqError
 from perfq.run.compare import Settings
-from perfq.run.comparisons import comparison_for_label
+from perfq.run.compare_labels import comparison_for_label
 from tests.run_fakebench import make_bench_root
 
 BLOCK = 4096

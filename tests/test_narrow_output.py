@@ -12,8 +12,8 @@ from rich.console import Console
 
 from perfq.ir.store import IRRecord, store_collection
 from perfq.run.compare import Verdict
-from perfq.run.render import print_comparison
 from perfq.run.report import ComparisonDocument, SideInfo, SideStatus, Summary, TestRow
+from perfq.run.views import print_comparison
 from tests.coverage_fixture_db import build_index, build_repo
 from tests.run_fakebench import make_bench_root
 from tests.test_ir_cli import EDIT, ttir

@@ -26,7 +26,6 @@ from perfq.run import progress
 from perfq.run.compare import TestKey, Verdict, compare_samples
 from perfq.run.execute import Job, Tick, TickKind, batch_jobs
 from perfq.run.opbench import OpBenchSpec
-from perfq.run.render import print_comparison
 from perfq.run.report import (
     ComparisonDocument,
     SideInfo,
@@ -36,9 +35,10 @@ from perfq.run.report import (
     comparison_document,
     render_markdown,
 )
+from perfq.run.runs import Run
 from perfq.run.trend import trends_from_rows
+from perfq.run.views import print_comparison
 from perfq.terminal import Name
-from schema.results_store import Run
 from tests.conftest import git, run_perfq
 from tests.run_fakebench import make_bench_root
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from perfq.run.results import import_files
-from schema.results_store import Run, RunStatus, Side, runs_for_label, save_runs
+from perfq.run.runs import Run
+from perfq.run.store import runs_for_label, save_runs
+from schema.results_rows import RunStatus, Side
 
 DASHBOARD = Path(__file__).parent / "data" / "pytorch_benchmark_dashboard.json"
 BASE = (10.0, 10.2, 9.9, 10.1, 10.0, 9.8, 10.3, 10.1)

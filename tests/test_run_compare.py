@@ -14,7 +14,7 @@ from scipy import stats
 
 from perfq.run.compare import SampleColumns, Settings, TestKey, compare_columns, compare_samples, settings_from_config
 from perfq.run.report import comparison_document, render_markdown
-from schema.results_store import Run
+from perfq.run.runs import Run
 
 
 def key(test: str, bench: str = "b_test", unit: str = "us", metric: str = "forward_time") -> TestKey:

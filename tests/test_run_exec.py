@@ -23,7 +23,7 @@ from perfq.run.opbench import OpBenchSpec
 from perfq.run.report import ComparisonDocument, HistoryDocument
 from perfq.run.results import export_runs, import_files
 from perfq.run.script_bench import ScriptBench
-from schema.results_store import runs_for_label
+from perfq.run.store import runs_for_label
 from tests.affected_docs import affected_doc, canary, selected
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 
@@ -34,7 +34,7 @@ def plan_for(tmp: Path, root: Path, benches=("fake_test",), base_env=(), head_en
     tests = kw.pop("tests", ())
     jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
     sides = [runner.SideSetup("base", PY, tuple(base_env)), runner.SideSetup("head", PY, tuple(head_env))]
-    return runner.Plan(
+    return runner.RunSpec(
         label=kw.pop("label", "L"),
         jobs=jobs,
         sides=sides,
@@ -66,7 +66,7 @@ def test_ab_run_stores_samples_and_flags_the_slow_side(tmp_path):
     assert vals[("base", "add_M8_cpu")] == 10.0 and vals[("head", "add_M8_cpu")] == 15.0
     assert dict((r[1], r[5]) for r in rows)["add_M8_cpu_bwdall"] == "backward_time"
     from perfq.run.compare import Settings
-    from perfq.run.comparisons import comparison_for_label
+    from perfq.run.compare_labels import comparison_for_label
     from perfq.run.report import Verdict
 
     doc = comparison_for_label(tmp_path / "h.duckdb", "L", Settings())
@@ -164,14 +164,14 @@ print(f"noisy: {100 * (0.75 + 0.35 * (count * 0.618034 % 1))} us")
 """
 
 
-def script_plan(tmp: Path, env=(), **kw) -> runner.Plan:
+def script_plan(tmp: Path, env=(), **kw) -> runner.RunSpec:
     """An A/A of a script bench: ``steady`` always prints 100 us, ``noisy`` 75-110 us, spread evenly over the
     invocations (golden-ratio steps: a standard deviation of about 10%, never two modes 1.5x apart)."""
     (tmp / "bench.py").write_text(SCRIPT)
     bench = ScriptBench("script", ("{python}", "bench.py"), re.compile(r"^(?P<test>\w+): (?P<value>[0-9.e+-]+) us$",
                                                                          re.MULTILINE))
     sides = [runner.SideSetup("base", PY, tuple(env)), runner.SideSetup("head", PY, tuple(env))]
-    return runner.Plan(label="S", jobs=[runner.Job("script", script=bench)], sides=sides, repo=tmp,
+    return runner.RunSpec(label="S", jobs=[runner.Job("script", script=bench)], sides=sides, repo=tmp,
                        history=tmp / "h.duckdb", **kw)
 
 

@@ -14,8 +14,8 @@ from perfq.common.documents import json_schema
 from perfq.options import EXIT_GATE
 from perfq.run import progress
 from perfq.run.execute import Job, Tick, TickKind
-from perfq.run.summaries import ImportDocument, RunDocument
-from schema.results_store import runs_for_label
+from perfq.run.run_report import ImportDocument, RunDocument
+from perfq.run.store import runs_for_label
 from tests.conftest import git
 from tests.run_fakebench import ALL_TESTS_SHORT, make_bench_root
 

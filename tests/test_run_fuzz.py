@@ -26,8 +26,10 @@ from perfq.run import opbench
 from perfq.run.jobs import opbench_job
 from perfq.run.opbench import Measurement, OpBenchSpec
 from perfq.run.results import export_runs, import_files, line_schemas
+from perfq.run.runs import Run
 from perfq.run.script_bench import ScriptBench, parse_output, script_benchmarks
-from schema.results_store import Run, RunStatus, Side, runs_for_label
+from perfq.run.store import runs_for_label
+from schema.results_rows import RunStatus, Side
 
 FUZZ = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 SLOW_FUZZ = settings(deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow])
@@ -266,7 +268,7 @@ def test_a_run_of_a_benchmark_printing_anything_finishes(chunks):
         (root / "pt" / "output.bin").write_bytes(b"\n".join(chunks))
         (root / "benchmark_runner.py").write_text("")
         history = Path(tmp) / "h.duckdb"
-        plan = runner.Plan(label="fuzz", jobs=[opbench_job(root, "echo_test", "eager", OpBenchSpec(""), ())],
+        plan = runner.RunSpec(label="fuzz", jobs=[opbench_job(root, "echo_test", "eager", OpBenchSpec(""), ())],
                            sides=[runner.SideSetup("head", sys.executable)], repeat=1, bench_root=root, repo=Path(tmp),
                            history=history, timeout=60)
         (run,) = runner.execute(plan)

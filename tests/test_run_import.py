@@ -12,7 +12,9 @@ import jsonschema
 import pytest
 
 from perfq.run.results import EXPORT_FORMAT, export_runs, import_files, line_schemas
-from schema.results_store import Run, RunStatus, Side, runs_for_label
+from perfq.run.runs import Run
+from perfq.run.store import runs_for_label
+from schema.results_rows import RunStatus, Side
 from tests.aten_fixture import make_repo
 
 VALID_SAMPLE = {"seq": 0, "repeat_index": 0, "benchmark": "b_test", "test": "t1", "mode": "eager", "device": "cpu",

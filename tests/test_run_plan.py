@@ -18,15 +18,15 @@ from perfq.run.plan import (
     LeftOut,
     Pick,
     RunShape,
-    build_plan,
     check_shard,
     config_of,
     elements_of,
+    fit_plan,
     parse_duration,
     shard_of,
     split,
 )
-from perfq.run.planning import candidates_from
+from perfq.run.plan_inputs import candidates_from
 from schema.index_store import TracedTestOps
 from tests.affected_docs import affected_doc, canary, selected
 from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
@@ -54,7 +54,7 @@ def budget_for(seconds_per_pass: float, shape: RunShape = ONE_PASS) -> float:
 def test_cover_prefers_operators_per_second():
     # one 10 s test covers a b c; two 1 s tests cover a b and c: the cheap pair wins
     pool = [cand("big", "t_all", "a b c", 10.0), cand("ab", "t_ab", "a b", 1.0), cand("c", "t_c", "c", 1.0)]
-    plan = build_plan(pool, ops_reached=4, budget_seconds=budget_for(5.0), shape=ONE_PASS)
+    plan = fit_plan(pool, ops_reached=4, budget_seconds=budget_for(5.0), shape=ONE_PASS)
     assert {t.test for t in plan.tests} == {"t_ab", "t_c"}
     assert all(t.pick == Pick.covers for t in plan.tests)
     assert (plan.ops_covered, plan.ops_executable, plan.coverage) == (3, 3, 1.0)
@@ -64,7 +64,7 @@ def test_cover_prefers_operators_per_second():
 def test_budget_cut_states_what_is_left_out_and_why():
     pool = [cand("a", "a_M8", "x", 2.0), cand("b", "b_M8", "y", 2.0), cand("c", "c_M8", "z", 2.0),
             cand("c2", "c_M8", "z", 3.0), cand("gpu", "g_M8_cuda", "w", 0.1, device="cuda")]
-    plan = build_plan(pool, ops_reached=10, budget_seconds=budget_for(4.5), shape=ONE_PASS)
+    plan = fit_plan(pool, ops_reached=10, budget_seconds=budget_for(4.5), shape=ONE_PASS)
     assert len(plan.tests) == 2 and plan.ops_covered == 2 and plan.ops_executable == 4  # w counts, on any device
     why = reasons(plan)
     assert why["gpu"] == LeftOut.other_device
@@ -77,7 +77,7 @@ def test_budget_cut_states_what_is_left_out_and_why():
 
 def test_no_budget_runs_everything_selected_on_the_device():
     pool = [cand("a", "a1", "x", 2.0), cand("a", "a2", "x", 2.0), cand("g", "g_cuda", "y", 1.0, device="cuda")]
-    plan = build_plan(pool, ops_reached=2, budget_seconds=None, shape=ONE_PASS)
+    plan = fit_plan(pool, ops_reached=2, budget_seconds=None, shape=ONE_PASS)
     assert [t.test for t in plan.tests] == ["a1", "a2"] and {t.pick for t in plan.tests} == {Pick.all}
     assert reasons(plan) == {"g": LeftOut.other_device}
 
@@ -86,13 +86,13 @@ def test_spread_adds_configs_of_covered_modules_with_the_budget_left():
     pool = [cand("add", "add_M8_dtypetorch.float32", "add", 1.0),
             cand("add", "add_M8_dtypetorch.float16", "add", 1.0),
             cand("add", "add_M4096_N4096_dtypetorch.float32", "add", 1.0)]
-    plan = build_plan(pool, ops_reached=1, budget_seconds=budget_for(10.0), shape=ONE_PASS)
+    plan = fit_plan(pool, ops_reached=1, budget_seconds=budget_for(10.0), shape=ONE_PASS)
     # the cover is the test of a timed size; the 8-element float16 one adds both its dtype and its
     # size, and leaves the 8-element float32 one nothing new
     assert [(t.test, t.pick) for t in plan.tests] == [("add_M4096_N4096_dtypetorch.float32", Pick.covers),
                                                       ("add_M8_dtypetorch.float16", Pick.spread)]
     assert reasons(plan) == {"add": LeftOut.redundant}
-    tight = build_plan(pool, ops_reached=1, budget_seconds=budget_for(1.0), shape=ONE_PASS)
+    tight = fit_plan(pool, ops_reached=1, budget_seconds=budget_for(1.0), shape=ONE_PASS)
     assert len(tight.tests) == 1 and {g.reason for g in tight.left_out} == {LeftOut.over_budget}
 
 
@@ -101,14 +101,14 @@ def test_canary_set_stands_in_for_the_full_set_and_is_sized_to_the_budget():
     full = [cand("binary", f"add_M{n}", "relu", 0.5) for n in range(40)]  # executes nothing the canary misses
     extra = [cand("sort", "sort_M8", "sort", 1.0)]  # an operator no canary test executes
     pool = canary + full + extra
-    plan = build_plan(pool, ops_reached=3, budget_seconds=budget_for(30.0), shape=ONE_PASS, shared=True)
+    plan = fit_plan(pool, ops_reached=3, budget_seconds=budget_for(30.0), shape=ONE_PASS, shared=True)
     assert plan.canary_stand_in and plan.canary_benchmarks == ("unary",)
     assert set(plan.benchmarks) == {"unary", "sort"}  # not the 40 binary tests, though they fit the budget
     assert reasons(plan)["binary"] == LeftOut.canary_stands_in
     assert plan.coverage == 1.0
-    small = build_plan(pool, ops_reached=3, budget_seconds=budget_for(2.0), shape=ONE_PASS, shared=True)
+    small = fit_plan(pool, ops_reached=3, budget_seconds=budget_for(2.0), shape=ONE_PASS, shared=True)
     assert len(small.tests) == 2  # one canary test and sort: the canary set shrinks to the budget
-    not_shared = build_plan(pool, ops_reached=3, budget_seconds=budget_for(30.0), shape=ONE_PASS)
+    not_shared = fit_plan(pool, ops_reached=3, budget_seconds=budget_for(30.0), shape=ONE_PASS)
     assert not not_shared.canary_stand_in and LeftOut.canary_stands_in not in {g.reason for g in not_shared.left_out}
 
 
@@ -116,7 +116,7 @@ def test_estimate_counts_rounds_sides_and_process_starts_for_default_costs():
     shape = RunShape(rounds=5, sides=2, batch=True, process_start=4.0)
     pool = [Candidate("a", "a1", "m", frozenset({"x"}), config_of("a1"), 1.0, CostSource.default),
             Candidate("b", "b1", "m", frozenset({"y"}), config_of("b1"), 1.0, CostSource.default)]
-    plan = build_plan(pool, ops_reached=2, budget_seconds=None, shape=shape)
+    plan = fit_plan(pool, ops_reached=2, budget_seconds=None, shape=shape)
     # per round and side: 2 tests + one process start (batched) + 2 file imports of 1 s
     assert plan.estimated_seconds == pytest.approx(10 * (2.0 + 4.0 + 2.0))
 
@@ -126,7 +126,7 @@ def test_estimate_counts_rounds_sides_and_process_starts_for_default_costs():
 def test_shards_are_balanced_by_cost(costs, n):
     pool = [cand(f"b{i % 7}", f"t{i}", f"op{i}", c) for i, c in enumerate(costs)]
     shape = RunShape(rounds=1, sides=1, process_start=0.0, shards=n, batch=False)
-    plan = build_plan(pool, ops_reached=len(pool), budget_seconds=None, shape=shape)
+    plan = fit_plan(pool, ops_reached=len(pool), budget_seconds=None, shape=shape)
     shards = split(plan, shape)
     assert len(shards) == n
     assert sorted(t.test for s in shards for t in s.tests) == sorted(t.test for t in plan.tests)
@@ -145,9 +145,9 @@ def test_shards_are_balanced_by_cost(costs, n):
 
 def test_shards_give_each_shard_a_whole_budget():
     pool = [cand("b", f"t{i}", f"op{i}", 1.0) for i in range(40)]
-    one = build_plan(pool, 40, budget_for(10.0), ONE_PASS)
+    one = fit_plan(pool, 40, budget_for(10.0), ONE_PASS)
     four = RunShape(rounds=1, sides=1, process_start=0.0, shards=4)
-    plan = build_plan(pool, 40, budget_for(10.0), four)
+    plan = fit_plan(pool, 40, budget_for(10.0), four)
     assert len(one.tests) == 10 and len(plan.tests) == 40
     assert plan.estimated_seconds == pytest.approx(10.0)  # the longest shard, not the sum
 
@@ -200,7 +200,7 @@ def test_candidates_from_an_affected_document():
                        (canary("loops", "unary_test", "untraced_test"),), ops=doc.ops)
     got = {(c.benchmark, c.test): c for c in candidates_from(doc, rows, walls)}
     assert got[("untraced_test", "")].ops == {"file:untraced_test"} and got[("untraced_test", "")].canary
-    plan = build_plan(list(got.values()), ops_reached=3, budget_seconds=3600.0)
+    plan = fit_plan(list(got.values()), ops_reached=3, budget_seconds=3600.0)
     assert {"bare_test", "untraced_test", "script_bench"} <= set(plan.benchmarks)
     assert plan.ops_executable == 3  # add.Tensor, mul.Tensor, relu: the files standing for themselves do not count
 
@@ -249,7 +249,7 @@ def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch)
     from perfq.cli import render_affected
 
     doc = _shared_doc()
-    plan = build_plan([cand("b3_test", "t3_M8", "op", 1.0, canary=True)] +
+    plan = fit_plan([cand("b3_test", "t3_M8", "op", 1.0, canary=True)] +
                       [cand(f"b{i}_test", f"t{i}_M8", "op", 1.0) for i in range(12) if i != 3],
                       ops_reached=1, budget_seconds=300.0, shared=True)
     md = render_affected.markdown(doc, plan)
@@ -272,7 +272,7 @@ def test_shared_infrastructure_headline_comes_before_the_long_lists(monkeypatch)
 def test_an_untraced_benchmark_keeps_one_test_in_the_plan():
     # (ciflow) an index without traces (no torch where it was built) knows no operator of a test: such a
     # selected benchmark was planned away entirely as "redundant"; one of its tests now runs
-    plan = build_plan([cand("untraced_test", "U_N8", "", 1.0), cand("untraced_test", "U_N64", "", 1.0),
+    plan = fit_plan([cand("untraced_test", "U_N8", "", 1.0), cand("untraced_test", "U_N64", "", 1.0),
                        cand("traced_test", "T_N8", "add", 1.0)], 1, 100.0, ONE_PASS)
     assert sorted(t.benchmark for t in plan.tests) == ["traced_test", "untraced_test"]
 

@@ -150,10 +150,10 @@ def test_an_error_mid_run_finalises_the_runs(tmp_path):
     from perfq.run import execute as runner
     from perfq.run.jobs import opbench_job
     from perfq.run.opbench import OpBenchSpec
-    from schema.results_store import runs_for_label
+    from perfq.run.store import runs_for_label
 
     root = make_bench_root(tmp_path)
-    plan = runner.Plan(label="E", jobs=[opbench_job(root, "fake_test", "eager", OpBenchSpec("", device="cpu"), ())],
+    plan = runner.RunSpec(label="E", jobs=[opbench_job(root, "fake_test", "eager", OpBenchSpec("", device="cpu"), ())],
                        sides=[runner.SideSetup("base", PY), runner.SideSetup("head", PY)], repeat=3, bench_root=root,
                        repo=tmp_path, history=tmp_path / "h.duckdb")
     calls = []

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from perfq.errors import PerfqError
-from perfq.run.sides import SidePlan, fetch_wheel, refuse_same_code, sha256_of, side_bench_root
+from perfq.run.sides import SideSpec, fetch_wheel, refuse_same_code, sha256_of, side_bench_root
 from tests.conftest import db_rows, git, run_perfq
 
 BENCH_TOML = """\
@@ -215,15 +215,15 @@ def test_wheel_urls_are_downloaded_once(tmp_path):
 def test_side_identity_and_bench_root(tmp_path):
     from perfq.run.sides import Install
 
-    built = SidePlan("base", "a", "1" * 40, "/py", Install.build, ("{python}", "-c", "pass"))
-    refuse_same_code(built, SidePlan("head", "b", "2" * 40, "/py", Install.build, ("{python}", "-c", "pass")))
-    refuse_same_code(built, SidePlan("head", "a", "1" * 40, "/other/py", Install.build, ("{python}", "-c", "pass")))
+    built = SideSpec("base", "a", "1" * 40, "/py", Install.build, ("{python}", "-c", "pass"))
+    refuse_same_code(built, SideSpec("head", "b", "2" * 40, "/py", Install.build, ("{python}", "-c", "pass")))
+    refuse_same_code(built, SideSpec("head", "a", "1" * 40, "/other/py", Install.build, ("{python}", "-c", "pass")))
     with pytest.raises(PerfqError, match="both refs name that commit"):
-        refuse_same_code(built, SidePlan("head", "b", "1" * 40, "/py", Install.build, ("{python}", "-c", "pass")))
-    wheel = SidePlan("base", "a", "1" * 40, "/py", Install.wheel, wheel="w1.whl")
-    refuse_same_code(wheel, SidePlan("head", "b", "2" * 40, "/py", Install.wheel, wheel="w2.whl"), "s1", "s2")
+        refuse_same_code(built, SideSpec("head", "b", "1" * 40, "/py", Install.build, ("{python}", "-c", "pass")))
+    wheel = SideSpec("base", "a", "1" * 40, "/py", Install.wheel, wheel="w1.whl")
+    refuse_same_code(wheel, SideSpec("head", "b", "2" * 40, "/py", Install.wheel, wheel="w2.whl"), "s1", "s2")
     with pytest.raises(PerfqError, match="same file"):
-        refuse_same_code(wheel, SidePlan("head", "b", "2" * 40, "/py", Install.wheel, wheel="w2.whl"), "s", "s")
+        refuse_same_code(wheel, SideSpec("head", "b", "2" * 40, "/py", Install.wheel, wheel="w2.whl"), "s", "s")
     repo = tmp_path / "repo"
     assert side_bench_root(repo, repo / "benchmarks" / "ob", tmp_path / "wt") == tmp_path / "wt" / "benchmarks" / "ob"
     assert side_bench_root(repo, tmp_path / "elsewhere", tmp_path / "wt") == tmp_path / "elsewhere"

@@ -18,7 +18,7 @@ PY = sys.executable
 
 def _run(tmp: Path, root: Path, benches: tuple[str, ...], tests: tuple[str, ...] = (), batch: bool = False):
     jobs = [opbench_job(root, b, "eager", OpBenchSpec("", device="cpu"), tests) for b in benches]
-    plan = runner.Plan(label="tags", jobs=jobs, sides=[runner.SideSetup("head", PY)], repeat=1, bench_root=root,
+    plan = runner.RunSpec(label="tags", jobs=jobs, sides=[runner.SideSetup("head", PY)], repeat=1, bench_root=root,
                        repo=tmp, history=tmp / "h.duckdb", batch=batch)
     return runner.execute(plan)[0]
 
@@ -121,7 +121,7 @@ def test_only_the_selected_tests_configs_are_built_with_the_real_runner(tmp_path
     (root / "pt" / "count_test.py").write_text(COUNTING_MODULE)
     wanted = ("count_M8_N64_cpu", "count_M32_N4_cpu_bwdall")
     jobs = [opbench_job(root, "count_test", "eager", OpBenchSpec("", device="cpu", iterations=2, num_runs=1), wanted)]
-    plan = runner.Plan(label="narrow", jobs=jobs, sides=[runner.SideSetup("head", PY)], repeat=1, bench_root=root,
+    plan = runner.RunSpec(label="narrow", jobs=jobs, sides=[runner.SideSetup("head", PY)], repeat=1, bench_root=root,
                        repo=tmp_path, history=tmp_path / "h.duckdb")
     seen: list[str] = []
     spawn = runner._spawn

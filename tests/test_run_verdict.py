@@ -15,7 +15,7 @@ from perfq.run import execute as runner
 from perfq.run.compare import TestKey, compare_samples
 from perfq.run.machine import Contention, MachineSnapshot
 from perfq.run.report import comparison_document, render_markdown
-from schema.results_store import Run
+from perfq.run.runs import Run
 from tests.conftest import run_perfq
 from tests.run_fakebench import make_bench_root
 from tests.test_run_exec import PY, plan_for

@@ -104,7 +104,7 @@ def write_graph(request: AffectedRequest, doc: AffectedDoc) -> None:
 def plan(request: AffectedRequest, doc: AffectedDoc) -> TestPlan:
     """The budgeted plan of ``doc``: ``budget`` per shard (default 15m), ``shards`` shards (default 1)."""
     from perfq.run.plan import DEFAULT_BUDGET, RunShape, check_shard, parse_duration
-    from perfq.run.planning import plan_for
+    from perfq.run.plan_inputs import plan_for
 
     _, n = check_shard(None if request.shards is None else 1, request.shards)
     seconds = parse_duration(request.budget if request.budget is not None else DEFAULT_BUDGET)

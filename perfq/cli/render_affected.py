@@ -10,7 +10,7 @@ from rich.tree import Tree
 
 from perfq.common.render import md_code, md_text, plain
 from perfq.run.plan import RunShape, TestPlan, split
-from perfq.run.plan_render import markdown_lines, print_plan
+from perfq.run.plan_view import markdown_lines, print_plan
 from perfq.terminal import Name, console
 from query.document import AffectedDoc, SelectedBenchmark
 from query.model import ChainStep, StepKind

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfq.run.compare import Settings, settings_from_config
-from perfq.run.comparisons import comparison_for_label
+from perfq.run.compare_labels import comparison_for_label
 from perfq.run.report import ComparisonDocument, render_markdown
 from perfq.run.results import import_files
 

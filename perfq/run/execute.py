@@ -44,9 +44,11 @@ from perfq.run.compare import (
 from perfq.run.machine import Contention, interpreters_info, machine_info, repo_info, side_env, snapshot
 from perfq.run.opbench import Measurement, OpBenchSpec, RunnerCaps
 from perfq.run.results import export_runs
+from perfq.run.runs import Run, now
 from perfq.run.script_bench import ScriptBench, output_line_needed, parse_output
+from perfq.run.store import save_runs
 from schema.db import DatabaseLocked
-from schema.results_store import Run, RunStatus, now, save_runs
+from schema.results_rows import RunStatus
 
 _T = TypeVar("_T")
 
@@ -98,7 +100,7 @@ class Job:
 
 
 @dataclass
-class Plan:
+class RunSpec:
     """Everything a run needs."""
 
     label: str
@@ -154,7 +156,7 @@ class Spawned:
     contention: Contention
 
 
-def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: Plan, box: Sandbox | None,
+def _spawn(argv: list[str], cwd: Path, env: dict[str, str], plan: RunSpec, box: Sandbox | None,
            keep: Callable[[str], bool] = opbench.output_line_needed) -> Spawned:
     """One process (its output capped, keeping the lines ``keep`` accepts; contained in ``box`` when given;
     under the plan's timeout and scheduling), with the machine's counters read around it;
@@ -178,7 +180,7 @@ def sandbox_note() -> str:
             "seccomp filter, scrubbed environment)")
 
 
-def _box(plan: Plan, side: SideSetup, scratch: Path) -> Sandbox | None:
+def _box(plan: RunSpec, side: SideSetup, scratch: Path) -> Sandbox | None:
     """The sandbox of one invocation (``--sandbox``): it reads the repo, the benchmarks and the
     side's Python, and writes only ``scratch``."""
     if not plan.sandbox:
@@ -202,13 +204,13 @@ def _outcome(found: list[Measurement], rc: int | None, out: str, err: str, argv:
     return InvocationResult(found, rc, proc.tail(err or out), argv, error, contention)
 
 
-def invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
+def invoke(job: Job, side: SideSetup, plan: RunSpec, caps: RunnerCaps) -> list[tuple[Job, InvocationResult]]:
     """Run one job once on one side; a batch job gives one outcome per member file."""
     with proc.scratch_dir("run") as tmp:
         return _invoke(job, side, plan, caps, tmp, _box(plan, side, tmp))
 
 
-def _invoke(job: Job, side: SideSetup, plan: Plan, caps: RunnerCaps, tmp: Path,
+def _invoke(job: Job, side: SideSetup, plan: RunSpec, caps: RunnerCaps, tmp: Path,
             box: Sandbox | None) -> list[tuple[Job, InvocationResult]]:
     env = box.env(os.environ) if box is not None else dict(os.environ)  # perfq's own, scrubbed when contained
     env.update(allocator_env())
@@ -312,7 +314,7 @@ def allocator_env() -> dict[str, str]:
     return {key: value for key, value in defaults.ALLOCATOR_ENV if key not in os.environ}
 
 
-def _thread_overrides(plan: Plan, side: SideSetup) -> dict[str, str]:
+def _thread_overrides(plan: RunSpec, side: SideSetup) -> dict[str, str]:
     """The environment a side's benchmark processes get on top of perfq's: the allocator's, its own and the
     thread counts."""
     spec = next((j.spec for j in plan.jobs if j.spec is not None), None)
@@ -322,7 +324,7 @@ def _thread_overrides(plan: Plan, side: SideSetup) -> dict[str, str]:
     return out
 
 
-def new_runs(plan: Plan) -> list[Run]:
+def new_runs(plan: RunSpec) -> list[Run]:
     """One Run record per side, with the machine, interpreter, torch build and commit recorded."""
     commit = git.head(plan.repo)
     machine, repo = machine_info(), repo_info(plan.repo)
@@ -347,7 +349,7 @@ def new_runs(plan: Plan) -> list[Run]:
     return runs
 
 
-def _persist(plan: Plan, runs: list[Run], final: bool = False) -> None:
+def _persist(plan: RunSpec, runs: list[Run], final: bool = False) -> None:
     """Save the runs to the history and the result file (both tried; the first error raised).
 
     During the run a history busy with readers is left for the next save (saves are idempotent).
@@ -404,7 +406,7 @@ def _record_contention(runs: list[Run]) -> list[str]:
     return notes
 
 
-def _finalise(plan: Plan, runs: list[Run], status: RunStatus, note: str = "") -> None:
+def _finalise(plan: RunSpec, runs: list[Run], status: RunStatus, note: str = "") -> None:
     """Mark the runs finished (``complete``) or stopped (``incomplete``), with their contended shares, and save them."""
     shares = _record_contention(runs)
     for run in runs:
@@ -441,13 +443,13 @@ class BudgetEnded(Exception):
     """The next invocation would overrun the run's budget: the rounds stop there."""
 
 
-def rounds_budget(plan: Plan) -> float | None:
+def rounds_budget(plan: RunSpec) -> float | None:
     """Seconds from the command's start by which the rounds end (None: no budget): the budget less
     ``FINISH_SHARE`` of it (a 5 min run at load 20 took 8 s after its last round to save, compare and print)."""
     return None if plan.budget_seconds is None else plan.budget_seconds * (1 - FINISH_SHARE)
 
 
-def budget_note(plan: Plan, runs: list[Run]) -> str:
+def budget_note(plan: RunSpec, runs: list[Run]) -> str:
     """``time budget of 300 s reached: 3 test(s) left undecided`` (all of them without --ab)."""
     left = len(_undecided(plan, runs)) if plan.adaptive and len(runs) == 2 else len(
         {(s.benchmark, s.test, s.mode) for r in runs for s in r.samples})
@@ -493,7 +495,7 @@ def round_sides(pairs: list[_T], round_index: int) -> list[_T]:
     return pairs[::-1] if round_index % 2 else pairs
 
 
-def planned_invocations(plan: Plan) -> int:
+def planned_invocations(plan: RunSpec) -> int:
     """Invocations the plan's repeats make (one per job, side and round; adaptive rounds add more)."""
     return len(batch_jobs(plan.jobs) if plan.batch else plan.jobs) * len(plan.sides) * plan.repeat
 
@@ -502,7 +504,7 @@ HARNESS_IMPORT = "import torch, benchmark_core, benchmark_runner"  # what every 
 HARNESS_TIMEOUT = 300.0  # seconds for that import (not --timeout, a benchmark's: torch takes 10 s on a busy machine)
 
 
-def side_problem(plan: Plan, side: SideSetup) -> str:
+def side_problem(plan: RunSpec, side: SideSetup) -> str:
     """'' when the side's interpreter imports torch and the operator_benchmark harness (from its benchmark
     root, with its environment); else the last line of why not."""
     env = {**os.environ, **dict(side.env)}
@@ -511,7 +513,7 @@ def side_problem(plan: Plan, side: SideSetup) -> str:
     return "" if res.ok else res.error or res.tail(1).strip() or f"exit status {res.returncode}"
 
 
-def check_sides(plan: Plan) -> None:
+def check_sides(plan: RunSpec) -> None:
     """A PerfqError (one line) when a side cannot import torch and the harness: before the first round, not
     after the other side's rounds ran (a CUDA wheel without its libraries: ``ImportError: libcudnn.so.9``)."""
     if not any(job.spec is not None for job in plan.jobs):
@@ -524,7 +526,7 @@ def check_sides(plan: Plan) -> None:
                              f"{HARNESS_IMPORT}): {problem}")
 
 
-def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
+def execute(plan: RunSpec, progress: Progress = _quiet, runs: list[Run] | None = None) -> list[Run]:
     """Run the plan; returns the runs (also saved).
 
     Ctrl-C or any error: the runs are saved as ``incomplete`` (with what they measured), then the
@@ -590,7 +592,7 @@ def execute(plan: Plan, progress: Progress = _quiet, runs: list[Run] | None = No
     return runs
 
 
-def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
+def _stopped(plan: RunSpec, runs: list[Run], exc: BaseException) -> None:
     """Finalise the runs of a run stopped by ``exc``; if even that fails, one error says both."""
     if isinstance(exc, KeyboardInterrupt):
         note, code = f"interrupted ({interruption()})", 130
@@ -603,7 +605,7 @@ def _stopped(plan: Plan, runs: list[Run], exc: BaseException) -> None:
                          **({"exit_code": code} if code else {})) from exc
 
 
-def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job], int], None], started: float,
+def _adaptive_rounds(plan: RunSpec, runs: list[Run], one_round: Callable[[list[Job], int], None], started: float,
                      progress: Progress) -> None:
     """Sequential sampling: after the first rounds, re-run only the undecided tests, one round at a time.
 
@@ -630,7 +632,7 @@ def _adaptive_rounds(plan: Plan, runs: list[Run], one_round: Callable[[list[Job]
         last_seconds, last_tests = time.monotonic() - began, len(undecided)
 
 
-def _undecided(plan: Plan, runs: list[Run], everything: bool = False) -> list[TestKey]:
+def _undecided(plan: RunSpec, runs: list[Run], everything: bool = False) -> list[TestKey]:
     """The tests whose sampling goes on (``everything``: every test compared)."""
     failed = SideFailures(frozenset(f.benchmark for f in runs[0].failures),
                           frozenset(f.benchmark for f in runs[1].failures))
@@ -639,7 +641,7 @@ def _undecided(plan: Plan, runs: list[Run], everything: bool = False) -> list[Te
     return [t.key for t in result.tests] if everything else result.sampling_keys(plan.settings, sample_ceiling(plan))
 
 
-def sample_ceiling(plan: Plan) -> int:
+def sample_ceiling(plan: RunSpec) -> int:
     """Samples a side a test may get: ``--max-repeat`` when given; else, within a budget, ``EXTENDED_CEILING`` x
     max_samples for a test still ``unknown`` at max_samples (the budget left decides, not a fixed count: a quiet
     A/A stopped 8 of 56 tests at the 20-sample ceiling with 214 of 600 s left); without a budget, max_samples."""
@@ -649,7 +651,7 @@ def sample_ceiling(plan: Plan) -> int:
     return plan.settings.max_samples * factor
 
 
-def _narrowed_jobs(plan: Plan, keys: list[TestKey]) -> list[Job]:
+def _narrowed_jobs(plan: RunSpec, keys: list[TestKey]) -> list[Job]:
     """The plan's jobs narrowed to the tests ``keys``."""
     unknown: dict[tuple[str, str], set[str]] = {}
     for key in keys:

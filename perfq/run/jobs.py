@@ -18,7 +18,7 @@ from perfq.run import opbench
 from perfq.run.execute import Job, SideSetup
 from perfq.run.opbench import OpBenchSpec, RunnerCaps
 from perfq.run.plan import RunShape, TestPlan, shard_of
-from perfq.run.planning import plan_for
+from perfq.run.plan_inputs import plan_for
 from perfq.run.script_bench import ScriptBench, script_benchmarks
 from query.document import AffectedDoc, SelectedBenchmark
 from query.service import affected_for_range
@@ -133,7 +133,7 @@ def plan_document(doc: AffectedDoc, plan: TestPlan) -> AffectedDoc:
         entries.setdefault(opbench.normalize_name(b.name), b)
     out = []
     for bench in plan.benchmarks:
-        entry = entries[bench]  # the plan's benchmarks are the document's (planning.candidates_from)
+        entry = entries[bench]  # the plan's benchmarks are the document's (plan_inputs.candidates_from)
         tests = [t for t in plan.tests if t.benchmark == bench]
         if any(not t.test for t in tests):
             out.append(replace(entry, name=bench))

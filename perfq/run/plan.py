@@ -382,7 +382,7 @@ def _stand_in(here: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
     return pool, [c for c in here if id(c) not in kept]
 
 
-def build_plan(
+def fit_plan(
     candidates: list[Candidate],
     ops_reached: int,
     budget_seconds: float | None,

@@ -13,7 +13,8 @@ from perfq.common.documents import to_json
 from perfq.common.render import details, fence, fixed, md_code, md_table, md_text, plain
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
 from perfq.run.trend import Trend
-from schema.results_store import HistoryRow, RunStatus
+from schema.results_rows import RunStatus
+from schema.results_store import HistoryRow
 
 DETAILS_AFTER = 10  # tables longer than this are folded into a <details> block
 

@@ -30,8 +30,9 @@ from perfq.common.documents import json_schema
 from perfq.common.paths import write_atomically
 from perfq.errors import PerfqError
 from perfq.run import pytorch_benchmark
+from perfq.run.runs import Run
 from schema.result_file_store import RUN_REF, ImportCounts, ImportFile, SourceKind, merge_result_files
-from schema.results_store import Failure, Run, Sample
+from schema.results_rows import Failure, Sample
 
 EXPORT_FORMAT = "perfq-results"
 EXPORT_VERSION = 2

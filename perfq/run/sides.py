@@ -71,7 +71,7 @@ class SourceOptions:
 
 
 @dataclass(frozen=True)
-class SidePlan:
+class SideSpec:
     """What one side will run, decided before anything is built."""
 
     name: str
@@ -102,7 +102,7 @@ class SidePlan:
 class PreparedSide:
     """A side ready to run: its worktree, interpreter and what was installed into it."""
 
-    plan: SidePlan
+    spec: SideSpec
     source: Path  # worktree at the side's commit
     python: str
     wheel_sha256: str = ""
@@ -111,7 +111,7 @@ class PreparedSide:
 
     def to_json(self) -> dict[str, Any]:
         """What the side ran, as recorded in ``runs.env`` (``side_*`` keys) and in ``side.json``."""
-        p = self.plan
+        p = self.spec
         return {
             **({"git_commit": p.commit} if p.ref else {}),  # the worktree's commit, not the checkout's
             "side_ref": p.ref,
@@ -126,24 +126,24 @@ class PreparedSide:
         }
 
 
-def side_plans(repo: Path, sides: list[SideSetup], opts: SourceOptions) -> list[SidePlan]:
-    """The sides' plans; PerfqError for a ref that is no commit, a build without refs, or two same sides."""
+def side_specs(repo: Path, sides: list[SideSetup], opts: SourceOptions) -> list[SideSpec]:
+    """The sides' specs; PerfqError for a ref that is no commit, a build without refs, or two same sides."""
     if opts.build and not all(s.ref for s in sides):
         raise PerfqError("--build needs --base-ref and --head-ref (each side is built in its own worktree)")
-    plans = []
+    specs = []
     for side in sides:
         commit = git.resolve_ref(repo, side.ref or "HEAD")
         wheel = opts.wheel(side.name)
         install = Install.wheel if wheel else Install.build if opts.build else Install.installed
-        plans.append(SidePlan(side.name, side.ref, commit, os.path.abspath(side.python), install,
+        specs.append(SideSpec(side.name, side.ref, commit, os.path.abspath(side.python), install,
                               opts.build if install == Install.build else (),
                               wheel.replace("{commit}", commit) if wheel else ""))
-    if len(plans) == 2:
-        refuse_same_code(plans[0], plans[1])
-    return plans
+    if len(specs) == 2:
+        refuse_same_code(specs[0], specs[1])
+    return specs
 
 
-def refuse_same_code(base: SidePlan, head: SidePlan, base_sha: str = "", head_sha: str = "") -> None:
+def refuse_same_code(base: SideSpec, head: SideSpec, base_sha: str = "", head_sha: str = "") -> None:
     """PerfqError when both sides would run the same code with the same interpreter."""
     if base.identity(base_sha) != head.identity(head_sha):
         return
@@ -168,16 +168,16 @@ def prepare_sides(repo: Path, sides: list[SideSetup], opts: SourceOptions, bench
     """
     if not opts.wanted and not any(s.ref for s in sides):
         return sides
-    plans = side_plans(repo, sides, opts)
+    specs = side_specs(repo, sides, opts)
     cache = (opts.cache_dir or state_dir(repo) / "sides").resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    wheels = [fetch_wheel(p.wheel, cache / "wheels") if p.install == Install.wheel else None for p in plans]
+    wheels = [fetch_wheel(p.wheel, cache / "wheels") if p.install == Install.wheel else None for p in specs]
     digests = [sha256_of(w) if w else "" for w in wheels]
-    if len(plans) == 2:
-        refuse_same_code(plans[0], plans[1], digests[0], digests[1])
+    if len(specs) == 2:
+        refuse_same_code(specs[0], specs[1], digests[0], digests[1])
     out = []
-    for side, plan, wheel, digest in zip(sides, plans, wheels, digests, strict=True):
-        ready = prepare_side(repo, plan, cache, wheel, digest, log)
+    for side, spec, wheel, digest in zip(sides, specs, wheels, digests, strict=True):
+        ready = prepare_side(repo, spec, cache, wheel, digest, log)
         out.append(replace(side, python=ready.python, source=ready.source,
                            bench_root=side_bench_root(repo, bench_root, ready.source),
                            provenance=tuple(ready.to_json().items())))
@@ -192,10 +192,10 @@ def side_bench_root(repo: Path, bench_root: Path, source: Path) -> Path:
         return bench_root
 
 
-def cache_key(plan: SidePlan, wheel_sha256: str) -> str:
+def cache_key(spec: SideSpec, wheel_sha256: str) -> str:
     """The directory name of a prepared side: its commit and a digest of what it holds."""
-    what = json.dumps([plan.commit, bool(plan.ref), plan.python, plan.install.value, list(plan.build), wheel_sha256])
-    return f"{plan.commit[:12]}-{plan.install.value}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+    what = json.dumps([spec.commit, bool(spec.ref), spec.python, spec.install.value, list(spec.build), wheel_sha256])
+    return f"{spec.commit[:12]}-{spec.install.value}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
 
 @contextmanager
@@ -209,32 +209,32 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def prepare_side(repo: Path, plan: SidePlan, cache: Path, wheel: Path | None, wheel_sha256: str,
+def prepare_side(repo: Path, spec: SideSpec, cache: Path, wheel: Path | None, wheel_sha256: str,
                  log: Log) -> PreparedSide:
     """The side's cached directory (worktree ``src``, ``venv``), made unless it is ready."""
-    home = cache / cache_key(plan, wheel_sha256)
+    home = cache / cache_key(spec, wheel_sha256)
     with _locked(cache / f"{home.name}.lock"):
         marker = home / READY_FILE
         if marker.is_file():
             stored = json.loads(marker.read_text(encoding="utf-8"))
-            log(f"{plan.name}: {plan.commit[:12]} ready in {home} (reused)")
-            return PreparedSide(plan, Path(stored["side_source"]), stored["side_python"], wheel_sha256, reused=True)
+            log(f"{spec.name}: {spec.commit[:12]} ready in {home} (reused)")
+            return PreparedSide(spec, Path(stored["side_source"]), stored["side_python"], wheel_sha256, reused=True)
         started = time.monotonic()
         _discard(repo, home)
         home.mkdir(parents=True)
-        src = home / "src" if plan.ref else repo.resolve()  # a side without a ref runs the checkout's files
-        if plan.ref:
-            git.git(repo, "worktree", "add", "--detach", str(src), plan.commit)
-        python = plan.python
-        if plan.install != Install.installed:
-            python = str(make_venv(plan.python, home / "venv"))
-            log(f"{plan.name}: {plan.commit[:12]}: installing into its venv: {plan.describe()}")
-            error = run_build(install_argv(plan, python, wheel), src, None, venv_env(home / "venv"), lines=15)
+        src = home / "src" if spec.ref else repo.resolve()  # a side without a ref runs the checkout's files
+        if spec.ref:
+            git.git(repo, "worktree", "add", "--detach", str(src), spec.commit)
+        python = spec.python
+        if spec.install != Install.installed:
+            python = str(make_venv(spec.python, home / "venv"))
+            log(f"{spec.name}: {spec.commit[:12]}: installing into its venv: {spec.describe()}")
+            error = run_build(install_argv(spec, python, wheel), src, None, venv_env(home / "venv"), lines=15)
             if error:
-                raise PerfqError(f"{plan.name}: {plan.describe()} failed in {src}: {error}")
-        ready = PreparedSide(plan, src, python, wheel_sha256, seconds=time.monotonic() - started)
+                raise PerfqError(f"{spec.name}: {spec.describe()} failed in {src}: {error}")
+        ready = PreparedSide(spec, src, python, wheel_sha256, seconds=time.monotonic() - started)
         marker.write_text(json.dumps(ready.to_json(), indent=1) + "\n", encoding="utf-8")
-        log(f"{plan.name}: {plan.commit[:12]} ready in {home} ({ready.seconds:.0f} s)")
+        log(f"{spec.name}: {spec.commit[:12]} ready in {home} ({ready.seconds:.0f} s)")
         return ready
 
 
@@ -246,13 +246,13 @@ def _discard(repo: Path, home: Path) -> None:
     git.git(repo, "worktree", "prune", check=False)
 
 
-def install_argv(plan: SidePlan, python: str, wheel: Path | None) -> list[str]:
+def install_argv(spec: SideSpec, python: str, wheel: Path | None) -> list[str]:
     """The command that puts the side's code into its venv."""
-    if plan.install == Install.wheel:
+    if spec.install == Install.wheel:
         assert wheel is not None
         # --force-reinstall: a wheel whose version the base interpreter has already is still installed
         return [python, "-m", "pip", "install", "--no-input", "--no-deps", "--force-reinstall", str(wheel)]
-    return with_python(list(plan.build), python)
+    return with_python(list(spec.build), python)
 
 
 def venv_env(venv: Path) -> dict[str, str]:

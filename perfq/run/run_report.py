@@ -12,6 +12,7 @@ from perfq.common.render import md_code, md_table, md_text
 from perfq.run.report import ComparisonDocument, render_markdown
 
 if TYPE_CHECKING:
+    from perfq.run.runs import Run
     from schema.result_file_store import ImportCounts
 
 
@@ -35,7 +36,7 @@ class RunDocument:
     comparison: ComparisonDocument | None = None
 
     @classmethod
-    def from_runs(cls, label: str, runs: Iterable[Any], comparison: ComparisonDocument | None) -> RunDocument:
+    def from_runs(cls, label: str, runs: Iterable[Run], comparison: ComparisonDocument | None) -> RunDocument:
         sides = tuple(RunSide(r.id, r.side, str(getattr(r.status, "value", r.status)), len(r.samples),
                               tuple(f.benchmark for f in r.failures)) for r in runs)
         return cls(label, sides, comparison)

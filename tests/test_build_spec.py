@@ -1,5 +1,5 @@
-"""The index build is a frozen plan and named passes over one state (indexer/build_plan.py,
-indexer/build.py, indexer/relink.py): the plan decides between a patch and a re-link, and the
+"""The index build is a frozen spec and named passes over one state (indexer/build_spec.py,
+indexer/build.py, indexer/relink.py): the spec decides between a patch and a re-link, and the
 passes run in their order, the C++ link while the pool still parses the other files."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from indexer import relink as relink_module
 from indexer.build import build_index
 from indexer.build_info import BuildEvents
-from indexer.build_plan import ExtractJob, plan_build
+from indexer.build_spec import ExtractJob, specify_build
 from perfq.config import Config
 from tests.aten_fixture import make_repo
 
@@ -24,28 +24,28 @@ def repo(tmp_path: Path) -> Path:
 
 def _plan(repo: Path, db: Path, cfg: Config | None = None, **options):
     settings = {"jobs": 1, "quiet": True, "full": False, "trace": False, "events": None, "native": False, **options}
-    return plan_build(repo, cfg or Config(), db, **settings)
+    return specify_build(repo, cfg or Config(), db, **settings)
 
 
 def test_only_an_existing_index_that_nothing_asks_to_relink_is_patchable(repo, tmp_path):
     db = tmp_path / "index.duckdb"
     assert not _plan(repo, db).patchable  # nothing to patch yet
     build_index(repo, Config(), db, jobs=1, quiet=True, trace=False)
-    plan = _plan(repo, db)
-    assert plan.patchable
+    spec = _plan(repo, db)
+    assert spec.patchable
     assert not _plan(repo, db, full=True).patchable
     assert not _plan(repo, db, trace=True).patchable  # new traces are due
     assert not _plan(repo, db, cfg=Config(compile_commands="build/compile_commands.json")).patchable
     with pytest.raises(dataclasses.FrozenInstanceError):
-        plan.full = True  # type: ignore[misc]
+        spec.full = True  # type: ignore[misc]
 
 
 def test_a_plan_reads_the_inputs_that_decide_a_patch(repo, tmp_path):
-    plan = _plan(repo, tmp_path / "index.duckdb")
+    spec = _plan(repo, tmp_path / "index.duckdb")
     yaml = repo / "aten/src/ATen/native/native_functions.yaml"
-    assert plan.yaml_keys[yaml.resolve()][0] == f"yaml:{yaml.resolve()}"
-    assert plan.inputs["source_sha:aten/src/ATen/native/native_functions.yaml"] == plan.yaml_keys[yaml.resolve()][1]
-    assert {"config", "canaries", "config:linker"} <= set(plan.inputs)
+    assert spec.yaml_keys[yaml.resolve()][0] == f"yaml:{yaml.resolve()}"
+    assert spec.inputs["source_sha:aten/src/ATen/native/native_functions.yaml"] == spec.yaml_keys[yaml.resolve()][1]
+    assert {"config", "canaries", "config:linker"} <= set(spec.inputs)
 
 
 def test_an_extract_jobs_facts_are_cached_under_its_kind_path_and_prefix():
@@ -65,12 +65,12 @@ def test_the_relink_passes_run_in_order_and_link_cpp_while_the_pool_parses(repo,
     at_hand_off: list[tuple[int, int, int]] = []  # (C++ facts in, C++ jobs, files not C++ still to take)
     link_native = relink_module.link_native
 
-    def observed(plan, state):
+    def observed(spec, state):
         jobs = state.extract_jobs
         cpp_in = sum(1 for key in state.kept if key.startswith("cpp:"))
         others_in = sum(1 for key in state.kept if key.startswith(("python:", "benchmark:")))
         at_hand_off.append((cpp_in, sum(job.kind == "cpp" for job in jobs), len(jobs) - cpp_in - others_in))
-        link_native(plan, state)
+        link_native(spec, state)
 
     monkeypatch.setattr(relink_module, "link_native", observed)
     events = _Phases()

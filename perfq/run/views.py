@@ -7,13 +7,15 @@ large changes are written compactly (``+1226%``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 
 from rich.console import Console
 from rich.markup import escape
 
-from perfq.common.render import fixed, md_code, md_table, md_text, plain
+from perfq.common.render import fixed, md_code, md_table, md_text, plain, print_json
+from perfq.options import Format
 from perfq.run.compare import Verdict
 from perfq.run.report import (
     CENTER_NOTE,
@@ -23,10 +25,11 @@ from perfq.run.report import (
     env_differences,
     fmt_p,
     only_in_one,
+    render_markdown,
     summary_line,
 )
 from perfq.run.trend import Trend, sparkline
-from perfq.terminal import Name, folded_table
+from perfq.terminal import Name, folded_table, wide_console
 
 COLORS = {Verdict.regression: "red", Verdict.improvement: "green", Verdict.same: "dim", Verdict.unknown: "yellow",
           Verdict.failed: "bold red", Verdict.unstable: "magenta"}
@@ -166,3 +169,13 @@ def history_markdown(doc: HistoryDocument, runs: bool) -> str:
         (md_code(t.test), md_text(t.mode), md_text(t.device), t.side, len(t.points),
          sparkline([p.median for p in t.points]), md_text(fixed(t.points[-1].median, t.unit)),
          "; ".join(f"{s.change:+.1%} at {md_code(s.label)}" for s in t.steps) or "-") for t in doc.trends))) + "\n"
+
+
+def print_comparison_as(doc: ComparisonDocument, fmt: Format) -> None:
+    """A comparison on stdout: JSON, markdown, or the terminal's table."""
+    if fmt == Format.json:
+        print_json(doc.to_json())
+    elif fmt == Format.markdown:
+        sys.stdout.write(render_markdown(doc))
+    else:
+        print_comparison(wide_console(), doc)

@@ -17,10 +17,10 @@ from perfq.run.plan import (
     CostSource,
     RunShape,
     TestPlan,
-    build_plan,
     config_of,
     default_cost,
     file_op,
+    fit_plan,
 )
 from query.document import AffectedDoc, SelectedBenchmark
 from query.dtype_gaps import dispatch_key
@@ -104,4 +104,4 @@ def plan_for(repo: Path, doc: AffectedDoc, budget_seconds: float | None, shape: 
     notes = []
     if any(c.cost_source == CostSource.default for c in candidates):
         notes.append("costs without history are default estimates; a run records the real ones")
-    return build_plan(candidates, len(doc.ops), budget_seconds, shape, shared=doc.shared_infrastructure, notes=notes)
+    return fit_plan(candidates, len(doc.ops), budget_seconds, shape, shared=doc.shared_infrastructure, notes=notes)

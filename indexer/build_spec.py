@@ -1,4 +1,4 @@
-"""What a ``perfq index`` run builds (a frozen ``BuildPlan``, made once from its options) and what
+"""What a ``perfq index`` run builds (a frozen ``BuildSpec``, made once from its options) and what
 its passes find on the way (a ``BuildState`` they fill in turn): the patch path
 (indexer/incremental.py) and the re-link path (indexer/relink.py) share both."""
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class BuildPlan:
-    """One build's options and the inputs read before it starts (see ``plan_build``)."""
+class BuildSpec:
+    """One build's options and the inputs read before it starts (see ``specify_build``)."""
 
     repo: Path
     cfg: Config
@@ -94,7 +94,7 @@ class BuildState:
     """What the passes find, each filling its part in turn (the re-link's fields stay empty in a patch)."""
 
     report: BuildReport = field(default_factory=BuildReport)
-    inputs: dict[str, str] = field(default_factory=dict)  # the plan's, and those the passes find
+    inputs: dict[str, str] = field(default_factory=dict)  # the spec's, and those the passes find
     # discover, hash
     files: dict[str, list[str]] = field(default_factory=dict)  # kind -> paths
     digests: dict[str, str | None] = field(default_factory=dict)  # path -> content digest
@@ -121,7 +121,7 @@ class BuildState:
         self.report.timings[name] = time.perf_counter() - started
 
 
-def plan_build(
+def specify_build(
     repo: Path,
     cfg: Config,
     db_path: Path,
@@ -133,8 +133,8 @@ def plan_build(
     events: BuildEvents | None,
     native: bool,
     native_run: NativeRun | None = None,
-) -> BuildPlan:
-    """The plan of a build from its options: checks them, resolves the upstream, and reads the
+) -> BuildSpec:
+    """The spec of a build from its options: checks them, resolves the upstream, and reads the
     inputs that decide between a patch and a re-link (config, canaries, linker, tracer, yaml digests)."""
     started = time.perf_counter()
     if trace is None:
@@ -163,7 +163,7 @@ def plan_build(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
-    return BuildPlan(
+    return BuildSpec(
         repo, cfg, db_path, jobs, quiet, full, trace, native, events or BuildEvents(), started, upstream, yaml_keys,
         canaries, inputs, native_run,
     )

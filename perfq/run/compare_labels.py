@@ -5,11 +5,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfq.config import load_config
 from perfq.errors import PerfqError
-from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns
+from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns, settings_from_config
 from perfq.run.report import ComparisonDocument, comparison_document
+from perfq.run.runs import Run
+from perfq.run.store import runs_for_label
 from schema.db import damage_is_an_error
-from schema.results_store import Run, Side, runs_for_label, side_samples
+from schema.results_rows import Side
+from schema.results_store import side_samples
+
+
+def settings(repo: Path, alpha: float | None = None, min_effect: float | None = None,
+             max_samples: int | None = None) -> Settings:
+    """The comparison's settings: ``[tool.perfq.compare]`` of ``repo``, overridden by the options given."""
+    try:
+        return settings_from_config(load_config(repo).extra, alpha=alpha, min_effect=min_effect,
+                                    max_samples=max_samples)
+    except (ValueError, TypeError) as exc:
+        raise PerfqError(f"bad [tool.perfq.compare] config: {exc}") from None
 
 
 def side_failures(base: list[Run], head: list[Run]) -> SideFailures:
