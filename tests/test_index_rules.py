@@ -3,6 +3,7 @@ a rule writes only the tables it declares, and a link over facts runs every rule
 
 from __future__ import annotations
 
+import importlib
 import pkgutil
 from pathlib import Path
 
@@ -36,6 +37,16 @@ def test_each_table_is_written_by_exactly_one_rule():
 def test_every_rule_module_is_scheduled_once():
     modules = {m.name for m in pkgutil.iter_modules(indexer.rules.__path__)} - {"base"}
     assert len(RULES) == len(modules) == len({rule.name for rule in RULES})
+
+
+def test_rules_are_found_and_run_in_distinct_places():
+    """RULES is every rule module's RULE (none is listed), in the order of their places."""
+    places = [rule.place for rule in RULES]
+    assert places == sorted(set(places))
+    modules = [m.name for m in pkgutil.iter_modules(indexer.rules.__path__) if m.name != "base"]
+    assert sorted(importlib.import_module(f"indexer.rules.{name}").RULE.name for name in modules) == sorted(
+        rule.name for rule in RULES
+    )
 
 
 def test_a_rule_cannot_write_a_table_it_does_not_declare():

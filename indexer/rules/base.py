@@ -54,13 +54,16 @@ class PatchPhase(IntEnum):
 class Rule:
     """One construct family of the index. ``writes``: the row types of the tables it fills
     (no other rule writes them); ``reads``: those of other rules it reads; ``link``: its step
-    at each phase of a full build; ``patch``: its step at each phase of an in-place patch."""
+    at each phase of a full build; ``patch``: its step at each phase of an in-place patch;
+    ``place``: where it runs inside a phase, among the other rules (lower first; their places
+    leave gaps, so a new rule is placed without renumbering the others)."""
 
     name: str
     writes: tuple[type, ...]
     reads: tuple[type, ...]
     link: Mapping[Phase, Callable[[LinkContext], None]]
     patch: Mapping[PatchPhase, Callable[[PatchContext], None]] = field(default_factory=dict)
+    place: int = 0
 
 
 @dataclass

@@ -216,4 +216,5 @@ RULE = Rule(
     reads=(FunctionRow, KernelRow, StubImplRow, ReachEdgeRow, TraceOpRow, BenchTestRow),
     link={Phase.NATIVE: link_cpp_calls, Phase.PYTHON: link_python_calls},
     patch={PatchPhase.RELINK: relink_calls, PatchPhase.INTO: calls_into},
+    place=60,
 )

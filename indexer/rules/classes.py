@@ -37,4 +37,5 @@ RULE = Rule(
     reads=(),
     link={Phase.DECLARE: add_class_hierarchy},
     patch={PatchPhase.PREPARE: read_class_hierarchy},
+    place=30,
 )

@@ -188,4 +188,5 @@ RULE = Rule(
         PatchPhase.PREPARE: read_linker_functions,
         PatchPhase.RECORD: record_files,
     },
+    place=10,
 )

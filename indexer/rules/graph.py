@@ -37,4 +37,5 @@ RULE = Rule(
     reads=(),
     link={Phase.PACK: pack},
     patch={PatchPhase.PREPARE: read_nodes, PatchPhase.RECORD: record_graph},
+    place=100,
 )

@@ -117,4 +117,5 @@ RULE = Rule(
     reads=(FunctionRow,),
     link={Phase.DECLARE: add_operators, Phase.NATIVE: link_kernels, Phase.PYTHON: link_backward_formulas},
     patch={PatchPhase.PREPARE: read_aten_ops, PatchPhase.INTO: kernels_into},
+    place=20,
 )

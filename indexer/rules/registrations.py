@@ -107,4 +107,5 @@ RULE = Rule(
     reads=(ReachEdgeRow,),
     link={Phase.NATIVE: link_registrations, Phase.PYTHON: link_stubs_by_name},
     patch={PatchPhase.PREPARE: read_stub_names, PatchPhase.INTO: registrations_into},
+    place=40,
 )
