@@ -15,14 +15,17 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from indexer.devices import device_of_key
 from indexer.facts import FileFacts, Function
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
-from indexer.native_yaml import OpFacts
 from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
 from schema.packed_graph import Edge
 from schema.patch_store import PatchStore
+
+if TYPE_CHECKING:  # the yaml reader's types only: a patch never imports yaml
+    from indexer.native_yaml import OpFacts
 
 _KERNEL = EdgeKind.KERNEL
 HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
