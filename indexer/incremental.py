@@ -26,7 +26,7 @@ from indexer.trace import any_installed
 from schema.engine import duckdb
 from schema.graph_file import write_graph_file
 from schema.index_store import IndexStore
-from schema.model import FileStatus
+from schema.model import FileStatus, NodeRow, ReachEdgeRow
 from schema.packed_graph import Edge, GraphDelta, StaleGraph, patch_packed
 from schema.patch_store import NotAnIndex, PatchStore
 from schema.version import SCHEMA_VERSION
@@ -153,7 +153,7 @@ def _apply(
 
 def _files_of(ctx: PatchContext, phase: PatchPhase) -> list[int]:
     """The into phase runs file by file, over the changed files with new functions (in the order
-    of their ids); the others once (-1)."""
+    of ``ctx.changed``); the others once (-1)."""
     return [f for f, fresh in ctx.fresh_ids.items() if fresh] if phase == PatchPhase.INTO else [-1]
 
 
@@ -181,9 +181,9 @@ def _repack_graph(
             [nid for nid, _ in changes.dropped_nodes],
             changes.new_nodes,
             changes.n_nodes,
-            _names_in_use(patch, old.node_kinds, "nodes", "kind", changes.dropped_nodes, changes.new_nodes),
-            _names_in_use(patch, old.edge_kinds, "reach_edges", "kind", changes.removed, changes.added, 2),
-            _names_in_use(patch, old.details, "reach_edges", "detail", changes.removed, changes.added, 3),
+            _names_in_use(patch, old.node_kinds, NodeRow.TABLE, "kind", changes.dropped_nodes, changes.new_nodes),
+            _names_in_use(patch, old.edge_kinds, ReachEdgeRow.TABLE, "kind", changes.removed, changes.added, 2),
+            _names_in_use(patch, old.details, ReachEdgeRow.TABLE, "detail", changes.removed, changes.added, 3),
         )
         rows = patch_packed(old, delta)
     except (StaleGraph, KeyError, ValueError, TypeError, IndexError):  # a damaged graph: the re-link writes one
