@@ -15,6 +15,8 @@ from perfq.config import Config
 from perfq.errors import PerfqError
 
 if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
     from indexer.trace import FileTrace
 
 _EXTRACTOR_SOURCES = [
@@ -34,12 +36,22 @@ _EXTRACTOR_SOURCES = [
 ] + [("indexer", "data/prelude.h")]
 
 
+_LINKING = ("link.py", "link_cpp.py", "stub_names.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py")
+
+
+def linker_sources() -> list[Traversable]:
+    """The linking code: the schedulers, the name resolution, every rule of indexer/rules/ (found,
+    not listed) and the patch's statements."""
+    indexer = resources.files("indexer")
+    rules = sorted((f for f in indexer.joinpath("rules").iterdir() if f.name.endswith(".py")), key=lambda f: f.name)
+    return [*(indexer.joinpath(name) for name in _LINKING), *rules, resources.files("schema").joinpath("patch.sql")]
+
+
 def linker_version() -> str:
     """A digest of the linking code: an index linked by another version is re-linked, not patched."""
     digest = hashlib.sha256(__version__.encode())
-    linking = ("link.py", "link_cpp.py", "stub_names.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py")
-    for name in linking:
-        digest.update(resources.files("indexer").joinpath(name).read_bytes())
+    for source in linker_sources():
+        digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 

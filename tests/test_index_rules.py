@@ -3,15 +3,23 @@ a rule writes only the tables it declares, and a link over facts runs every rule
 
 from __future__ import annotations
 
+import importlib
 import pkgutil
+from pathlib import Path
 
+import duckdb
 import pytest
 
 import indexer.rules
+from indexer.build import build_index
+from indexer.build_info import linker_sources
 from indexer.link import link
 from indexer.rules import RULES
-from indexer.rules.base import LinkContext, Phase, Rule
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
+from perfq.config import Config
 from schema.model import ROW_TYPES, KernelRow, MetaRow, OpRow, WarningRow
+from schema.patch_store import PatchStore
+from tests.aten_fixture import make_repo, replace_in
 from tests.cpp_facts import cpp_facts
 
 BUILD_OWN = {MetaRow.TABLE, WarningRow.TABLE}  # the writer's meta, the build's warnings of every pass
@@ -29,6 +37,16 @@ def test_each_table_is_written_by_exactly_one_rule():
 def test_every_rule_module_is_scheduled_once():
     modules = {m.name for m in pkgutil.iter_modules(indexer.rules.__path__)} - {"base"}
     assert len(RULES) == len(modules) == len({rule.name for rule in RULES})
+
+
+def test_rules_are_found_and_run_in_distinct_places():
+    """RULES is every rule module's RULE (none is listed), in the order of their places."""
+    places = [rule.place for rule in RULES]
+    assert places == sorted(set(places))
+    modules = [m.name for m in pkgutil.iter_modules(indexer.rules.__path__) if m.name != "base"]
+    assert sorted(importlib.import_module(f"indexer.rules.{name}").RULE.name for name in modules) == sorted(
+        rule.name for rule in RULES
+    )
 
 
 def test_a_rule_cannot_write_a_table_it_does_not_declare():
@@ -53,3 +71,74 @@ def test_a_link_fills_the_tables_of_the_rules_that_ran():
     tables = link([cpp], [], [], [{"name": "core", "paths": ["c10/**"]}])
     written = {table for table, rows in tables.rows.items() if rows}
     assert {"files", "functions", "calls", "nodes", "graph", "canary_sets"} <= written
+
+
+def test_a_rule_cannot_patch_a_table_it_does_not_declare():
+    def sneaky(ctx: PatchContext) -> None:
+        ctx.insert(KernelRow, [("add", "CPU", "add_cpu", None)])
+
+    con = duckdb.connect()
+    ctx = PatchContext(PatchStore(con), {})
+    with pytest.raises(AssertionError, match="kernels"):
+        ctx.run(Rule("sneaky", (OpRow,), (), {}, {PatchPhase.RECORD: sneaky}), PatchPhase.RECORD)
+
+
+SOFTMAX_OP = "aten/src/ATen/native/SoftmaxOp.cpp"
+BY_NAME = {  # a patch numbers new functions after the others, a full link in file order: compared by name
+    "functions": "SELECT qualname, kind, start_line, end_line FROM functions",
+    "calls": "SELECT f.qualname, c.callee_name, c.kind, c.line FROM calls c JOIN functions f ON f.id = c.caller_id",
+    "call_edges": "SELECT a.qualname, b.qualname, e.kind, e.line FROM call_edges e"
+    " JOIN functions a ON a.id = e.caller_id JOIN functions b ON b.id = e.callee_id",
+    "reach_edges": "SELECT d.kind, d.label, s.kind, s.label, e.kind, e.detail FROM reach_edges e"
+    " JOIN nodes d ON d.id = e.dst JOIN nodes s ON s.id = e.src",
+    "kernels": "SELECT k.op, k.dispatch_key, f.qualname FROM kernels k LEFT JOIN functions f ON f.id = k.function_id",
+}
+
+
+def _by_name(db: Path) -> dict[str, list[tuple]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {table: sorted(con.execute(sql).fetchall()) for table, sql in BY_NAME.items()}
+    finally:
+        con.close()
+
+
+def test_each_table_is_patched_only_by_the_rule_that_writes_it(tmp_path, monkeypatch):
+    """A patch of a body edit, a new function and a removed one: every table a rule's patch step
+    writes is one it declares (so the one rule that writes it), and the patched index is the
+    full link's."""
+    repo, db = make_repo(tmp_path / "repo"), tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True, trace=False)
+    replace_in(repo, SOFTMAX_OP, "  make_size(3);\n", "  make_size(4);\n  fancy(self);\n")
+    replace_in(repo, SOFTMAX_OP, "Tensor composite_thing(const Tensor& self) {\n  return self;\n}\n",
+               "Tensor fresh_helper(const Tensor& self) {\n  return lonely_kernel(self);\n}\n")
+    written: set[tuple[str, str]] = set()
+    running: list[str] = []
+    run, own = PatchContext.run, PatchContext._own
+
+    def recorded_run(self: PatchContext, rule: Rule, phase: PatchPhase) -> None:
+        running.append(rule.name)
+        run(self, rule, phase)
+
+    def recorded_own(self: PatchContext, row_type: type) -> str:
+        written.add((running[-1], row_type.TABLE))
+        return own(self, row_type)
+
+    monkeypatch.setattr(PatchContext, "run", recorded_run)
+    monkeypatch.setattr(PatchContext, "_own", recorded_own)
+    assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode == "patched"
+
+    writer = {row_type.TABLE: rule.name for rule in RULES for row_type in rule.writes}
+    assert {(rule, table) for rule, table in written if writer[table] != rule} == set()
+    assert {"functions", "calls", "call_edges", "nodes", "reach_edges", "files", "kernels"} <= {t for _, t in written}
+    full = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full, jobs=1, quiet=True, full=True, trace=False)
+    assert _by_name(db) == _by_name(full)
+
+
+def test_the_linker_version_covers_every_rule_and_the_patch_statements():
+    """A change of a rule's link or patch re-links an index linked before it (rules are found,
+    not listed: a new rule module is covered)."""
+    digested = {source.name for source in linker_sources()}
+    rule_modules = {f"{m.name}.py" for m in pkgutil.iter_modules(indexer.rules.__path__)}
+    assert rule_modules | {"__init__.py", "incremental.py", "link.py", "patch.sql"} <= digested

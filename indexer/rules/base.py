@@ -1,9 +1,10 @@
-"""What an index rule is, and what the link hands each rule (its context).
+"""What an index rule is, and what the link and the patch hand each rule (their contexts).
 
 A rule is one construct family of the index: the tables it writes (each table is written by
-exactly one rule, ``tests/test_index_rules.py``), the tables it reads, and what it links at each
-phase of a full build. The link (indexer/link.py) runs the phases in order and, inside a phase,
-the rules in the order of ``indexer.rules.RULES``; rules share what they make through the
+exactly one rule, ``tests/test_index_rules.py``), the tables it reads, what it links at each
+phase of a full build and what it patches at each phase of an in-place patch. The link
+(indexer/link.py) and the patch (indexer/incremental.py) run their phases in order and, inside a
+phase, the rules in the order of ``indexer.rules.RULES``; rules share what they make through the
 context, never by importing each other.
 """
 
@@ -14,12 +15,17 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from indexer.devices import device_of_key
-from indexer.facts import FileFacts
+from indexer.facts import FileFacts, Function
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
-from indexer.native_yaml import OpFacts
 from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
+from schema.packed_graph import Edge
+from schema.patch_store import PatchStore
+
+if TYPE_CHECKING:  # the yaml reader's types only: a patch never imports yaml
+    from indexer.native_yaml import OpFacts
 
 _KERNEL = EdgeKind.KERNEL
 HUB_METHODS = 60  # a Python class with more methods than this (torch.Tensor) does not roll up
@@ -37,16 +43,30 @@ class Phase(IntEnum):
     PACK = 6  # the graph packed, the canary sets
 
 
+class PatchPhase(IntEnum):
+    """The phases of an in-place patch of a few changed C++ files, in order."""
+
+    PLACE = 1  # the changed files' functions: kept ids, removed ones (with all that refers to them), fresh ids
+    PREPARE = 2  # what the C++ linker reads, from the index
+    RELINK = 3  # the changed files' calls linked again
+    INTO = 4  # the edges into the fresh functions, from the index's other rows
+    RECORD = 5  # the graph's new rows, the changed files' rows
+
+
 @dataclass(frozen=True)
 class Rule:
     """One construct family of the index. ``writes``: the row types of the tables it fills
     (no other rule writes them); ``reads``: those of other rules it reads; ``link``: its step
-    at each phase of a full build."""
+    at each phase of a full build; ``patch``: its step at each phase of an in-place patch;
+    ``place``: where it runs inside a phase, among the other rules (lower first; their places
+    leave gaps, so a new rule is placed without renumbering the others)."""
 
     name: str
     writes: tuple[type, ...]
     reads: tuple[type, ...]
     link: Mapping[Phase, Callable[[LinkContext], None]]
+    patch: Mapping[PatchPhase, Callable[[PatchContext], None]] = field(default_factory=dict)
+    place: int = 0
 
 
 @dataclass
@@ -198,3 +218,122 @@ class PythonResolver:
 
     def ops(self, dotted: str, kind: str) -> list[str]:
         raise NotImplementedError
+
+
+class Unpatchable(Exception):
+    """The change needs a full re-link."""
+
+
+def each_once(edges: list[tuple]) -> list[tuple]:
+    """Reachability ``edges`` as the index holds them: no loop, the first of each (dst, src)."""
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for edge in edges:
+        if edge[0] != edge[1] and edge[:2] not in seen:
+            seen.add(edge[:2])
+            out.append(edge)
+    return out
+
+
+class PatchGraph:
+    """The reachability graph as a patch changes it: the edges and nodes removed and added (the
+    graph rule's tables; other rules add through this, never to the rows)."""
+
+    def __init__(self, store: PatchStore) -> None:
+        self.store = store
+        self.removed: list[Edge] = []
+        self.dropped: list[tuple[int, str]] = []  # (id, kind) of the nodes removed
+        self.reach: list[tuple] = []  # the edges added, in the order rules add them
+        self.added: list[tuple] = []  # those edges each once, as the graph rule records them
+        self.fresh_nodes: list[tuple[int, str, str]] = []  # (id, kind, key) of the fresh functions' nodes
+        self.new_nodes: list[tuple] = []  # (id, kind, key, label) of the operator and stub nodes made
+        self.node_ids: dict[tuple[NodeKind, str], int] = {}  # the operator and stub nodes
+        self.next_node = 0
+
+    def remove_call_edges(self, ids: list[int]) -> None:
+        """Remove the edges of the calls functions ``ids`` make (linked again by the calls rule)."""
+        self.removed += self.store.rows("unlink_reach_edges", ids=ids)
+
+    def node_of(self, kind: NodeKind, key: str) -> int:
+        """The node of an operator or stub (made on first use)."""
+        nid = self.node_ids.get((kind, key))
+        if nid is None:
+            nid = self.node_ids[(kind, key)] = self.next_node
+            self.next_node += 1
+            self.new_nodes.append((nid, kind, key, key))
+        return nid
+
+
+class PatchContext:
+    """What the rules of one in-place patch share: the store of the index copy, the changed
+    files (file id -> their facts, whether their functions changed), the graph's delta, and what
+    earlier rules made (typed below; set by the rule named beside each)."""
+
+    # made by the files rule
+    ids: dict[int, list[int]]  # file -> its functions' ids, in the order of its facts
+    fresh_ids: dict[int, list[int]]  # file -> the ids of its new functions
+    extents: dict[int, dict[int, tuple[int, int]]]  # file -> indexed extents of the functions that stay
+    fresh: list[tuple[int, Function]]  # (id, facts) of every new function
+    linker_rows: list[tuple]  # the functions the C++ linker needs, as its rows
+    include_graph: Callable[[], dict[int, list[int]]]  # file id -> the indexed files it includes
+    # made by the ops rule
+    aten_ops: list[tuple]
+    # made by the classes rule
+    classes: list[tuple[int, str, tuple[str, ...], tuple[str, ...]]]
+    # made by the registrations rule
+    stub_names: set[str]
+
+    def __init__(self, store: PatchStore, changed: dict[int, tuple[FileFacts, bool]]) -> None:
+        self.store = store
+        self.changed = changed
+        self.graph = PatchGraph(store)
+        self.file = -1  # the changed file the into phase is at
+        self._writes: frozenset[str] = frozenset()
+
+    def run(self, rule: Rule, phase: PatchPhase) -> None:
+        """Run ``rule``'s step of ``phase`` (if it has one), writing only its own tables."""
+        step = rule.patch.get(phase)
+        if step is not None:
+            self._writes = frozenset(row_type.TABLE for row_type in rule.writes)
+            step(self)
+            self._writes = frozenset()
+
+    def _own(self, row_type: type) -> str:
+        if row_type.TABLE not in self._writes:
+            raise AssertionError(f"{row_type.TABLE} is not written by the running rule")
+        return row_type.TABLE
+
+    def insert(self, row_type: type, rows: list[tuple]) -> None:
+        """Insert ``rows`` into ``row_type``'s table (by the rule that writes it)."""
+        self._own(row_type)
+        self.store.insert(row_type, rows)
+
+    def write(self, row_type: type, statement: str, **params: object) -> list[tuple]:
+        """Run the named statement ``statement`` (schema/patch.sql), which writes ``row_type``'s
+        table (by the rule that writes it)."""
+        self._own(row_type)
+        return self.store.rows(statement, **params)
+
+    def set_function_ids(self, row_type: type, keys: tuple[str, ...], rows: list[tuple]) -> None:
+        """Set the function ids of ``row_type``'s rows named by ``keys`` (PatchStore.set_function_ids)."""
+        self._own(row_type)
+        self.store.set_function_ids(row_type, keys, rows)
+
+    def fresh_names(self, file_id: int) -> list[str]:
+        """The names calls reach the new functions of a changed file by."""
+        linker = self.cpp_linker
+        return sorted({name for f in self.fresh_ids[file_id] for name in linker.call_names(f)})
+
+    @functools.cached_property
+    def cpp_linker(self) -> CppCallLinker:
+        """The C++ name-resolution rules of the full link, over the functions the patch needs."""
+        file_ids = {row[1] for row in self.linker_rows} | set(self.changed) | {row[0] for row in self.classes}
+        return CppCallLinker(
+            self.linker_rows,
+            self.aten_ops,
+            self.stub_names,
+            self.graph.node_of,
+            dict(self.store.rows("paths", ids=sorted(file_ids))),
+            self.include_graph,
+            ClassHierarchy(self.classes),
+        )

@@ -117,4 +117,5 @@ RULE = Rule(
     writes=(BenchmarkTableRow, BenchCallRow, BenchOpRow),
     reads=(FunctionRow, CallEdgeRow, OpCallRow),
     link={Phase.BENCHMARKS: link_benchmarks},
+    place=90,
 )

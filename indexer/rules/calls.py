@@ -6,13 +6,30 @@ call (``m.impl("quantized::layer_norm", [](...) { ... })``)."""
 from __future__ import annotations
 
 import bisect
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 
-from indexer.facts import FileFacts, LibraryImpl, usings_of
+from indexer.devices import device_of_key, ops_of_stubs
+from indexer.facts import Call, FileFacts, LibraryImpl, usings_of
+from indexer.link_cpp import LinkedCalls
 from indexer.registrations import LAMBDA_KERNEL
-from indexer.rules.base import LinkContext, Phase, Rule
-from schema.model import CallEdgeRow, CallKind, CallRow, EdgeKind, FunctionRow, Lang, OpCallRow
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, Unpatchable, each_once
+from schema.model import (
+    BenchTestRow,
+    CallEdgeRow,
+    CallKind,
+    CallRow,
+    EdgeKind,
+    FunctionRow,
+    KernelRow,
+    Lang,
+    OpCallRow,
+    ReachEdgeRow,
+    StubImplRow,
+    TraceOpRow,
+)
+from schema.patch_store import PatchStore
 
 _MEMBER_OF = CallKind.MEMBER_OF
 _MEMBER = CallKind.MEMBER
@@ -104,9 +121,100 @@ def link_python_calls(ctx: LinkContext) -> None:
                 graph.edge(op_node(op), caller, _OP_CALL, f"{dotted} line {c.line}")
 
 
+_LINKED = ("linked_calls", "linked_call_edges", "linked_op_calls", "linked_reach_edges")  # schema/patch.sql
+_CALLER_AT = (0, 0, 0, 1)  # the caller's place in a row of each
+
+
+def relink_calls(ctx: PatchContext) -> None:
+    """The changed files' calls linked again: rows of functions whose linked calls differ
+    replace theirs; a function that stays as it was keeps its rows."""
+    for file_id, (facts, _) in ctx.changed.items():
+        linked = ctx.cpp_linker.link_file(file_id, ctx.ids[file_id], facts.calls, usings_of(facts))
+        linked = _new_rows(ctx, linked, ctx.extents[file_id])
+        ctx.insert(CallRow, linked.calls)
+        ctx.insert(CallEdgeRow, linked.call_edges)
+        ctx.insert(OpCallRow, linked.op_calls)
+        ctx.graph.reach += linked.reach
+
+
+def _new_rows(ctx: PatchContext, linked: LinkedCalls, extents: dict[int, tuple[int, int]]) -> LinkedCalls:
+    """The rows of ``linked`` (a changed file's calls, linked again) the index lacks: those of new
+    functions and of functions whose rows differ from the indexed ones, whose indexed rows are
+    removed (``extents``: the functions that stay, by id)."""
+    new = (linked.calls, linked.call_edges, linked.op_calls, each_once(linked.reach))  # as the index holds them
+    old = [ctx.store.rows(name, ids=list(extents)) if extents else [] for name in _LINKED]
+    changed = {
+        fid
+        for n, o, at in zip(new, old, _CALLER_AT, strict=True)
+        for fid, _ in _by_caller(n, at).items() ^ _by_caller(o, at).items()
+        if fid in extents
+    }
+    ids = sorted(changed)
+    if _runs_inside_device_kernels(ctx.store, ids):
+        raise Unpatchable  # what the link inferred those kernels to run is inferred again
+    if ids:
+        ctx.write(CallRow, "unlink_calls", ids=ids)
+        ctx.graph.remove_call_edges(ids)
+    kept = [
+        [row for row in n if row[at] not in extents or row[at] in changed]
+        for n, at in zip(new, _CALLER_AT, strict=True)
+    ]
+    return LinkedCalls(*kept)
+
+
+def _by_caller(rows: list[tuple], at: int) -> dict[int, tuple]:
+    """``rows`` by their caller (at ``at``), each caller's sorted."""
+    out: dict[int, list[tuple]] = {}
+    for row in rows:
+        out.setdefault(row[at], []).append(row)
+    return {fid: tuple(sorted(group)) for fid, group in out.items()}
+
+
+def _runs_inside_device_kernels(store: PatchStore, changed: list[int]) -> bool:
+    """Do functions ``changed`` belong to a device's kernel or DispatchStub impl (are one, or
+    called by one) for an operator that traced tests of that device (traced on the CPU) run?
+    The link inferred from those kernels' calls what such tests run."""
+    if not changed:
+        return False
+    impls = store.rows("stub_impls_around", ids=changed)
+    stubs = sorted({stub for stub, _ in impls})
+    named = store.rows("stubs_named_ops", stubs=stubs) if stubs else []
+    served = ops_of_stubs(named, store.rows("stubs_called_by_kernels", stubs=stubs) if stubs else [])
+    kernels = store.rows("kernels_around", ids=changed)
+    kernels += [(arch, op) for stub, arch in impls for op, _ in served.get(stub, ())]
+    around = {(device_of_key(key), op.split(".")[0]) for key, op in kernels}
+    around = {(family, base) for family, base in around if family not in ("", "cpu")}
+    if not around:
+        return False
+    running = store.rows("devices_running", bases=sorted({base for _, base in around}))
+    return any((device_of_key(device), base) in around for device, base in running)
+
+
+def calls_into(ctx: PatchContext) -> None:
+    """The calls from other files into the new functions of ``ctx.file``, resolved as the link
+    resolves them."""
+    linker, mine = ctx.cpp_linker, set(ctx.fresh_ids[ctx.file])
+    call_edges: list[tuple] = []
+    linked: set[tuple[int, int]] = set()
+    for caller, name, qual, kind, line, caller_file, usings in ctx.store.rows(
+        "calls_named", names=ctx.fresh_names(ctx.file), outside_file=ctx.file
+    ):
+        call = Call(0, name, qual, kind, line)
+        for callee, edge_kind in linker.function_targets(caller_file, caller, call, tuple(json.loads(usings))):
+            for target in [callee, *linker.invoked(callee)]:  # a functor's construction reaches its operator()
+                if target in mine and (caller, target) not in linked:
+                    linked.add((caller, target))
+                    call_edges.append((caller, target, edge_kind, line))
+                    virtual = target == callee and edge_kind == CallKind.VIRTUAL
+                    ctx.graph.reach.append(linker.reach_edge(target, caller, virtual, line))
+    ctx.insert(CallEdgeRow, call_edges)
+
+
 RULE = Rule(
     "calls",
     writes=(CallRow, CallEdgeRow, OpCallRow),
-    reads=(FunctionRow,),
+    reads=(FunctionRow, KernelRow, StubImplRow, ReachEdgeRow, TraceOpRow, BenchTestRow),
     link={Phase.NATIVE: link_cpp_calls, Phase.PYTHON: link_python_calls},
+    patch={PatchPhase.RELINK: relink_calls, PatchPhase.INTO: calls_into},
+    place=60,
 )

@@ -23,4 +23,4 @@ def add_canary_sets(ctx: LinkContext) -> None:
         )
 
 
-RULE = Rule("canaries", writes=(CanarySetRow,), reads=(), link={Phase.PACK: add_canary_sets})
+RULE = Rule("canaries", writes=(CanarySetRow,), reads=(), link={Phase.PACK: add_canary_sets}, place=110)

@@ -4,12 +4,15 @@ moves), and each include resolved to an indexed file by path suffix."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 
-from indexer.facts import FileFacts, registration_signature, structure_signature, usings_of
-from indexer.rules.base import LinkContext, Phase, Rule
-from schema.model import FileRow, FileStatus, FunctionRow, IncludeRow, Lang, NodeKind
+from indexer.facts import FileFacts, Function, registration_signature, structure_signature, usings_of
+from indexer.link_cpp import call_names
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
+from schema.model import CallRow, FileRow, FileStatus, FunctionRow, IncludeRow, Lang, NodeKind, row_tuple
+from schema.patch_store import PatchStore
 
 _PYTHON_FILE = Lang.PYTHON
 
@@ -96,9 +99,94 @@ def add_python(ctx: LinkContext) -> None:
     }
 
 
+def place_functions(ctx: PatchContext) -> None:
+    """Give the changed files' functions their ids: those still there keep theirs, removed ones
+    are dropped (with everything that refers to them), new ones get fresh ids."""
+    ctx.ids, ctx.fresh_ids, ctx.extents, ctx.fresh = {}, {}, {}, []
+    for file_id, (facts, structural) in ctx.changed.items():
+        old = ctx.store.rows("file_functions", file_id=file_id)
+        kept, gone = _same_functions([r[:6] for r in old], facts.functions) if structural else ([r[0] for r in old], [])
+        edges, nodes = ctx.store.drop_functions(gone)
+        ctx.graph.removed += edges
+        ctx.graph.dropped += nodes
+        staying = set(kept)
+        ctx.extents[file_id] = {r[0]: (r[6], r[7]) for r in old if r[0] in staying}
+        start = ctx.store.value("next_function_id") if -1 in kept else 0
+        numbered = iter(range(start, start + kept.count(-1)))
+        ctx.ids[file_id] = ids = [i if i >= 0 else next(numbered) for i in kept]
+        added = [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0]
+        ctx.insert(FunctionRow, [row_tuple(FunctionRow(i, file_id, f.qualname, f.name, f.kind, f.start_line,
+                                                       f.end_line, f.internal, f.usr)) for i, f in added])
+        ctx.fresh_ids[file_id] = [fid for fid, _ in added]
+        ctx.fresh += added
+
+
+def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:
+    """Per function of a file's new facts, the id of the indexed function it is (same
+    qualified name, name, kind, internal linkage and USR, taken in order), or -1 for a new
+    one; and the ids of the indexed functions that are gone. Every function is new when one
+    still there shares a name calls reach it by with one added or gone (the candidates of
+    those calls change, and the first is the lowest id, as in a full link)."""
+    by_key: dict[tuple, list[int]] = {}
+    for fid, *key in old:
+        by_key.setdefault(tuple(key), []).append(fid)
+    ids = [by_key[key].pop(0) if by_key.get(key := (f.qualname, f.name, f.kind, f.internal, f.usr)) else -1
+           for f in functions]
+    gone = sorted(fid for fids in by_key.values() for fid in fids)
+    kept, gone_ids = set(ids) - {-1}, set(gone)
+    changed_names = {n for f, i in zip(functions, ids, strict=True) if i < 0 for n in call_names(f.name, f.qualname)}
+    changed_names |= {n for fid, qualname, name, *_ in old if fid in gone_ids for n in call_names(name, qualname)}
+    if any(call_names(name, qualname) & changed_names for fid, qualname, name, *_ in old if fid in kept):
+        return [-1] * len(functions), [r[0] for r in old]
+    return ids, gone
+
+
+def read_linker_functions(ctx: PatchContext) -> None:
+    """The functions the C++ linker needs: those of the names the changed files call (functors:
+    by operator()), of the names calls reach the new functions by, those of the changed files,
+    and the functions calling a new function's name (their calls are resolved again)."""
+    added_names = {n for _, f in ctx.fresh for n in call_names(f.name, f.qualname)}
+    names = {c.callee_name for facts, _ in ctx.changed.values() for c in facts.calls} | {"operator()"}
+    ctx.linker_rows = ctx.store.rows(
+        "linker_functions",
+        names=sorted(names | added_names),
+        file_ids=list(ctx.changed),
+        callers_of=sorted(added_names),
+    )
+    ctx.include_graph = functools.partial(_include_graph, ctx.store)
+
+
+def _include_graph(store: PatchStore) -> dict[int, list[int]]:
+    """file id -> the indexed files it includes (those resolved to one)."""
+    out: dict[int, list[int]] = {}
+    for file_id, target in store.rows("includes"):
+        out.setdefault(file_id, []).append(target)
+    return out
+
+
+def record_files(ctx: PatchContext) -> None:
+    """The changed files' rows, and the new extents of their functions that only moved."""
+    for file_id, (facts, _) in ctx.changed.items():
+        extents = ctx.extents[file_id]
+        lines = {fid: (f.start_line, f.end_line) for fid, f in zip(ctx.ids[file_id], facts.functions, strict=True)}
+        moved = [fid for fid in extents if extents[fid] != lines[fid]]
+        if moved:
+            ctx.write(FunctionRow, "move_functions", ids=moved, starts=[lines[fid][0] for fid in moved],
+                      ends=[lines[fid][1] for fid in moved])
+    for file_id, (facts, _) in ctx.changed.items():
+        ctx.write(FileRow, "update_file", id=file_id, sha256=facts.sha256, n_lines=facts.n_lines,
+                  signature=structure_signature(facts), usings=json.dumps(list(usings_of(facts))))
+
+
 RULE = Rule(
     "files",
     writes=(FileRow, FunctionRow, IncludeRow),
-    reads=(),
+    reads=(CallRow,),
     link={Phase.DECLARE: declare_native, Phase.PYTHON: add_python},
+    patch={
+        PatchPhase.PLACE: place_functions,
+        PatchPhase.PREPARE: read_linker_functions,
+        PatchPhase.RECORD: record_files,
+    },
+    place=10,
 )

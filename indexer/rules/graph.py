@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from indexer.rules.base import LinkContext, Phase, Rule
-from schema.model import GraphRow, NodeRow, ReachEdgeRow
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, each_once
+from schema.model import GraphRow, NodeKind, NodeRow, ReachEdgeRow
 from schema.packed_graph import pack_graph
 
 
@@ -14,9 +14,28 @@ def pack(ctx: LinkContext) -> None:
     ctx.set_rows(GraphRow, pack_graph(ctx.read(NodeRow), ctx.read(ReachEdgeRow)))
 
 
+def read_nodes(ctx: PatchContext) -> None:
+    """The new functions' nodes (node id == function id), and the operator and stub nodes by key."""
+    graph = ctx.graph
+    ctx.insert(NodeRow, [(fid, NodeKind.FUNCTION, str(fid), f.qualname) for fid, f in ctx.fresh])
+    graph.fresh_nodes = [(fid, NodeKind.FUNCTION, str(fid)) for fid, _ in ctx.fresh]
+    sql_nodes = ctx.store.rows("op_and_stub_nodes")
+    graph.node_ids = {(NodeKind(k), key): i for i, k, key in sql_nodes}
+    graph.next_node = ctx.store.value("next_node_id")
+
+
+def record_graph(ctx: PatchContext) -> None:
+    """The nodes made and the edges added (each once), as rows."""
+    ctx.insert(NodeRow, ctx.graph.new_nodes)
+    ctx.graph.added = each_once(ctx.graph.reach)
+    ctx.insert(ReachEdgeRow, ctx.graph.added)
+
+
 RULE = Rule(
     "graph",
     writes=(NodeRow, ReachEdgeRow, GraphRow),
     reads=(),
     link={Phase.PACK: pack},
+    patch={PatchPhase.PREPARE: read_nodes, PatchPhase.RECORD: record_graph},
+    place=100,
 )

@@ -7,4 +7,4 @@ from __future__ import annotations
 from indexer.rules.base import Rule
 from schema.model import FunctionRow, NativeSampleRow, NativeTestRow
 
-RULE = Rule("native samples", writes=(NativeSampleRow, NativeTestRow), reads=(FunctionRow,), link={})
+RULE = Rule("native samples", writes=(NativeSampleRow, NativeTestRow), reads=(FunctionRow,), link={}, place=120)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from indexer.rules.base import LinkContext, Phase, Rule, op_key
-from schema.model import EdgeKind, FunctionRow, KernelRow, OpEdgeKind, OpEdgeRow, OpRow
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, op_key
+from schema.model import EdgeKind, FunctionRow, KernelRow, NodeKind, OpEdgeKind, OpEdgeRow, OpRow
 
 _KERNEL = EdgeKind.KERNEL
 
@@ -85,9 +85,37 @@ def link_backward_formulas(ctx: LinkContext) -> None:
                     ctx.graph.edge(op_node(b), op_node(target), EdgeKind.BACKWARD, f"derivatives.yaml: {name}")
 
 
+def read_aten_ops(ctx: PatchContext) -> None:
+    """The aten operators, as the C++ linker reads them."""
+    ctx.aten_ops = ctx.store.rows("aten_ops")
+
+
+def kernels_into(ctx: PatchContext) -> None:
+    """The dispatch kernels and meta functions among the new functions of ``ctx.file``: their
+    kernels' function ids, and their edges from the operators."""
+    linker, mine, node_of = ctx.cpp_linker, set(ctx.fresh_ids[ctx.file]), ctx.graph.node_of
+    names = ctx.fresh_names(ctx.file)
+    resolved: list[tuple] = []
+    for op, key, kernel in ctx.store.rows("kernels"):
+        if kernel.split("::")[-1] not in names:
+            continue
+        targets = linker.kernel_targets(kernel)
+        resolved.append((targets[0] if targets else None, op, key, kernel))
+        ctx.graph.reach += [(f, node_of(NodeKind.OP, op), _KERNEL, key) for f in targets if f in mine]
+    metas = [f for f in ctx.fresh_ids[ctx.file] if linker.rows[f][2] == "structured_meta"]
+    if metas:
+        for op, base, overload in ctx.store.rows("ops"):
+            for f in metas:
+                if linker.name_of[f] in (base, f"{base}_{overload}"):
+                    ctx.graph.reach.append((f, node_of(NodeKind.OP, op), EdgeKind.META, "TORCH_META_FUNC"))
+    ctx.set_function_ids(KernelRow, ("op", "dispatch_key", "kernel_name"), resolved)
+
+
 RULE = Rule(
     "ops",
     writes=(OpRow, KernelRow, OpEdgeRow),
     reads=(FunctionRow,),
     link={Phase.DECLARE: add_operators, Phase.NATIVE: link_kernels, Phase.PYTHON: link_backward_formulas},
+    patch={PatchPhase.PREPARE: read_aten_ops, PatchPhase.INTO: kernels_into},
+    place=20,
 )

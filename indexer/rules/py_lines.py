@@ -37,4 +37,5 @@ RULE = Rule(
     writes=(PyLineSetRow, PyTestLinesRow, PyLineTextRow),
     reads=(),
     link={Phase.BENCHMARKS: link_lines},
+    place=80,
 )

@@ -169,4 +169,5 @@ RULE = Rule(
     writes=(),
     reads=(FunctionRow,),
     link={Phase.PYTHON: resolve_and_link_methods, Phase.REFERENCES: link_subclasses},
+    place=50,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from indexer.rules.base import LinkContext, Phase, Rule
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
 from indexer.stub_names import StubNames
 from schema.model import EdgeKind, LibraryImplRow, NodeKind, ReachEdgeRow, StubImplRow, StubRow
 
@@ -69,9 +69,43 @@ def _layout_hint(stub: str, paths: list[str]) -> str:
     return next((key for word, key in _LAYOUT_WORDS if word in text), "Dense")
 
 
+def read_stub_names(ctx: PatchContext) -> None:
+    """The stubs declared or registered, as the C++ linker reads them."""
+    ctx.stub_names = {r[0] for r in ctx.store.rows("stub_names")}
+
+
+def registrations_into(ctx: PatchContext) -> None:
+    """The DispatchStub impls and library registrations among the new functions of ``ctx.file``:
+    their rows' function ids, and their edges from the stubs and operators."""
+    linker, mine, node_of = ctx.cpp_linker, set(ctx.fresh_ids[ctx.file]), ctx.graph.node_of
+    names = ctx.fresh_names(ctx.file)
+    resolved: list[tuple] = []
+    for stub, arch, impl, impl_file, line in ctx.store.rows("stub_impls"):
+        if impl.split("::")[-1] not in names:
+            continue
+        targets = linker.registered_targets(impl, impl_file)
+        resolved.append((targets[0] if targets else None, stub, arch, impl_file, line))
+        ctx.graph.reach += [(f, node_of(_STUB, stub), EdgeKind.REGISTERED, arch) for f in targets if f in mine]
+    ctx.set_function_ids(StubImplRow, ("stub", "arch", "file_id", "line"), resolved)
+    resolved = []
+    for namespace, key, op, kernel, lib_file, line in ctx.store.rows("library_impls"):
+        if kernel.split("::")[-1] not in names:
+            continue
+        cands = linker.library_targets(kernel, lib_file)
+        resolved.append((cands[0] if cands else None, lib_file, line, op))
+        op_names = linker.library_ops(namespace, op)
+        ctx.graph.reach += [
+            (f, node_of(NodeKind.OP, o), EdgeKind.LIBRARY_IMPL, key or "CatchAll") for f in cands if f in mine
+            for o in op_names
+        ]
+    ctx.set_function_ids(LibraryImplRow, ("file_id", "line", "op"), resolved)
+
+
 RULE = Rule(
     "registrations",
     writes=(StubRow, StubImplRow, LibraryImplRow),
     reads=(ReachEdgeRow,),
     link={Phase.NATIVE: link_registrations, Phase.PYTHON: link_stubs_by_name},
+    patch={PatchPhase.PREPARE: read_stub_names, PatchPhase.INTO: registrations_into},
+    place=40,
 )

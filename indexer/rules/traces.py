@@ -238,4 +238,5 @@ RULE = Rule(
     writes=(TraceRow, BenchTestRow, TraceOpRow, TraceDtypeRow),
     reads=(FunctionRow, KernelRow, LibraryImplRow, StubImplRow, NodeRow, ReachEdgeRow, CallEdgeRow, OpCallRow),
     link={Phase.BENCHMARKS: link_traces},
+    place=70,
 )
