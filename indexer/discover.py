@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import bisect
 import os
-import subprocess
 from pathlib import Path, PurePosixPath
 
-from perfq.common import globs
+from perfq.common import git, globs
 from perfq.config import Config
 from perfq.errors import PerfqError
 
@@ -19,12 +18,8 @@ def listed_files(repo: Path, roots: tuple[str, ...]) -> list[str]:
     roots = tuple(r.strip("/") for r in roots if r)
     if not roots:
         return []
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *roots],
-        cwd=repo,
-        capture_output=True,
-        check=False,
-    )
+    out = git.git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *roots,
+                  check=False, text=False)  # git missing from PATH: PerfqError, one line
     if out.returncode == 0:
         return sorted({p for p in out.stdout.decode("utf-8", "replace").split("\0") if p})
     found: list[str] = []

@@ -7,7 +7,8 @@ benchmark file content, torch version and driver version.
 
 Tracing runs the checkout's own code (its benchmark files and harness), so the driver runs
 contained (perfq.common.sandbox): a scrubbed environment, its own HOME and TMPDIR in a scratch
-directory that is removed afterwards, its process group killed however tracing ends, a time limit
+directory that is removed afterwards, its process group killed however tracing ends (and a
+``setsid`` daemon it started too: perfq is its subreaper), a time limit
 on the warm-up and on each file (and on the driver's silence), and, where bubblewrap works, no
 network and no writes outside the scratch directory.
 """
@@ -310,8 +311,8 @@ def trace_files(
         with tempfile.TemporaryFile("w+b", dir=scratch) as stderr:
             # cwd: the scratch directory (a PyTorch checkout in cwd would shadow the installed torch)
             with sandbox.launch([opts.python, str(driver)]) as launch, proc.spawned(
-                    launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env, cwd=scratch,
-                    pass_fds=launch.pass_fds) as child:
+                    launch.argv, reap_orphans=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    env=env, cwd=scratch, pass_fds=launch.pass_fds) as child:
                 stopped = _read_results(child, request, version, opts.silence_limit(), out, on_result)
             returncode = child.returncode
             if stopped or returncode != 0:

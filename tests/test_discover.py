@@ -1,11 +1,13 @@
 """Which files get indexed: every root's files from one listing, overlapping roots, a root that
-is a file, neighbours that only share a root's prefix, untracked files, a tree without git, and
-exclusion patterns."""
+is a file, neighbours that only share a root's prefix, untracked files, a tree without git, git
+missing from PATH, and exclusion patterns."""
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from indexer.discover import discover, excluded, excluded_paths
 from perfq.config import Config
+from tests.aten_fixture import make_repo
 
 FILES = [
     "torch/nn/functional.py",
@@ -61,6 +64,17 @@ def test_each_kind_gets_the_files_below_its_roots(tmp_path: Path, git: bool):
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         subprocess.run(["git", "-C", str(repo), "add", *FILES[:6]], check=True)  # the rest untracked: still listed
     assert discover(repo, CONFIG) == EXPECTED
+
+
+def test_index_with_git_missing_from_path_is_one_line_and_exit_4(tmp_path: Path):
+    repo = make_repo(tmp_path / "repo")
+    no_git = tmp_path / "bin"
+    no_git.mkdir()
+    res = subprocess.run([sys.executable, "-m", "perfq", "index"], cwd=repo, capture_output=True, text=True,
+                         env={**os.environ, "PATH": str(no_git)}, timeout=120)
+    assert res.returncode == 4, res.stderr
+    assert res.stderr.strip() == "error: git is not installed or not on PATH"
+    assert not (repo / ".git" / "perfq" / "index.duckdb").exists()
 
 
 _WILDCARDS = ("*", "**", "?", "t[e]st", "[!a]*")

@@ -106,12 +106,16 @@ def test_the_sandbox_blocks_the_network_writes_hooks_home_and_daemons(hostile):
     assert result.status == TraceStatus.failed
 
 
-def test_without_the_sandbox_the_environment_is_still_scrubbed(hostile):
+def test_without_the_sandbox_the_environment_is_still_scrubbed_and_daemons_are_reaped(hostile):
     repo, file, plan, calls, _ = hostile
-    seen = outcomes(_trace(file, repo, sandbox=False).errors)
-    assert seen["token"] == seen["secret"] == "absent"
-    for pid in marked(plan["marker"]):  # a setsid daemon outlives an unsandboxed trace (documented)
-        os.kill(pid, 9)
+    try:
+        seen = outcomes(_trace(file, repo, sandbox=False).errors)
+        assert seen["token"] == seen["secret"] == "absent"
+        assert seen["daemon"] == "started"  # it left the tracer's group and session ...
+        assert wait_for(lambda: not marked(plan["marker"]), 10)  # ... and was reaped: perfq is the subreaper
+    finally:
+        for pid in marked(plan["marker"]):
+            os.kill(pid, 9)
 
 
 def test_the_allowlist_keeps_what_torch_needs_and_drops_the_rest(tmp_path):

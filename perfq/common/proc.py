@@ -273,13 +273,17 @@ def kill_orphans(known: set[int]) -> list[int]:
 
 
 @contextlib.contextmanager
-def spawned(argv: list[str], **kwargs: object) -> Iterator[subprocess.Popen]:
-    """:func:`popen` for the block; its group is killed when the block ends, however it ends."""
+def spawned(argv: list[str], reap_orphans: bool = False, **kwargs: object) -> Iterator[subprocess.Popen]:
+    """:func:`popen` for the block; its group is killed when the block ends, however it ends.
+    ``reap_orphans`` as for :func:`run`: a ``setsid`` daemon it started is killed then too."""
+    known = _children() if reap_orphans and become_subreaper() else None
     child = popen(argv, **kwargs)
     try:
         yield child
     finally:
         kill_group(child)
+        if known is not None:
+            kill_orphans(known)
         for stream in (child.stdin, child.stdout, child.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
