@@ -30,12 +30,12 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.common.paths import default_index_path
+from common.errors import PerfqError
+from common.paths import default_index_path
 from perfq.coverage import render as render
 from perfq.coverage.pipeline import DEFAULT_INFRA_OPS, CoverageRequest, coverage_report
 from perfq.coverage.report import functions_touched, ops_reached
 from perfq.coverage.scaffold import pick_overload, scaffold
-from perfq.errors import PerfqError
 from schema.index_store import IndexStore
 
 CORPUS = Path(os.environ.get("PERFQ_CORPUS", Path.home() / ".cache/perfq-corpus")) / "pytorch-2.6.0"

@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common.paths import default_index_path
 from indexer.build_info import extractor_version
 from indexer.facts_cache import load_cache, save_cache
-from perfq.common.paths import default_index_path
 
 
 def _best(fn, runs: int) -> float:

@@ -51,13 +51,13 @@ try:
 except ImportError:
     sys.exit("error: bench/header_defs.py needs tree-sitter and tree-sitter-cpp: pip install -e '.[bench]'")
 
+from common.config import Config
 from indexer import cpp
 from indexer.cpp_fallback import text_functions
 from indexer.discover import discover
 from indexer.extract import file_facts
 from indexer.facts import FileFacts, Function
 from indexer.source_text import blank_spans, blank_strings, preprocessor_spans, strip_c_comments
-from perfq.config import Config
 
 TARGET = 0.99
 ROOTS = ("aten/src/ATen", "c10")
@@ -304,7 +304,7 @@ def loss_class(ref: RefDef, lines: list[str], prelude: set[str]) -> str:
 
 
 def prelude_macros() -> set[str]:
-    text = resources.files("indexer").joinpath("data/prelude.h").read_text()
+    text = resources.files("data").joinpath("prelude.h").read_text()
     return set(re.findall(r"#define\s+(\w+)", text))
 
 

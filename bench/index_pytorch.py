@@ -57,8 +57,8 @@ def children_cpu() -> float:
 def parse_floor(tree: Path, jobs: int) -> tuple[float, float, int]:
     """Seconds and CPU seconds to parse and walk every C++ file perfq indexes in ``tree``, on
     ``jobs`` processes."""
+    from common.config import load_config
     from indexer.discover import discover
-    from perfq.config import load_config
 
     files = [str(tree / p) for p in discover(tree, load_config(tree))["cpp"]]
     start, cpu = time.perf_counter(), children_cpu()

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.ir.collect import check_targets, collect, git_commit
 from perfq.ir.manifest import load_manifest
 from perfq.ir.store import store_collection

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from common.paths import default_index_path  # noqa: E402
 from indexer.native import NativeOptions, choose_tests, perf_problem, sample_native  # noqa: E402
-from perfq.common.paths import default_index_path  # noqa: E402
 from schema.reader import open_index  # noqa: E402
 
 DEFAULT_FILES = "softmax_test,unary_test,binary_test,layernorm_test"

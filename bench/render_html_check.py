@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfq.common.paths import default_index_path
+from common.paths import default_index_path
 from perfq.coverage.pipeline import CoverageRequest, coverage_report
 from perfq.coverage.render import ACCENT, COVERED, UNCOVERED, to_html
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfq.common import files, proc
-from perfq.common.paths import write_atomically
-from perfq.config import Config
-from perfq.errors import PerfqError
+from common import files, proc
+from common.config import Config
+from common.errors import PerfqError
+from common.paths import write_atomically
 
 RECORD_NAME = "torch-build.json"
 COMPILE_RECORD_NAME = "compile-defines.json"

@@ -9,10 +9,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfq import __version__
-from perfq.common import files
-from perfq.config import Config
-from perfq.errors import PerfqError
+from common import files
+from common.config import Config
+from common.errors import PerfqError
+from common.version import __version__
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -33,7 +33,7 @@ _EXTRACTOR_SOURCES = [
         "registrations.py",
         "source_text.py",
     )
-] + [("indexer", "data/prelude.h")]
+] + [("data", "prelude.h")]
 
 
 _LINKING = ("link.py", "link_cpp.py", "stub_names.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py")
@@ -66,9 +66,9 @@ def extractor_version() -> str:
 
 
 def canaries_text(repo: Path, cfg: Config) -> str:
-    """The text of the configured canary-sets file, else of perfq's own indexer/data/canaries.yaml."""
+    """The text of the configured canary-sets file, else of perfq's own data/canaries.yaml."""
     if not cfg.canaries:
-        return resources.files("indexer").joinpath("data/canaries.yaml").read_text(encoding="utf-8")
+        return resources.files("data").joinpath("canaries.yaml").read_text(encoding="utf-8")
     path = repo / cfg.canaries
     try:  # inside the repository, like every path of the config
         return files.input_text(path, files.InputKind.canaries, (repo,))

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from common import files
+from common.config import Config
+from common.errors import PerfqError
 from indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from indexer.native import NativeRun, perf_problem
 from indexer.trace import driver_digest, torch_available
 from indexer.upstream import Upstream, resolve_upstream
-from perfq.common import files
-from perfq.config import Config
-from perfq.errors import PerfqError
 from schema.writer import check_replaceable
 
 if TYPE_CHECKING:

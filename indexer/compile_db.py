@@ -6,8 +6,8 @@ import json
 import shlex
 from pathlib import Path
 
-from perfq.common import files
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
 
 
 def load_compile_db(repo: Path, path: str) -> dict[str, list[str]]:

@@ -1,7 +1,7 @@
 """C++/CUDA/ObjC++ extractor: one source text in, its functions and call sites out.
 
 libclang parses each file on its own (single-file mode: includes are not followed, so
-no build and no generated headers are needed) with ``indexer/data/prelude.h``'s macros in front of
+no build and no generated headers are needed) with ``data/prelude.h``'s macros in front of
 its text (single-file mode skips ``-include`` files). Without headers clang drops
 many definitions (unknown types, members of class templates); the text scanner of
 ``cpp_fallback`` recovers them and corrects clang's extents, both reading the ``#if``
@@ -71,11 +71,11 @@ _HEADERS = (".h", ".hpp", ".cuh")
 
 @cache
 def _prelude() -> tuple[str, int]:
-    """``indexer/data/prelude.h``'s macros, one ``#define`` a line, and their number of lines.
+    """``data/prelude.h``'s macros, one ``#define`` a line, and their number of lines.
     Single-file parsing skips every include, ``-include`` files too: the prelude goes in
     front of the file's own text (cheaper than as ``-D`` arguments), and clang's lines
     are shifted back by its length."""
-    text = resources.files("indexer").joinpath("data/prelude.h").read_text()
+    text = resources.files("data").joinpath("prelude.h").read_text()
     text = re.sub(r"\\\n", " ", strip_c_comments(text))
     defines = [f"#define {name} {body}\n" for name, body in _DEFINE.findall(text)]
     return "".join(defines), len(defines)
@@ -241,7 +241,7 @@ def clang_definitions(
     path: str, text: str, facts: FileFacts | None = None, unseen: list[Span] | None = None
 ) -> list[Function]:
     """The definitions libclang finds in ``text`` parsed on its own (no headers), with
-    indexer/data/prelude.h's macros in front; ``unseen``: the ``#if`` branches a build would not
+    data/prelude.h's macros in front; ``unseen``: the ``#if`` branches a build would not
     see (computed when not given). A parse failure is noted in ``facts``."""
     if unseen is None:
         unseen = preprocessor_spans(blank_strings(strip_c_comments(text)))[1]

@@ -22,7 +22,7 @@ from indexer.source_text import NOT_CALLED, LineIndex
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
 )
-# library registration blocks, named as indexer/data/prelude.h names them:
+# library registration blocks, named as data/prelude.h names them:
 # TORCH_LIBRARY_IMPL(aten, CPU, m) { -> __perfq_torch_library_impl_aten_CPU
 _LIBRARY_BLOCKS = {
     "TORCH_LIBRARY": ("__perfq_torch_library_", 1),
@@ -439,7 +439,7 @@ def _macro_function(toks: list[str], start: int, class_name: str) -> Declarator 
 
 
 def _library_block(toks: list[str], start: int, offset: int) -> Declarator:
-    """The function ``TORCH_LIBRARY*(ns, [key,] m) {`` stands for (see indexer/data/prelude.h)."""
+    """The function ``TORCH_LIBRARY*(ns, [key,] m) {`` stands for (see data/prelude.h)."""
     prefix, n_names = _LIBRARY_BLOCKS[toks[start]]
     close = _match(toks, start + 1, "(", ")")
     args = [a for a in toks[start + 2 : close] if a != ","]

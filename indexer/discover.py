@@ -6,9 +6,9 @@ import bisect
 import os
 from pathlib import Path, PurePosixPath
 
-from perfq.common import git, globs
-from perfq.config import Config
-from perfq.errors import PerfqError
+from common import git, globs
+from common.config import Config
+from common.errors import PerfqError
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".cuh", ".h", ".hpp", ".mm")
 

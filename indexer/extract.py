@@ -9,12 +9,12 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from common import files
 from indexer.benchmarks import BenchmarkFacts, extract_benchmark
 from indexer.cpp import extract_cpp, language_of
 from indexer.facts import FileFacts
 from indexer.python_src import extract_python
 from indexer.source_text import decode_source
-from perfq.common import files
 from schema.model import FileStatus, Lang
 
 MAX_BYTES = 4 * 1024 * 1024
@@ -71,7 +71,7 @@ def read_and_extract(
 
 def read_source(root: str, path: str) -> tuple[bytes, str | None]:
     """A source file's bytes up to MAX_BYTES + 1 (a longer file is skipped, never read whole)
-    and, for a longer one, the digest of all of it, hashed in chunks (perfq/common/files.py); OSError
+    and, for a longer one, the digest of all of it, hashed in chunks (common/files.py); OSError
     for a file that is not read (a device, a symlink leaving the repository)."""
     data = files.read_limited(root, path, MAX_BYTES)
     if len(data) <= MAX_BYTES:

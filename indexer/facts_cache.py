@@ -17,12 +17,12 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from common import files
+from common.paths import write_atomically
 from indexer.benchmarks import BenchmarkFacts
 from indexer.extract import gc_paused
 from indexer.facts import Call, FileFacts, Function, LibraryDef, LibraryImpl, StubFact, StubImpl, class_fact
 from indexer.native_yaml import OpFacts
-from perfq.common import files
-from perfq.common.paths import write_atomically
 from schema.model import FileStatus, Lang, Origin
 
 FORMAT = "perfq-facts/1"

@@ -4,7 +4,7 @@
 
 One process per test (``--test-name``), at most ``per_file`` tests per benchmark file: the first
 traced real CPU forward test of each of its modules. perf runs outside the sandbox and follows
-the benchmark's Python inside it (perfq.common.sandbox, as tracing does); each test has a time limit.
+the benchmark's Python inside it (common.sandbox, as tracing does); each test has a time limit.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import proc
+from common.errors import PerfqError
+from common.sandbox import Launch, Sandbox
 from indexer.native_frames import (
     FunctionMatcher,
     MatchRate,
@@ -28,9 +31,6 @@ from indexer.native_frames import (
     renamed,
 )
 from indexer.trace import operator_benchmark_root
-from perfq.common import proc
-from perfq.common.sandbox import Launch, Sandbox
-from perfq.errors import PerfqError
 
 LIBRARY = "libtorch_cpu.so"
 MIN_SHARE = 0.01  # a function on fewer of a test's samples is not stored (start-up noise)

@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from perfq.common import files
-from perfq.common.yaml_text import YAMLError, load_yaml
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
+from common.yaml_text import YAMLError, load_yaml
 
 
 @dataclass

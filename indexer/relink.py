@@ -15,6 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from common import files, git
+from common.config import Config
+from common.errors import PerfqError
+from common.lifetime import keep_until_exit
+from common.pool import alongside, worker_pool
+from common.version import __version__
+from common.yaml_text import YAMLError, load_yaml
 from indexer.bench_imports import dependencies
 from indexer.benchmarks import BenchmarkFacts
 from indexer.build_info import extractor_version
@@ -37,13 +44,6 @@ from indexer.trace import (
     trace_files,
 )
 from indexer.upstream import Upstream
-from perfq import __version__
-from perfq.common import files, git
-from perfq.common.lifetime import keep_until_exit
-from perfq.common.pool import alongside, worker_pool
-from perfq.common.yaml_text import YAMLError, load_yaml
-from perfq.config import Config
-from perfq.errors import PerfqError
 from schema.model import FileStatus, Lang, NativeSampleRow, NativeTestRow, Origin, TraceStatus, WarningRow
 from schema.writer import Prefill, write_index
 

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from perfq.common import files
-from perfq.common.paths import write_atomically
+from common import files
+from common.paths import write_atomically
 
 FORMAT = "perfq-stat-cache-1"
 RACY_NS = 3_000_000_000  # files modified this close to the last save are hashed again
@@ -38,7 +38,7 @@ def _load(path: Path) -> tuple[dict[str, list], int]:
 
 def _sha256(root: str, rel: str) -> str | None:
     """SHA-256 of the regular file ``rel`` under ``root`` read in chunks, or None when it is
-    unreadable, a device or pipe, or a symlink leaving the repository (perfq/common/files.py)."""
+    unreadable, a device or pipe, or a symlink leaving the repository (common/files.py)."""
     digest = hashlib.sha256()
     try:
         for part in files.chunks(root, rel):

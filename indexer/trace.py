@@ -6,7 +6,7 @@ this module builds its request, streams its per-file results (progress), and cac
 benchmark file content, torch version and driver version.
 
 Tracing runs the checkout's own code (its benchmark files and harness), so the driver runs
-contained (perfq.common.sandbox): a scrubbed environment, its own HOME and TMPDIR in a scratch
+contained (common.sandbox): a scrubbed environment, its own HOME and TMPDIR in a scratch
 directory that is removed afterwards, its process group killed however tracing ends (and a
 ``setsid`` daemon it started too: perfq is its subreaper), a time limit
 on the warm-up and on each file (and on the driver's silence), and, where bubblewrap works, no
@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from common import proc
+from common.errors import PerfqError
+from common.sandbox import Sandbox, bwrap_problem
 from indexer.stat_cache import combined_digest
-from perfq.common import proc
-from perfq.common.sandbox import Sandbox, bwrap_problem
-from perfq.errors import PerfqError
 from schema.model import TraceMode, TraceStatus
 
 DEFAULT_TIMEOUT_S = 120  # per benchmark file

@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 # what benchmarks reach operators through; the rest of torch/ is compilers, tooling, tests
 PACKAGE_PYTHON_EXCLUDE = (

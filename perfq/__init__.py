@@ -1,3 +1,3 @@
 """perfq: connect a PyTorch-style kernel diff to the benchmarks that can see it."""
 
-__version__ = "0.1.0"
+from common.version import __version__ as __version__  # the bottom layer's, re-exported

@@ -12,7 +12,7 @@ from typing import Annotated, Any, TypeVar, get_type_hints
 
 import typer
 
-from perfq.common.paths import default_history_path, default_index_path, repo_root
+from common.paths import default_history_path, default_index_path, repo_root
 
 # Exit statuses of every perfq command (documented in README.md, "Exit codes").
 EXIT_OK = 0

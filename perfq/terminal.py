@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfq.common.render import plain
-from perfq.errors import PerfqError
+from common.errors import PerfqError
+from common.render import plain
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -22,11 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common import globs
+from common.config import Config
 from indexer.devices import device_of_key, device_of_path
 from indexer.dtypes import DtypeScope
 from indexer.facts import scope_name
-from perfq.common import globs
-from perfq.config import Config
 from query.changes import ChangeSet
 from query.document import (
     AffectedDoc,

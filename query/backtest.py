@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from perfq.common import git
-from perfq.common.paths import default_index_path
-from perfq.config import load_config
-from perfq.errors import PerfqError
+from common import git
+from common.config import load_config
+from common.errors import PerfqError
+from common.paths import default_index_path
 from query.document import names
 from query.service import affected_for_ref
 from schema.index_store import IndexStore

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from query.document import AffectedDoc
 from query.model import StepKind
 from schema.model import EdgeKind

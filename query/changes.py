@@ -10,14 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from common import globs
+from common.config import Config
+from common.diff import FileChange
+from common.documents import to_json
 from indexer.build_config import BuildMacros, file_kind
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
 from indexer.facts import FileFacts, Function
 from indexer.preprocessor import Compiled, line_states
-from perfq.common import globs
-from perfq.common.diff import FileChange
-from perfq.common.documents import to_json
-from perfq.config import Config
 from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
 from query.loose_lines import sort_loose

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from perfq.common.documents import to_json
+from common.documents import to_json
 from query.changes import ChangedFunction
 from query.model import Chain, ChainStep, StepKind
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from common.diff import FileChange
 from indexer.dtypes import DtypeClass, DtypeScope, dtype_class, lines_scope, merge_scopes, scope_text
-from perfq.common.diff import FileChange
 from query.document import DispatchGap
 from schema.index_store import TracedDtype, TracedHit
 

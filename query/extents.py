@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
+from common.diff import FileChange
 from indexer.facts import FileFacts, Function
-from perfq.common.diff import FileChange
 
 
 def parse_extents(kind: str, path: str, data: bytes) -> FileFacts | None:

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from perfq.common.diff import FileChange
+from common.diff import FileChange
 from query.changes import ChangeSet
 from schema.index_store import IndexStore
 

@@ -9,15 +9,15 @@ import hashlib
 import os
 from pathlib import Path
 
+from common import files, git
+from common.config import Config, load_config
+from common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
+from common.errors import PerfqError
+from common.paths import default_index_path
 from indexer.bench_imports import importers
 from indexer.build_config import target_build
 from indexer.discover import benchmark_trees, listed_files
 from indexer.facts import FileFacts, Function
-from perfq.common import files, git
-from perfq.common.diff import FileChange, applies, apply_hunks, parse_diff, parse_patch
-from perfq.common.paths import default_index_path
-from perfq.config import Config, load_config
-from perfq.errors import PerfqError
 from query.affected import AffectedInput, affected
 from query.changes import changed_functions, source_kind
 from query.document import AffectedDoc
@@ -149,7 +149,7 @@ def _extents(
                 out[key] = moved
     todo = [(key, job) for key, job in keyed.items() if key not in out]
     if len(todo) >= PARALLEL_PARSE_FROM:
-        from perfq.common.pool import worker_pool  # here: its multiprocessing import costs a small diff 10 ms
+        from common.pool import worker_pool  # here: its multiprocessing import costs a small diff 10 ms
 
         with worker_pool(os.cpu_count() or 1) as pool:
             results = pool.map(_parse_job, [job for _, job in todo], chunksize=8)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.db import transaction
 from schema.engine import duckdb
 from schema.history import connect_history

@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.engine import duckdb
 
 

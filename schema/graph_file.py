@@ -19,8 +19,8 @@ import mmap
 from collections.abc import Iterator
 from pathlib import Path
 
-from perfq.common import files
-from perfq.common.paths import write_atomically
+from common import files
+from common.paths import write_atomically
 
 MAGIC = b"perfq-graph 1\n"
 SUFFIX = ".graph"

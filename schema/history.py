@@ -18,7 +18,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.db import DatabaseLocked, open_db, transaction
 from schema.engine import duckdb
 

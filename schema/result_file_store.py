@@ -29,7 +29,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.db import DatabaseLocked, transaction
 from schema.engine import duckdb
 from schema.history import LOCK_WAIT, connect_history, open_waiting, tables

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.db import transaction
 from schema.engine import duckdb
 from schema.history import LOCK_WAIT, connect_history, tables

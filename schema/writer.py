@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-from perfq.common import files
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
 from schema.engine import duckdb
 from schema.graph_file import graph_token, write_graph_file
 from schema.model import ROW_TYPES, column_types, columns

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from perfq.common import proc
-from perfq.errors import PerfqError
+from common import proc
+from common.errors import PerfqError
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 

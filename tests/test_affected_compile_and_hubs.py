@@ -16,9 +16,9 @@ import textwrap
 
 import duckdb
 
+from common.config import Config
 from indexer.facts import FileFacts
 from indexer.python_src import extract_python
-from perfq.config import Config
 from query.affected import Start, _compiled_ops, _drop_branch_hubs
 from query.document import Confidence
 from query.model import ChainStep, StepKind

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfq.common.documents import json_schema
+from common.documents import json_schema
 from perfq.options import EXIT_ERROR, EXIT_GATE
 from query.document import AffectedDoc
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.paths import default_index_path
+from common.paths import default_index_path
 from schema.engine import duckdb
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 

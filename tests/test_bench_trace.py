@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
 from indexer.trace import FileTrace, TraceJob, TraceOptions, trace_files
-from perfq.config import Config
 from schema.model import TraceMode, TraceStatus
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from common.render import html_text, md_code, md_text, plain
 from perfq.ci.comment import report_body
-from perfq.common.render import html_text, md_code, md_text, plain
 
 BIDI = ["\u202e", "\u202a", "\u202b", "\u202c", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f",
         "\u061c"]

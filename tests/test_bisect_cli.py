@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from common.errors import PerfqError
 from perfq.cli import app
-from perfq.errors import PerfqError
 from perfq.options import EXIT_ERROR, EXIT_GATE
 from query.document import AffectedDoc
 from tests.affected_docs import affected_doc, selected

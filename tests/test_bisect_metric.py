@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from common.errors import PerfqError
 from perfq.bisect.metric import MetricSpec, extract, polarity, unit_polarity
 from perfq.bisect.request import OPBENCH_METRIC, opbench_command
-from perfq.errors import PerfqError
 
 OPBENCH_OUT = """\
 # ----------------------------------------

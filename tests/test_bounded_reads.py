@@ -1,5 +1,5 @@
 """Issue 37 item 4: every file perfq reads from a path it is given goes through one bounded reader
-(perfq/common/files.py): a regular file only, at most its kind's limit, inside its roots.
+(common/files.py): a regular file only, at most its kind's limit, inside its roots.
 ``compile_commands = "/dev/zero"`` took 23.8 GB before the OOM killer, ``perfq ci matrix`` on a
 symlink to /dev/zero 21.9 GB, and a FIFO blocked forever. Each input kind is given /dev/zero, a
 FIFO and a symlink to each: one line, exit 4, a bounded peak RSS. perfq runs under an address-space
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common import files
+from common import files
 from tests.aten_fixture import make_repo
 
 AS_LIMIT = 4_000_000_000  # bytes of address space perfq may map (the brief's `ulimit -v 4000000`)

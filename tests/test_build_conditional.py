@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import Config
+from common.diff import parse_diff
+from common.errors import PerfqError
 from indexer.build_config import (
     BuildMacros,
     compile_commands_defines,
@@ -25,9 +28,6 @@ from indexer.build_config import (
     torch_package_dir,
 )
 from indexer.preprocessor import Compiled, line_states
-from perfq.common.diff import parse_diff
-from perfq.config import Config
-from perfq.errors import PerfqError
 from query.changes import changed_functions
 
 X86 = machine_macros("x86_64", "linux").merged({"AT_MKLDNN_ENABLED()": 1, "USE_FBGEMM": 1}, ("USE_ROCM",), "test")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from common.config import Config
 from indexer import relink as relink_module
 from indexer.build import build_index
 from indexer.build_info import BuildEvents
 from indexer.build_spec import ExtractJob, specify_build
-from perfq.config import Config
 from tests.aten_fixture import make_repo
 
 

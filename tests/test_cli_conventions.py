@@ -10,7 +10,7 @@ import sys
 import pytest
 import typer
 
-from perfq import __version__
+from common.version import __version__
 from perfq.cli import app
 from perfq.options import EXIT_ERROR, EXIT_OK, EXIT_USAGE
 

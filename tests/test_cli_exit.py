@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq import __version__
+from common.version import __version__
 from perfq.run.results import EXPORT_FORMAT
 
 RUN = """

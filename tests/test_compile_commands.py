@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
+from common.errors import PerfqError
 from indexer.build import build_index
 from indexer.compile_db import load_compile_db
-from perfq.config import Config
-from perfq.errors import PerfqError
 from tests.aten_fixture import NATIVE_FUNCTIONS
 
 SOURCES = {

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from perfq.config import Config, load_config
-from perfq.errors import PerfqError
+from common.config import Config, load_config
+from common.errors import PerfqError
 from perfq.options import EXIT_ERROR
 from tests.aten_fixture import make_repo, perfq
 

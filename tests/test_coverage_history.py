@@ -7,9 +7,9 @@ import subprocess
 import duckdb
 import pytest
 
+from common.errors import PerfqError
 from perfq.coverage.churn import op_churn
 from perfq.coverage.history import COMMIT_MARK, changed_lines, parse_log
-from perfq.errors import PerfqError
 from tests.coverage_fixture_db import build_index, build_repo
 
 LOG = f"""{COMMIT_MARK}aaa ppp

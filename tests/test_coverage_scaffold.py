@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
+from common.errors import PerfqError
 from perfq.coverage.scaffold import parse_schema, pick_overload, scaffold
-from perfq.errors import PerfqError
 
 SCHEMAS = [
     "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",

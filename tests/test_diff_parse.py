@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from perfq.common import git as gitmod
-from perfq.common.diff import apply_hunks, parse_diff
-from perfq.errors import PerfqError
+from common import git as gitmod
+from common.diff import apply_hunks, parse_diff
+from common.errors import PerfqError
 
 OLD = "".join(f"line {i}\n" for i in range(1, 11))
 
@@ -65,7 +65,7 @@ def test_garbage_is_a_clear_error():
 
 
 def test_yaml_entries_select_ops_and_backwards():
-    from perfq.config import Config
+    from common.config import Config
     from query.changes import changed_functions
 
     derivatives = (

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.config import Config
 from indexer.discover import discover, excluded, excluded_paths
-from perfq.config import Config
 from tests.aten_fixture import make_repo
 
 FILES = [

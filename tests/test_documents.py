@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+from common.documents import json_schema, to_json
 from perfq.cli import app
-from perfq.common.documents import json_schema, to_json
 from perfq.run.report import ComparisonDocument
 from tests.test_run_compare import _document
 

@@ -12,11 +12,11 @@ from dataclasses import replace
 import duckdb
 import pytest
 
+from common.diff import parse_diff
 from indexer.dtypes import V2_LISTS, DtypeClass, dtype_class, dtype_class_of_scalar_type, lines_scope
 from indexer.rules.traces import dtype_rows, numbered_tests
 from indexer.trace import TracedTest, TraceMode
 from perfq.cli.render_affected import markdown, table
-from perfq.common.diff import parse_diff
 from perfq.coverage.report import CoverageFacts, Overload, build_report, gap_text
 from perfq.run.plan import Candidate, CostSource, config_of, fit_plan
 from perfq.run.plan_inputs import dtype_units

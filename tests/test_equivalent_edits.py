@@ -9,8 +9,8 @@ import difflib
 
 import pytest
 
-from perfq.common.diff import parse_diff
-from perfq.config import Config
+from common.config import Config
+from common.diff import parse_diff
 from query.changes import changed_functions
 from query.equivalent import Rename, dispatch_gain, scoped_rename, words
 

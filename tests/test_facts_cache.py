@@ -11,9 +11,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
 from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
-from perfq.config import Config
 from tests.aten_fixture import make_repo
 
 TABLES = ("files", "functions", "calls", "call_edges", "op_calls", "reach_edges", "kernels", "stub_impls",

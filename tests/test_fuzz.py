@@ -15,14 +15,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from common.config import POSITIVE, Config, load_config
+from common.diff import applies, apply_hunks, parse_diff, parse_patch
+from common.errors import PerfqError
 from indexer.build import build_index
 from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.registrations import extract_registrations
 from perfq.bisect.metric import AGGREGATES, MetricSpec, extract
-from perfq.common.diff import applies, apply_hunks, parse_diff, parse_patch
-from perfq.config import POSITIVE, Config, load_config
-from perfq.errors import PerfqError
 from query.service import affected_for_ref
 from tests.aten_fixture import FILES, make_repo
 
@@ -339,7 +339,7 @@ def test_native_functions_yaml_gives_operators_or_one_line(tmp_path_factory, tex
 
     path = tmp_path_factory.mktemp("yaml") / "native_functions.yaml"
     path.write_text(text, encoding="utf-8")
-    from perfq.common.yaml_text import YAMLError
+    from common.yaml_text import YAMLError
 
     try:
         ops = _plain(path)

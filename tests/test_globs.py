@@ -1,4 +1,4 @@
-"""Globs matched literal-first (perfq/common/globs.py) agree with fnmatch on any pattern and string,
+"""Globs matched literal-first (common/globs.py) agree with fnmatch on any pattern and string,
 and a pattern no string can match is never compiled."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import fnmatch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfq.common import globs
+from common import globs
 
 TEXT = st.text(alphabet="ab/._", max_size=12)
 PATTERN = st.text(alphabet="ab/._*?[]!", max_size=10)

@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
-from perfq.config import Config
 from schema.graph_file import graph_file, graph_token, read_graph_file
 from schema.index_store import IndexStore
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.run.compare import Settings
 from perfq.run.compare_labels import comparison_for_label
 from tests.run_fakebench import make_bench_root

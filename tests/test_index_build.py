@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from common.config import Config
+from common.errors import PerfqError
 from indexer import build as build_module
 from indexer import incremental
 from indexer import relink as relink_module
 from indexer.build import build_index
-from perfq.config import Config
-from perfq.errors import PerfqError
 from perfq.options import EXIT_ERROR
 from schema import writer
 from schema.graph_file import graph_file, read_graph_file
@@ -353,7 +353,7 @@ def test_a_changed_file_gone_before_the_patch_reads_it_is_a_relink_not_a_traceba
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
     replace_in(repo, KERNEL, "    out[i] = out[i] * 2;\n", "    out[i] = out[i] * 3;\n")
-    from perfq.common import files
+    from common import files
 
     read_limited = files.read_limited
 

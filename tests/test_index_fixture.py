@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
-from perfq.config import Config
 from schema.version import SCHEMA_VERSION
 from tests.aten_fixture import make_repo
 

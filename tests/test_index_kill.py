@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from schema.writer import build_lock
 from tests.aten_fixture import commit_all, make_repo, perfq
 from tests.processes import alive, wait_for

@@ -11,11 +11,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
+from common.errors import PerfqError
 from indexer import relink as relink_module
 from indexer.build import build_index
 from indexer.link import NativeLink
-from perfq.config import Config
-from perfq.errors import PerfqError
 from schema import writer
 from schema.writer import Prefill, write_index
 from tests.aten_fixture import make_repo

@@ -11,12 +11,12 @@ import duckdb
 import pytest
 
 import indexer.rules
+from common.config import Config
 from indexer.build import build_index
 from indexer.build_info import linker_sources
 from indexer.link import link
 from indexer.rules import RULES
 from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
-from perfq.config import Config
 from schema.model import ROW_TYPES, KernelRow, MetaRow, OpRow, WarningRow
 from schema.patch_store import PatchStore
 from tests.aten_fixture import make_repo, replace_in

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfq.common.documents import json_schema
+from common.documents import json_schema
 from perfq.ir.harvest import harvest
 from perfq.ir.pipeline import Destination, HarvestRequest, harvest_ir
 from perfq.ir.report import IRCollectDocument

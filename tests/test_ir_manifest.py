@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.ir.compile import Specialization
 from perfq.ir.manifest import load_manifest, parse_manifest
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 import weakref
 
+from common import lifetime
+from common.config import load_config
 from indexer.build import build_index
-from perfq.common import lifetime
-from perfq.config import load_config
 from tests.aten_fixture import make_repo
 
 
@@ -29,7 +29,7 @@ def test_nothing_is_kept_where_the_process_frees_its_objects():
 def test_a_quick_exit_process_keeps_them_out_of_the_collectors_sight():
     code = """
 import gc, weakref
-from perfq.common import lifetime
+from common import lifetime
 class Big: pass
 lifetime.free_at_exit()
 obj = Big(); ref = weakref.ref(obj)

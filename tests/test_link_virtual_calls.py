@@ -14,13 +14,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
 from indexer.cpp_fallback import class_bases, text_structure
 from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.link import link
 from indexer.link_cpp import VIRTUAL_HUB
-from perfq.config import Config
 from query.affected import _layouts_from_paths
 from query.reach import Reach
 from tests.aten_fixture import make_repo, replace_in, write_tree

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import difflib
 
-from perfq.common.diff import parse_diff
-from perfq.config import Config
+from common.config import Config
+from common.diff import parse_diff
 from query.changes import changed_functions
 
 PATH = "aten/src/ATen/native/xpu/sycl/Indexing.cpp"

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from common import proc
+from common.sandbox import Launch
 from indexer.native import perf_problem, record
 from indexer.native_frames import FunctionMatcher, profile
-from perfq.common import proc
-from perfq.common.sandbox import Launch
 
 pytestmark = pytest.mark.torch
 

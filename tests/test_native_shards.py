@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import PerfqError
+from common.paths import default_index_path
 from indexer.native import NativeReport, NativeTest, Shard, load_shards, save_shard
 from indexer.native_frames import MatchRate
-from perfq.common.paths import default_index_path
-from perfq.errors import PerfqError
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in
 from tests.conftest import db_rows
 

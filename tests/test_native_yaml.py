@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import PerfqError
 from indexer import native_yaml
-from perfq.errors import PerfqError
 from tests.aten_fixture import NATIVE_FUNCTIONS
 
 

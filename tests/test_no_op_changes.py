@@ -7,8 +7,8 @@ import difflib
 
 import pytest
 
-from perfq.common.diff import parse_diff
-from perfq.config import Config
+from common.config import Config
+from common.diff import parse_diff
 from query.changes import changed_functions
 
 CPP = """\

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from perfq.common import proc
+from common import proc
 from tests.hostile_bench import marked
 from tests.processes import wait_for
 

@@ -21,7 +21,7 @@ import pytest
 from markdown_it import MarkdownIt
 from rich.console import Console
 
-from perfq.common.render import fixed, md_code, md_text, plain, print_json
+from common.render import fixed, md_code, md_text, plain, print_json
 from perfq.run import progress
 from perfq.run.compare import TestKey, Verdict, compare_samples
 from perfq.run.execute import Job, Tick, TickKind, batch_jobs

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common import files
-from perfq.common.paths import write_atomically
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
+from common.paths import write_atomically
 from perfq.options import EXIT_ERROR
 from perfq.run.results import EXPORT_FORMAT, export_runs, import_files
 from schema.engine import duckdb
@@ -190,8 +190,8 @@ HOSTILE = ["--output=victim.txt", "--output=victim.txt..HEAD", "-o", "--exec=tou
 
 @pytest.mark.parametrize("ref", HOSTILE)
 def test_a_hostile_ref_is_never_an_option_of_git(repo: Path, ref: str, cli):
+    from common import git
     from perfq.bisect import git as bisect_git
-    from perfq.common import git
 
     victim = repo / "victim.txt"
     victim.write_text("precious\n")
@@ -240,8 +240,8 @@ def test_a_change_to_a_file_whose_name_git_quotes_is_mapped(tmp_path: Path, cli,
 
 
 def test_git_status_and_numstat_keep_odd_names(tmp_path: Path):
+    from common import git as common_git
     from perfq.bisect.git import numstat
-    from perfq.common import git as common_git
 
     repo = tmp_path / "repo"
     names = ["Ünïcødé.cpp", "tab\there.cpp", "new\nline.cpp", 'q"uote.cpp', "back\\slash.cpp"]

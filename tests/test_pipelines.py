@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from common.errors import PerfqError
 from perfq.cli.affected_pipeline import AffectedRequest, affected
 from perfq.cli.index_pipeline import IndexRequest, index
-from perfq.errors import PerfqError
 from schema.index_store import IndexStore
 from schema.reader import open_index
 from tests.aten_fixture import commit_all, git, make_repo, perfq, replace_in

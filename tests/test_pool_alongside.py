@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.common.pool import alongside
+from common.pool import alongside
 
 
 def _write_pid(path: Path, delay: float = 0.0) -> None:

@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, struct, sys, time
     from pathlib import Path
-    from perfq.common.pool import worker_pool
+    from common.pool import worker_pool
 
     def half_sent(marker):
         frame = sys._getframe()

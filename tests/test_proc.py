@@ -1,4 +1,4 @@
-"""Child processes (perfq.common.proc): a timeout holds when a grandchild keeps the pipe open, the
+"""Child processes (common.proc): a timeout holds when a grandchild keeps the pipe open, the
 child's whole group dies on a timeout, a signal, a normal end and a kill -9 of perfq, output is
 capped, and `perfq run` / `perfq import` treat SIGTERM like Ctrl-C."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.common import proc
+from common import proc
 from tests.processes import alive, wait_for
 from tests.run_fakebench import make_bench_root
 
@@ -82,8 +82,8 @@ def _holder(tmp_path: Path, body: str) -> subprocess.Popen:
     """A Python process running ``body`` with perfq's signal handling, as a perfq command would."""
     code = textwrap.dedent(f"""
         import sys
-        from perfq.common import proc
-        from perfq.common.interrupt import noting_interrupts
+        from common import proc
+        from common.interrupt import noting_interrupts
         with noting_interrupts():
             try:
                 {body}

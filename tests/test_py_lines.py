@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import load_config
+from common.diff import parse_diff
 from indexer.build import build_index
-from perfq.common.diff import parse_diff
-from perfq.config import load_config
 from query.py_lines import _readers, _statement, _touched, _traced_line
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 

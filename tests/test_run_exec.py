@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+from common.documents import json_schema
 from perfq.cli import app
-from perfq.common.documents import json_schema
 from perfq.run import execute as runner
 from perfq.run.compare import Settings, compare_samples
 from perfq.run.jobs import opbench_job

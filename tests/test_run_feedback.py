@@ -10,7 +10,7 @@ import time
 
 import jsonschema
 
-from perfq.common.documents import json_schema
+from common.documents import json_schema
 from perfq.options import EXIT_GATE
 from perfq.run import progress
 from perfq.run.execute import Job, Tick, TickKind

@@ -20,7 +20,7 @@ import jsonschema
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.run import execute as runner
 from perfq.run import opbench
 from perfq.run.jobs import opbench_job

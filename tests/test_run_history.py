@@ -10,7 +10,7 @@ import sys
 import jsonschema
 import pytest
 
-from perfq.common.documents import json_schema
+from common.documents import json_schema
 from perfq.options import EXIT_ERROR, EXIT_GATE
 from perfq.run.report import HistoryDocument
 from perfq.run.trend import Point, find_steps, sparkline, trend

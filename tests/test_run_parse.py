@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.jobs import drop_unsupported_compile, jobs_from_affected, match_ops
 from perfq.run.opbench import OpBenchSpec, RunnerCaps

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from common.errors import PerfqError
 from perfq.cli import app
-from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, EXIT_OK, Format
 from perfq.run.jobs import SideOptions
 from perfq.run.pipeline import RunRequest, checked_rounds, plan_run, run_benchmarks

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.options import EXIT_USAGE
 from perfq.run.plan import (
     Candidate,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.run.sides import SideSpec, fetch_wheel, refuse_same_code, sha256_of, side_bench_root
 from tests.conftest import db_rows, git, run_perfq
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-from perfq.common.proc import ChildUsage
+from common.proc import ChildUsage
 from perfq.run import execute as runner
 from perfq.run.compare import TestKey, compare_samples
 from perfq.run.machine import Contention, MachineSnapshot

@@ -1,4 +1,4 @@
-"""Real-time scheduling of benchmark processes (perfq.common.sched, `perfq run --priority`)."""
+"""Real-time scheduling of benchmark processes (common.sched, `perfq run --priority`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from perfq.common import proc, sched
-from perfq.errors import PerfqError
+from common import proc, sched
+from common.errors import PerfqError
 from perfq.run import execute as runner
 from tests.bisect_fixture import make_repo
 from tests.conftest import run_perfq

@@ -6,7 +6,7 @@ is not, and neither is anything in a suite too small to need a canary."""
 
 from __future__ import annotations
 
-from perfq.config import Config
+from common.config import Config
 from query.affected import _broad, _canary_hits, _traced_benchmarks
 from schema.index_store import BenchmarkInfo, CanarySet, TracedHit
 

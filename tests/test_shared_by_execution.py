@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-from perfq.config import Config
+from common.config import Config
 from query.affected import _broad
 from schema.index_store import IndexStore
 from schema.writer import index_ddl

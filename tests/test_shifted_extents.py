@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfq.common.diff import parse_diff
+from common.diff import parse_diff
 from query.extents import parse_extents, shifted_extents
 
 BASE = """#include <vector>

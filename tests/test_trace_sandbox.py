@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from common import proc
+from common.config import Config
+from common.errors import PerfqError
+from common.sandbox import NOBODY, Sandbox, bwrap_problem, scrubbed_env
+from common.sched import FIFO_PRIORITY, realtime_problem
 from indexer.trace import TraceJob, TraceOptions, trace_files
-from perfq.common import proc
-from perfq.common.sandbox import NOBODY, Sandbox, bwrap_problem, scrubbed_env
-from perfq.common.sched import FIFO_PRIORITY, realtime_problem
-from perfq.config import Config
-from perfq.errors import PerfqError
 from schema.model import TraceStatus
 from tests.hostile_bench import (
     BLOCKED_ATTEMPTS,
@@ -142,7 +142,7 @@ def test_a_harness_that_hangs_at_import_cannot_hang_the_index(tmp_path, sleepy):
 HOLDER = """
 import sys
 from pathlib import Path
-from perfq.common.interrupt import noting_interrupts
+from common.interrupt import noting_interrupts
 from indexer.trace import TraceJob, TraceOptions, trace_files
 repo, file = Path(sys.argv[1]), Path(sys.argv[2])
 with noting_interrupts():

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import Config
 from indexer.build import build_index
 from indexer.native_yaml import OpFacts, merge_ops
-from perfq.config import Config
 from tests.aten_fixture import NATIVE_FUNCTIONS, make_repo, perfq
 from tests.conftest import db_rows
 

@@ -8,8 +8,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfq.common import yaml_text
-from perfq.common.yaml_text import YAMLError, load_yaml
+from common import yaml_text
+from common.yaml_text import YAMLError, load_yaml
 
 _SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 _DOCS = st.recursive(

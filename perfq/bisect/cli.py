@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from typer.core import TyperCommand
 
-from perfq.common.render import print_json
-from perfq.common.sched import Priority
-from perfq.errors import PerfqError
+from common.errors import PerfqError
+from common.render import print_json
+from common.sched import Priority
 from perfq.options import (
     EXIT_GATE,
     PRIORITY_HELP,
@@ -168,10 +168,10 @@ def bisect_cmd(
 
         perfq bisect --resume
     """
+    from common.build import build_argv
     from perfq.bisect.driver import run_bisect
     from perfq.bisect.request import BisectRequest
     from perfq.bisect.search import SearchConfig
-    from perfq.common.build import build_argv
 
     command, cwd, spec, lower = _bisect_command(ctx.meta.get(_CMD_KEY, []), _metric(metric, metric_json, aggregate),
                                                 benchmark, test_name, lower, higher)
@@ -256,9 +256,9 @@ def bisect_step_cmd(
 
         git bisect run perfq bisect-step --good-value 180 --bad-value 240 --benchmark softmax
     """
+    from common.build import build_argv
     from perfq.bisect.request import opbench_command
     from perfq.bisect.step import StepRequest, run_step
-    from perfq.common.build import build_argv
 
     try:
         command: list[str] = ctx.meta.get(_CMD_KEY, [])

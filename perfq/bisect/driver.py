@@ -13,6 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from common import git
+from common.errors import PerfqError
+from common.interrupt import sigterm_as_interrupt
+from common.paths import default_history_path
 from perfq.bisect import git as g
 from perfq.bisect.hints import Hint, scan_diff
 from perfq.bisect.measure import Bench, benchmark_scheduling
@@ -34,10 +38,6 @@ from perfq.bisect.report import (
 from perfq.bisect.request import BisectRequest, apply_options, benchmark_name, ir_request, request_options
 from perfq.bisect.search import Outcome, bisect, estimated_steps, relative_change
 from perfq.bisect.session import Session
-from perfq.common import git
-from perfq.common.interrupt import sigterm_as_interrupt
-from perfq.common.paths import default_history_path
-from perfq.errors import PerfqError
 from query.service import affected_for_range, check_index_of
 
 

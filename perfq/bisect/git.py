@@ -1,5 +1,5 @@
 """Git side of ``perfq bisect``: validation, commit enumeration, checkout and restoration
-(every git process through :mod:`perfq.common.git`)."""
+(every git process through :mod:`common.git`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from perfq.common import git as common_git
-from perfq.errors import PerfqError
+from common import git as common_git
+from common.errors import PerfqError
 
 
 def git(repo: Path, *args: str, check: bool = True, timeout: float = 120) -> str:

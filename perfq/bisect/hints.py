@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from perfq.common.diff import DiffLine, parse_diff
-from perfq.errors import PerfqError
+from common.diff import DiffLine, parse_diff
+from common.errors import PerfqError
 
 
 @dataclass(frozen=True)

@@ -7,14 +7,14 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from common import proc
+from common.build import run_build
+from common.errors import PerfqError
+from common.sched import Priority, describe, use_realtime
 from perfq.bisect import git as g
 from perfq.bisect.metric import MetricSpec, Reading, extract
 from perfq.bisect.request import BisectRequest
 from perfq.bisect.session import Session
-from perfq.common import proc
-from perfq.common.build import run_build
-from perfq.common.sched import Priority, describe, use_realtime
-from perfq.errors import PerfqError
 from perfq.ir import api as ir_api
 
 

@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 LOWER_UNITS = ("ns", "us", "µs", "ms", "s", "sec", "secs", "seconds", "msec", "usec", "cycles")
 HIGHER_UNITS = ("GB/s", "MB/s", "KB/s", "TB/s", "GiB/s", "MiB/s", "TFLOPS", "GFLOPS", "MFLOPS",

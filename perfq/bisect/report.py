@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from common.documents import to_json
+from common.render import fixed, md_code, md_text
 from perfq.bisect.hints import Hint
 from perfq.bisect.search import Outcome, estimated_steps, relative_change
-from perfq.common.documents import to_json
-from perfq.common.render import fixed, md_code, md_text
 
 
 class BisectStatus(str, Enum):

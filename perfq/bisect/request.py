@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from common.build import build_argv
+from common.sched import Priority
 from perfq.bisect.metric import MetricSpec
 from perfq.bisect.search import SearchConfig
-from perfq.common.build import build_argv
-from perfq.common.sched import Priority
 
 OPBENCH_ROOT = "benchmarks/operator_benchmark"
 OPBENCH_METRIC = r"Forward Execution Time \(us\)\s*:\s*([0-9.eE+-]+)"

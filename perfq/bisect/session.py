@@ -9,8 +9,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from common.errors import PerfqError
 from perfq.bisect.git import Origin
-from perfq.errors import PerfqError
 from schema.bisect_store import BisectStore
 
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
+from common.build import run_build
+from common.errors import PerfqError
+from common.sched import Priority
 from perfq.bisect.measure import benchmark_scheduling, run_once
 from perfq.bisect.metric import MetricSpec, polarity
 from perfq.bisect.search import classify
-from perfq.common.build import run_build
-from perfq.common.sched import Priority
-from perfq.errors import PerfqError
 
 
 @dataclass

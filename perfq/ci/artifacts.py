@@ -13,10 +13,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from common import files
+from common.errors import PerfqError
 from perfq.ci.comment import COMMENT_FILE, PR_FILE, PullRequestRef, report_body
 from perfq.ci.gate import missing_results, selected_benchmarks
-from perfq.common import files
-from perfq.errors import PerfqError
 from perfq.run import api as run_api
 
 RESULTS_GLOB = "results-*.json"

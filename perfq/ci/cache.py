@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.common import git
+from common import git
 from schema.version import SCHEMA_VERSION
 
 

@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
+from common import files
+from common.errors import PerfqError
 from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD
-from perfq.common import files
-from perfq.errors import PerfqError
 from perfq.options import EXIT_GATE, RepoOpt, resolve_repo
 from perfq.terminal import console
 
@@ -122,10 +122,10 @@ def init(
 
         perfq ci init --perfq-spec ... --build-runner self-hosted --build-env USE_CUDA=1   # a GPU build
     """
-    from perfq import __version__
+    from common.config import load_config
+    from common.version import __version__
     from perfq.ci.cache import pinned_torch
     from perfq.ci.workflows import WORKFLOW_DIR, WorkflowOptions, render
-    from perfq.config import load_config
 
     spec = perfq_spec or _installed_spec()
     if not spec:
@@ -178,7 +178,7 @@ def cache_key(
 
         perfq ci cache-key HEAD^1 >> "$GITHUB_OUTPUT"
     """
-    from perfq import __version__
+    from common.version import __version__
     from perfq.ci.cache import cache_keys
 
     keys = cache_keys(resolve_repo(repo), rev, f"perfq-index-{__version__}", ancestors)
@@ -204,8 +204,8 @@ def base_config(
 
         perfq ci base-config HEAD^1 --out "$RUNNER_TEMP/perfq-config" >> "$GITHUB_ENV"
     """
+    from common.config import CONFIG_DIR_ENV
     from perfq.ci.gate import write_committed_config
-    from perfq.config import CONFIG_DIR_ENV
 
     written = write_committed_config(resolve_repo(repo), rev, out)
     console(stderr=True).print(f"config of {rev}: {', '.join(written) or 'none (perfq defaults)'}", markup=False)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfq.common.render import GITHUB_COMMENT_BUDGET, md_code
+from common.render import GITHUB_COMMENT_BUDGET, md_code
 
 MARKER = "<!-- perfq:sticky-comment -->"
 COMMENT_FILE = "comment.md"

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from perfq.common import files
-from perfq.common.render import md_table
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
+from common.render import md_table
 
 KEEP_NIGHTS = 400
 

@@ -14,9 +14,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from perfq.common import files, git
-from perfq.config import CONFIG_FILES, load_config
-from perfq.errors import PerfqError
+from common import files, git
+from common.config import CONFIG_FILES, load_config
+from common.errors import PerfqError
 from perfq.run import api as run_api
 
 

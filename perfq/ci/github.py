@@ -9,8 +9,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from common.errors import PerfqError
 from perfq.ci.comment import PullRequestRef, find_sticky, sticky_body
-from perfq.errors import PerfqError
 
 DEFAULT_API = "https://api.github.com"
 _PAGE = 100

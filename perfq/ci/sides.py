@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfq.common import git, proc
-from perfq.errors import PerfqError
+from common import git, proc
+from common.errors import PerfqError
 
 SIDE_NAMES = ("base", "head")
 

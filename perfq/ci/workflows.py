@@ -1,4 +1,4 @@
-"""The GitHub Actions workflows `perfq ci init` writes, filled from templates in ``perfq/ci/templates``.
+"""The GitHub Actions workflows `perfq ci init` writes, filled from templates in ``data/ci``.
 
 Pure: templates in, YAML text out. Every value a user gives is checked and written as a JSON
 (= YAML double-quoted) string or a shell-quoted word; none may contain ``${{`` (an expression
@@ -157,7 +157,7 @@ def _runner(labels: tuple[str, ...]) -> str:
 
 def template(name: str) -> str:
     """The shipped template of workflow file ``name``."""
-    return resources.files("perfq.ci").joinpath(f"templates/{name}.in").read_text(encoding="utf-8")
+    return resources.files("data").joinpath(f"ci/{name}.in").read_text(encoding="utf-8")
 
 
 def _blocks(text: str, keep: dict[str, bool]) -> str:

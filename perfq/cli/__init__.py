@@ -22,10 +22,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from perfq import __version__
-from perfq.common.interrupt import interrupted, noting_interrupts
-from perfq.common.lifetime import free_at_exit
-from perfq.errors import PerfqError
+from common.errors import PerfqError
+from common.interrupt import interrupted, noting_interrupts
+from common.lifetime import free_at_exit
+from common.version import __version__
 from perfq.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
 
 # every command (or command group) and the module whose register(app) adds it

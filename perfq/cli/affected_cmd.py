@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from common.render import print_json
 from perfq.cli.affected_pipeline import AffectedAnswer, AffectedRequest
 from perfq.cli.affected_pipeline import affected as answer_affected
-from perfq.common.render import print_json
 from perfq.options import EXIT_GATE, DbOpt, RepoOpt, resolve_repo
 
 

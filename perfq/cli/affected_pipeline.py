@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfq.common import files
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
 from perfq.options import resolve_history
 
 if TYPE_CHECKING:  # the index (duckdb) and the planner load only when a command runs

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
+from common.render import print_json
 from perfq.cli.index_pipeline import IndexAnswer, IndexRequest
 from perfq.cli.index_pipeline import index as build_requested
-from perfq.common.render import print_json
 from perfq.options import DbOpt, Format, RepoOpt, resolve_db, resolve_repo
 from perfq.terminal import console
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from perfq.options import resolve_db
 
 if TYPE_CHECKING:  # the indexer loads only when a command runs
+    from common.config import Config
     from indexer.build_info import BuildEvents, BuildReport
     from indexer.native import NativeRun
-    from perfq.config import Config
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _to_stderr(message: str) -> None:
 
 def config(request: IndexRequest, warn: Callable[[str], None]) -> Config:
     """The repository's configuration with the request's roots and files; unknown keys warned of."""
-    from perfq.config import load_config
+    from common.config import load_config
 
     overrides = {
         "source_roots": list(request.source_roots) or None,

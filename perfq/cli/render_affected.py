@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from perfq.common.render import md_code, md_text, plain
+from common.render import md_code, md_text, plain
 from perfq.run.plan import RunShape, TestPlan, split
 from perfq.run.plan_view import markdown_lines, print_plan
 from perfq.terminal import Name, console

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from perfq.common.paths import git_common_dir
+from common.paths import git_common_dir
 from perfq.coverage.history import changed_lines
 from perfq.coverage.report import HistoryNote, churn_by_op, functions_touched, ops_reached
 from schema.engine import duckdb

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from perfq.common.render import plain
+from common.errors import PerfqError
+from common.render import plain
 from perfq.coverage.pipeline import CoverageRequest, coverage_report
-from perfq.errors import PerfqError
 from perfq.options import DbOpt, RepoOpt, resolve_db, resolve_repo
 from perfq.terminal import console, write_output
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfq.common import git
-from perfq.common.diff import parse_diff
-from perfq.errors import PerfqError
+from common import git
+from common.diff import parse_diff
+from common.errors import PerfqError
 
 COMMIT_MARK = "\x00perfq-commit "
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 if TYPE_CHECKING:  # the index (duckdb) loads only when a command runs
     from perfq.coverage.report import CoverageReport
@@ -45,7 +45,7 @@ def infra_bound(cfg_extra: dict, override: int | None) -> int:
 
 def coverage_report(request: CoverageRequest) -> CoverageReport:
     """Load facts, compute churn from git history, build the report."""
-    from perfq.config import load_config
+    from common.config import load_config
     from perfq.coverage.churn import op_churn
     from perfq.coverage.facts import load_facts
     from perfq.coverage.report import build_report

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from perfq.common.render import finite_json, html_text, md_code, md_text, plain
+from common.render import finite_json, html_text, md_code, md_text, plain
 from perfq.coverage.report import CoverageReport, LinkSource, OpRow, covered_text, gap_text
 from perfq.terminal import Name, folded_table
 

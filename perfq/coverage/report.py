@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from perfq.common.documents import to_json
+from common.documents import to_json
 
 NO_KERNEL_AREA = "(no kernel found)"
 

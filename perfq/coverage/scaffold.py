@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from perfq.config import load_config
-from perfq.errors import PerfqError
+from common.config import load_config
+from common.errors import PerfqError
 from perfq.ir.collect import check_targets, collect, require_triton
 from perfq.ir.diff import changed_kernels
 from perfq.ir.manifest import load_manifest

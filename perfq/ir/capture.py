@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfq.common import proc
-from perfq.errors import PerfqError
+from common import proc
+from common.errors import PerfqError
 from perfq.ir.collect import CollectResult, no_interpreter, relative_source, require_triton, triton_cache
 from perfq.ir.compile import IRCompileError, Specialization, compile_spec, kernel_source_info
 from perfq.ir.manifest import import_kernel

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from perfq.common.render import print_json
-from perfq.errors import PerfqError
+from common.errors import PerfqError
+from common.render import print_json
 from perfq.ir.pipeline import (
     CaptureRequest,
     Collected,

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfq.common import git
-from perfq.errors import PerfqError
+from common import git
+from common.errors import PerfqError
 from perfq.ir.compile import (
     KNOWN_STAGES,
     IRCompileError,

@@ -14,7 +14,7 @@ import json
 import re
 from pathlib import Path
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.ir.collect import relative_source
 from perfq.ir.compile import KNOWN_STAGES
 from perfq.ir.normalize import normalize_ir

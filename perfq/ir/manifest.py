@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfq.common import files
-from perfq.common.yaml_text import YAMLError, load_yaml
-from perfq.config import load_config
-from perfq.errors import PerfqError
+from common import files
+from common.config import load_config
+from common.errors import PerfqError
+from common.yaml_text import YAMLError, load_yaml
 from perfq.ir.compile import DEFAULT_STAGES, KNOWN_STAGES, Specialization
 
 MANIFEST_FILE = "perfq-ir.yaml"

@@ -93,7 +93,7 @@ def collect_ir(request: CollectRequest) -> Collected:
     """Compile the manifest's kernels for each target and store every IR."""
     from dataclasses import replace
 
-    from perfq.errors import PerfqError
+    from common.errors import PerfqError
     from perfq.ir.collect import collect, require_triton
     from perfq.ir.manifest import load_manifest
 

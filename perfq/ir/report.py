@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from perfq.common.documents import to_json as document_json
-from perfq.common.render import GITHUB_COMMENT_BUDGET, fence
+from common.documents import to_json as document_json
+from common.render import GITHUB_COMMENT_BUDGET, fence
 from perfq.ir.diff import (
     ADDED,
     ATTRIBUTES,

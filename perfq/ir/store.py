@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.ir.normalize import NORMALIZER_VERSION, normalize_ir
 from schema.engine import duckdb
 from schema.history import connect_history

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from perfq.common.render import print_json
-from perfq.common.sched import Priority
-from perfq.errors import PerfqError
+from common.errors import PerfqError
+from common.render import print_json
+from common.sched import Priority
 from perfq.options import (
     EXIT_GATE,
     FORMAT_HELP,

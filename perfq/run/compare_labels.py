@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfq.config import load_config
-from perfq.errors import PerfqError
+from common.config import load_config
+from common.errors import PerfqError
 from perfq.run.compare import SampleColumns, Settings, SideFailures, TestKey, compare_columns, settings_from_config
 from perfq.run.report import ComparisonDocument, comparison_document
 from perfq.run.runs import Run

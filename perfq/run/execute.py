@@ -28,10 +28,10 @@ from enum import Enum
 from pathlib import Path
 from typing import TypeVar
 
-from perfq.common import git, proc, sched
-from perfq.common.interrupt import interruption
-from perfq.common.sandbox import Sandbox, bwrap_problem
-from perfq.errors import PerfqError
+from common import git, proc, sched
+from common.errors import PerfqError
+from common.interrupt import interruption
+from common.sandbox import Sandbox, bwrap_problem
 from perfq.run import defaults, opbench
 from perfq.run.compare import (
     Settings,
@@ -117,8 +117,8 @@ class RunSpec:
     started: float = field(default_factory=time.monotonic)  # when the budget's clock started (the command's start)
     batch: bool = False  # run operator_benchmark files with equal flags in one process
     timeout: float = 900.0
-    sandbox: bool = False  # run the benchmarks contained (perfq.common.sandbox): a PR's code in CI
-    realtime: bool = False  # benchmark processes under SCHED_FIFO (perfq.common.sched)
+    sandbox: bool = False  # run the benchmarks contained (common.sandbox): a PR's code in CI
+    realtime: bool = False  # benchmark processes under SCHED_FIFO (common.sched)
     settings: Settings = field(default_factory=Settings)
     command: str = ""
     notes: list[str] = field(default_factory=list)

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from perfq.common import proc
-from perfq.config import Config
-from perfq.errors import PerfqError
+from common import proc
+from common.config import Config
+from common.errors import PerfqError
 from perfq.run import opbench
 from perfq.run.execute import Job, SideSetup
 from perfq.run.opbench import OpBenchSpec, RunnerCaps

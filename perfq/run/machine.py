@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.common import git, proc
+from common import git, proc
 
 ISA_FLAGS = ("avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "avx2", "fma", "neon", "sve")
 

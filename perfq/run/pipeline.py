@@ -18,12 +18,12 @@ from typing import NamedTuple
 from rich.console import Console
 from rich.markup import escape
 
-from perfq.common import sched
-from perfq.common.build import build_argv
-from perfq.common.render import plain, print_json
-from perfq.common.sched import Priority
-from perfq.config import Config, load_config
-from perfq.errors import PerfqError
+from common import sched
+from common.build import build_argv
+from common.config import Config, load_config
+from common.errors import PerfqError
+from common.render import plain, print_json
+from common.sched import Priority
 from perfq.options import EXIT_GATE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Format, resolve_history, resolve_repo
 from perfq.run import defaults
 from perfq.run.compare_labels import comparison_for_label, settings

@@ -28,8 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from perfq.common.documents import to_json
-from perfq.errors import PerfqError
+from common.documents import to_json
+from common.errors import PerfqError
 from perfq.run import defaults
 
 EXIT_USAGE = 2

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.paths import default_history_path, default_index_path
 from indexer.dtypes import dtype_class
-from perfq.common.paths import default_history_path, default_index_path
 from perfq.run.opbench import normalize_name
 from perfq.run.plan import (
     DEFAULT_SHAPE,

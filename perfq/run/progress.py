@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Column
 
-from perfq.common.render import plain
+from common.render import plain
 from perfq.run.execute import Tick, TickKind
 from perfq.terminal import console
 

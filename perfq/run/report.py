@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from perfq.common.documents import to_json
-from perfq.common.render import details, fence, fixed, md_code, md_table, md_text, plain
+from common.documents import to_json
+from common.render import details, fence, fixed, md_code, md_table, md_text, plain
 from perfq.run.compare import Comparison, TestResult, Verdict, sorted_for_report
 from perfq.run.trend import Trend
 from schema.results_rows import RunStatus

@@ -25,10 +25,10 @@ from typing import Any
 
 import jsonschema
 
-from perfq.common import files
-from perfq.common.documents import json_schema
-from perfq.common.paths import write_atomically
-from perfq.errors import PerfqError
+from common import files
+from common.documents import json_schema
+from common.errors import PerfqError
+from common.paths import write_atomically
 from perfq.run import pytorch_benchmark
 from perfq.run.runs import Run
 from schema.result_file_store import RUN_REF, ImportCounts, ImportFile, SourceKind, merge_result_files

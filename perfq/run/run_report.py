@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfq.common.documents import to_json
-from perfq.common.render import md_code, md_table, md_text
+from common.documents import to_json
+from common.render import md_code, md_table, md_text
 from perfq.run.report import ComparisonDocument, render_markdown
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 from perfq.run.opbench import Measurement
 
 

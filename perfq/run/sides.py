@@ -33,10 +33,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from perfq.common import git, proc
-from perfq.common.build import build_text, run_build, with_python
-from perfq.common.paths import state_dir
-from perfq.errors import PerfqError
+from common import git, proc
+from common.build import build_text, run_build, with_python
+from common.errors import PerfqError
+from common.paths import state_dir
 from perfq.run.execute import SideSetup
 
 READY_FILE = "side.json"

@@ -14,7 +14,7 @@ from functools import partial
 from rich.console import Console
 from rich.markup import escape
 
-from perfq.common.render import fixed, md_code, md_table, md_text, plain, print_json
+from common.render import fixed, md_code, md_table, md_text, plain, print_json
 from perfq.options import Format
 from perfq.run.compare import Verdict
 from perfq.run.report import (

@@ -19,7 +19,7 @@ import os
 import resource
 from enum import Enum
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 FIFO_PRIORITY = 1  # the lowest real-time priority: above every normal process, below the kernel's own
 

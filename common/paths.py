@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from perfq.common import git
+from common import git
 
 INDEX_FILE = "index.duckdb"
 HISTORY_FILE = "history.duckdb"

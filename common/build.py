@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from perfq.common import proc
-from perfq.errors import PerfqError
+from common import proc
+from common.errors import PerfqError
 
 SHELL_CHARS = "();<>|&"
 

@@ -3,7 +3,7 @@ output, undecodable output and output tails.
 
 Every child runs in a session (and process group) of its own and dies with perfq
 (``PR_SET_PDEATHSIG`` on Linux). Its whole group is killed on every way out: a timeout, Ctrl-C or
-SIGTERM (both arrive as KeyboardInterrupt, see :mod:`perfq.common.interrupt`), an error, and
+SIGTERM (both arrive as KeyboardInterrupt, see :mod:`common.interrupt`), an error, and
 its normal end (what it left running is a stray). A timeout holds even when a grandchild keeps the
 output pipe open: the group is killed, the pipe is not waited on. Output is read as it comes and
 kept up to a cap (a head and a tail; lines a caller's ``keep`` accepts are kept from the middle
@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.common import sched
+from common import sched
 
 TAIL_LINES = 25
 OUTPUT_CAP = 64 * 2**20  # bytes kept of each stream (half its head, half its tail)
@@ -163,7 +163,7 @@ def _die_with_parent() -> None:
 
 
 def _die_with_parent_realtime() -> None:
-    """:func:`_die_with_parent`, then real-time scheduling (:mod:`perfq.common.sched`)."""
+    """:func:`_die_with_parent`, then real-time scheduling (:mod:`common.sched`)."""
     _die_with_parent()
     sched.enter_realtime()
 
@@ -332,8 +332,8 @@ def run(
     propagates) and when the child ends. ``capture=False`` lets the child use this process's
     stdout and stderr. Each captured stream keeps ``cap`` bytes (head and tail) and, from the
     middle, the lines ``keep`` accepts (a parser's lines: measurements, headers). ``realtime``:
-    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`perfq.common.sched`). ``pass_fds``: the
-    descriptors it inherits (a sandbox's seccomp program, :class:`perfq.common.sandbox.Launch`).
+    the child runs under ``SCHED_FIFO`` (a benchmark; :mod:`common.sched`). ``pass_fds``: the
+    descriptors it inherits (a sandbox's seccomp program, :class:`common.sandbox.Launch`).
     ``reap_orphans`` (a benchmark): nothing the child started outlives it, not even a ``setsid``
     daemon (this process becomes a subreaper; call it from one thread at a time).
     """

@@ -1,7 +1,7 @@
 """Running a checkout's own code (benchmark tracing, a PR's benchmarks in CI) contained.
 
 Always: a scrubbed environment (an allowlist: no token, key or secret reaches the child), its own
-HOME and TMPDIR inside a scratch directory, and (perfq.common.proc) its own process group, killed
+HOME and TMPDIR inside a scratch directory, and (common.proc) its own process group, killed
 on every way out. Where bubblewrap works (``bwrap``, an existing sandbox; perfq builds none of its
 own): no network, the whole file system read-only with ``/tmp``, ``/var/tmp``, ``/run``, ``/home``,
 ``/root`` and the user's home (``$HOME`` and the password database's) hidden, the paths the child

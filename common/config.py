@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from perfq.common import files
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Config:
     benchmark_roots: tuple[str, ...] = ("benchmarks/operator_benchmark/pt",)
     script_benchmark_roots: tuple[str, ...] = ()
     upstream: str = ""  # an out-of-tree backend's PyTorch: "torch" (the installed package) or a source tree
-    canaries: str = ""  # path in the repo; empty: perfq's own indexer/data/canaries.yaml
+    canaries: str = ""  # path in the repo; empty: perfq's own data/canaries.yaml
     compile_commands: str = ""  # optional compile_commands.json for exact resolution
     exclude: tuple[str, ...] = ("**/test/**", "**/tests/**", "**/third_party/**")
     reach_bound: int = 100  # more ops reached than this: shared infrastructure (canary); see README

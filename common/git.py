@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfq.common import files
-from perfq.errors import PerfqError
+from common import files
+from common.errors import PerfqError
 
 _HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full object id (SHA-1 or SHA-256)
 

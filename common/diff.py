@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from perfq.errors import PerfqError
+from common.errors import PerfqError
 
 
 @dataclass(frozen=True)
