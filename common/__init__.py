@@ -1,2 +1,3 @@
-"""Shared machinery of every perfq layer: git, unified diffs, processes, rendering helpers,
-repository paths and typed JSON documents. Imports nothing of perfq but ``common.errors``."""
+"""The bottom layer of every perfq package: the config, the one user-facing error, the version,
+and the shared machinery (git, unified diffs, processes, rendering helpers, repository paths,
+typed JSON documents). Imports no other perfq package."""
