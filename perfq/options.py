@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import time
 from collections.abc import Callable
 from dataclasses import MISSING, fields
 from enum import Enum
@@ -22,6 +23,21 @@ EXIT_GATE = 3  # the answer fails a gate: regression, NO BENCHMARK, failed bench
 EXIT_ERROR = 4  # a perfq error (PerfqError): unknown ref, missing/locked/corrupt index, unreadable file...
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); finished work is kept
 EXIT_BROKEN_PIPE = 141  # the reader of stdout went away (`perfq ... | head`): 128 + SIGPIPE, quietly
+
+_PROGRAM_STARTED: list[float] = []  # set once by the console script (perfq.cli.run)
+
+
+def mark_program_start(started: float) -> None:
+    """The console script's process started at ``started`` (``time.monotonic()``'s clock)."""
+    _PROGRAM_STARTED[:] = [started]
+
+
+def command_started() -> float:
+    """When the running command started (``time.monotonic()``'s clock): the process's start when perfq
+    is the program, so its own start-up counts against a budget; else (``perfq.cli.main(argv)`` called
+    in a process that does more: a test, a script) now."""
+    return _PROGRAM_STARTED[0] if _PROGRAM_STARTED else time.monotonic()
+
 
 REPO_PANEL = "Repository"
 REPO_HELP = "Repository root (default: the current git worktree)."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -107,3 +108,18 @@ def test_the_run_cli_has_one_typer_style():
     fields = [node for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)]
     assert len(fields) > 50 and all("Annotated" in ast.unparse(f.annotation) or ast.unparse(f.annotation) in (
         "RepoOpt", "HistoryOpt") for f in fields)
+
+
+_SINCE_START = "import time; time.sleep(1.2); from perfq import options; import perfq.cli as c; "
+
+
+@pytest.mark.parametrize(("entry", "at_least", "below"), [("c.main()", -1.0, 1.0), ("c.run()", 1.2, 60.0)])
+def test_the_budget_counts_from_the_program_start_or_from_an_in_process_call(entry, at_least, below):
+    """As the program (the console script, ``python -m perfq``), perfq's budget counts from the process's
+    start: its own start-up is the budget's. ``perfq.cli.main(argv)`` called in a process that has done
+    other work (a test session, a script) counts from the call: counted from that process's start, a 15m
+    budget was spent before the first round once a test session was 15 minutes old, and every run in
+    it sampled nothing."""
+    code = _SINCE_START + "c.main = lambda: print(time.monotonic() - options.command_started()); " + entry
+    took = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert at_least <= took < below

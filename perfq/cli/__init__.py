@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -26,7 +27,8 @@ from common.errors import PerfqError
 from common.interrupt import interrupted, noting_interrupts
 from common.lifetime import free_at_exit
 from common.version import __version__
-from perfq.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK
+from perfq.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, mark_program_start
+from perfq.run.machine import process_age
 
 # every command (or command group) and the module whose register(app) adds it
 COMMAND_MODULES = {
@@ -140,6 +142,7 @@ def run() -> NoReturn:
     0.3 s ``perfq affected``, 0.15 s after an index build. The usual exit is kept when another
     thread runs (it joins it), a profiler or tracer is on (``python -m cProfile -m perfq``,
     coverage: they save their data after the program) and for a crash (its traceback)."""
+    mark_program_start(time.monotonic() - process_age())  # its own start-up counts against a budget
     free_at_exit()
     try:
         main()

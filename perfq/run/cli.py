@@ -22,6 +22,7 @@ from perfq.options import (
     Format,
     HistoryOpt,
     RepoOpt,
+    command_started,
     positive,
     resolve_history,
     resolve_repo,
@@ -362,7 +363,7 @@ def run_request(args: RunArgs) -> RunRequest:
         run_all=args.run_all, shards=args.shards, shard=args.shard, batch=args.batch, timeout=args.timeout,
         sandbox=args.sandbox, priority=args.priority, out=args.out, fmt=args.fmt,
         fail_on_regression=args.fail_on_regression, repo=args.repo, history=args.history,
-        command=shlex.join(["perfq", *sys.argv[1:]]))
+        command=shlex.join(["perfq", *sys.argv[1:]]), started=command_started())
 
 
 def _comparison(history: Path, args: CompareArgs, settings: Settings) -> ComparisonDocument:

@@ -38,7 +38,6 @@ from perfq.run.execute import (
     timed_iterations,
 )
 from perfq.run.jobs import Selection, SideOptions, benchmark_root, default_python, make_sides, parse_env, select_jobs
-from perfq.run.machine import process_age
 from perfq.run.opbench import OpBenchSpec
 from perfq.run.plan import DEFAULT_BUDGET, RunShape, TestPlan, check_shard, parse_duration
 from perfq.run.plan_view import print_plan
@@ -86,6 +85,7 @@ class RunRequest:
     priority: Priority = Priority.auto
     out: Path | None = None
     fmt: Format = Format.table
+    started: float | None = None  # when the command started (time.monotonic()); None: when it is planned
     fail_on_regression: bool = False
     repo: Path | None = None
     history: Path | None = None
@@ -141,7 +141,7 @@ def interactive() -> bool:
 def plan_run(request: RunRequest) -> RunSpec:
     """The run's plan; one with no jobs when nothing is selected (said on stderr, nothing prepared)."""
     # the budget is the whole run's wall time: perfq's own start-up, side installs and builds count
-    started = time.monotonic() - process_age()
+    started = request.started if request.started is not None else time.monotonic()
     rounds = checked_rounds(request)
     sources = replace(request.sources, build=tuple(build_argv(request.build) or ()))
     if sources.wanted and not request.ab:
