@@ -8,6 +8,8 @@ nothing is kept."""
 from __future__ import annotations
 
 import gc
+import os
+from pathlib import Path
 
 _kept: list[object] = []
 _enabled = False
@@ -25,3 +27,14 @@ def keep_until_exit(*objects: object) -> None:
     if _enabled:
         _kept.append(objects)
         gc.freeze()
+
+
+def process_age() -> float:
+    """Seconds since this process started (``/proc/self/stat`` starttime against ``/proc/uptime``;
+    0.0 where unreadable): a command's own start-up (imports) counts against its budget too."""
+    try:
+        fields = Path("/proc/self/stat").read_text(encoding="utf-8").rpartition(")")[2].split()
+        uptime = Path("/proc/uptime").read_text(encoding="utf-8").split()
+        return max(0.0, float(uptime[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
+    except (IndexError, ValueError, OSError):
+        return 0.0

@@ -69,7 +69,7 @@ def test_the_budget_counts_from_the_commands_start(tmp_path):
 def test_the_budget_clock_starts_with_the_process():
     """perfq's own start-up (its imports: seconds on a busy machine) is the budget's: the clock goes back to
     the process's start."""
-    code = "import time; time.sleep(1.5); from perfq.run.machine import process_age; print(process_age())"
+    code = "import time; time.sleep(1.5); from common.lifetime import process_age; print(process_age())"
     age = float(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 1.5 <= age < 60
 

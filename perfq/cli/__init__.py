@@ -25,10 +25,9 @@ import typer
 
 from common.errors import PerfqError
 from common.interrupt import interrupted, noting_interrupts
-from common.lifetime import free_at_exit
+from common.lifetime import free_at_exit, process_age
 from common.version import __version__
 from perfq.options import EXIT_BROKEN_PIPE, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, mark_program_start
-from perfq.run.machine import process_age
 
 # every command (or command group) and the module whose register(app) adds it
 COMMAND_MODULES = {

@@ -51,17 +51,6 @@ def _read(path: str) -> str:
         return ""
 
 
-def process_age() -> float:
-    """Seconds since this process started (``/proc/self/stat`` starttime against ``/proc/uptime``; 0.0 where
-    unreadable): the command's own start-up (imports) counts against its budget too."""
-    fields = _read("/proc/self/stat").rpartition(")")[2].split()
-    uptime = _read("/proc/uptime").split()
-    try:
-        return max(0.0, float(uptime[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
-    except (IndexError, ValueError, OSError):
-        return 0.0
-
-
 def cpu_info() -> dict[str, str]:
     """CPU model, family/model/stepping, logical CPUs, physical cores, ISA flags, hypervisor."""
     fields: dict[str, str] = {}
