@@ -502,7 +502,7 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
         " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
     ]
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
-    nested = store.nested_benchmarks(own_ops) & traced  # ... running them inside other operators
+    nested = store.nested_benchmarks(own_ops, reached.layouts) & traced  # ... inside other operators
     if inner is not None:
         hidden = _direct_callers(inner, reached.callers)
         past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}
