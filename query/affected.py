@@ -230,6 +230,19 @@ def _usable(hits: list[TracedHit], families: set[str], benches: dict[str, Benchm
     return [h for h in hits if device_ok[h.device] and h.bench in benches]
 
 
+def on_reached_devices(hits: list[TracedHit], devices: dict[str, set[str]]) -> list[TracedHit]:
+    """The hits on a device family the walk reached their operators for: an operator reached
+    only through another backend's registration (a Vulkan kernel of ``clamp``) is not what a
+    CPU test of it runs. An operator reached through a composite or a device-neutral key (or
+    not through a registration) runs on every device."""
+
+    def reached_for(hit: TracedHit) -> bool:
+        families = set().union(*(devices.get(op, {""}) for op in hit.ops))
+        return "" in families or (device_of_key(hit.device) or "cpu") in families
+
+    return [h for h in hits if reached_for(h)]
+
+
 def _families(changed_paths: Iterable[str]) -> set[str]:
     """Device families a change can be seen on (empty: every device)."""
     families = {device_of_path(p) for p in changed_paths}
@@ -358,6 +371,7 @@ class Reached:
     own: Reach
     own_ops: list[str]
     layouts: dict[str, set[str]]  # own operator -> the layouts the change runs for
+    devices: dict[str, set[str]]  # own operator -> the device families of the kernels reached ('' any)
     sets: list[CanarySet]
     patterns: list[tuple[CanarySet, str]]
     unbounded: bool
@@ -448,7 +462,9 @@ def reach(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started) 
     # through a backward formula: a trace records the backward operators a test runs
     callers = [] if inner is None else sorted(
         {inner.key[n] for n in inner.nodes_of(NodeKind.OP)} - set(own_ops) - _via_backward(inner))
-    return Reached(starts, start_of, own, own_ops, _own_layouts(store, own), sets, patterns, unbounded, walk,
+    own_devices = own.devices()
+    devices = {own.key[n]: own_devices[n] for n in own.nodes_of(NodeKind.OP) if n in own_devices}
+    return Reached(starts, start_of, own, own_ops, _own_layouts(store, own), devices, sets, patterns, unbounded, walk,
                    reached_ops, inner, callers, warnings)
 
 
@@ -475,7 +491,8 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
             (reached.callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
-    hits = scoped_hits = _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches)
+    hits = scoped_hits = on_reached_devices(
+        _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches), reached.devices)
     traced = _traced_benchmarks(benches, families)
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
@@ -485,7 +502,7 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
         " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
     ]
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
-    nested = store.nested_benchmarks(own_ops) & traced  # ... running them inside other operators
+    nested = store.nested_benchmarks(own_ops, reached.layouts) & traced  # ... inside other operators
     if inner is not None:
         hidden = _direct_callers(inner, reached.callers)
         past_hubs = {inner.key[n] for n in inner.nodes_of(NodeKind.OP) if hub_path & {m for m, _, _ in inner.chain(n)}}

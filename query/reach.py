@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from indexer.devices import device_of_key, layout_of_key
@@ -30,20 +31,30 @@ class Reach:
     def layouts(self) -> dict[int, set[str]]:
         """op -> the tensor layouts of the kernels the walk reached it through (dense,
         quantized, sparse, nested; 'any' for composites), over every explored path."""
+        return self._per_op(layout_of_key, "any")
+
+    def devices(self) -> dict[int, set[str]]:
+        """op -> the device families of the kernels the walk reached it through (cpu, cuda,
+        vulkan...; '' for composites and device-neutral keys), over every explored path."""
+        return self._per_op(device_of_key, "")
+
+    def _per_op(self, of_key: Callable[[str], str], neutral: str) -> dict[int, set[str]]:
+        """op -> ``of_key`` of the dispatch keys of the registrations the walk reached it
+        through (``neutral`` through a call), an op delegating to another taking that op's."""
         out: dict[int, set[str]] = {}
         follow: list[tuple[int, int]] = []
         for dst, src, ekind, detail in self.into_op:
             if ekind in (EdgeKind.KERNEL, EdgeKind.LIBRARY_IMPL, EdgeKind.STUB_NAME):
-                out.setdefault(src, set()).add(layout_of_key(detail))
+                out.setdefault(src, set()).add(of_key(detail))
             elif ekind in (EdgeKind.STRUCTURED_DELEGATE, EdgeKind.AUTOGEN):
                 follow.append((dst, src))
             else:
-                out.setdefault(src, set()).add("any")
+                out.setdefault(src, set()).add(neutral)
         changed = True
-        while changed:  # an op delegating to another has the layouts that op was reached with
+        while changed:  # an op delegating to another has what that op was reached with
             changed = False
             for dst, src in follow:
-                new = out.get(dst, {"any"}) - out.get(src, set())
+                new = out.get(dst, {neutral}) - out.get(src, set())
                 if new:
                     out.setdefault(src, set()).update(new)
                     changed = True

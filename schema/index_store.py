@@ -414,18 +414,23 @@ class IndexStore:
             out.setdefault(name, {}).setdefault(layout, set()).add(bench)
         return out
 
-    def nested_benchmarks(self, ops: list[str]) -> set[str]:
+    def nested_benchmarks(self, ops: list[str], layouts: dict[str, set[str]] | None = None) -> set[str]:
         """Benchmarks whose traces saw ``ops`` (any overload) run only inside other operators'
-        kernels (observed, not inferred)."""
+        kernels (observed, not inferred), on the tensor layouts ``layouts`` gives per op (as
+        ``traced_hits``; default any)."""
         if not ops:
             return set()
         rows = self.con.execute(
-            "WITH w AS (SELECT DISTINCT namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])))"
-            " SELECT DISTINCT t.bench FROM trace_ops t JOIN w ON t.base = w.base AND t.namespace = w.namespace"
-            " WHERE t.in_kernel AND t.inferred = ''",
+            "WITH w AS (SELECT DISTINCT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[])))"
+            " SELECT DISTINCT w.name, t.layout, t.bench FROM trace_ops t"
+            " JOIN w ON t.base = w.base AND t.namespace = w.namespace WHERE t.in_kernel AND t.inferred = ''",
             [ops],
         ).fetchall()
-        return {bench for (bench,) in rows}
+        wanted = layouts or {}
+        return {
+            bench for op, layout, bench in rows
+            if "any" in wanted.get(op, ("any",)) or layout in wanted[op]
+        }
 
     def traced_dtypes(self, ops: list[str]) -> list[TracedDtype]:
         """Every traced test's (operator, layout, dtype) for ``ops`` (any overload: by namespace

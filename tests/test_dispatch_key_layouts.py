@@ -17,7 +17,9 @@ from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.link import link
 from indexer.native_yaml import OpFacts
+from query.affected import on_reached_devices
 from query.reach import Reach
+from schema.index_store import TracedHit
 from schema.model import EdgeKind, NodeKind
 
 SPARSE = """
@@ -106,3 +108,51 @@ def test_backends_not_in_a_cpu_build_are_device_families_of_their_own(key, devic
                                              ("CompositeImplicitAutograd", "any"), ("CatchAll", "any")])
 def test_the_other_keys_keep_their_layouts(key, layout):
     assert layout_of_key(key) == layout
+
+
+VULKAN = """
+namespace at::native::vulkan::ops {
+namespace {
+Tensor clamp(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return self;
+}
+}
+TORCH_LIBRARY_IMPL(aten, Vulkan, m) {
+  m.impl("clamp", clamp);
+}
+}
+"""
+
+CLAMP_CPU = """
+namespace at::native {
+Tensor clamp_cpu(const Tensor& self, const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return self;
+}
+}
+"""
+
+CLAMP_OPS = [OpFacts("clamp", "clamp", "", "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor", True,
+                     None, "function", "", None, [("CPU", "clamp_cpu")])]
+
+
+def test_an_operator_reached_through_another_backends_registration_runs_on_that_device_only():
+    """held-out r5-n01: a Vulkan kernel of ``clamp`` is not what a CPU test of clamp runs."""
+    files = [_facts("aten/src/ATen/native/vulkan/ops/Clamp.cpp", VULKAN),
+             _facts("aten/src/ATen/native/TensorCompare.cpp", CLAMP_CPU)]
+    tables = link(files, [], CLAMP_OPS, [], {}, [])
+    vulkan = _walk_up(tables, "vulkan::ops::(anonymous namespace)::clamp")
+    assert {vulkan.key[op]: found for op, found in vulkan.devices().items()} == {"clamp": {"vulkan"}}
+    cpu = _walk_up(tables, "clamp_cpu")
+    assert {cpu.key[op]: found for op, found in cpu.devices().items()} == {"clamp": {"cpu"}}
+
+
+def _hit(op: str, device: str) -> TracedHit:
+    return TracedHit((op,), f"{op}_test", ("t",), "M", device, "eager", True, "")
+
+
+def test_traced_tests_count_on_the_devices_the_walk_reached_each_operator_for():
+    hits = [_hit("clamp", "cpu"), _hit("topk", "cpu"), _hit("neg", "cuda"), _hit("neg", "cpu")]
+    reached = {"clamp": {"vulkan"}, "topk": {"cpu", "vulkan"}, "neg": {"cuda"}}
+    assert [(h.ops[0], h.device) for h in on_reached_devices(hits, reached)] == [("topk", "cpu"), ("neg", "cuda")]
+    assert on_reached_devices(hits, {"clamp": {""}, "topk": {""}, "neg": {""}}) == hits  # a composite: every device
+    assert on_reached_devices(hits, {}) == hits  # not reached through a registration: unknown, kept

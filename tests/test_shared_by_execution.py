@@ -43,3 +43,15 @@ def test_an_operator_benchmarked_for_itself_or_inferred_is_not():
     assert _broad(False, 1, set(BENCHES[:3]), store.nested_benchmarks(["cat"]), traced, cfg) == ""
     assert store.nested_benchmarks(["relu"]) == set()  # inferred, not seen: no evidence
     assert _broad(False, 1, set(), set(), traced, cfg) == ""
+
+
+def test_only_nested_runs_on_the_layouts_the_change_runs_for_count():
+    """23-case set, quantize-per-tensor-fbgemm: a quantizing kernel reaches ``copy_`` through its
+    float-to-quantized branch only; the 12 benchmarks running ``copy_`` inside other operators on
+    dense tensors never run that branch, so the change is not shared infrastructure."""
+    store, cfg, traced = _store(), Config(), set(BENCHES)
+    assert store.nested_benchmarks(["copy_"], {"copy_": {"quantized"}}) == set()
+    assert store.nested_benchmarks(["copy_"], {"copy_": {"dense"}}) == set(BENCHES[:12])
+    assert store.nested_benchmarks(["copy_"], {"copy_": {"any"}}) == set(BENCHES[:12])
+    nested = store.nested_benchmarks(["copy_"], {"copy_": {"quantized"}})
+    assert _broad(False, 1, set(BENCHES[:14]), nested, traced, cfg) == ""
