@@ -259,6 +259,9 @@ def _sort_outside(
     note = f"{facts.path}: namespace alias lines no function of the file names (nothing selected for them)"
     if sorted_out.aliases and note not in cs.notes:
         cs.notes.append(note)
+    note = f"{facts.path}: namespace braces or #pragma once changed: no code of their own (nothing selected for them)"
+    if sorted_out.scopes and note not in cs.notes:
+        cs.notes.append(note)
     if sorted_out.comments:
         cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified", LAYOUT_ONLY))
     return sorted_out.other
