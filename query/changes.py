@@ -364,20 +364,18 @@ def _map_source(
         if len(spans) == 1:
             cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
-    gains = _dispatch_gains(fc, kind, head) if head is not None else {}
+    gains = _dispatch_gains(fc, kind, head, _function_words(kind, base, base_text, fc.old_path),
+                            _function_words(kind, head, head_text, fc.new_path)) if head is not None else {}
     for cf in found.values():
         cf.why = (same(cf.qualname) if same is not None else "") or None
-        gained = gains.get(cf.qualname) or gains.get(None)
-        if cf.why is None and gained:
-            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes "
-                      "run the same code; the new dtypes are new code with no benchmark")
+        gained = gains.get(cf.qualname, gains.get(None))
+        if cf.why is None and gained is not None:
+            cf.why = "its " + _gain_why(gained)
         (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
         lines = sorted(set(loose))[:20]
-        why = (same(None) if same is not None else "") or (
-            f"a dispatch type list only gains {', '.join(gains[None])}: the existing dtypes run the same code; "
-            "the new dtypes are new code with no benchmark" if None in gains else "")
+        why = (same(None) if same is not None else "") or ("a " + _gain_why(gains[None]) if None in gains else "")
         if why:
             cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
@@ -490,9 +488,37 @@ def _code_lines(fc: FileChange, sign: str, kind: str) -> list[str]:
                                               if line.kind == sign)).split("\n")
 
 
-def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | None, tuple[str, ...]]:
+def _gain_why(gained: tuple[str, ...]) -> str:
+    """Why a dispatch list's change is a no-op (after "its" or "a")."""
+    if not gained:
+        return "AT_DISPATCH type list is written another way (AT_DISPATCH_V2) with the same dtypes: the same code runs"
+    return (f"AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes run the same code; "
+            "the new dtypes are new code with no benchmark")
+
+
+def _function_words(
+    kind: str, facts: FileFacts | None, text_of: TextOf, path: str | None
+) -> Callable[[str], list[str] | None]:
+    """The code words of one version's function of a name (None: not exactly one definition)."""
+    rows = _rows(text_of, path) if facts is not None else []
+
+    def of(name: str) -> list[str] | None:
+        spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name] if facts else []
+        if len(spans) != 1 or not rows:
+            return None
+        return words(_COMMENTS[kind].sub(" ", "\n".join(rows[spans[0][0] - 1 : spans[0][1]])).split("\n"))
+
+    return of
+
+
+def _dispatch_gains(
+    fc: FileChange, kind: str, head: FileFacts,
+    old_words: Callable[[str], list[str] | None], new_words: Callable[[str], list[str] | None],
+) -> dict[str | None, tuple[str, ...]]:
     """Functions of the head whose only change is ``AT_DISPATCH_*`` type lists that gain
-    dtypes, with the dtypes they gain (under None when that holds for the whole file's change)."""
+    dtypes, with the dtypes they gain (under None when that holds for the whole file's change).
+    A function whose changed lines alone do not tell (a list moved to ``AT_DISPATCH_V2`` around
+    unchanged lines) is compared whole."""
     if kind != "cpp" or not any("AT_DISPATCH_" in line.text or "AT_EXPAND(" in line.text
                                 for h in fc.hunks for line in h.lines):
         return {}
@@ -503,6 +529,9 @@ def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | No
     for name, sides in _hunk_lines_by_function(fc, head).items():
         old, new = ([_COMMENTS[kind].sub(" ", x) for x in sides[sign]] for sign in "-+")
         gain = dispatch_gain(words(old), words(new))
+        if gain is None and name is not None:
+            before, after = old_words(name), new_words(name)
+            gain = dispatch_gain(before, after) if before and after else None
         if gain is not None:
             out[name] = gain.dtypes
     return out

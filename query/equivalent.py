@@ -110,7 +110,8 @@ _DTYPE = re.compile(r"^(?:(?:at|c10)::)?(?:ScalarType::|k)([A-Z]\w*)$")
 
 
 class DispatchGain(NamedTuple):
-    """A dispatch list that gained ``dtypes`` and lost none."""
+    """A dispatch list that gained ``dtypes`` and lost none (none gained: the same list written
+    another way, as an ``AT_DISPATCH_V2`` call)."""
 
     dtypes: tuple[str, ...]
 
@@ -149,6 +150,12 @@ def _heads(tokens: Sequence[str]) -> tuple[list[str], list[set[str] | None]]:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
+        v2 = _v2_call(tokens, i) if tok == "AT_DISPATCH_V2" else None
+        if v2 is not None:  # the same marker as the older macros: a list moved to V2 compares with them
+            rest, dtypes, i = v2
+            out += ["AT_DISPATCH", "(", *rest]
+            sets.append(dtypes)
+            continue
         if tok.startswith("AT_DISPATCH_") and i + 1 < len(tokens) and tokens[i + 1] == "(":
             n = _type_arg_count(tok)
             args, j = _leading_args(tokens, i + 2, n)
@@ -159,6 +166,39 @@ def _heads(tokens: Sequence[str]) -> tuple[list[str], list[set[str] | None]]:
         out.append(tok)
         i += 1
     return out, sets
+
+
+def _v2_call(tokens: Sequence[str], at: int) -> tuple[list[str], set[str] | None, int] | None:
+    """``AT_DISPATCH_V2(type, name, AT_WRAP(lambda), items...)`` at ``at`` read as the older
+    macros' arguments after their type list (``type, name, lambda)``), its dtype set, and where
+    the call ends; None when the call is not whole in ``tokens``."""
+    args, end = _call_args(tokens, at + 1)
+    if end is None or len(args) < 4 or args[2][:2] != ["AT_WRAP", "("] or args[2][-1] != ")":
+        return None
+    items = _v2_items([t for arg in args[3:] for t in (",", *arg)])
+    dtypes = set(items) if items else None
+    return [*args[0], ",", *args[1], ",", *args[2][2:-1], ")"], dtypes, end
+
+
+def _call_args(tokens: Sequence[str], open_at: int) -> tuple[list[list[str]], int | None]:
+    """The top-level arguments of the call whose ``(`` is at ``open_at``, and the index after its ``)``."""
+    if open_at >= len(tokens) or tokens[open_at] != "(":
+        return [], None
+    args: list[list[str]] = [[]]
+    depth = 0
+    for i in range(open_at + 1, len(tokens)):
+        tok = tokens[i]
+        if tok in "([{":
+            depth += 1
+        elif tok in ")]}":
+            if depth == 0:
+                return args, i + 1
+            depth -= 1
+        elif tok == "," and depth == 0:
+            args.append([])
+            continue
+        args[-1].append(tok)
+    return args, None
 
 
 def _leading_args(tokens: Sequence[str], start: int, n: int) -> tuple[list[str], int]:
@@ -231,4 +271,5 @@ def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None
         if before is None or after is None or not before <= after:
             return None
         gained |= after - before
-    return DispatchGain(tuple(sorted(gained))) if gained else None
+    # the same dtypes written another way (a list moved to AT_DISPATCH_V2): the same code, no dtype gained
+    return DispatchGain(tuple(sorted(gained))) if gained or list(old) != list(new) else None

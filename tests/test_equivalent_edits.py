@@ -162,3 +162,53 @@ def test_a_macro_defined_v2_list_that_gains_a_dtype_is_a_no_op():
     cs = _changes(old.replace("kHalf, AT_EXPAND", "kHalf, kBFloat16, AT_EXPAND"), old)
     assert cs.functions == [] and cs.file_level == []
     assert all("only gains BFloat16" in n.why for n in cs.no_ops) and cs.no_ops
+
+
+MIGRATED = """\
+static void other_kernel(TensorIteratorBase& iter) {
+  AT_DISPATCH_V2(
+      iter.dtype(),
+      "other_cpu",
+      AT_WRAP([&] {
+    cpu_kernel(iter, [](scalar_t a) { return a; });
+  }),
+      AT_EXPAND(AT_INTEGRAL_TYPES),
+      ScalarType::Bool,
+      kUInt16);
+}
+"""
+
+
+def test_a_list_moved_to_dispatch_v2_that_only_gains_a_dtype_is_a_no_op():
+    """torch-xpu-ops r3 t09: ``AT_DISPATCH_*_AND3(kHalf, kBFloat16, kBool, ...)`` rewritten as
+    ``AT_DISPATCH_V2(..., AT_WRAP(lambda), AT_EXPAND(...), kHalf, kBFloat16, kBool, kBComplex32)``:
+    the lambda's lines are context, so the changed lines alone cannot be matched up; the whole
+    function's tokens can (36 scripts were selected for add/mul/div kernels that only gained a dtype)."""
+    old = CPP[CPP.index("static void other_kernel"):CPP.index("}  // namespace\n")]
+    cs = _changes(CPP.replace(old, MIGRATED + "\n"))
+    assert cs.functions == [] and [f.qualname for f in cs.no_ops] == ["at::native::(anonymous namespace)::other_kernel"]
+    assert "only gains UInt16" in cs.no_ops[0].why
+    lost = _changes(CPP.replace(old, MIGRATED.replace("      ScalarType::Bool,\n", "") + "\n"))  # Bool lost
+    assert [f.qualname for f in lost.functions] == ["at::native::(anonymous namespace)::other_kernel"]
+    # the type and name arguments on lines of their own, the same before and after: context lines
+    split = CPP.replace('AT_DISPATCH_INTEGRAL_TYPES_AND(ScalarType::Bool, iter.dtype(), "other_cpu", [&] {',
+                        'AT_DISPATCH_INTEGRAL_TYPES_AND(\n      ScalarType::Bool,\n      iter.dtype(),\n'
+                        '      "other_cpu",\n      [&] {')
+    cs = _changes(split.replace(split[split.index("static void other_kernel"):split.index("}  // namespace\n")],
+                                MIGRATED + "\n"), old=split)
+    assert cs.functions == [] and "only gains UInt16" in cs.no_ops[0].why
+
+
+@pytest.mark.parametrize("old, new, gained", [
+    ("AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(kHalf, kBFloat16, kBool, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), kHalf, kBFloat16, kBool,"
+     " kBComplex32);", ("BComplex32",)),
+    ("AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { g(); }), AT_EXPAND(AT_FLOATING_TYPES), kHalf, kBFloat16);", None),
+    ("AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_FLOATING_TYPES));", None),  # loses Half
+])
+def test_dispatch_gain_across_a_move_to_dispatch_v2(old: str, new: str, gained: tuple[str, ...] | None):
+    gain = dispatch_gain(words([old]), words([new]))
+    assert (gain.dtypes if gain else None) == gained
+
