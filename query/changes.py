@@ -112,6 +112,11 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[tuple[str, str]]
 
 
 LAYOUT_ONLY = "same code tokens (comments, whitespace or formatting)"
+MACRO_CONSTANT = "a macro constant turned into a constant of the same name and value"
+_DEFINE_CONSTANT = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+([-+]?[\w.']+)\s*$")
+_TYPED_CONSTANT = re.compile(  # inline constexpr int SIMD = 32;  static const int64_t N{4};
+    r"^\s*(?:(?:inline|static|constexpr|const)\s+)*(?:constexpr|const)\s+[\w:<>]+\s+([A-Za-z_]\w*)\s*"
+    r"(?:=\s*([-+]?[\w.']+)|\{\s*([-+]?[\w.']+)\s*\})\s*;\s*$")
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
@@ -291,6 +296,43 @@ def _trivial(rows: list[str], line: int) -> bool:
     return 0 < line <= len(rows) and rows[line - 1].strip() in ("", "{", "}", "};")
 
 
+def _macro_constants(fc: FileChange, base_text: TextOf, head_text: TextOf) -> tuple[set[int], set[int]]:
+    """Old and new line numbers of ``#define NAME value`` lines replaced by a typed constant of
+    the same name and value (``inline constexpr int NAME = value;``): the same values everywhere
+    the name is used, unless the preprocessor reads the name (``#if NAME``, ``#ifdef NAME``)."""
+    old_lines: set[int] = set()
+    new_lines: set[int] = set()
+    texts = [_rows(base_text, fc.old_path), _rows(head_text, fc.new_path)]
+    for hunk in fc.hunks:
+        defines: dict[tuple[str, str], int] = {}
+        constants: dict[tuple[str, str], int] = {}
+        old_no, new_no = hunk.source_start, hunk.target_start
+        for line in hunk.lines:
+            if line.kind == "-":
+                m = _DEFINE_CONSTANT.match(line.text)
+                if m:
+                    defines[m.group(1), m.group(2)] = old_no
+                old_no += 1
+            elif line.kind == "+":
+                m = _TYPED_CONSTANT.match(line.text)
+                if m:
+                    constants[m.group(1), m.group(2) or m.group(3)] = new_no
+                new_no += 1
+            else:
+                old_no, new_no = old_no + 1, new_no + 1
+        for key in defines.keys() & constants.keys():
+            if not any(_preprocessor_reads(rows, key[0]) for rows in texts):
+                old_lines.add(defines[key])
+                new_lines.add(constants[key])
+    return old_lines, new_lines
+
+
+def _preprocessor_reads(rows: list[str], name: str) -> bool:
+    """Whether a directive other than the name's own ``#define`` mentions ``name``."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(row.lstrip().startswith("#") and word.search(row) and not _DEFINE_CONSTANT.match(row) for row in rows)
+
+
 def _map_source(
     fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None,
     build: BuildMacros | None = None,
@@ -299,7 +341,11 @@ def _map_source(
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
     loose: list[int] = []
-    for side, facts, lines, text_of in (("base", base, fc.removed, base_text), ("head", head, fc.added, head_text)):
+    same_old, same_new = _macro_constants(fc, base_text, head_text) if kind == "cpp" else (set(), set())
+    if same_new:
+        cs.no_ops.append(ChangedFunction(fc.path, "", "", sorted(same_new), "both", "modified", MACRO_CONSTANT))
+    for side, facts, lines, text_of in (("base", base, fc.removed - same_old, base_text),
+                                        ("head", head, fc.added - same_new, head_text)):
         if facts is None:
             continue
         if facts.status == "skipped":  # not parsed (binary, larger than the limit): say so, keep the lines

@@ -212,3 +212,25 @@ def test_dispatch_gain_across_a_move_to_dispatch_v2(old: str, new: str, gained: 
     gain = dispatch_gain(words([old]), words([new]))
     assert (gain.dtypes if gain else None) == gained
 
+
+OPEN = "namespace at::native {\nnamespace {\n"
+MACRO = CPP.replace(OPEN, OPEN + "#define SIX 6\n", 1).replace("const scalar_t six(6.0f);", "const scalar_t six(SIX);")
+
+
+@pytest.mark.parametrize("constant", ["inline constexpr int SIX = 6;", "static constexpr int SIX = 6;",
+                                      "constexpr int SIX{6};"])
+def test_a_macro_constant_turned_into_a_constant_of_the_same_value_is_a_no_op(constant: str):
+    """torch-xpu-ops r3 t01: ``#define SIMD 32`` became ``inline constexpr int SIMD = 32;``; the
+    macro's line went to the functions using it, the constant's line (an upper-case name, read as
+    a macro's) to every function of the header and of its includers (10 extra scripts)."""
+    cs = _changes(MACRO.replace("#define SIX 6", constant), old=MACRO)
+    assert cs.functions == [] and cs.file_level == []
+    assert [f.why for f in cs.no_ops] == ["a macro constant turned into a constant of the same name and value"]
+
+
+def test_a_macro_constant_given_another_value_is_a_change():
+    cs = _changes(MACRO.replace("#define SIX 6", "inline constexpr int SIX = 7;"), old=MACRO)
+    assert "at::native::(anonymous namespace)::clamp_kernel" in [f.qualname for f in cs.functions]
+    cs = _changes(MACRO.replace("#define SIX 6", "inline constexpr int SIX = 6;").replace(
+        "namespace at::native {\n", "namespace at::native {\n#if SIX > 4\n#endif\n", 1), old=MACRO)
+    assert cs.no_ops == [] or all("macro constant" not in f.why for f in cs.no_ops)  # read by the preprocessor
