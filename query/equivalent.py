@@ -259,14 +259,68 @@ def _v2_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
     return DispatchGain(tuple(sorted(set(gained)))) if gained else None
 
 
+def _named_dtypes(tokens: Sequence[str], sets: list[set[str] | None]) -> set[str] | None:
+    """The dtypes a version of a function runs for by name: its dispatch lists and every dtype
+    token it names (None when a list is not understood)."""
+    if any(s is None for s in sets):
+        return None
+    named = {m.group(1) for tok in tokens if (m := _DTYPE.match(tok))}
+    return named.union(*(s for s in sets if s is not None))
+
+
+def _dtype_test(cond: Sequence[str]) -> str | None:
+    """The dtype of a condition that is one equality test against a dtype (``x == kBComplex32``)."""
+    text = list(cond)
+    eq = [i for i in range(len(text) - 1) if text[i] == text[i + 1] == "="]
+    if len(eq) != 1 or any(set(t) & set("|&!?") for t in text):
+        return None
+    sides = (text[eq[0] - 1], text[eq[0] + 2] if eq[0] + 2 < len(text) else "")
+    found = [m.group(1) for side in sides if (m := _DTYPE.match(side))]
+    return found[0] if len(found) == 1 else None
+
+
+def _closing(tokens: Sequence[str], open_at: int) -> int:
+    """The index of the ``}`` closing the ``{`` at ``open_at`` (the last token when none does)."""
+    depth = 0
+    for i in range(open_at, len(tokens)):
+        depth += {"{": 1, "}": -1}.get(tokens[i], 0)
+        if depth == 0:
+            return i
+    return len(tokens) - 1
+
+
+def _drop_new_dtype_branches(tokens: Sequence[str], known: set[str]) -> tuple[list[str], set[str]]:
+    """``tokens`` without the ``if (x == kD) { ... }`` blocks (no ``else``) whose dtype ``kD`` is
+    not in ``known``, and those dtypes: such a branch runs for that dtype alone."""
+    out: list[str] = []
+    dropped: set[str] = set()
+    i = 0
+    while i < len(tokens):
+        args, end = _call_args(tokens, i + 1) if tokens[i] == "if" else ([], None)
+        dtype = _dtype_test(args[0]) if end is not None and len(args) == 1 else None
+        if dtype is not None and dtype not in known and end is not None and end < len(tokens) and tokens[end] == "{":
+            hi = _closing(tokens, end)
+            if hi + 1 >= len(tokens) or tokens[hi + 1] != "else":
+                dropped.add(dtype)
+                i = hi + 1
+                continue
+        out.append(tokens[i])
+        i += 1
+    return out, dropped
+
+
 def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
     """The dtypes a change adds when it changes nothing but ``AT_DISPATCH_*`` type lists, each
-    of which only grows (None otherwise)."""
+    of which only grows, and branches added for a dtype the old code never named (None otherwise)."""
     old_rest, old_sets = _heads(old)
     new_rest, new_sets = _heads(new)
+    known = _named_dtypes(old, old_sets)
+    branches: set[str] = set()
+    if old_rest != new_rest and known is not None:
+        new_rest, branches = _drop_new_dtype_branches(new_rest, known)
     if old_rest != new_rest or len(old_sets) != len(new_sets) or not old_sets:
         return _v2_gain(old, new)
-    gained: set[str] = set()
+    gained: set[str] = set(branches)
     for before, after in zip(old_sets, new_sets, strict=True):
         if before is None or after is None or not before <= after:
             return None

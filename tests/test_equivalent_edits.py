@@ -234,3 +234,28 @@ def test_a_macro_constant_given_another_value_is_a_change():
     cs = _changes(MACRO.replace("#define SIX 6", "inline constexpr int SIX = 6;").replace(
         "namespace at::native {\n", "namespace at::native {\n#if SIX > 4\n#endif\n", 1), old=MACRO)
     assert cs.no_ops == [] or all("macro constant" not in f.why for f in cs.no_ops)  # read by the preprocessor
+
+
+_DIV = "AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });"
+_DIV_V2 = "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_FLOATING_TYPES), kHalf, kBComplex32);"
+_OLD_BRANCH = "if (t == kComplexHalf) { g(); return; } "
+
+
+@pytest.mark.parametrize("added, gained", [
+    ("if (iter.common_dtype() == kBComplex32) { using scalar_t = c10::complex<at::BFloat16>; h(); return; } ",
+     ("BComplex32",)),
+    ("if (kBComplex32 == t) { h(); return; } ", ("BComplex32",)),
+    ("if (t == kFloat) { h(); return; } ", None),  # a dtype the function already ran: a change for it
+    ("if (t == kBComplex32) { h(); } else { f(); } ", None),  # an else: every dtype takes the branch
+    ("if (t == kBComplex32 || n > 1) { h(); return; } ", None),  # not a dtype test alone
+    ("h(); ", None),
+])
+def test_a_branch_added_for_a_dtype_the_function_never_ran_is_new_code_of_that_dtype(
+    added: str, gained: tuple[str, ...] | None
+):
+    """torch-xpu-ops r3 t09: ``div_true_kernel`` gained ``if (iter.common_dtype() == kBComplex32)
+    { ...; return; }`` next to a dispatch list that gained kBComplex32. The old function never ran
+    that dtype (its lists and its other branches do not name it), so the branch is new code of the
+    new dtype: the existing dtypes run the same code (10 scripts running div were selected)."""
+    gain = dispatch_gain(words([_OLD_BRANCH + _DIV]), words([_OLD_BRANCH + added + _DIV_V2]))
+    assert (gain.dtypes if gain else None) == gained
