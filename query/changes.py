@@ -20,6 +20,7 @@ from indexer.facts import FileFacts, Function
 from indexer.preprocessor import Compiled, line_states
 from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
+from query.instantiations import bool_parameter, call_sites, constexpr_guard
 from query.loose_lines import sort_loose
 
 TextOf = Callable[[str], bytes | None]
@@ -327,6 +328,43 @@ def _macro_constants(fc: FileChange, base_text: TextOf, head_text: TextOf) -> tu
     return old_lines, new_lines
 
 
+_SOURCE_SUFFIXES = (".cpp", ".cc", ".cu", ".mm")  # a template defined here is instantiated here
+
+
+def _guarded_instantiations(
+    cf: ChangedFunction, head: FileFacts, old_words: Callable[[str], list[str] | None],
+    new_words: Callable[[str], list[str] | None], rows: list[str],
+) -> tuple[str, list[Function]] | None:
+    """For a source file's function template whose change only wraps code in ``if constexpr
+    ([!]P)`` on a ``bool`` template parameter: why it is a no-op for the instantiations where the
+    guard holds, and the functions whose call sites instantiate the others (None: not such a
+    change, or a call site whose argument the text does not tell)."""
+    before, after = old_words(cf.qualname), new_words(cf.qualname)
+    guard = constexpr_guard(before, after) if before and after else None
+    func = next((f for f in head.functions if f.qualname == cf.qualname), None)
+    param = bool_parameter(rows, func, guard.param) if guard is not None and func is not None else None
+    if guard is None or func is None or param is None:
+        return None
+    sites = call_sites(rows, func.name, *param)
+    callers = [_innermost(head.functions, s.line) for s in sites if s.value is not guard.holds]
+    if any(s.value is None for s in sites) or None in callers:
+        return None
+    why = (f"its change only wraps code in `{guard.text()}`: the instantiations for which it holds run the "
+           "same code; the others are reached through the call sites that instantiate them")
+    return why, [c for c in callers if c is not None and c.qualname != cf.qualname]
+
+
+def _add_line(found: dict[tuple[str, str], ChangedFunction], cs: ChangeSet, cf: ChangedFunction, line: int) -> None:
+    """``cf`` (a function a change reaches through one of its lines) among the changed functions."""
+    known = found.get((cf.path, cf.qualname))
+    if known is None:
+        found[cf.path, cf.qualname] = cf
+        cf.lines.append(line)
+        cs.functions.append(cf)
+    elif line not in known.lines:
+        known.lines.append(line)
+
+
 def _preprocessor_reads(rows: list[str], name: str) -> bool:
     """Whether a directive other than the name's own ``#define`` mentions ``name``."""
     word = re.compile(rf"\b{re.escape(name)}\b")
@@ -410,13 +448,21 @@ def _map_source(
         if len(spans) == 1:
             cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
-    gains = _dispatch_gains(fc, kind, head, _function_words(kind, base, base_text, fc.old_path),
-                            _function_words(kind, head, head_text, fc.new_path)) if head is not None else {}
-    for cf in found.values():
+    old_words, new_words = (_function_words(kind, base, base_text, fc.old_path),
+                            _function_words(kind, head, head_text, fc.new_path))
+    gains = _dispatch_gains(fc, kind, head, old_words, new_words) if head is not None else {}
+    for cf in list(found.values()):
         cf.why = (same(cf.qualname) if same is not None else "") or None
         gained = gains.get(cf.qualname, gains.get(None))
         if cf.why is None and gained is not None:
             cf.why = "its " + _gain_why(gained)
+        if cf.why is None and head is not None and fc.path.endswith(_SOURCE_SUFFIXES):
+            guarded = _guarded_instantiations(cf, head, old_words, new_words, _rows(head_text, fc.new_path))
+            if guarded is not None:
+                cf.why, callers = guarded
+                for caller in callers:
+                    _add_line(found, cs, ChangedFunction(cf.path, caller.qualname, caller.name, [], "head", "modified"),
+                              caller.start_line)
         (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
