@@ -107,6 +107,7 @@ def _block(tokens: Sequence[str], at: int) -> tuple[int, int]:
 
 _DISPATCH = re.compile(r"AT_DISPATCH_([A-Z0-9_]+?)_TYPES((?:_AND_COMPLEX)?)(?:_AND(\d*))?$")
 _DTYPE = re.compile(r"^(?:(?:at|c10)::)?(?:ScalarType::|k)([A-Z]\w*)$")
+_DTYPE_PREDICATE = re.compile(r"^is\w*Type$")  # isIntegralType, isReducedFloatingType, ...
 
 
 class DispatchGain(NamedTuple):
@@ -261,9 +262,10 @@ def _v2_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
 
 def _named_dtypes(tokens: Sequence[str], sets: list[set[str] | None]) -> set[str] | None:
     """The dtypes a version of a function runs for by name: its dispatch lists and every dtype
-    token it names (None when a list is not understood)."""
-    if any(s is None for s in sets):
-        return None
+    token it names (None when a list is not understood, or a dtype-class test or a ``switch`` may
+    run dtypes it does not name)."""
+    if any(s is None for s in sets) or any(_DTYPE_PREDICATE.match(tok) or tok == "switch" for tok in tokens):
+        return None  # a class test (isIntegralType) or a switch may run dtypes it does not name
     named = {m.group(1) for tok in tokens if (m := _DTYPE.match(tok))}
     return named.union(*(s for s in sets if s is not None))
 

@@ -259,3 +259,12 @@ def test_a_branch_added_for_a_dtype_the_function_never_ran_is_new_code_of_that_d
     new dtype: the existing dtypes run the same code (10 scripts running div were selected)."""
     gain = dispatch_gain(words([_OLD_BRANCH + _DIV]), words([_OLD_BRANCH + added + _DIV_V2]))
     assert (gain.dtypes if gain else None) == gained
+
+
+@pytest.mark.parametrize("old_path", [
+    "if (isIntegralType(t, true)) { g(); return; } ",  # Int ran here without being named
+    "switch (t) { case kComplexHalf: g(); return; default: break; } ",
+])
+def test_a_dtype_branch_is_a_change_when_the_old_function_may_have_run_that_dtype(old_path: str):
+    added = "if (t == kInt) { h(); return; } "
+    assert dispatch_gain(words([old_path + _DIV]), words([old_path + added + _DIV_V2])) is None
