@@ -345,7 +345,7 @@ def _guarded_instantiations(
     param = bool_parameter(rows, func, guard.param) if guard is not None and func is not None else None
     if guard is None or func is None or param is None:
         return None
-    sites = call_sites(rows, func.name, *param)
+    sites = call_sites(rows, func, *param)
     callers = [_innermost(head.functions, s.line) for s in sites if s.value is not guard.holds]
     if any(s.value is None for s in sites) or None in callers:
         return None

@@ -99,18 +99,28 @@ def bool_parameter(rows: Sequence[str], func: Function, param: str) -> tuple[int
     return None
 
 
-def call_sites(rows: Sequence[str], name: str, index: int, default: bool | None) -> list[CallSite]:
-    """Each call of ``name<...>(`` in ``rows`` with the value its template argument at ``index``
-    gives the parameter (the default when fewer are written)."""
+def call_sites(rows: Sequence[str], func: Function, index: int, default: bool | None) -> list[CallSite]:
+    """Each call of ``func`` in ``rows`` (``name<...>(`` or ``name(``, outside its own head) with
+    the value its template argument at ``index`` gives the parameter (the default when fewer, or
+    none, are written)."""
     text = "\n".join(rows)
     out: list[CallSite] = []
-    for m in re.finditer(rf"\b{re.escape(name)}\s*<", text):
-        args = _angle_args(text, m.end() - 1)
-        if args is None:
+    for m in re.finditer(rf"\b{re.escape(func.name)}\s*([<(])", text):
+        line = text.count("\n", 0, m.start()) + 1
+        if m.group(1) == "(":
+            if not func.start_line <= line <= func.end_line or _opens_body(rows, line, func):
+                out.append(CallSite(line, default))
             continue
-        value = _BOOLS.get(args[index].strip()) if index < len(args) else default
-        out.append(CallSite(text.count("\n", 0, m.start()) + 1, value))
+        args = _angle_args(text, m.end() - 1)
+        if args is not None:
+            out.append(CallSite(line, _BOOLS.get(args[index].strip()) if index < len(args) else default))
     return out
+
+
+def _opens_body(rows: Sequence[str], line: int, func: Function) -> bool:
+    """Whether ``line`` of ``func`` comes after its body's first ``{`` (a call in its own body)."""
+    opening = next((n for n in range(func.start_line, func.end_line + 1) if "{" in rows[n - 1]), func.end_line)
+    return line > opening
 
 
 def _angle_args(text: str, open_at: int) -> list[str] | None:

@@ -62,6 +62,16 @@ def test_a_constexpr_wrapper_reaches_only_the_instantiations_it_changes(cond: st
     assert impl and f"if constexpr ({cond})" in (impl[0].why or "")
 
 
+def test_a_call_without_template_arguments_instantiates_the_default():
+    deduced = OLD.replace("norm_backward_impl<float>(dY, dbeta)", "norm_backward_impl(dY, dbeta)")
+    cs = _changes(_wrap("rms_norm", deduced), deduced)
+    assert [_bare(f.qualname) for f in cs.functions] == ["at::native::xpu::layer_norm_backward_kernel"]
+    explicit = OLD.replace("bool rms_norm = false", "bool rms_norm").replace(
+        "norm_backward_impl<float>(", "norm_backward_impl<float, false>(")  # no default: every call writes it
+    cs = _changes(_wrap("rms_norm", explicit), explicit)
+    assert [_bare(f.qualname) for f in cs.functions] == ["at::native::xpu::layer_norm_backward_kernel"]
+
+
 def test_a_constexpr_wrapper_around_new_code_or_an_unknown_argument_is_a_change():
     added = OLD.replace("  *dbeta = blocks.sum(0);\n", WRAPPED.replace("blocks.sum(0)", "blocks.sum(1)") % "!rms_norm")
     assert [_bare(f.qualname) for f in _changes(added).functions] == ["at::native::xpu::norm_backward_impl"]
