@@ -20,6 +20,7 @@ from indexer.facts import FileFacts, Function
 from indexer.preprocessor import Compiled, line_states
 from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
+from query.instantiations import bool_parameter, call_sites, constexpr_guard
 from query.loose_lines import sort_loose
 
 TextOf = Callable[[str], bytes | None]
@@ -112,6 +113,11 @@ def _yaml_entries(text: str, lines: set[int], key: str) -> list[tuple[str, str]]
 
 
 LAYOUT_ONLY = "same code tokens (comments, whitespace or formatting)"
+MACRO_CONSTANT = "a macro constant turned into a constant of the same name and value"
+_DEFINE_CONSTANT = re.compile(r"^\s*#\s*define\s+([A-Za-z_]\w*)\s+([-+]?[\w.']+)\s*$")
+_TYPED_CONSTANT = re.compile(  # inline constexpr int SIMD = 32;  static const int64_t N{4};
+    r"^\s*(?:(?:inline|static|constexpr|const)\s+)*(?:constexpr|const)\s+[\w:<>]+\s+([A-Za-z_]\w*)\s*"
+    r"(?:=\s*([-+]?[\w.']+)|\{\s*([-+]?[\w.']+)\s*\})\s*;\s*$")
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
@@ -259,6 +265,9 @@ def _sort_outside(
     note = f"{facts.path}: namespace alias lines no function of the file names (nothing selected for them)"
     if sorted_out.aliases and note not in cs.notes:
         cs.notes.append(note)
+    note = f"{facts.path}: namespace braces or #pragma once changed: no code of their own (nothing selected for them)"
+    if sorted_out.scopes and note not in cs.notes:
+        cs.notes.append(note)
     if sorted_out.comments:
         cs.no_ops.append(ChangedFunction(facts.path, "", "", sorted_out.comments[:20], side, "modified", LAYOUT_ONLY))
     return sorted_out.other
@@ -288,6 +297,80 @@ def _trivial(rows: list[str], line: int) -> bool:
     return 0 < line <= len(rows) and rows[line - 1].strip() in ("", "{", "}", "};")
 
 
+def _macro_constants(fc: FileChange, base_text: TextOf, head_text: TextOf) -> tuple[set[int], set[int]]:
+    """Old and new line numbers of ``#define NAME value`` lines replaced by a typed constant of
+    the same name and value (``inline constexpr int NAME = value;``): the same values everywhere
+    the name is used, unless the preprocessor reads the name (``#if NAME``, ``#ifdef NAME``)."""
+    old_lines: set[int] = set()
+    new_lines: set[int] = set()
+    texts = [_rows(base_text, fc.old_path), _rows(head_text, fc.new_path)]
+    for hunk in fc.hunks:
+        defines: dict[tuple[str, str], int] = {}
+        constants: dict[tuple[str, str], int] = {}
+        old_no, new_no = hunk.source_start, hunk.target_start
+        for line in hunk.lines:
+            if line.kind == "-":
+                m = _DEFINE_CONSTANT.match(line.text)
+                if m:
+                    defines[m.group(1), m.group(2)] = old_no
+                old_no += 1
+            elif line.kind == "+":
+                m = _TYPED_CONSTANT.match(line.text)
+                if m:
+                    constants[m.group(1), m.group(2) or m.group(3)] = new_no
+                new_no += 1
+            else:
+                old_no, new_no = old_no + 1, new_no + 1
+        for key in defines.keys() & constants.keys():
+            if not any(_preprocessor_reads(rows, key[0]) for rows in texts):
+                old_lines.add(defines[key])
+                new_lines.add(constants[key])
+    return old_lines, new_lines
+
+
+_SOURCE_SUFFIXES = (".cpp", ".cc", ".cu", ".mm")  # a template defined here is instantiated here
+
+
+def _guarded_instantiations(
+    cf: ChangedFunction, head: FileFacts, old_words: Callable[[str], list[str] | None],
+    new_words: Callable[[str], list[str] | None], rows: list[str],
+) -> tuple[str, list[Function]] | None:
+    """For a source file's function template whose change only wraps code in ``if constexpr
+    ([!]P)`` on a ``bool`` template parameter: why it is a no-op for the instantiations where the
+    guard holds, and the functions whose call sites instantiate the others (None: not such a
+    change, or a call site whose argument the text does not tell)."""
+    before, after = old_words(cf.qualname), new_words(cf.qualname)
+    guard = constexpr_guard(before, after) if before and after else None
+    func = next((f for f in head.functions if f.qualname == cf.qualname), None)
+    param = bool_parameter(rows, func, guard.param) if guard is not None and func is not None else None
+    if guard is None or func is None or param is None:
+        return None
+    sites = call_sites(rows, func, *param)
+    callers = [_innermost(head.functions, s.line) for s in sites if s.value is not guard.holds]
+    if any(s.value is None for s in sites) or None in callers:
+        return None
+    why = (f"its change only wraps code in `{guard.text()}`: the instantiations for which it holds run the "
+           "same code; the others are reached through the call sites that instantiate them")
+    return why, [c for c in callers if c is not None and c.qualname != cf.qualname]
+
+
+def _add_line(found: dict[tuple[str, str], ChangedFunction], cs: ChangeSet, cf: ChangedFunction, line: int) -> None:
+    """``cf`` (a function a change reaches through one of its lines) among the changed functions."""
+    known = found.get((cf.path, cf.qualname))
+    if known is None:
+        found[cf.path, cf.qualname] = cf
+        cf.lines.append(line)
+        cs.functions.append(cf)
+    elif line not in known.lines:
+        known.lines.append(line)
+
+
+def _preprocessor_reads(rows: list[str], name: str) -> bool:
+    """Whether a directive other than the name's own ``#define`` mentions ``name``."""
+    word = re.compile(rf"\b{re.escape(name)}\b")
+    return any(row.lstrip().startswith("#") and word.search(row) and not _DEFINE_CONSTANT.match(row) for row in rows)
+
+
 def _map_source(
     fc: FileChange, kind: str, base_text: TextOf, head_text: TextOf, cs: ChangeSet, parse: Parse, tokens: Tokens | None,
     build: BuildMacros | None = None,
@@ -296,7 +379,11 @@ def _map_source(
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
     loose: list[int] = []
-    for side, facts, lines, text_of in (("base", base, fc.removed, base_text), ("head", head, fc.added, head_text)):
+    same_old, same_new = _macro_constants(fc, base_text, head_text) if kind == "cpp" else (set(), set())
+    if same_new:
+        cs.no_ops.append(ChangedFunction(fc.path, "", "", sorted(same_new), "both", "modified", MACRO_CONSTANT))
+    for side, facts, lines, text_of in (("base", base, fc.removed - same_old, base_text),
+                                        ("head", head, fc.added - same_new, head_text)):
         if facts is None:
             continue
         if facts.status == "skipped":  # not parsed (binary, larger than the limit): say so, keep the lines
@@ -361,20 +448,26 @@ def _map_source(
         if len(spans) == 1:
             cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
-    gains = _dispatch_gains(fc, kind, head) if head is not None else {}
-    for cf in found.values():
+    old_words, new_words = (_function_words(kind, base, base_text, fc.old_path),
+                            _function_words(kind, head, head_text, fc.new_path))
+    gains = _dispatch_gains(fc, kind, head, old_words, new_words) if head is not None else {}
+    for cf in list(found.values()):
         cf.why = (same(cf.qualname) if same is not None else "") or None
-        gained = gains.get(cf.qualname) or gains.get(None)
-        if cf.why is None and gained:
-            cf.why = (f"its AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes "
-                      "run the same code; the new dtypes are new code with no benchmark")
+        gained = gains.get(cf.qualname, gains.get(None))
+        if cf.why is None and gained is not None:
+            cf.why = "its " + _gain_why(gained)
+        if cf.why is None and head is not None and fc.path.endswith(_SOURCE_SUFFIXES):
+            guarded = _guarded_instantiations(cf, head, old_words, new_words, _rows(head_text, fc.new_path))
+            if guarded is not None:
+                cf.why, callers = guarded
+                for caller in callers:
+                    _add_line(found, cs, ChangedFunction(cf.path, caller.qualname, caller.name, [], "head", "modified"),
+                              caller.start_line)
         (cs.no_ops if cf.why else cs.functions).append(cf)
     if loose:
         path = fc.path if fc.new_path else (fc.old_path or "")
         lines = sorted(set(loose))[:20]
-        why = (same(None) if same is not None else "") or (
-            f"a dispatch type list only gains {', '.join(gains[None])}: the existing dtypes run the same code; "
-            "the new dtypes are new code with no benchmark" if None in gains else "")
+        why = (same(None) if same is not None else "") or ("a " + _gain_why(gains[None]) if None in gains else "")
         if why:
             cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
@@ -487,9 +580,37 @@ def _code_lines(fc: FileChange, sign: str, kind: str) -> list[str]:
                                               if line.kind == sign)).split("\n")
 
 
-def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | None, tuple[str, ...]]:
+def _gain_why(gained: tuple[str, ...]) -> str:
+    """Why a dispatch list's change is a no-op (after "its" or "a")."""
+    if not gained:
+        return "AT_DISPATCH type list is written another way (AT_DISPATCH_V2) with the same dtypes: the same code runs"
+    return (f"AT_DISPATCH type list only gains {', '.join(gained)}: the existing dtypes run the same code; "
+            "the new dtypes are new code with no benchmark")
+
+
+def _function_words(
+    kind: str, facts: FileFacts | None, text_of: TextOf, path: str | None
+) -> Callable[[str], list[str] | None]:
+    """The code words of one version's function of a name (None: not exactly one definition)."""
+    rows = _rows(text_of, path) if facts is not None else []
+
+    def of(name: str) -> list[str] | None:
+        spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name] if facts else []
+        if len(spans) != 1 or not rows:
+            return None
+        return words(_COMMENTS[kind].sub(" ", "\n".join(rows[spans[0][0] - 1 : spans[0][1]])).split("\n"))
+
+    return of
+
+
+def _dispatch_gains(
+    fc: FileChange, kind: str, head: FileFacts,
+    old_words: Callable[[str], list[str] | None], new_words: Callable[[str], list[str] | None],
+) -> dict[str | None, tuple[str, ...]]:
     """Functions of the head whose only change is ``AT_DISPATCH_*`` type lists that gain
-    dtypes, with the dtypes they gain (under None when that holds for the whole file's change)."""
+    dtypes, with the dtypes they gain (under None when that holds for the whole file's change).
+    A function whose changed lines alone do not tell (a list moved to ``AT_DISPATCH_V2`` around
+    unchanged lines) is compared whole."""
     if kind != "cpp" or not any("AT_DISPATCH_" in line.text or "AT_EXPAND(" in line.text
                                 for h in fc.hunks for line in h.lines):
         return {}
@@ -500,6 +621,9 @@ def _dispatch_gains(fc: FileChange, kind: str, head: FileFacts) -> dict[str | No
     for name, sides in _hunk_lines_by_function(fc, head).items():
         old, new = ([_COMMENTS[kind].sub(" ", x) for x in sides[sign]] for sign in "-+")
         gain = dispatch_gain(words(old), words(new))
+        if gain is None and name is not None:
+            before, after = old_words(name), new_words(name)
+            gain = dispatch_gain(before, after) if before and after else None
         if gain is not None:
             out[name] = gain.dtypes
     return out

@@ -107,10 +107,12 @@ def _block(tokens: Sequence[str], at: int) -> tuple[int, int]:
 
 _DISPATCH = re.compile(r"AT_DISPATCH_([A-Z0-9_]+?)_TYPES((?:_AND_COMPLEX)?)(?:_AND(\d*))?$")
 _DTYPE = re.compile(r"^(?:(?:at|c10)::)?(?:ScalarType::|k)([A-Z]\w*)$")
+_DTYPE_PREDICATE = re.compile(r"^is\w*Type$")  # isIntegralType, isReducedFloatingType, ...
 
 
 class DispatchGain(NamedTuple):
-    """A dispatch list that gained ``dtypes`` and lost none."""
+    """A dispatch list that gained ``dtypes`` and lost none (none gained: the same list written
+    another way, as an ``AT_DISPATCH_V2`` call)."""
 
     dtypes: tuple[str, ...]
 
@@ -149,6 +151,12 @@ def _heads(tokens: Sequence[str]) -> tuple[list[str], list[set[str] | None]]:
     i = 0
     while i < len(tokens):
         tok = tokens[i]
+        v2 = _v2_call(tokens, i) if tok == "AT_DISPATCH_V2" else None
+        if v2 is not None:  # the same marker as the older macros: a list moved to V2 compares with them
+            rest, dtypes, i = v2
+            out += ["AT_DISPATCH", "(", *rest]
+            sets.append(dtypes)
+            continue
         if tok.startswith("AT_DISPATCH_") and i + 1 < len(tokens) and tokens[i + 1] == "(":
             n = _type_arg_count(tok)
             args, j = _leading_args(tokens, i + 2, n)
@@ -159,6 +167,39 @@ def _heads(tokens: Sequence[str]) -> tuple[list[str], list[set[str] | None]]:
         out.append(tok)
         i += 1
     return out, sets
+
+
+def _v2_call(tokens: Sequence[str], at: int) -> tuple[list[str], set[str] | None, int] | None:
+    """``AT_DISPATCH_V2(type, name, AT_WRAP(lambda), items...)`` at ``at`` read as the older
+    macros' arguments after their type list (``type, name, lambda)``), its dtype set, and where
+    the call ends; None when the call is not whole in ``tokens``."""
+    args, end = _call_args(tokens, at + 1)
+    if end is None or len(args) < 4 or args[2][:2] != ["AT_WRAP", "("] or args[2][-1] != ")":
+        return None
+    items = _v2_items([t for arg in args[3:] for t in (",", *arg)])
+    dtypes = set(items) if items else None
+    return [*args[0], ",", *args[1], ",", *args[2][2:-1], ")"], dtypes, end
+
+
+def _call_args(tokens: Sequence[str], open_at: int) -> tuple[list[list[str]], int | None]:
+    """The top-level arguments of the call whose ``(`` is at ``open_at``, and the index after its ``)``."""
+    if open_at >= len(tokens) or tokens[open_at] != "(":
+        return [], None
+    args: list[list[str]] = [[]]
+    depth = 0
+    for i in range(open_at + 1, len(tokens)):
+        tok = tokens[i]
+        if tok in "([{":
+            depth += 1
+        elif tok in ")]}":
+            if depth == 0:
+                return args, i + 1
+            depth -= 1
+        elif tok == "," and depth == 0:
+            args.append([])
+            continue
+        args[-1].append(tok)
+    return args, None
 
 
 def _leading_args(tokens: Sequence[str], start: int, n: int) -> tuple[list[str], int]:
@@ -219,16 +260,72 @@ def _v2_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
     return DispatchGain(tuple(sorted(set(gained)))) if gained else None
 
 
+def _named_dtypes(tokens: Sequence[str], sets: list[set[str] | None]) -> set[str] | None:
+    """The dtypes a version of a function runs for by name: its dispatch lists and every dtype
+    token it names (None when a list is not understood, or a dtype-class test or a ``switch`` may
+    run dtypes it does not name)."""
+    if any(s is None for s in sets) or any(_DTYPE_PREDICATE.match(tok) or tok == "switch" for tok in tokens):
+        return None  # a class test (isIntegralType) or a switch may run dtypes it does not name
+    named = {m.group(1) for tok in tokens if (m := _DTYPE.match(tok))}
+    return named.union(*(s for s in sets if s is not None))
+
+
+def _dtype_test(cond: Sequence[str]) -> str | None:
+    """The dtype of a condition that is one equality test against a dtype (``x == kBComplex32``)."""
+    text = list(cond)
+    eq = [i for i in range(len(text) - 1) if text[i] == text[i + 1] == "="]
+    if len(eq) != 1 or any(set(t) & set("|&!?") for t in text):
+        return None
+    sides = (text[eq[0] - 1], text[eq[0] + 2] if eq[0] + 2 < len(text) else "")
+    found = [m.group(1) for side in sides if (m := _DTYPE.match(side))]
+    return found[0] if len(found) == 1 else None
+
+
+def _closing(tokens: Sequence[str], open_at: int) -> int:
+    """The index of the ``}`` closing the ``{`` at ``open_at`` (the last token when none does)."""
+    depth = 0
+    for i in range(open_at, len(tokens)):
+        depth += {"{": 1, "}": -1}.get(tokens[i], 0)
+        if depth == 0:
+            return i
+    return len(tokens) - 1
+
+
+def _drop_new_dtype_branches(tokens: Sequence[str], known: set[str]) -> tuple[list[str], set[str]]:
+    """``tokens`` without the ``if (x == kD) { ... }`` blocks (no ``else``) whose dtype ``kD`` is
+    not in ``known``, and those dtypes: such a branch runs for that dtype alone."""
+    out: list[str] = []
+    dropped: set[str] = set()
+    i = 0
+    while i < len(tokens):
+        args, end = _call_args(tokens, i + 1) if tokens[i] == "if" else ([], None)
+        dtype = _dtype_test(args[0]) if end is not None and len(args) == 1 else None
+        if dtype is not None and dtype not in known and end is not None and end < len(tokens) and tokens[end] == "{":
+            hi = _closing(tokens, end)
+            if hi + 1 >= len(tokens) or tokens[hi + 1] != "else":
+                dropped.add(dtype)
+                i = hi + 1
+                continue
+        out.append(tokens[i])
+        i += 1
+    return out, dropped
+
+
 def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None:
     """The dtypes a change adds when it changes nothing but ``AT_DISPATCH_*`` type lists, each
-    of which only grows (None otherwise)."""
+    of which only grows, and branches added for a dtype the old code never named (None otherwise)."""
     old_rest, old_sets = _heads(old)
     new_rest, new_sets = _heads(new)
+    known = _named_dtypes(old, old_sets)
+    branches: set[str] = set()
+    if old_rest != new_rest and known is not None:
+        new_rest, branches = _drop_new_dtype_branches(new_rest, known)
     if old_rest != new_rest or len(old_sets) != len(new_sets) or not old_sets:
         return _v2_gain(old, new)
-    gained: set[str] = set()
+    gained: set[str] = set(branches)
     for before, after in zip(old_sets, new_sets, strict=True):
         if before is None or after is None or not before <= after:
             return None
         gained |= after - before
-    return DispatchGain(tuple(sorted(gained))) if gained else None
+    # the same dtypes written another way (a list moved to AT_DISPATCH_V2): the same code, no dtype gained
+    return DispatchGain(tuple(sorted(gained))) if gained or list(old) != list(new) else None

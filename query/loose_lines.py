@@ -3,8 +3,9 @@ file: lines without code (comments, blank), ``#include`` lines, lines of a class
 (its fields, its ``template <...>`` head), which belong to the class's methods, lines of a
 function's declaration (a header's prototype), which belong to the functions of its name, and a
 namespace-scope variable's declaration or a namespace or type alias, which belongs to the file's
-functions that name it, and
-the lines of a ``#define``, which belong to the file's functions that use the macro."""
+functions that name it, the lines of a ``#define``, which belong to the file's functions that use
+the macro, and scope lines (a namespace's or ``extern "C"``'s opening and closing lines,
+``#pragma once``), which hold no code: the functions inside them hold their own lines."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ _DECLARED = re.compile(r"(\w+)\s*\($")  # the name before a declaration's parame
 _NOT_DECLARED = frozenset({"if", "for", "while", "switch", "return", "sizeof", "decltype", "static_assert"})
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:<[^{;]*>\s*)?(?:final\s*)?(?::[^{]*)?$")
 _ALIAS = re.compile(r"^(?:namespace|using)\s+(\w+)\s*=")  # namespace X = a::b; using T = U<V>;
+_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$")
+_SCOPE = re.compile(r'^\s*(?:(?:inline\s+)?namespace\b[\w:\s]*\{|extern\s+"[^"]*"\s*\{|\}\s*;?)\s*$')  # opens or closes
 _VARIABLE = re.compile(r"(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?$")  # the name a namespace-scope declaration defines
 
 
@@ -31,6 +34,7 @@ class LooseLines:
     includes: list[int] = field(default_factory=list)
     comments: list[int] = field(default_factory=list)  # no code on the line
     aliases: list[int] = field(default_factory=list)  # a namespace alias no function of the file names
+    scopes: list[int] = field(default_factory=list)  # a namespace's braces, #pragma once: no code
     other: list[int] = field(default_factory=list)  # still outside: macro bodies, registrations, other globals
 
 
@@ -50,6 +54,9 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
         if _INCLUDE.match(row):
             out.includes.append(line)
             continue
+        if _PRAGMA_ONCE.match(row):
+            out.scopes.append(line)
+            continue
         offset = index.offset_of(line)
         macro = next(((start, end) for start, end in directives if start <= offset <= end), None)
         if macro is not None:  # a #define's lines: its calls declare nothing (``sycl_kernel_submit(...);``)
@@ -60,6 +67,9 @@ def sort_loose(text: str, lines: list[int], facts: FileFacts) -> LooseLines:
                 out.other.append(line)
             continue
         inside = [(start, name) for start, end, name in classes if start <= offset <= end]
+        if not inside and _SCOPE.match(row):
+            out.scopes.append(line)
+            continue
         if inside:
             owners = _methods(facts, max(inside)[1])
         else:

@@ -162,3 +162,109 @@ def test_a_macro_defined_v2_list_that_gains_a_dtype_is_a_no_op():
     cs = _changes(old.replace("kHalf, AT_EXPAND", "kHalf, kBFloat16, AT_EXPAND"), old)
     assert cs.functions == [] and cs.file_level == []
     assert all("only gains BFloat16" in n.why for n in cs.no_ops) and cs.no_ops
+
+
+MIGRATED = """\
+static void other_kernel(TensorIteratorBase& iter) {
+  AT_DISPATCH_V2(
+      iter.dtype(),
+      "other_cpu",
+      AT_WRAP([&] {
+    cpu_kernel(iter, [](scalar_t a) { return a; });
+  }),
+      AT_EXPAND(AT_INTEGRAL_TYPES),
+      ScalarType::Bool,
+      kUInt16);
+}
+"""
+
+
+def test_a_list_moved_to_dispatch_v2_that_only_gains_a_dtype_is_a_no_op():
+    """torch-xpu-ops r3 t09: ``AT_DISPATCH_*_AND3(kHalf, kBFloat16, kBool, ...)`` rewritten as
+    ``AT_DISPATCH_V2(..., AT_WRAP(lambda), AT_EXPAND(...), kHalf, kBFloat16, kBool, kBComplex32)``:
+    the lambda's lines are context, so the changed lines alone cannot be matched up; the whole
+    function's tokens can (36 scripts were selected for add/mul/div kernels that only gained a dtype)."""
+    old = CPP[CPP.index("static void other_kernel"):CPP.index("}  // namespace\n")]
+    cs = _changes(CPP.replace(old, MIGRATED + "\n"))
+    assert cs.functions == [] and [f.qualname for f in cs.no_ops] == ["at::native::(anonymous namespace)::other_kernel"]
+    assert "only gains UInt16" in cs.no_ops[0].why
+    lost = _changes(CPP.replace(old, MIGRATED.replace("      ScalarType::Bool,\n", "") + "\n"))  # Bool lost
+    assert [f.qualname for f in lost.functions] == ["at::native::(anonymous namespace)::other_kernel"]
+    # the type and name arguments on lines of their own, the same before and after: context lines
+    split = CPP.replace('AT_DISPATCH_INTEGRAL_TYPES_AND(ScalarType::Bool, iter.dtype(), "other_cpu", [&] {',
+                        'AT_DISPATCH_INTEGRAL_TYPES_AND(\n      ScalarType::Bool,\n      iter.dtype(),\n'
+                        '      "other_cpu",\n      [&] {')
+    cs = _changes(split.replace(split[split.index("static void other_kernel"):split.index("}  // namespace\n")],
+                                MIGRATED + "\n"), old=split)
+    assert cs.functions == [] and "only gains UInt16" in cs.no_ops[0].why
+
+
+@pytest.mark.parametrize("old, new, gained", [
+    ("AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(kHalf, kBFloat16, kBool, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), kHalf, kBFloat16, kBool,"
+     " kBComplex32);", ("BComplex32",)),
+    ("AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { g(); }), AT_EXPAND(AT_FLOATING_TYPES), kHalf, kBFloat16);", None),
+    ("AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });",
+     "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_FLOATING_TYPES));", None),  # loses Half
+])
+def test_dispatch_gain_across_a_move_to_dispatch_v2(old: str, new: str, gained: tuple[str, ...] | None):
+    gain = dispatch_gain(words([old]), words([new]))
+    assert (gain.dtypes if gain else None) == gained
+
+
+OPEN = "namespace at::native {\nnamespace {\n"
+MACRO = CPP.replace(OPEN, OPEN + "#define SIX 6\n", 1).replace("const scalar_t six(6.0f);", "const scalar_t six(SIX);")
+
+
+@pytest.mark.parametrize("constant", ["inline constexpr int SIX = 6;", "static constexpr int SIX = 6;",
+                                      "constexpr int SIX{6};"])
+def test_a_macro_constant_turned_into_a_constant_of_the_same_value_is_a_no_op(constant: str):
+    """torch-xpu-ops r3 t01: ``#define SIMD 32`` became ``inline constexpr int SIMD = 32;``; the
+    macro's line went to the functions using it, the constant's line (an upper-case name, read as
+    a macro's) to every function of the header and of its includers (10 extra scripts)."""
+    cs = _changes(MACRO.replace("#define SIX 6", constant), old=MACRO)
+    assert cs.functions == [] and cs.file_level == []
+    assert [f.why for f in cs.no_ops] == ["a macro constant turned into a constant of the same name and value"]
+
+
+def test_a_macro_constant_given_another_value_is_a_change():
+    cs = _changes(MACRO.replace("#define SIX 6", "inline constexpr int SIX = 7;"), old=MACRO)
+    assert "at::native::(anonymous namespace)::clamp_kernel" in [f.qualname for f in cs.functions]
+    cs = _changes(MACRO.replace("#define SIX 6", "inline constexpr int SIX = 6;").replace(
+        "namespace at::native {\n", "namespace at::native {\n#if SIX > 4\n#endif\n", 1), old=MACRO)
+    assert cs.no_ops == [] or all("macro constant" not in f.why for f in cs.no_ops)  # read by the preprocessor
+
+
+_DIV = "AT_DISPATCH_FLOATING_TYPES_AND(kHalf, t, \"n\", [&]() { f(); });"
+_DIV_V2 = "AT_DISPATCH_V2(t, \"n\", AT_WRAP([&]() { f(); }), AT_EXPAND(AT_FLOATING_TYPES), kHalf, kBComplex32);"
+_OLD_BRANCH = "if (t == kComplexHalf) { g(); return; } "
+
+
+@pytest.mark.parametrize("added, gained", [
+    ("if (iter.common_dtype() == kBComplex32) { using scalar_t = c10::complex<at::BFloat16>; h(); return; } ",
+     ("BComplex32",)),
+    ("if (kBComplex32 == t) { h(); return; } ", ("BComplex32",)),
+    ("if (t == kFloat) { h(); return; } ", None),  # a dtype the function already ran: a change for it
+    ("if (t == kBComplex32) { h(); } else { f(); } ", None),  # an else: every dtype takes the branch
+    ("if (t == kBComplex32 || n > 1) { h(); return; } ", None),  # not a dtype test alone
+    ("h(); ", None),
+])
+def test_a_branch_added_for_a_dtype_the_function_never_ran_is_new_code_of_that_dtype(
+    added: str, gained: tuple[str, ...] | None
+):
+    """torch-xpu-ops r3 t09: ``div_true_kernel`` gained ``if (iter.common_dtype() == kBComplex32)
+    { ...; return; }`` next to a dispatch list that gained kBComplex32. The old function never ran
+    that dtype (its lists and its other branches do not name it), so the branch is new code of the
+    new dtype: the existing dtypes run the same code (10 scripts running div were selected)."""
+    gain = dispatch_gain(words([_OLD_BRANCH + _DIV]), words([_OLD_BRANCH + added + _DIV_V2]))
+    assert (gain.dtypes if gain else None) == gained
+
+
+@pytest.mark.parametrize("old_path", [
+    "if (isIntegralType(t, true)) { g(); return; } ",  # Int ran here without being named
+    "switch (t) { case kComplexHalf: g(); return; default: break; } ",
+])
+def test_a_dtype_branch_is_a_change_when_the_old_function_may_have_run_that_dtype(old_path: str):
+    added = "if (t == kInt) { h(); return; } "
+    assert dispatch_gain(words([old_path + _DIV]), words([old_path + added + _DIV_V2])) is None
