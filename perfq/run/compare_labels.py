@@ -48,7 +48,15 @@ def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str,
         stored = side_samples(history, *sides)
     columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
     return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)),
-                               against_baseline)
+                               against_baseline, renamed_note(stored.renamed))
+
+
+def renamed_note(renamed: int) -> tuple[str, ...]:
+    """The warning for test names stored with an object's address (by a perfq before they were masked)."""
+    if not renamed:
+        return ()
+    return (f"{renamed} stored test name(s) held an object's address (<function<lambda>at0x...>, written before "
+            "perfq masked them) and were read in their stable form (<function<lambda>>)",)
 
 
 def comparison_for_label(history: Path, label: str, settings: Settings) -> ComparisonDocument:
