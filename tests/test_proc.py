@@ -105,6 +105,45 @@ def test_sigterm_and_ctrl_c_kill_the_childs_whole_group(tmp_path):
         assert wait_for(lambda c=children: not any(alive(p) for p in c), 10)
 
 
+STARTED_WHILE_SIGNALLED = """
+import os, signal, sys, time
+from common import proc
+from common.interrupt import noting_interrupts
+
+pids, first = sys.argv[1], proc._die_with_parent
+
+
+def signalled_before_exec():  # in the child, before exec: the signal lands while perfq waits for the exec
+    first()
+    with open(pids, "w") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    os.kill(os.getppid(), signal.SIGTERM)
+    time.sleep(0.5)
+
+
+proc._die_with_parent = signalled_before_exec
+with noting_interrupts():
+    try:
+        proc.run(["sh", "-c", f"sleep 1000 & echo $! >> {pids}; sleep 1000"])
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        time.sleep(2)  # perfq saves its runs before it exits: the child had time to start its own
+        sys.exit(130)
+"""
+
+
+def test_a_signal_while_the_child_starts_still_kills_its_group(tmp_path):
+    """SIGTERM while ``subprocess.Popen`` waits for the child's exec (a loaded machine, a real-time child that
+    runs before perfq does): the group is still killed, not left to ``PR_SET_PDEATHSIG``, which reaches the
+    child alone and leaves what it started running."""
+    pids = tmp_path / "pids"
+    holder = subprocess.run([PY, "-c", STARTED_WHILE_SIGNALLED, str(pids)], capture_output=True, text=True,
+                            timeout=60)
+    assert (holder.returncode, holder.stdout) == (130, "interrupted\n"), holder.stderr
+    started = [int(p) for p in pids.read_text().split()]
+    assert started and wait_for(lambda: not any(alive(p) for p in started), 10)
+
+
 def test_a_child_dies_with_a_killed_perfq(tmp_path):
     pids = tmp_path / "pids"
     holder = _holder(tmp_path, f"proc.run(['sh', '-c', 'echo $$ > {pids}; exec sleep 1000'])")
