@@ -103,7 +103,10 @@ def _text(value: Any) -> str | None:
 def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None,
               with_samples: bool = True) -> list[StoredRun]:
     """Runs (with failures, and samples unless ``with_samples`` is False) matching a condition on ``runs``."""
-    rows = _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id", params)
+    have = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'"
+                                      " AND database_name = current_database()").fetchall()}
+    columns = ", ".join(f if f in have else f"NULL AS {f}" for f in RUN_FIELDS)  # read-only: an older history
+    rows = _rows(con, f"SELECT {columns} FROM runs {where} ORDER BY started_at, side, id", params)
     runs = [RunRow(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
             for row in rows]
     ids = [run.id for run in runs]
