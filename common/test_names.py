@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 
-ADDRESS = " ?at ?0x[0-9a-fA-F]+>"  # CPython's default repr ends "<... at 0x7f...>"; a regex of Python and DuckDB (RE2)
+_AT = " ?at ?0x[0-9a-fA-F]+"
+ADDRESS = _AT + ">"  # CPython's default repr ends "<... at 0x7f...>"; a regex of Python and DuckDB (RE2)
 MASKED = ">"
 _ADDRESS = re.compile(ADDRESS)
 
@@ -34,3 +35,9 @@ def names_an_object(name: str) -> bool:
     """Whether ``name`` holds an object's repr (``<...>``): the runner's exact ``--test-name`` may not match it
     in another process."""
     return "<" in name
+
+
+def any_process_pattern(name: str) -> str:
+    """A regex of ``name`` as any process prints it: each ``>`` of its stable form with or without an address
+    before it (``<function<lambda>>`` matches ``<function<lambda>at0x7f...>``)."""
+    return re.escape(stable_test_name(name)).replace(MASKED, f"(?:{_AT})?{MASKED}")
