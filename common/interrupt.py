@@ -50,6 +50,42 @@ def noting_interrupts() -> Iterator[None]:
         yield
 
 
+def _raises_interrupt(handler: object) -> bool:
+    return handler in (_interrupt, signal.default_int_handler)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Within the block, Ctrl-C and SIGTERM that would raise KeyboardInterrupt are noted and raised when the
+    block ends (a KeyboardInterrupt then replaces an exception of the block): a step that must not be cut in
+    two, such as a child started but not yet handed to the code that ends it. Outside the main thread, or
+    for a signal perfq does not turn into KeyboardInterrupt, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        _noted.append(signum)
+        pending.append(signum)
+
+    swapped = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    swapped = {signum: old for signum, old in swapped.items() if _raises_interrupt(old)}
+    for signum in swapped:
+        signal.signal(signum, hold)
+    try:
+        yield
+    except BaseException:
+        if pending:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        for signum, old in swapped.items():
+            signal.signal(signum, old)  # type: ignore[arg-type]
+    if pending:
+        raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM (a CI cancel, ``kill``) raises KeyboardInterrupt like Ctrl-C, so

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common import sched
+from common.interrupt import deferred
 
 TAIL_LINES = 25
 OUTPUT_CAP = 64 * 2**20  # bytes kept of each stream (half its head, half its tail)
@@ -173,7 +174,16 @@ def popen(argv: list[str] | str, realtime: bool = False, **kwargs: object) -> su
     ``SCHED_FIFO`` with ``realtime``); pair it with :func:`kill_group` (or use :func:`spawned`)."""
     _load_libc()
     before_exec = _die_with_parent_realtime if realtime else _die_with_parent
-    return subprocess.Popen(argv, start_new_session=True, preexec_fn=before_exec, **kwargs)  # type: ignore[call-overload]
+    started: list[subprocess.Popen] = []
+    try:
+        with deferred():  # Ctrl-C or SIGTERM while Popen waits for the exec: raised once the child is known
+            started.append(subprocess.Popen(argv, start_new_session=True, preexec_fn=before_exec,  # type: ignore[call-overload]
+                                            **kwargs))
+    except KeyboardInterrupt:
+        if started:  # its group is ended here: the caller never gets the child
+            kill_group(started[0])
+        raise
+    return started[0]
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -339,15 +349,14 @@ def run(
     """
     known = _children() if reap_orphans and become_subreaper() else None
     pipe = subprocess.PIPE if capture else None
+    outputs = {"stdout": CappedOutput(cap, keep), "stderr": CappedOutput(cap)}
     try:
         child = popen(argv, realtime, cwd=cwd, env=dict(env) if env is not None else None, stdout=pipe, stderr=pipe,
                       stdin=subprocess.DEVNULL, shell=shell, pass_fds=pass_fds)
     except OSError as exc:
         name = argv if isinstance(argv, str) else argv[0]
         return ProcResult(None, "", str(exc), f"cannot start {name}: {exc.strerror or exc}")
-    outputs = {"stdout": CappedOutput(cap, keep), "stderr": CappedOutput(cap)}
-    usage = None
-    try:
+    try:  # right after the start: a signal from here on lands in the block that ends the child's group
         finished = _collect(child, outputs, timeout)
     finally:
         usage = kill_group(child)

@@ -31,6 +31,7 @@ from pathlib import Path
 from common import proc
 from common.errors import PerfqError
 from common.sandbox import Sandbox, bwrap_problem
+from common.test_names import stable_test_name
 from indexer.stat_cache import combined_digest
 from schema.model import TraceMode, TraceStatus
 
@@ -74,7 +75,7 @@ class TracedTest:
     @classmethod
     def from_json(cls, d: dict) -> TracedTest:
         return cls(
-            name=str(d["name"]),
+            name=stable_test_name(str(d["name"])),  # the same name in every process
             module=str(d.get("module", "")),
             cls=str(d.get("cls", d.get("class", ""))),
             tag=str(d.get("tag", "")),

@@ -88,6 +88,8 @@ class RunRow(NamedTuple):
     status: str
     notes: str
     env: str
+    max_samples: int | None = None  # samples a side where sampling stopped a decided test (migration 0007)
+    sample_ceiling: int | None = None  # the most samples a side an adaptive run took of a test; None: not adaptive
 
 
 RUN_FIELDS = RunRow._fields

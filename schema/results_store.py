@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from common.errors import PerfqError
+from common.test_names import ADDRESS, MASKED, stable_test_name
 from schema.db import transaction
 from schema.engine import duckdb
 from schema.history import LOCK_WAIT, connect_history, tables
@@ -102,7 +103,10 @@ def _text(value: Any) -> str | None:
 def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any] | None = None,
               with_samples: bool = True) -> list[StoredRun]:
     """Runs (with failures, and samples unless ``with_samples`` is False) matching a condition on ``runs``."""
-    rows = _rows(con, f"SELECT {', '.join(RUN_FIELDS)} FROM runs {where} ORDER BY started_at, side, id", params)
+    have = {r[0] for r in con.execute("SELECT column_name FROM duckdb_columns() WHERE table_name = 'runs'"
+                                      " AND database_name = current_database()").fetchall()}
+    columns = ", ".join(f if f in have else f"NULL AS {f}" for f in RUN_FIELDS)  # read-only: an older history
+    rows = _rows(con, f"SELECT {columns} FROM runs {where} ORDER BY started_at, side, id", params)
     runs = [RunRow(**{**row, "started_at": _text(row["started_at"]), "ended_at": _text(row["ended_at"])})
             for row in rows]
     ids = [run.id for run in runs]
@@ -118,7 +122,13 @@ def read_runs(con: duckdb.DuckDBPyConnection, where: str = "", params: list[Any]
 
 def _samples(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[Sample, ...]:
     sql = f"SELECT {', '.join(SAMPLE_FIELDS)} FROM samples WHERE run_id = ? ORDER BY seq"
-    return tuple(Sample(**r) for r in _rows(con, sql, [run_id]))
+    return tuple(Sample(**{**r, "test": stable_test_name(r["test"])}) for r in _rows(con, sql, [run_id]))
+
+
+def _stable_test(column: str) -> str:
+    """SQL of ``column`` (a stored test name) in its stable form: a history written before perfq masked object
+    addresses (``<function<lambda>at0x7f...>``) reads as one written after (:mod:`common.test_names`)."""
+    return f"regexp_replace({column}, '{ADDRESS}', '{MASKED}', 'g')"
 
 
 RESULT_TABLES = frozenset({"runs", "samples", "failures"})
@@ -154,9 +164,10 @@ def test_walls(history: Path) -> dict[tuple[str, str], float]:
         if "invocations" not in tables(con):
             return {}
         rows = con.execute(
-            "SELECT key, median(share) FROM (SELECT unnest(map_keys(m)) AS key, unnest(map_values(m)) AS share"
+            f"SELECT {_stable_test('name')} AS key, median(share) FROM (SELECT unnest(map_keys(m)) AS name,"
+            " unnest(map_values(m)) AS share"
             " FROM (SELECT json_transform(tests, '\"MAP(VARCHAR, DOUBLE)\"') AS m FROM invocations"
-            " WHERE starts_with(tests, '{'))) GROUP BY key"
+            " WHERE starts_with(tests, '{'))) GROUP BY ALL"
         ).fetchall()
     finally:
         con.close()
@@ -178,10 +189,17 @@ class LabelSamples(NamedTuple):
     key: np.ndarray
     head: np.ndarray
     value: np.ndarray
+    renamed: int = 0  # stored test names read in their stable form (written with an object's address)
 
 
 _KEY_COLUMNS = ("benchmark", "test", "mode", "device", "metric", "unit")
 _EMPTY = "''"
+_SIDES = "((r.label = $base_label AND r.side = $base_side) OR (r.label = $head_label AND r.side = $head_side))"
+
+
+def _key_column(column: str) -> str:
+    value = f"coalesce(s.{column}, {_EMPTY})"
+    return f"{_stable_test(value) if column == 'test' else value} AS {column}"
 
 
 def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) -> LabelSamples:
@@ -194,16 +212,17 @@ def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) ->
     cols = ", ".join(_KEY_COLUMNS)
     values = (
         "SELECT (r.label = $head_label AND r.side = $head_side) AS head,"
-        f" {', '.join(f'coalesce(s.{c}, {_EMPTY}) AS {c}' for c in _KEY_COLUMNS)},"
+        f" {', '.join(_key_column(c) for c in _KEY_COLUMNS)},"
         " s.value FROM samples s JOIN runs r ON r.id = s.run_id"
-        " WHERE ((r.label = $base_label AND r.side = $base_side) OR (r.label = $head_label AND r.side = $head_side))"
-        " AND isfinite(s.value)"
+        f" WHERE {_SIDES} AND isfinite(s.value)"
     )
     params = {"base_label": base[0], "base_side": base[1], "head_label": head[0], "head_side": head[1]}
     con = open_read(history)
     try:
         rows = con.execute(f"SELECT {cols}, hash({cols}) FROM ({values}) GROUP BY ALL ORDER BY {cols}",
                            params).fetchall()
+        renamed = con.execute("SELECT count(DISTINCT s.test) FROM samples s JOIN runs r ON r.id = s.run_id"
+                              f" WHERE {_SIDES} AND regexp_matches(s.test, '{ADDRESS}')", params).fetchone()[0]
         hashes = np.array([r[-1] for r in rows], dtype=np.uint64)
         if np.unique(hashes).size == hashes.size:
             arrays = con.execute(f"SELECT hash({cols}) AS h, head, value FROM ({values})", params).fetchnumpy()
@@ -218,7 +237,7 @@ def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) ->
     finally:
         con.close()
     return LabelSamples([tuple(r[:-1]) for r in rows], np.asarray(key, dtype=np.int64),
-                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64))
+                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64), renamed)
 
 
 class HistoryRow(NamedTuple):
@@ -249,18 +268,19 @@ def history_rows(history: Path, benchmark: str, test: str | None = None) -> list
     try:
         sql = (
             "SELECT r.label, r.side, r.ref, r.commit_sha, r.torch_version, r.host, r.started_at, r.status,"
-            " s.test, s.mode, s.device, s.metric, s.unit, median(s.value) AS median, count(*) AS n,"
-            " min(s.value) AS min, max(s.value) AS max"
+            f" {_stable_test('s.test')} AS test, s.mode, s.device, s.metric, s.unit, median(s.value) AS median,"
+            " count(*) AS n, min(s.value) AS min, max(s.value) AS max"
             " FROM samples s JOIN runs r ON r.id = s.run_id"
             " WHERE (s.benchmark = ? OR s.benchmark = ?)"
         )
         params: list[Any] = [benchmark, f"{benchmark}_test"]
         if test:
-            sql += " AND s.test = ?"
-            params.append(test)
+            sql += f" AND {_stable_test('s.test')} = ?"
+            params.append(stable_test_name(test))
         sql += (
             " GROUP BY r.id, r.label, r.side, r.ref, r.commit_sha, r.torch_version, r.host, r.started_at,"
-            " r.status, s.test, s.mode, s.device, s.metric, s.unit ORDER BY s.test, r.started_at, r.side"
+            f" r.status, {_stable_test('s.test')}, s.mode, s.device, s.metric, s.unit"
+            " ORDER BY test, r.started_at, r.side"
         )
         rows = _rows(con, sql, params)
     finally:

@@ -86,3 +86,26 @@ def test_operator_benchmark_command_and_metric():
 def test_non_finite_values_are_rejected():
     with pytest.raises(PerfqError, match="not a finite number"):
         extract('{"t": NaN}', MetricSpec(json_path="t"))
+
+
+CAT_OUT = """\
+# Name: cat_sizes[<function<lambda>at0x7f1e0088ae80>]_N100_dim0_cpu
+# Input: sizes: [<function <lambda> at 0x7f1e0088ae80>], N: 100, dim: 0, device: cpu
+Forward Execution Time (us) : 3663.317
+
+# Name: cat_sizes[<function<lambda>at0x7f1e0088af20>]_N1000_dim0_cpu
+# Input: sizes: [<function <lambda> at 0x7f1e0088af20>], N: 1000, dim: 0, device: cpu
+Forward Execution Time (us) : 41000.5
+"""
+
+
+@pytest.mark.parametrize("asked", ["cat_sizes[<function<lambda>>]_N1000_dim0_cpu",  # as perfq shows it
+                                   "cat_sizes[<function<lambda>at0x7f0000000000>]_N1000_dim0_cpu"])  # another process's
+def test_a_test_named_with_an_address_is_read_from_the_output_not_selected_by_the_runner(asked):
+    """The runner's exact --test-name compares the name its own process gives (cat_test's lambda: a new address in
+    every process), so it would measure nothing; the test is picked from the output by its stable name."""
+    argv, _, spec = opbench_command("cat_test", asked)
+    assert "--test-name" not in argv and argv[3:5] == ["--tag-filter", "all"]
+    assert extract(CAT_OUT, spec).value == pytest.approx(41000.5)
+    with pytest.raises(PerfqError, match="matched nothing"):
+        extract(CAT_OUT.replace("N1000", "N2000"), spec)

@@ -4,6 +4,7 @@ capped, and `perfq run` / `perfq import` treat SIGTERM like Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,8 +15,10 @@ import tracemalloc
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from common import proc
+from common.sandbox import bwrap_problem
 from tests.processes import alive, wait_for
 from tests.run_fakebench import make_bench_root
 
@@ -105,6 +108,45 @@ def test_sigterm_and_ctrl_c_kill_the_childs_whole_group(tmp_path):
         assert wait_for(lambda c=children: not any(alive(p) for p in c), 10)
 
 
+STARTED_WHILE_SIGNALLED = """
+import os, signal, sys, time
+from common import proc
+from common.interrupt import noting_interrupts
+
+pids, first = sys.argv[1], proc._die_with_parent
+
+
+def signalled_before_exec():  # in the child, before exec: the signal lands while perfq waits for the exec
+    first()
+    with open(pids, "w") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    os.kill(os.getppid(), signal.SIGTERM)
+    time.sleep(0.5)
+
+
+proc._die_with_parent = signalled_before_exec
+with noting_interrupts():
+    try:
+        proc.run(["sh", "-c", f"sleep 1000 & echo $! >> {pids}; sleep 1000"])
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        time.sleep(2)  # perfq saves its runs before it exits: the child had time to start its own
+        sys.exit(130)
+"""
+
+
+def test_a_signal_while_the_child_starts_still_kills_its_group(tmp_path):
+    """SIGTERM while ``subprocess.Popen`` waits for the child's exec (a loaded machine, a real-time child that
+    runs before perfq does): the group is still killed, not left to ``PR_SET_PDEATHSIG``, which reaches the
+    child alone and leaves what it started running."""
+    pids = tmp_path / "pids"
+    holder = subprocess.run([PY, "-c", STARTED_WHILE_SIGNALLED, str(pids)], capture_output=True, text=True,
+                            timeout=60)
+    assert (holder.returncode, holder.stdout) == (130, "interrupted\n"), holder.stderr
+    started = [int(p) for p in pids.read_text().split()]
+    assert started and wait_for(lambda: not any(alive(p) for p in started), 10)
+
+
 def test_a_child_dies_with_a_killed_perfq(tmp_path):
     pids = tmp_path / "pids"
     holder = _holder(tmp_path, f"proc.run(['sh', '-c', 'echo $$ > {pids}; exec sleep 1000'])")
@@ -189,6 +231,38 @@ def test_sigterm_of_perfq_run_is_like_ctrl_c(tmp_path):
     assert all(notes.endswith("interrupted (SIGTERM)") for _, notes in statuses), statuses
     assert wait_for(lambda: not any(alive(p) for p in children), 10)
     assert not list(tmp.glob("perfq-run-*"))
+
+
+SANDBOXED_SLEEP = "987.654"  # the benchmark's grandchild, found by its argument: its pid inside the sandbox is another
+
+
+def _sandboxed_sleeps() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if entry.name.isdigit() and argv[:2] == [b"sleep", SANDBOXED_SLEEP.encode()]:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(bool(bwrap_problem()), reason=f"no sandbox here: {bwrap_problem()}")
+def test_sigterm_of_a_sandboxed_run_leaves_nothing_of_the_benchmark(tmp_path):
+    """bubblewrap starts the benchmark in a session of its own (``--new-session``), out of the group perfq kills:
+    what it started still ends (its pid namespace dies with the group's bwrap, and perfq, a subreaper, ends the
+    orphans it inherits; it still passed with bwrap's --unshare-pid, or its --die-with-parent, taken away)."""
+    root = make_bench_root(tmp_path)
+    module = root / "pt" / "fake_test.py"
+    module.write_text(f"import subprocess, time\nsubprocess.Popen(['sleep', '{SANDBOXED_SLEEP}'])\ntime.sleep(1000)\n"
+                      + module.read_text())
+    run = subprocess.Popen(_run_argv(root, tmp_path, "--sandbox"), env={**os.environ, "CI": "true"},
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: bool(_sandboxed_sleeps()), 120)
+    sleeps = _sandboxed_sleeps()
+    run.send_signal(signal.SIGTERM)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    assert wait_for(lambda: not any(alive(p) for p in sleeps), 10)
 
 
 def test_sigterm_of_perfq_import_is_one_line_and_exit_130(tmp_path):

@@ -11,6 +11,7 @@ from typing import Any
 
 from common.build import build_argv
 from common.sched import Priority
+from common.test_names import any_process_pattern, names_an_object
 from perfq.bisect.metric import MetricSpec
 from perfq.bisect.search import SearchConfig
 
@@ -61,10 +62,16 @@ def stored_build(value: str | None) -> list[str] | None:
 def opbench_command(name: str, test_name: str | None = None) -> tuple[list[str], str, MetricSpec]:
     """(argv, cwd, metric) for operator benchmark ``name`` (``pt/<name>.py``).
 
-    The forward time of every printed test is summed unless ``test_name`` selects one.
+    The forward time of every printed test is summed unless ``test_name`` selects one. A name holding an
+    object (cat_test's lambda sizes: a new address in every process) is never the runner's exact ``--test-name``:
+    every test runs and the metric is that test's, found by its stable name (:mod:`common.test_names`).
     """
     stem = Path(name).name.removesuffix(".py")
     argv = [sys.executable, "-m", f"pt.{stem}"]
+    if test_name and names_an_object(test_name):
+        named = rf"# Name: {any_process_pattern(test_name)}\n(?:#.*\n)*{OPBENCH_METRIC}"
+        return [*argv, "--tag-filter", "all", "--device", "cpu"], OPBENCH_ROOT, MetricSpec(regex=named,
+                                                                                            aggregate="first")
     argv += ["--test-name", test_name] if test_name else ["--tag-filter", "short"]
     argv += ["--device", "cpu"]
     return argv, OPBENCH_ROOT, MetricSpec(regex=OPBENCH_METRIC, aggregate="first" if test_name else "sum")

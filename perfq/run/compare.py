@@ -71,6 +71,9 @@ class Settings:
     confidence: float = 0.95
     resolution: float = 0.03  # target: sampling of a test stops once its TOST interval is within ± this
     max_samples: int = 20  # ... or once it has this many samples a side
+    # the most samples a side the run took of a test (its --max-repeat, or EXTENDED_CEILING x max_samples for an
+    # ``unknown`` while the budget lasts): the stored runs' own; None: max_samples (a run that did not sample on)
+    ceiling: int | None = None
     trim: float = 0.2  # share of each side's samples trimmed at each end (Yuen); 0: Welch on all of them
     modes_ratio: float = 1.5  # two modes at least this far apart, each beyond the trimmed share: `unstable`
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
@@ -283,16 +286,24 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
 
 
 def _why_unknown(t: TestResult, settings: Settings) -> str:
-    """Why a test with samples on both sides is neither a change nor ``same``."""
+    """Why a test with samples on both sides is neither a change nor ``same``: the run's sample ceiling
+    (``settings.ceiling``, stored with its runs) only when the test reached it."""
     n, r = min(t.n_base, t.n_head), t.resolution or 0.0
+    ceiling = settings.ceiling or settings.max_samples
     if t.narrow(settings):
         return (f"no change beyond ±{r:.1%} is wider than the minimum effect {t.min_effect:.1%}: "
                 "a change below the minimum effect, or too near it to tell")
+    if n >= ceiling > settings.max_samples:
+        return f"sampling went past the ceiling ({settings.max_samples} a side) to the most the run allows " \
+               f"({ceiling} a side), and ended at ±{r:.1%}"
     if n > settings.max_samples:  # sampled on past the ceiling while the run's budget lasted
         return f"sampling went past the ceiling ({settings.max_samples} a side) to {n} while the budget lasted, " \
                f"and ended at ±{r:.1%}"
-    if t.at_ceiling(settings):
-        return f"the sample ceiling ({settings.max_samples} a side) was reached at ±{r:.1%}"
+    if n >= ceiling:
+        return f"the sample ceiling ({ceiling} a side) was reached at ±{r:.1%}"
+    if n == settings.max_samples:  # at the ceiling, which the run extends for an `unknown` while the budget lasts
+        return f"the budget (or the run's repeats) ended the sampling at {n} samples a side, ±{r:.1%}, " \
+               f"before it could go past the ceiling (up to {ceiling} a side)"
     return f"the budget (or the run's repeats) ended the sampling at {n} samples a side, ±{r:.1%}"
 
 

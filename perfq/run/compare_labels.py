@@ -3,6 +3,7 @@ a label's two sides or a label against a stored baseline."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from common.config import load_config
@@ -41,14 +42,32 @@ def _runs(history: Path, label: str, role: str = "") -> list[Run]:
     return runs
 
 
+def sampled_settings(settings: Settings, runs: list[Run]) -> Settings:
+    """``settings`` with where the runs' sampling stopped, as they stored it (their ``max_samples``, their
+    ceiling: ``--max-repeat``, or the extension within a budget), so that compare gives the reasons run gave;
+    runs stored before perfq kept it leave ``settings`` as they are."""
+    stored = [r.max_samples for r in runs if r.max_samples]
+    ceilings = [r.sample_ceiling for r in runs if r.sample_ceiling]
+    return replace(settings, max_samples=max(stored, default=settings.max_samples),
+                   ceiling=max(ceilings, default=None))
+
+
 def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str, str]], base: list[Run],
               head: list[Run], settings: Settings, against_baseline: bool = False) -> ComparisonDocument:
     """The comparison of two stored sides, each a (label, side) with its runs, on sample columns."""
     with damage_is_an_error(history):
         stored = side_samples(history, *sides)
     columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
-    return comparison_document(name, base, head, compare_columns(columns, settings, side_failures(base, head)),
-                               against_baseline)
+    result = compare_columns(columns, sampled_settings(settings, base + head), side_failures(base, head))
+    return comparison_document(name, base, head, result, against_baseline, renamed_note(stored.renamed))
+
+
+def renamed_note(renamed: int) -> tuple[str, ...]:
+    """The warning for test names stored with an object's address (by a perfq before they were masked)."""
+    if not renamed:
+        return ()
+    return (f"{renamed} stored test name(s) held an object's address (<function<lambda>at0x...>, written before "
+            "perfq masked them) and were read in their stable form (<function<lambda>>)",)
 
 
 def comparison_for_label(history: Path, label: str, settings: Settings) -> ComparisonDocument:

@@ -344,6 +344,8 @@ def new_runs(plan: RunSpec) -> list[Run]:
                 notes="; ".join(plan.notes),
                 env=side_env({**machine, "scheduling": sched.describe(plan.realtime)}, interpreter, repo,
                              _thread_overrides(plan, side), dict(side.provenance)),
+                max_samples=plan.settings.max_samples,
+                sample_ceiling=sample_ceiling(plan) if plan.adaptive else None,
             )
         )
     return runs

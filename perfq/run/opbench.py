@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from common.test_names import ADDRESS, names_an_object, stable_test_name
 from perfq.run import pytorch_benchmark
 
 DEFAULT_ROOT = "benchmarks/operator_benchmark"
@@ -115,7 +116,7 @@ def build_command(
     """
     notes: list[str] = []
     argv = [python, "-m", f"pt.{normalize_name(spec.name)}"]
-    if len(spec.tests) == 1:
+    if not runs_wrapped(spec):
         argv += ["--test-name", spec.tests[0]]
     else:
         argv += ["--tag-filter", "all" if spec.tests else spec.tag_filter]  # a selected test is never dropped
@@ -284,11 +285,20 @@ def _csv_row(row: dict[str | None, Any], default_device: str, mode: str) -> Meas
 
 
 def keep_selected(found: list[Measurement], spec: OpBenchSpec) -> list[Measurement]:
-    """Drop measurements of tests not asked for (the runner filters one test name at most)."""
+    """Drop measurements of tests not asked for (the runner filters one test name at most); names compare in
+    their stable form (:mod:`common.test_names`)."""
     if not spec.tests:
         return found
-    wanted = set(spec.tests)
-    return [m for m in found if m.test in wanted]
+    wanted = {stable_test_name(t) for t in spec.tests}
+    return [m for m in found if stable_test_name(m.test) in wanted]
+
+
+def harness_measurements(found: list[Measurement], spec: OpBenchSpec) -> list[Measurement]:
+    """What one invocation measured of the selected tests, one value per test, under stable names: the one
+    place a test name read from the harness is masked (``<function<lambda>at0x7f...>`` -> ``<function<lambda>>``,
+    :mod:`common.test_names`), so runs, history, compare and the tracer's tests name a test alike in every process."""
+    stable = [replace(m, test=stable_test_name(m.test)) for m in found]
+    return collapse(keep_selected(stable, spec))
 
 
 def collapse(found: list[Measurement], how: str = "min") -> list[Measurement]:
@@ -318,7 +328,7 @@ def parse_invocation(stdout: str, spec: OpBenchSpec, json_file: Path | None = No
             found = []
     if not found:
         found = parse_text(stdout, spec.device)
-    return collapse(keep_selected(found, spec))
+    return harness_measurements(found, spec)
 
 
 # ---- batch: several benchmark files in one process (one torch import) -------------------
@@ -337,15 +347,22 @@ BATCH_TAG_FALLBACK = "# perfq-tag-fallback: "
 # Only the selected tests' configs are built (the runner builds every config, tensors included, before
 # it filters by name: add_test builds hundreds of inputs to time two).
 _BATCH_SCRIPT = """
-import contextlib, copy, importlib, json, os, sys, traceback
+import contextlib, copy, importlib, json, os, re, sys, traceback
 import benchmark_core, benchmark_runner
+
+ADDRESS = re.compile(@ADDRESS@)
+
+
+def stable(name):
+    # a test name with its objects' addresses masked (perfq's common.test_names)
+    return ADDRESS.sub(">", name)
 
 
 class AnyOf(frozenset):
     __hash__ = frozenset.__hash__
 
     def __eq__(self, other):
-        return other in self if isinstance(other, str) else frozenset.__eq__(self, other)
+        return stable(other) in self if isinstance(other, str) else frozenset.__eq__(self, other)
 
     def __ne__(self, other):
         return not self.__eq__(other)
@@ -376,13 +393,13 @@ def config_suffix(config):
 def narrow(tests):
     # builds only the configs of the selected tests: the runner builds every config (its tensors
     # included) before it filters by name; a runner whose registry differs is left as it is
-    wanted = [t.replace(" ", "") for t in tests]
+    wanted = [stable(t.replace(" ", "")) for t in tests]
     try:
         narrowed = []
         for meta in benchmark_core.BENCHMARK_TESTER:
             backward = bool(meta[3]) if len(meta) > 3 else True  # a backward test's name may end in _bwdall
             kept = [c for c in meta[0] if any(t.endswith(s) or (backward and s + "_bwd" in t)
-                                              for s in (config_suffix(c),) for t in wanted)]
+                                              for s in (stable(config_suffix(c)),) for t in wanted)]
             narrowed.append((kept, *meta[1:]))
     except Exception:
         return
@@ -407,7 +424,7 @@ for module, tests, operators, tag in members:
         if tests:
             narrow(tests)
         margs = copy.copy(args)
-        margs.test_name = (tests[0] if len(tests) == 1 else AnyOf(tests)) if tests else None
+        margs.test_name = AnyOf(stable(t) for t in tests) if tests else None
         margs.operators = operators
         margs.tag_filter = "all" if tests else tag
         if not run_module(copy.copy(margs)) and not tests and tag != "all":
@@ -422,9 +439,11 @@ for module, tests, operators, tag in members:
 
 
 def runs_wrapped(spec: OpBenchSpec) -> bool:
-    """Whether a lone file runs through the batch wrapper: several tests (only those are timed) or the
-    whole file (its tests run with every tag when none has the asked one); one test is ``--test-name``."""
-    return len(spec.tests) != 1
+    """Whether a lone file runs through the batch wrapper: several tests (only those are timed), the
+    whole file (its tests run with every tag when none has the asked one), or one test whose name holds
+    an object (its address differs in the runner's process: the wrapper compares stable names); any other
+    one test is ``--test-name``."""
+    return len(spec.tests) != 1 or names_an_object(spec.tests[0])
 
 
 def batch_key(spec: OpBenchSpec) -> tuple:
@@ -445,7 +464,7 @@ def build_batch_command(python: str, specs: list[OpBenchSpec], caps: RunnerCaps)
     """argv and extra environment running several benchmark files in one process."""
     first = specs[0]
     argv, _ = build_command(python, replace(first, tests=(), ops=()), caps)
-    argv = [python, "-c", _BATCH_SCRIPT, *argv[3:]]
+    argv = [python, "-c", _BATCH_SCRIPT.replace("@ADDRESS@", repr(ADDRESS)), *argv[3:]]
     members = [[normalize_name(s.name), list(s.tests), ",".join(s.ops) or None, s.tag_filter] for s in specs]
     return argv, {BATCH_ENV: json.dumps(members), **thread_env(first)}
 
@@ -467,6 +486,6 @@ def parse_batch(stdout: str, specs: list[OpBenchSpec]) -> dict[str, tuple[list[M
             result[name] = ([], "did not run (the batch process stopped earlier)")
             continue
         failed = next((ln[len(BATCH_FAILED) :] for ln in lines if ln.startswith(BATCH_FAILED)), "")
-        found = collapse(keep_selected(parse_text("\n".join(lines), spec.device), spec))
+        found = harness_measurements(parse_text("\n".join(lines), spec.device), spec)
         result[name] = (found, failed)
     return result

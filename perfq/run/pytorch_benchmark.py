@@ -106,7 +106,7 @@ class Comparison(Protocol):
 
 
 _RUN_FIELDS = ("id", "label", "side", "ref", "commit_sha", "torch_version", "python", "host", "cpu", "started_at",
-               "ended_at", "command", "status", "notes", "env")
+               "ended_at", "command", "status", "notes", "env", "max_samples", "sample_ceiling")
 
 
 def _plain(value: Any) -> Any:

@@ -241,12 +241,12 @@ def only_in_one(doc: ComparisonDocument) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def comparison_document(label: str, base_runs: list[Any], head_runs: list[Any], result: Comparison,
-                        against_baseline: bool = False) -> ComparisonDocument:
-    """The `perfq compare --format json` document."""
+                        against_baseline: bool = False, notes: tuple[str, ...] = ()) -> ComparisonDocument:
+    """The `perfq compare --format json` document (``notes``: more warnings, about the stored samples)."""
     base, head = side_info(base_runs), side_info(head_runs)
     summary = Summary(**result.counts())
     busy = contention_reason(base, head)
-    warnings = commit_warnings("base", base_runs, base) + commit_warnings("head", head_runs, head)
+    warnings = commit_warnings("base", base_runs, base) + commit_warnings("head", head_runs, head) + list(notes)
     return ComparisonDocument(
         label=label,
         base=base,

@@ -43,6 +43,8 @@ class Run:
     status: RunStatus = RunStatus.running
     notes: str = ""
     env: str = ""  # JSON: machine, interpreter, torch build, commit, environment overrides (perfq.run.machine)
+    max_samples: int | None = None  # where its sampling stopped a decided test (samples a side)
+    sample_ceiling: int | None = None  # the most samples a side it took of a test (adaptive); None: not adaptive
     samples: list[Sample] = field(default_factory=list, metadata={"internal": True})
     failures: list[Failure] = field(default_factory=list, metadata={"internal": True})
     invocations: list[Invocation] = field(default_factory=list, metadata={"internal": True})  # local: not exported
