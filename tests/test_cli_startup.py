@@ -79,7 +79,8 @@ try:
     main(["affected", "main", "--format", "json"])
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yaml", "clang", "perfq.run.plan")
+print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yaml", "clang", "perfq.run.plan",
+                           "common.proc", "ctypes")
                if m in sys.modules), file=sys.stderr)
 """
 
@@ -87,8 +88,9 @@ print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yam
 @pytest.mark.skipif(importlib.util.find_spec("_duckdb") is None, reason="a duckdb without a top-level engine (1.x)")
 def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
     """`perfq affected` on a small change runs SQL on DuckDB's compiled engine without the
-    package's Python API (55 ms), and loads no numpy, process pool, yaml, libclang or the
-    run's planner (`--budget` only)."""
+    package's Python API (55 ms), and loads no numpy, process pool, yaml, libclang, the
+    run's planner (`--budget` only) or the child-process machinery (common.proc and ctypes: the
+    index build records torch's settings, a query reads the record)."""
     repo = make_repo(tmp_path / "repo")
     assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
     git(repo, "checkout", "-q", "-b", "work")
