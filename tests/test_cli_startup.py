@@ -80,7 +80,7 @@ try:
 except SystemExit as exc:
     assert not exc.code, exc.code
 print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yaml", "clang", "perfq.run.plan",
-                           "common.proc", "ctypes")
+                           "common.proc", "ctypes", "schema.model")
                if m in sys.modules), file=sys.stderr)
 """
 
@@ -89,8 +89,9 @@ print(" ".join(m for m in ("duckdb", "_duckdb", "numpy", "multiprocessing", "yam
 def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
     """`perfq affected` on a small change runs SQL on DuckDB's compiled engine without the
     package's Python API (55 ms), and loads no numpy, process pool, yaml, libclang, the
-    run's planner (`--budget` only) or the child-process machinery (common.proc and ctypes: the
-    index build records torch's settings, a query reads the record)."""
+    run's planner (`--budget` only), the child-process machinery (common.proc and ctypes: the
+    index build records torch's settings, a query reads the record) or the writer's row types
+    (schema.model: 32 frozen dataclasses; a query names the vocabularies of schema.kinds)."""
     repo = make_repo(tmp_path / "repo")
     assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
     git(repo, "checkout", "-q", "-b", "work")
