@@ -165,6 +165,21 @@ def resolve_refs(repo: Path, refs: list[str]) -> list[str]:
     return [resolve_ref(repo, ref) for ref in refs]
 
 
+def resolve_with_base(repo: Path, head: str, other: str) -> tuple[str, str, str]:
+    """(``head``'s commit, ``other``'s commit, their merge base), asked in one git call
+    (``rev-parse other...head`` lists both and the merge base); the errors of resolve_refs and
+    merge_base when a ref names no commit or the two have no single merge base."""
+    if all(ref and not ref.startswith("-") for ref in (head, other)):
+        proc = git(repo, "rev-parse", f"{other}^{{commit}}...{head}^{{commit}}", check=False)
+        shas = proc.stdout.split()
+        if proc.returncode == 0 and len(shas) == 3 and shas[2].startswith("^"):
+            found = shas[0], shas[1], shas[2][1:]
+            if all(_HASH.fullmatch(sha) for sha in found):
+                return found
+    head_sha, other_sha = resolve_refs(repo, [head, other])
+    return head_sha, other_sha, other_sha if other_sha == head_sha else merge_base(repo, other_sha, head_sha)
+
+
 def head(repo: Path) -> str:
     """The commit checked out in ``repo``, or '' (outside git, empty repository)."""
     return line(repo, "rev-parse", "HEAD") or ""

@@ -7,8 +7,10 @@ nothing is kept."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 _kept: list[object] = []
@@ -38,3 +40,22 @@ def process_age() -> float:
         return max(0.0, float(uptime[0]) - int(fields[19]) / os.sysconf("SC_CLK_TCK"))
     except (IndexError, ValueError, OSError):
         return 0.0
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection in the block; the collector's state is restored after it.
+    For a bounded computation that allocates many objects and makes little cyclic garbage (one
+    ``perfq affected``: the gen-0 collector otherwise runs hundreds of times on a large diff,
+    10-15% of its CPU); memory is still freed by reference counting. In a process that ends
+    without freeing its objects, what the block made is then kept out of the collector's sight
+    (the first collection after it would otherwise look at every object it allocated)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if _enabled:
+            gc.freeze()
+        if was_enabled:
+            gc.enable()

@@ -12,13 +12,14 @@ from pathlib import Path
 from common import git
 from common.config import Config
 from common.interrupt import sigterm_as_interrupt
-from indexer.build_config import reads_torch, record_torch_build
+from indexer.build_config import reads_torch
 from indexer.build_info import BuildEvents, BuildReport
 from indexer.build_spec import BuildSpec, BuildState, specify_build
 from indexer.discover import discover
 from indexer.incremental import patch_index
 from indexer.native import NativeRun
 from indexer.stat_cache import StatCache, combined_digest, stat_cache
+from indexer.torch_record import record_torch_build
 from schema.engine import duckdb
 from schema.writer import CopyInProgress, build_lock, copying
 

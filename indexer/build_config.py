@@ -4,7 +4,8 @@ From the least to the most specific: the machine (``__x86_64__`` defined, ``__aa
 Linux not Windows), the installed torch's generated headers (``ATen/Config.h``:
 ``AT_MKLDNN_ENABLED() 1``; ``cmake_macros.h``), its build settings as ``torch.__config__.show()``
 prints them (the ``-D`` flags of ``CXX_FLAGS``, ``USE_ROCM=OFF``, the compiler; recorded once per
-torch install by a ``perfq index`` that may trace, in the user's cache or else beside the index,
+torch install by a ``perfq index`` that may trace (indexer.torch_record), in the user's cache or
+else beside the index,
 because importing torch takes seconds), the
 defines every entry of ``compile_commands.json`` shares, and ``[tool.perfq.build]``:
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import files, proc
+from common import files
 from common.config import Config
 from common.errors import PerfqError
 from common.paths import write_atomically
@@ -39,7 +40,6 @@ from common.paths import write_atomically
 RECORD_NAME = "torch-build.json"
 COMPILE_RECORD_NAME = "compile-defines.json"
 COMPILE_COMMANDS = ("compile_commands.json", "build/compile_commands.json")  # where present, without a config
-RECORD_TIMEOUT_S = 300.0
 HEADER_MAX_BYTES = 1 << 20
 COMPILE_COMMANDS_MAX_BYTES = 1 << 28
 Macro = tuple[bool, int] | None  # (defined, value); None: unknown
@@ -270,10 +270,6 @@ def _flag_define(text: str) -> tuple[str, int]:
 
 # ----------------------------------------------------------------------- torch's build settings
 
-_PROBE = ("import json, torch; print(json.dumps({'config': torch.__config__.show(), "
-          "'version': torch.__version__}))")
-
-
 def record_key(torch_dir: Path) -> str:
     """What the recorded settings belong to: the torch install (its path and version file)."""
     try:
@@ -288,7 +284,7 @@ def user_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "perfq"
 
 
-def _record_places(record_dir: Path | None, torch_dir: Path) -> list[tuple[Path, str]]:
+def record_places(record_dir: Path | None, torch_dir: Path) -> list[tuple[Path, str]]:
     """Where a torch install's settings are recorded: the user's cache (shared by every index
     on the machine), else beside the index."""
     shared = (user_cache_dir(), f"torch-build-{hashlib.sha256(str(torch_dir).encode()).hexdigest()[:12]}.json")
@@ -297,7 +293,7 @@ def _record_places(record_dir: Path | None, torch_dir: Path) -> list[tuple[Path,
 
 def read_record(record_dir: Path | None, torch_dir: Path) -> dict[str, Any] | None:
     """The recorded build settings of the torch at ``torch_dir``, None when absent or stale."""
-    for folder, name in _record_places(record_dir, torch_dir):
+    for folder, name in record_places(record_dir, torch_dir):
         try:
             doc = json.loads(files.read_limited(str(folder), name, HEADER_MAX_BYTES))
         except (OSError, ValueError):
@@ -305,35 +301,6 @@ def read_record(record_dir: Path | None, torch_dir: Path) -> dict[str, Any] | No
         if isinstance(doc, dict) and doc.get("key") == record_key(torch_dir):
             return doc
     return None
-
-
-def record_torch_build(record_dir: Path, python: str = sys.executable) -> str | None:
-    """Record the installed torch's build settings, once per torch install (a current record
-    is kept), in the user's cache or else in ``record_dir``. Runs ``python -I`` (no current
-    directory on its path) so that a PyTorch source tree's ``torch/`` is never what gets
-    imported. None on success, else why not."""
-    torch_dir = torch_package_dir()
-    if torch_dir is None:
-        return "torch is not installed"
-    if read_record(record_dir, torch_dir) is not None:
-        return None
-    res = proc.run([python, "-I", "-c", _PROBE], cwd=record_dir, timeout=RECORD_TIMEOUT_S)
-    if not res.ok:
-        return res.error or f"exit {res.returncode}: {res.last_line()}"
-    try:
-        shown = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return "torch printed no configuration"
-    defined, undefined = settings_macros(shown["config"])
-    doc = {"key": record_key(torch_dir), "version": shown["version"], "defined": defined, "undefined": undefined}
-    for folder, name in _record_places(record_dir, torch_dir):
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            write_atomically(folder / name, [json.dumps(doc, indent=1)])
-            return None
-        except OSError as exc:
-            why = f"cannot write {folder / name}: {exc.strerror}"
-    return why
 
 
 def settings_macros(shown: str) -> tuple[dict[str, int], list[str]]:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from schema.model import CallKind, FileStatus, Lang, Origin
+from schema.kinds import CallKind, FileStatus, Lang, Origin
 
 
 class Function(NamedTuple):

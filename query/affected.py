@@ -44,7 +44,7 @@ from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedDtype, TracedHit
-from schema.model import EdgeKind, NodeKind, TraceStatus
+from schema.kinds import EdgeKind, NodeKind, TraceStatus
 
 _WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
 _TRACED = (TraceStatus.ok, TraceStatus.partial)

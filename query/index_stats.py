@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from schema.engine import duckdb
 from schema.index_store import IndexStore
+from schema.model import ROW_TYPES
+
+# every table of rows (the row model's, in index.sql order): not the build's meta or the packed graph
+STATS_TABLES = tuple(t for t in ROW_TYPES if t not in ("meta", "graph"))
 
 
 def _rate(resolved: int, total: int) -> str:
@@ -23,7 +27,7 @@ def index_stats(con: duckdb.DuckDBPyConnection) -> dict:
     store = IndexStore(con)
     meta = store.meta()
     return {
-        "counts": store.table_counts(),
+        "counts": store.table_counts(STATS_TABLES),
         "resolution": {name: _rate(*pair) for name, pair in store.resolution().items()},
         "unresolved": {
             "kernels": store.unresolved_kernels(),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from indexer.devices import device_of_key, layout_of_key
 from schema.index_store import IndexStore
-from schema.model import EdgeKind, NodeKind
+from schema.kinds import EdgeKind, NodeKind
 from schema.packed_graph import PackedGraph
 
 

@@ -34,15 +34,12 @@ def _revisions(repo: Path, ref: str, worktree: bool) -> tuple[str, str | None]:
     """(base commit, head commit or None for the working tree) for ``ref`` / ``A..B``."""
     if ".." in ref:
         a, _, b = ref.partition("...") if "..." in ref else ref.partition("..")
-        head = git.resolve_ref(repo, b or "HEAD")
-        start = git.resolve_ref(repo, a or "HEAD")
-        base = git.merge_base(repo, start, head)
+        a, b = a or "HEAD", b or "HEAD"
+        head, start, base = git.resolve_with_base(repo, b, a)
         if base == head != start:
-            a, b = a or "HEAD", b or "HEAD"
             raise PerfqError(f"{ref} is empty: {b} is an ancestor of {a} (reversed? try {b}..{a})")
         return base, head
-    head_commit, start = git.resolve_refs(repo, ["HEAD", ref])
-    base = start if start == head_commit else git.merge_base(repo, start, head_commit)
+    head_commit, _, base = git.resolve_with_base(repo, "HEAD", ref)
     return base, None if worktree else head_commit
 
 

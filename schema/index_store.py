@@ -13,11 +13,18 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
-from schema.model import ROW_TYPES, BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
+from schema.kinds import BenchOpSource, CallKind, FileStatus, NodeKind, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
 
-# every table of rows (the row model's, in index.sql order): not the build's meta or the packed graph
-STATS_TABLES = tuple(t for t in ROW_TYPES if t not in ("meta", "graph"))
+
+class Node(NamedTuple):
+    """A node of the reachability graph as a query reads it (the ``nodes`` table's columns: the
+    reader builds no row type of the writer's model)."""
+
+    id: int
+    kind: NodeKind
+    key: str
+    label: str
 
 
 class FunctionInFile(NamedTuple):
@@ -169,7 +176,7 @@ class IndexStore:
         self.db = db
         self._meta: dict[str, str] | None = None
         self._graph: PackedGraph | None = None
-        self._nodes: dict[int, NodeRow | None] = {}  # describe's cache (None: no such node)
+        self._nodes: dict[int, Node | None] = {}  # describe's cache (None: no such node)
         self._functions: dict[str, list[FunctionInFile]] = {}  # functions_in's cache, by path
         self._paths: dict[int, str | None] = {}  # function_paths' cache (None: no such function)
 
@@ -307,14 +314,14 @@ class IndexStore:
         described = {row.id: row.label for row in self.describe(nodes)}
         return {n: described.get(n, str(n)) for n in nodes}
 
-    def describe(self, nodes: list[int]) -> list[NodeRow]:
+    def describe(self, nodes: list[int]) -> list[Node]:
         """The rows of ``nodes`` (those that exist), each read once per store."""
         missing = sorted({n for n in nodes if n not in self._nodes})
         if missing:
             for r in self.con.execute(
                 "SELECT id, kind, key, label FROM nodes WHERE id IN (SELECT unnest(?::INTEGER[]))", [missing]
             ).fetchall():
-                self._nodes[r[0]] = NodeRow(r[0], NodeKind(r[1]), r[2], r[3])
+                self._nodes[r[0]] = Node(r[0], NodeKind(r[1]), r[2], r[3])
             self._nodes.update((n, None) for n in missing if n not in self._nodes)
         return [row for n in nodes if (row := self._nodes[n]) is not None]
 
@@ -570,8 +577,8 @@ class IndexStore:
         return ReachGraph(edges, op_nodes, fn_nodes)
 
     # ---- perfq stats ------------------------------------------------------------------------
-    def table_counts(self, tables: Iterable[str] = STATS_TABLES) -> dict[str, int]:
-        """Rows per table of ``tables`` (default: those ``perfq stats`` shows)."""
+    def table_counts(self, tables: Iterable[str]) -> dict[str, int]:
+        """Rows per table of ``tables``."""
         names = list(tables)
         if not names:
             return {}

@@ -14,7 +14,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from schema.model import EdgeKind, NodeKind
+from schema.kinds import EdgeKind, NodeKind
 
 PARTS = ("offsets", "src", "kind", "detail", "node_kind", "names")
 KEYED = (NodeKind.OP, NodeKind.STUB, NodeKind.BENCHMARK)  # node kinds whose keys a walk needs

@@ -22,12 +22,12 @@ from indexer.build_config import (
     machine_macros,
     read_record,
     record_key,
-    record_torch_build,
     settings_macros,
     target_build,
     torch_package_dir,
 )
 from indexer.preprocessor import Compiled, line_states
+from indexer.torch_record import record_torch_build
 from query.changes import changed_functions
 
 X86 = machine_macros("x86_64", "linux").merged({"AT_MKLDNN_ENABLED()": 1, "USE_FBGEMM": 1}, ("USE_ROCM",), "test")

@@ -149,6 +149,43 @@ def test_blob_ids_are_git_s_own(tmp_path):
     assert all(fc.new_blob is None and fc.old_blob is None for fc in parse_diff(abbreviated))
 
 
+def test_resolve_with_base_asks_git_once_and_agrees_with_merge_base(tmp_path, monkeypatch):
+    """Both commits and their merge base from one ``git rev-parse``; a criss-cross history (two
+    merge bases), unrelated histories and unknown refs answer as merge_base and resolve_refs do."""
+    from tests.aten_fixture import commit_all, git
+
+    def write_commit(text: str) -> str:
+        (tmp_path / "a.cpp").write_text(text)
+        return commit_all(tmp_path)
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    root = write_commit("int a;\n")
+    main = write_commit("int b;\n")
+    git(tmp_path, "checkout", "-q", "-b", "work", root)
+    work = write_commit("int c;\n")
+    calls = []
+    real_run = gitmod.subprocess.run
+    monkeypatch.setattr(gitmod.subprocess, "run", lambda args, **kw: calls.append(args) or real_run(args, **kw))
+    assert gitmod.resolve_with_base(tmp_path, "HEAD", "main") == (work, main, root)
+    assert gitmod.resolve_with_base(tmp_path, "work", "work") == (work, work, work)
+    assert gitmod.resolve_with_base(tmp_path, "main", "HEAD~1") == (main, root, root)
+    assert len(calls) == 3
+    for bad in ("nope", "--all", ""):
+        with pytest.raises(PerfqError, match=f"unknown ref '{re.escape(bad)}'"):
+            gitmod.resolve_with_base(tmp_path, "HEAD", bad)
+    git(tmp_path, "merge", "-q", "--no-edit", "-s", "ours", main)  # work and main now have two merge bases
+    git(tmp_path, "checkout", "-q", "-b", "cross", main)
+    git(tmp_path, "merge", "-q", "--no-edit", "-s", "ours", work)
+    assert len(git(tmp_path, "merge-base", "--all", "cross", "work").split()) == 2
+    head, other, base = gitmod.resolve_with_base(tmp_path, "cross", "work")
+    assert (head, other, base) == (gitmod.resolve_ref(tmp_path, "cross"), gitmod.resolve_ref(tmp_path, "work"),
+                                   gitmod.merge_base(tmp_path, other, head))
+    git(tmp_path, "checkout", "-q", "--orphan", "alone")
+    write_commit("int d;\n")
+    with pytest.raises(PerfqError, match="have no common ancestor"):
+        gitmod.resolve_with_base(tmp_path, "alone", "main")
+
+
 def test_resolve_refs_asks_once_and_names_the_unknown_ref(tmp_path):
     from tests.aten_fixture import commit_all, git
 

@@ -47,3 +47,29 @@ def test_an_index_build_in_process_keeps_nothing(tmp_path):
     build_index(repo, load_config(repo), tmp_path / "index.duckdb", jobs=1, quiet=True, trace=False)
     gc.collect()
     assert lifetime._kept == []
+
+
+def test_no_collection_runs_while_the_collector_is_paused_and_it_resumes_after():
+    runs = []
+
+    def count(phase: str, info: dict) -> None:
+        if phase == "start":
+            runs.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with lifetime.collector_paused():
+            cycles = [[] for _ in range(50_000)]
+            for c in cycles:
+                c.append(c)  # cyclic garbage once dropped
+            assert not gc.isenabled()
+            during = len(runs)
+        assert during == 0 and gc.isenabled()
+        del cycles
+        gc.disable()
+        with lifetime.collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector disabled before stays disabled
+    finally:
+        gc.enable()
+        gc.callbacks.remove(count)
