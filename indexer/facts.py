@@ -94,6 +94,10 @@ class FileFacts:
     library_defs: list[LibraryDef] = field(default_factory=list)
     origin: Origin = Origin.REPO
     classes: list[ClassFact] = field(default_factory=list)
+    # the facts of constructs whose rule module declares its own table, by the rule's name: tuples of
+    # JSON values (the facts cache stores them as lists), so a new construct's extractor part adds its
+    # facts here and its rule reads them, with no field of this class and no cache record of its own
+    constructs: dict[str, list[tuple]] = field(default_factory=dict)
 
 
 def structure_signature(facts: FileFacts) -> str:

@@ -1,5 +1,6 @@
 -- perfq index schema (rebuilt by `perfq index`, swapped in atomically). GENERATED from the row
--- types of schema/model.py by `python -m schema.ddl`: edit those, not this file.
+-- types (schema/model.py, then the rules' own in indexer/rules/) by `python -m indexer.ddl`: edit
+-- those, not this file.
 -- Vocabulary follows torchgen / ATen: operators are `name.overload` (overload '' for the
 -- default one), dispatch keys as in native_functions.yaml (CPU, CUDA, CompositeImplicitAutograd...).
 

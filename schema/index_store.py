@@ -13,11 +13,12 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
-from schema.model import ROW_TYPES, BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
+from schema.model import BenchOpSource, CallKind, FileStatus, NodeKind, NodeRow, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
+from schema.version import INDEX_TABLES
 
-# every table of rows (the row model's, in index.sql order): not the build's meta or the packed graph
-STATS_TABLES = tuple(t for t in ROW_TYPES if t not in ("meta", "graph"))
+# every table of rows (in index.sql order, a rule's own included): not the build's meta or the packed graph
+STATS_TABLES = tuple(t for t in INDEX_TABLES if t not in ("meta", "graph"))
 
 
 class FunctionInFile(NamedTuple):

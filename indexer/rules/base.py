@@ -314,6 +314,12 @@ class PatchContext:
         self._own(row_type)
         return self.store.rows(statement, **params)
 
+    def replace_file_rows(self, row_type: type, rows: list[tuple]) -> None:
+        """Replace the changed files' rows of ``row_type``'s table (one with a ``file_id`` column) by
+        ``rows`` (by the rule that writes it)."""
+        self._own(row_type)
+        self.store.replace_file_rows(row_type, sorted(self.changed), rows)
+
     def set_function_ids(self, row_type: type, keys: tuple[str, ...], rows: list[tuple]) -> None:
         """Set the function ids of ``row_type``'s rows named by ``keys`` (PatchStore.set_function_ids)."""
         self._own(row_type)
