@@ -265,6 +265,21 @@ def _parse(facts: FileFacts | None, name: str, args: list[str], source: str, opt
         return None
 
 
+UNSEEN_BRANCHES = "unseen_branches"  # its rule's table (indexer/rules/unseen_branches.py)
+
+
+def _unseen_branches(code: str, directives: list[Span], unseen: list[Span], lines: LineIndex) -> list[tuple]:
+    """(first line, last line, the directive that opens it) of each non-empty branch a build would
+    not see (``preprocessor_spans``: it starts where its directive ends)."""
+    opening = {end: start for start, end in directives}
+    out = []
+    for start, end in sorted(unseen):
+        first, last = lines.line_of(start) + 1, lines.line_of(end) - 1
+        if first <= last:
+            out.append((first, last, " ".join(code[opening.get(start, start) : start].split())))
+    return out
+
+
 def extract_cpp(
     path: str,
     text: str,
@@ -305,6 +320,8 @@ def extract_cpp(
     if functions_only:
         return facts
     facts.classes = classes
+    if branches := _unseen_branches(code, directives, unseen, lines):
+        facts.constructs[UNSEEN_BRANCHES] = branches
     facts.calls = call_sites(code, facts.functions, lines, fields)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)

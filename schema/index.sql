@@ -291,3 +291,12 @@ CREATE TABLE warnings (
   phase VARCHAR NOT NULL,
   message VARCHAR NOT NULL
 );
+
+-- Preprocessor branches of a C++ file the index does not see (#if 0; the later branches of a
+-- group whose branches leave braces unbalanced): no function or call inside one is indexed.
+CREATE TABLE unseen_branches (
+  file_id INTEGER NOT NULL,
+  first_line INTEGER NOT NULL,     -- the branch's first line, after its directive
+  last_line INTEGER NOT NULL,      -- its last line, before the next directive
+  directive VARCHAR NOT NULL       -- the directive that opens it: '#if 0', '#else', '#elif defined(X)'
+);
