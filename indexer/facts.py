@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from schema.model import CallKind, FileStatus, Lang, Origin
+from schema.model import CallKind, FileStatus, FunctionKind, Lang, Origin
 
 
 class Function(NamedTuple):
     qualname: str
     name: str
-    kind: str
+    kind: FunctionKind
     start_line: int
     end_line: int
     internal: bool

@@ -28,7 +28,7 @@ CREATE TABLE functions (
   file_id INTEGER NOT NULL,
   qualname VARCHAR NOT NULL,       -- at::native::(anonymous namespace)::foo, torch.nn.functional.relu
   name VARCHAR NOT NULL,           -- last component: foo, relu
-  kind VARCHAR NOT NULL,           -- function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | macro (a function-like #define: its expansion sites call it) | python
+  kind VARCHAR NOT NULL,           -- function | method | template | structured_impl | structured_meta | global_kernel | macro (a function-like #define: its expansion sites call it) | registration | python | class | alias
   start_line INTEGER NOT NULL,
   end_line INTEGER NOT NULL,
   internal BOOLEAN NOT NULL,       -- internal linkage (static, anonymous namespace, _private python): same-file callers only
