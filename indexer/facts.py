@@ -103,7 +103,8 @@ class FileFacts:
 def structure_signature(facts: FileFacts) -> str:
     """A digest of the functions ``facts`` declares (names, kinds, linkage, order), not of
     their lines or bodies."""
-    parts = [(f.qualname, f.name, f.kind, f.internal) for f in facts.functions]
+    # the kind's value: fresh facts hold FunctionKind members, cached ones (and earlier builds) the str
+    parts = [(f.qualname, f.name, str(f.kind), f.internal) for f in facts.functions]
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 

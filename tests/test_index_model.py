@@ -77,6 +77,18 @@ def test_digests_of_facts_hold_the_values_of_their_enums():
     assert registration_signature(member) == registration_signature(value)
 
 
+def test_the_structure_digest_holds_a_function_kind_s_value():
+    """files.signature is the same for freshly extracted facts (FunctionKind members) and cached
+    ones (the values read back from JSON): a patched index and a full link agree on it."""
+    from indexer.facts import FileFacts, Function, structure_signature
+    from schema.model import FunctionKind, Lang
+
+    def facts(kind: str) -> FileFacts:
+        return FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, functions=[Function("at::f", "f", kind, 1, 2, False)])
+
+    assert structure_signature(facts(FunctionKind.METHOD)) == structure_signature(facts("method"))
+
+
 CPP = """
 namespace at::native {
 static void relu_kernel(float* x, int n) { for (int i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0; }
