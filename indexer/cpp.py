@@ -21,7 +21,7 @@ from indexer.cpp_fallback import merge_functions, text_structure
 from indexer.facts import Call, FileFacts, Function
 from indexer.registrations import extract_registrations
 from indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
-from schema.model import CallKind, FileStatus, Lang
+from schema.model import CallKind, FileStatus, FunctionKind, Lang
 
 # libclang translation-unit flags (CXTranslationUnit_*)
 _INCOMPLETE = 0x02
@@ -108,21 +108,21 @@ def _template_suffix(cursor) -> str:
     return f"<{', '.join(p or '?' for p in params)}>" if params else ""
 
 
-def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> str:
+def _kind_of(cursor_kind: str, head: str, name: str, in_class: bool) -> FunctionKind:
     if name.startswith("__perfq_torch_library"):
-        return "registration"
+        return FunctionKind.REGISTRATION
     stripped = head.lstrip()
     if stripped.startswith("TORCH_IMPL_FUNC"):
-        return "structured_impl"
+        return FunctionKind.STRUCTURED_IMPL
     if stripped.startswith(("TORCH_META_FUNC", "TORCH_PRECOMPUTE_META_FUNC")):
-        return "structured_meta"
+        return FunctionKind.STRUCTURED_META
     if "__global__" in head:
-        return "global_kernel"
+        return FunctionKind.GLOBAL_KERNEL
     if cursor_kind in ("CXX_METHOD", "CONSTRUCTOR", "DESTRUCTOR", "CONVERSION_FUNCTION") or in_class:
-        return "method"
+        return FunctionKind.METHOD
     if cursor_kind == "FUNCTION_TEMPLATE":
-        return "template"
-    return "function"
+        return FunctionKind.TEMPLATE
+    return FunctionKind.FUNCTION
 
 
 def _definitions(
@@ -226,7 +226,7 @@ def macro_definitions(
         if named and not any(s <= start < e for s, e in unseen):
             name = named.group(1)
             first, last = lines.line_of(start), lines.line_of(max(start, end - 1))
-            out.append(Function(name, name, "macro", first, last, not path.endswith(_HEADERS)))
+            out.append(Function(name, name, FunctionKind.MACRO, first, last, not path.endswith(_HEADERS)))
     return out
 
 
@@ -263,6 +263,21 @@ def _parse(facts: FileFacts | None, name: str, args: list[str], source: str, opt
         if facts is not None:
             facts.status, facts.message = FileStatus.WARNING, f"libclang could not parse: {exc}"
         return None
+
+
+UNSEEN_BRANCHES = "unseen_branches"  # its rule's table (indexer/rules/unseen_branches.py)
+
+
+def _unseen_branches(code: str, directives: list[Span], unseen: list[Span], lines: LineIndex) -> list[tuple]:
+    """(first line, last line, the directive that opens it) of each non-empty branch a build would
+    not see (``preprocessor_spans``: it starts where its directive ends)."""
+    opening = {end: start for start, end in directives}
+    out = []
+    for start, end in sorted(unseen):
+        first, last = lines.line_of(start) + 1, lines.line_of(end) - 1
+        if first <= last:
+            out.append((first, last, " ".join(code[opening.get(start, start) : start].split())))
+    return out
 
 
 def extract_cpp(
@@ -305,6 +320,8 @@ def extract_cpp(
     if functions_only:
         return facts
     facts.classes = classes
+    if branches := _unseen_branches(code, directives, unseen, lines):
+        facts.constructs[UNSEEN_BRANCHES] = branches
     facts.calls = call_sites(code, facts.functions, lines, fields)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)

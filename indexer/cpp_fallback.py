@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from indexer.facts import ClassFact, Function
 from indexer.source_text import NOT_CALLED, LineIndex
+from schema.model import FunctionKind
 
 _MACRO_NAMED = re.compile(
     r"\b(TORCH_IMPL_FUNC|TORCH_META_FUNC2?|TORCH_PRECOMPUTE_META_FUNC2?)\s*\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)"
@@ -568,19 +569,19 @@ class _Scanner:
         in_class = bool(class_name)
         header = header[decl.start :]
         if decl.name.startswith("__perfq_torch_library"):
-            kind = "registration"
+            kind = FunctionKind.REGISTRATION
         elif "TORCH_IMPL_FUNC" in header:
-            kind = "structured_impl"
+            kind = FunctionKind.STRUCTURED_IMPL
         elif "META_FUNC" in header:
-            kind = "structured_meta"
+            kind = FunctionKind.STRUCTURED_META
         elif "__global__" in header:
-            kind = "global_kernel"
+            kind = FunctionKind.GLOBAL_KERNEL
         elif in_class or decl.qualifier:
-            kind = "method"
+            kind = FunctionKind.METHOD
         elif decl.template_params is not None:
-            kind = "template"
+            kind = FunctionKind.TEMPLATE
         else:
-            kind = "function"
+            kind = FunctionKind.FUNCTION
         suffix = f"<{', '.join(decl.template_params)}>" if decl.template_params else ""
         qualname = "::".join([*scope, *([decl.qualifier] if decl.qualifier else []), decl.name]) + suffix
         internal = anonymous or (decl.static and not in_class and not decl.qualifier)

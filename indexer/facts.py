@@ -7,13 +7,13 @@ import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from schema.kinds import CallKind, FileStatus, Lang, Origin
+from schema.kinds import CallKind, FileStatus, FunctionKind, Lang, Origin
 
 
 class Function(NamedTuple):
     qualname: str
     name: str
-    kind: str
+    kind: FunctionKind
     start_line: int
     end_line: int
     internal: bool
@@ -94,12 +94,17 @@ class FileFacts:
     library_defs: list[LibraryDef] = field(default_factory=list)
     origin: Origin = Origin.REPO
     classes: list[ClassFact] = field(default_factory=list)
+    # the facts of constructs whose rule module declares its own table, by the rule's name: tuples of
+    # JSON values (the facts cache stores them as lists), so a new construct's extractor part adds its
+    # facts here and its rule reads them, with no field of this class and no cache record of its own
+    constructs: dict[str, list[tuple]] = field(default_factory=dict)
 
 
 def structure_signature(facts: FileFacts) -> str:
     """A digest of the functions ``facts`` declares (names, kinds, linkage, order), not of
     their lines or bodies."""
-    parts = [(f.qualname, f.name, f.kind, f.internal) for f in facts.functions]
+    # the kind's value: fresh facts hold FunctionKind members, cached ones (and earlier builds) the str
+    parts = [(f.qualname, f.name, str(f.kind), f.internal) for f in facts.functions]
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 
 from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
-from schema.model import CallKind, EdgeKind, NodeKind
+from schema.model import CallKind, EdgeKind, FunctionKind, NodeKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)
@@ -22,6 +22,7 @@ _DIRECT = CallKind.DIRECT
 _ADDRESS = CallKind.ADDRESS
 _VALUE = CallKind.VALUE
 _RESOLVED = CallKind.RESOLVED
+_METHOD = FunctionKind.METHOD
 _TEMPLATE_ARG = CallKind.TEMPLATE_ARG
 _CALL = EdgeKind.CALL
 _STUB_CALL = EdgeKind.STUB_CALL
@@ -49,7 +50,7 @@ _AMBIGUOUS_METHOD = 6
 # a structured kernel's TORCH_META_FUNC / TORCH_IMPL_FUNC body is a method of a generated
 # class deriving from MetaBase, or TensorIteratorBase (``structured_inherits``): its
 # unqualified calls (``build_unary_op(...)``, ``device_type()``) find their members
-_STRUCTURED_KINDS = frozenset({"structured_meta", "structured_impl"})
+_STRUCTURED_KINDS = frozenset({FunctionKind.STRUCTURED_META, FunctionKind.STRUCTURED_IMPL})
 _STRUCTURED_BASES = frozenset({"at::TensorIteratorBase", "at::impl::MetaBase"})
 # a virtual call whose overrides span more classes than this is a hub (an interface most of a
 # library implements): it is not followed, and the link says so
@@ -396,7 +397,7 @@ class CppCallLinker:
             found = self._lookups[key] = [
                 fid
                 for fid in self.by_name[name]
-                if (not member or self.rows[fid][2] == "method")
+                if (not member or self.rows[fid][2] == _METHOD)
                 and (not last_qual or f"{last_qual}::" in self.rows[fid][1] or f"{last_qual}<" in self.rows[fid][1])
             ]
         return found
@@ -466,7 +467,7 @@ class CppCallLinker:
         key = self._methods.get(fid)
         if key is None:
             _, qualname, kind, _, _ = self.rows[fid]
-            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == "method" else ""
+            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == _METHOD else ""
         return key
 
     def call_names(self, fid: int) -> set[str]:

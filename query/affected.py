@@ -21,13 +21,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from common import globs
 from common.config import Config
 from indexer.devices import device_of_key, device_of_path
 from indexer.dtypes import DtypeScope
 from indexer.facts import scope_name
-from query.changes import ChangeSet
+from query.changes import ChangedFunction, ChangeSet
 from query.document import (
     AffectedDoc,
     CanaryBenchmark,
@@ -86,6 +87,30 @@ _CALLER_EDGES = frozenset({EdgeKind.CALL, EdgeKind.PYTHON_CALL, EdgeKind.VIRTUAL
 _CPP_CALLS = frozenset({EdgeKind.CALL, EdgeKind.VIRTUAL_CALL})  # a C++ caller: a call, or a virtual call of an override
 
 
+class _Matched(NamedTuple):
+    """A changed function, its indexed ids (none: the index lacks it) and the name a caller calls it by."""
+
+    cf: ChangedFunction
+    ids: list[int]
+    called_as: str
+
+
+@dataclass(frozen=True)
+class _Callers:
+    """The callers of the changed functions the index lacks: by name, the files that may see a
+    header's function (itself and its includers), and the callers' paths."""
+
+    of: dict[str, list[int]]
+    visible: dict[str, set[str]]
+    paths: dict[int, str]
+
+    def of_function(self, m: _Matched) -> list[int]:
+        callers = self.of.get(m.called_as, [])
+        if m.cf.path in self.visible:
+            callers = [i for i in callers if self.paths.get(i) in self.visible[m.cf.path]]
+        return callers
+
+
 def _starts(
     store: IndexStore, cs: ChangeSet, other_tree: bool = False
 ) -> tuple[list[Start], list[Unmapped], list[str]]:
@@ -94,15 +119,27 @@ def _starts(
     backtest or an old change): a function the change adds that the index holds already has
     that tree's callers there, not the base's (the change's own callers are changed functions,
     started from anyway), so only what registers it (a stub, an operator) is started from."""
-    starts: list[Start] = []
-    unmapped: list[Unmapped] = []
-    warnings: list[str] = []
+    by_file, includers = _indexed_functions(store, cs)
+    matched = _match_functions(cs, by_file)
+    starts, unmapped, later = _function_starts(store, matched, _callers(store, matched), other_tree)
+    file_starts, file_unmapped, warnings = _file_level_starts(cs, by_file, includers, later)
+    return starts + file_starts + _yaml_starts(store, cs), unmapped + file_unmapped, warnings
+
+
+def _indexed_functions(store: IndexStore, cs: ChangeSet) -> tuple[dict[str, list], dict[str, list[str]]]:
+    """The indexed functions of the changed files and of the files including a file-level change,
+    by path; and the includers of each file-level change's file."""
     paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
     includers = store.includers(sorted({p for p, _, _ in cs.file_level}))
     by_file: dict[str, list] = {}
     for row in store.functions_in(sorted(set(paths).union(*includers.values()))):
         by_file.setdefault(row.path, []).append(row)
-    found = []  # (changed function, its indexed ids, the name a caller calls it by)
+    return by_file, includers
+
+
+def _match_functions(cs: ChangeSet, by_file: dict[str, list]) -> list[_Matched]:
+    """Each changed function with its indexed ids, by qualified name, else by name in its scope."""
+    matched = []
     for cf in cs.functions:
         indexed = by_file.get(cf.path, [])
         scope = scope_name(cf.qualname)  # a method by its class too: a file has many operator()s
@@ -110,15 +147,30 @@ def _starts(
             r.id for r in indexed if r.name == cf.name and scope_name(r.qualname) == scope
         ]
         # a functor's operator() is reached where the functor is made: by its class's name
-        found.append((cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
-    callers_of = store.callers_named([called_as for _, ids, called_as in found if not ids])
+        matched.append(_Matched(cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
+    return matched
+
+
+def _callers(store: IndexStore, matched: list[_Matched]) -> _Callers:
+    """The callers of the changed functions the index lacks, by the name they are called by."""
+    callers_of = store.callers_named([m.called_as for m in matched if not m.ids])
     # a header function the index lacks: only callers in files that include its header, never
     # every function anywhere that calls something of its name (copy_, launch...)
-    visible = _including_files(store, sorted({cf.path for cf, ids, _ in found if not ids and _is_header(cf.path)}))
-    named = sorted({i for cf, _, name in found if cf.path in visible for i in callers_of.get(name, [])})
-    caller_paths = store.function_paths(named) if named else {}
-    later: set[int] = set()  # functions the change adds that the index (of a later tree) holds
-    for cf, ids, called_as in found:
+    visible = _including_files(store, sorted({m.cf.path for m in matched if not m.ids and _is_header(m.cf.path)}))
+    named = sorted({i for m in matched if m.cf.path in visible for i in callers_of.get(m.called_as, [])})
+    return _Callers(callers_of, visible, store.function_paths(named) if named else {})
+
+
+def _function_starts(
+    store: IndexStore, matched: list[_Matched], callers: _Callers, other_tree: bool
+) -> tuple[list[Start], list[Unmapped], set[int]]:
+    """The starts of the changed functions (their ids, else their callers by name), those that map
+    to nothing, and the functions the change adds that the index (of a later tree) holds."""
+    starts: list[Start] = []
+    unmapped: list[Unmapped] = []
+    later: set[int] = set()
+    for m in matched:
+        cf, ids = m.cf, m.ids
         step, dev = ChainStep(StepKind.FUNCTION, cf.qualname, file=cf.path), device_of_path(cf.path)
         if cf.status == "added" and not other_tree:
             # its callers in the head are changed functions, started from anyway; a function of
@@ -128,20 +180,25 @@ def _starts(
             later.update(ids)  # nor from the file's functions, when the file falls back
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
             starts += [Start(n, step, Confidence.high, "added function, where it is registered", dev) for n in upper]
-            continue
-        if ids:
+        elif ids:
             starts += [Start(i, step, Confidence.high, f"{cf.status} function", dev) for i in ids]
-            continue
-        callers = callers_of.get(called_as, [])
-        if cf.path in visible:
-            callers = [i for i in callers if caller_paths.get(i) in visible[cf.path]]
-        if callers:
-            why = f"{cf.status} function, reached through callers of {called_as}"
-            starts += [Start(i, step, Confidence.medium, why, dev) for i in callers]
+        elif reached := callers.of_function(m):
+            why = f"{cf.status} function, reached through callers of {m.called_as}"
+            starts += [Start(i, step, Confidence.medium, why, dev) for i in reached]
         else:
-            where = f"nothing that includes {cf.path} calls" if cf.path in visible else "nothing calls"
-            reason = f"{cf.status} function not in the index and {where} {called_as}"
+            where = f"nothing that includes {cf.path} calls" if cf.path in callers.visible else "nothing calls"
+            reason = f"{cf.status} function not in the index and {where} {m.called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
+    return starts, unmapped, later
+
+
+def _file_level_starts(
+    cs: ChangeSet, by_file: dict[str, list], includers: dict[str, list[str]], later: set[int]
+) -> tuple[list[Start], list[Unmapped], list[str]]:
+    """Changed lines outside any function: every function of the file and of its includers (low)."""
+    starts: list[Start] = []
+    unmapped: list[Unmapped] = []
+    warnings: list[str] = []
     for path, lines, why in cs.file_level:
         own = [r.id for r in by_file.get(path, []) if r.id not in later]
         including = includers.get(path, [])
@@ -156,12 +213,16 @@ def _starts(
         file_level, included = (ChainStep(StepKind.FILE, path, detail=d) for d in ("file level", "included by"))
         starts += [Start(i, file_level, Confidence.low, why, dev) for i in own]
         starts += [Start(i, included, Confidence.low, why, dev) for i in from_includers]
-    if cs.yaml_ops:
-        why_of = dict(reversed(cs.yaml_ops))
-        for nid, key, base in store.op_nodes(list(why_of)):
-            why = why_of.get(key) or why_of.get(base, "")
-            starts.append(Start(nid, ChainStep(StepKind.OP, key), Confidence.high, why))
     return starts, unmapped, warnings
+
+
+def _yaml_starts(store: IndexStore, cs: ChangeSet) -> list[Start]:
+    """The operators a native_functions.yaml change names."""
+    if not cs.yaml_ops:
+        return []
+    why_of = dict(reversed(cs.yaml_ops))
+    return [Start(nid, ChainStep(StepKind.OP, key), Confidence.high, why_of.get(key) or why_of.get(base, ""))
+            for nid, key, base in store.op_nodes(list(why_of))]
 
 
 _HEADER_SUFFIXES = (".h", ".hpp", ".cuh")

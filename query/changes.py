@@ -22,7 +22,9 @@ from query.equivalent import declares, dispatch_gain, rename_between, scoped_ren
 from query.extents import parse_extents
 from query.instantiations import bool_parameter, call_sites, constexpr_guard
 from query.loose_lines import sort_loose
+from schema.kinds import FunctionKind
 
+_PYTHON_SCOPES = (FunctionKind.CLASS, FunctionKind.ALIAS)  # Python functions that hold no body lines of their own
 TextOf = Callable[[str], bytes | None]
 Parse = Callable[[str, str, bytes], "FileFacts | None"]  # (kind, path, content) -> function extents
 Tokens = Callable[[str, str, bytes], "CodeTokens | None"]  # (kind, path, content) -> code tokens
@@ -396,9 +398,9 @@ def _map_source(
             version = text_of(fc.old_path if side == "base" else fc.new_path)
             lines = compiled_lines(facts.path, version, lines, build, cs)
         funcs = (
-            [f for f in facts.functions if f.kind not in ("class", "alias")] if kind == "python" else facts.functions
+            [f for f in facts.functions if f.kind not in _PYTHON_SCOPES] if kind == "python" else facts.functions
         )
-        classes = [f for f in facts.functions if f.kind in ("class", "alias")] if kind == "python" else []
+        classes = [f for f in facts.functions if f.kind in _PYTHON_SCOPES] if kind == "python" else []
         names = {f.qualname: f.name for f in facts.functions}
         outside: list[int] = []
         hits: list[tuple[str, int]] = []

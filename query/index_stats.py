@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from schema.engine import duckdb
 from schema.index_store import IndexStore
-from schema.model import ROW_TYPES
+from schema.version import INDEX_TABLES
 
-# every table of rows (the row model's, in index.sql order): not the build's meta or the packed graph
-STATS_TABLES = tuple(t for t in ROW_TYPES if t not in ("meta", "graph"))
+# every table of rows (in index.sql order, a rule's own included): not the build's meta or the packed graph
+STATS_TABLES = tuple(t for t in INDEX_TABLES if t not in ("meta", "graph"))
 
 
 def _rate(resolved: int, total: int) -> str:

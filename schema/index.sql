@@ -1,5 +1,6 @@
 -- perfq index schema (rebuilt by `perfq index`, swapped in atomically). GENERATED from the row
--- types of schema/model.py by `python -m schema.ddl`: edit those, not this file.
+-- types (schema/model.py, then the rules' own in indexer/rules/) by `python -m indexer.ddl`: edit
+-- those, not this file.
 -- Vocabulary follows torchgen / ATen: operators are `name.overload` (overload '' for the
 -- default one), dispatch keys as in native_functions.yaml (CPU, CUDA, CompositeImplicitAutograd...).
 
@@ -27,7 +28,7 @@ CREATE TABLE functions (
   file_id INTEGER NOT NULL,
   qualname VARCHAR NOT NULL,       -- at::native::(anonymous namespace)::foo, torch.nn.functional.relu
   name VARCHAR NOT NULL,           -- last component: foo, relu
-  kind VARCHAR NOT NULL,           -- function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | macro (a function-like #define: its expansion sites call it) | python
+  kind VARCHAR NOT NULL,           -- function | method | template | structured_impl | structured_meta | global_kernel | macro (a function-like #define: its expansion sites call it) | registration | python | class | alias
   start_line INTEGER NOT NULL,
   end_line INTEGER NOT NULL,
   internal BOOLEAN NOT NULL,       -- internal linkage (static, anonymous namespace, _private python): same-file callers only
@@ -289,4 +290,13 @@ CREATE TABLE warnings (
   file VARCHAR,
   phase VARCHAR NOT NULL,
   message VARCHAR NOT NULL
+);
+
+-- Preprocessor branches of a C++ file the index does not see (#if 0; the later branches of a
+-- group whose branches leave braces unbalanced): no function or call inside one is indexed.
+CREATE TABLE unseen_branches (
+  file_id INTEGER NOT NULL,
+  first_line INTEGER NOT NULL,     -- the branch's first line, after its directive
+  last_line INTEGER NOT NULL,      -- its last line, before the next directive
+  directive VARCHAR NOT NULL       -- the directive that opens it: '#if 0', '#else', '#elif defined(X)'
 );

@@ -56,6 +56,22 @@ class CallKind(StrEnum):
     VIRTUAL = "virtual"  # a C++ call of a virtual method linked to an override (call_edges only)
 
 
+class FunctionKind(StrEnum):
+    """What a function of the index is (``functions.kind``): how the extractors found it."""
+
+    FUNCTION = "function"  # a C++ function
+    METHOD = "method"  # a C++ method, a constructor (in its class or qualified by it)
+    TEMPLATE = "template"  # a C++ function template
+    STRUCTURED_IMPL = "structured_impl"  # TORCH_IMPL_FUNC(op): a structured kernel's body
+    STRUCTURED_META = "structured_meta"  # TORCH_META_FUNC(op), TORCH_PRECOMPUTE_META_FUNC(op)
+    GLOBAL_KERNEL = "global_kernel"  # a CUDA __global__ kernel
+    MACRO = "macro"  # a function-like #define: its expansion sites call it
+    REGISTRATION = "registration"  # a TORCH_LIBRARY(_IMPL) block: its calls are its m.impl registrations
+    PYTHON = "python"  # a Python function or method
+    CLASS = "class"  # a Python class: its calls are its bases and methods
+    ALIAS = "alias"  # a module-level Python `name = <expr>`: references what expr names
+
+
 class NodeKind(StrEnum):
     """A node of the reachability graph (``nodes.kind``)."""
 

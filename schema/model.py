@@ -1,5 +1,7 @@
 """The index's data model: an Enum for every vocabulary its tables hold, and a frozen row type
-per table of ``index.sql`` (``tests/test_index_model.py`` checks them against it).
+per table of ``index.sql`` that more than one rule or a reader names (``tests/test_index_model.py``
+checks them against it); a table only its rule writes may have its row type in the rule's module
+(indexer/rules/), and ``indexer/ddl.py`` generates index.sql from both.
 
 The Enums live in schema/kinds.py (a query imports them alone) and are re-exported here. They
 are ``StrEnum``s: a member is its value (``EdgeKind.CALL == "call"``, formatted and hashed as
@@ -27,6 +29,7 @@ from schema.kinds import (  # the vocabularies of the rows' columns (importers o
     CallKind,
     EdgeKind,
     FileStatus,
+    FunctionKind,
     Lang,
     NodeKind,
     OpEdgeKind,
@@ -40,7 +43,7 @@ from schema.kinds import (  # the vocabularies of the rows' columns (importers o
 
 def column(doc: str = "", key: str = "") -> typing.Any:
     """A row type's field with what its table's DDL says beside its type: ``doc`` (the column's
-    comment) and ``key`` (``PRIMARY KEY``, ``UNIQUE``); schema/ddl.py writes index.sql from them."""
+    comment) and ``key`` (``PRIMARY KEY``, ``UNIQUE``); indexer/ddl.py writes index.sql from them."""
     return dataclasses.field(metadata={"doc": doc, "key": key})
 
 
@@ -83,9 +86,9 @@ class FunctionRow:
     file_id: int
     qualname: str = column("at::native::(anonymous namespace)::foo, torch.nn.functional.relu")
     name: str = column("last component: foo, relu")
-    kind: str = column(
-        "function | method | template | structured_impl | structured_meta | global_kernel | lambda_host | macro"
-        " (a function-like #define: its expansion sites call it) | python"
+    kind: FunctionKind = column(
+        "function | method | template | structured_impl | structured_meta | global_kernel | macro (a function-like"
+        " #define: its expansion sites call it) | registration | python | class | alias"
     )
     start_line: int
     end_line: int
@@ -461,7 +464,7 @@ class WarningRow:
     message: str
 
 
-ROW_TYPES: dict[str, type] = {  # each row type by its table's name (TABLE)
+ROW_TYPES: dict[str, type] = {  # each row type of this module by its table's name (TABLE), in index.sql's order
     row_type.TABLE: row_type
     for row_type in (
         MetaRow,
@@ -534,9 +537,11 @@ def _duckdb_type(tp: object) -> str:
     return _DUCKDB_TYPES[tp]  # type: ignore[index]
 
 
-_GETTERS = {t: attrgetter(*(f.name for f in dataclasses.fields(t))) for t in ROW_TYPES.values()}
+@functools.cache
+def _getter(row_type: type) -> attrgetter:
+    return attrgetter(*(f.name for f in dataclasses.fields(row_type)))
 
 
 def row_tuple(row: object) -> tuple:
-    """``row`` (an instance of a row type) as the tuple of its columns, in column order."""
-    return _GETTERS[type(row)](row)
+    """``row`` (an instance of any row type, a rule's own included) as the tuple of its columns, in column order."""
+    return _getter(type(row))(row)

@@ -93,6 +93,12 @@ class PatchStore:
             [list(column) for column in zip(*rows, strict=True)],
         )
 
+    def replace_file_rows(self, row_type: type, file_ids: list[int], rows: list[tuple]) -> None:
+        """Replace the rows of ``row_type``'s table (one with a ``file_id`` column) that name the files
+        ``file_ids`` by ``rows``: the generic patch of a construct whose rows are each one file's."""
+        self.con.execute(f"DELETE FROM {row_type.TABLE} WHERE file_id IN (SELECT unnest(?::INTEGER[]))", [file_ids])
+        insert_rows(self.con, row_type.TABLE, rows)
+
     def values_in_use(self, table: str, column: str, values: Iterable[str]) -> set[str]:
         """Those of ``values`` that some row of ``table`` holds in ``column``."""
         sql = f"SELECT DISTINCT {column} FROM {table} WHERE {column} IN (SELECT unnest(?::TEXT[]))"

@@ -13,4 +13,6 @@ def schema_version(ddl: str) -> int:
     return int.from_bytes(hashlib.sha256(statements.encode()).digest()[:4], "big")
 
 
-SCHEMA_VERSION = schema_version(resources.files("schema").joinpath("index.sql").read_text(encoding="utf-8"))
+_DDL = resources.files("schema").joinpath("index.sql").read_text(encoding="utf-8")
+SCHEMA_VERSION = schema_version(_DDL)
+INDEX_TABLES = tuple(re.findall(r"^CREATE TABLE (\w+)", _DDL, flags=re.MULTILINE))  # in index.sql's order

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import operator
 import os
 import re
@@ -20,7 +21,6 @@ from common import files
 from common.errors import PerfqError
 from schema.engine import duckdb
 from schema.graph_file import graph_token, write_graph_file
-from schema.model import ROW_TYPES, column_types, columns
 from schema.version import SCHEMA_VERSION
 
 
@@ -31,15 +31,25 @@ def index_ddl() -> str:
 def index_tables() -> list[str]:
     """The tables of an index of this schema version, as index.sql creates them (a catalog
     query costs a patch ~10 ms)."""
-    return re.findall(r"^CREATE TABLE (\w+)", index_ddl(), flags=re.MULTILINE)
+    return list(table_columns())
+
+
+@functools.cache
+def table_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each table of index.sql with its columns' (name, DuckDB type), in order: the writer is keyed
+    by the tables as the DDL generated from their row types creates them (wherever a row type is
+    declared: schema/model.py or a rule's module above), never by the row types themselves."""
+    return {
+        table: tuple((line.split()[0], line.split()[1].rstrip(",")) for line in body.splitlines() if line.strip())
+        for table, body in re.findall(r"^CREATE TABLE (\w+) \(\n(.*?)^\);", index_ddl(), flags=re.MULTILINE | re.DOTALL)
+    }
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    """(name, type) of ``table``'s columns: an index table's from its row type (schema/model.py),
-    another's from the database."""
-    row_type = ROW_TYPES.get(table)
-    if row_type is not None:
-        return list(zip(columns(row_type), column_types(row_type), strict=True))
+    """(name, type) of ``table``'s columns: an index table's from index.sql, another's from the database."""
+    known = table_columns().get(table)
+    if known is not None:
+        return list(known)
     return [(r[0], r[1]) for r in con.execute(f"DESCRIBE {table}").fetchall()]
 
 

@@ -1,5 +1,6 @@
-"""The index's row types (schema/model.py) are its tables (schema/index.sql): the same tables,
-columns in the same order, of the same types and nullability, as DuckDB creates them."""
+"""The index's row types (schema/model.py's and the rules' own, indexer/ddl.py ``row_types``) are its
+tables (schema/index.sql): the same tables, columns in the same order, of the same types and
+nullability, as DuckDB creates them; the writer's columns are the DDL's."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import typing
 
 import duckdb
 
+from indexer.ddl import row_types
 from schema.model import (
-    ROW_TYPES,
     EdgeKind,
     NodeKind,
     NodeRow,
@@ -20,7 +21,9 @@ from schema.model import (
     nullable,
     row_tuple,
 )
-from schema.writer import index_ddl, index_tables, insert_rows
+from schema.writer import index_ddl, index_tables, insert_rows, table_columns
+
+ROW_TYPES = row_types()  # every table's, a rule's own included
 
 
 def _schema_columns() -> dict[str, list[tuple[str, str, bool]]]:
@@ -44,6 +47,7 @@ def test_row_type_fields_are_the_table_columns_in_order():
         row_type = ROW_TYPES[table]
         assert columns(row_type) == tuple(c for c, _, _ in cols), table
         assert column_types(row_type) == tuple(t for _, t, _ in cols), table
+        assert table_columns()[table] == tuple((c, t) for c, t, _ in cols), table  # what the writer inserts
 
 
 def test_a_field_is_optional_exactly_when_its_column_is_nullable():
@@ -71,6 +75,18 @@ def test_digests_of_facts_hold_the_values_of_their_enums():
     member = FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, status=FileStatus.WARNING, includes=["x.h"])
     value = FileFacts("a.cpp", "cpp", "0" * 64, 3, status="warning", includes=["x.h"])
     assert registration_signature(member) == registration_signature(value)
+
+
+def test_the_structure_digest_holds_a_function_kind_s_value():
+    """files.signature is the same for freshly extracted facts (FunctionKind members) and cached
+    ones (the values read back from JSON): a patched index and a full link agree on it."""
+    from indexer.facts import FileFacts, Function, structure_signature
+    from schema.model import FunctionKind, Lang
+
+    def facts(kind: str) -> FileFacts:
+        return FileFacts("a.cpp", Lang.CPP, "0" * 64, 3, functions=[Function("at::f", "f", kind, 1, 2, False)])
+
+    assert structure_signature(facts(FunctionKind.METHOD)) == structure_signature(facts("method"))
 
 
 CPP = """
@@ -124,9 +140,9 @@ def test_the_link_makes_each_table_s_rows_in_its_row_type_s_field_order():
 
 
 def test_index_sql_is_generated_from_the_row_types():
-    """schema/index.sql is what `python -m schema.ddl` writes: a row type changed without
+    """schema/index.sql is what `python -m indexer.ddl` writes: a row type changed without
     writing it again fails here."""
-    from schema.ddl import generate
+    from indexer.ddl import generate
 
     assert generate() == index_ddl()
 

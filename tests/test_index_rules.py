@@ -17,8 +17,9 @@ from indexer.build_info import linker_sources
 from indexer.link import link
 from indexer.rules import RULES
 from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
-from schema.model import ROW_TYPES, KernelRow, MetaRow, OpRow, WarningRow
+from schema.model import KernelRow, MetaRow, OpRow, WarningRow
 from schema.patch_store import PatchStore
+from schema.writer import index_tables
 from tests.aten_fixture import make_repo, replace_in
 from tests.cpp_facts import cpp_facts
 
@@ -31,7 +32,7 @@ def test_each_table_is_written_by_exactly_one_rule():
         for row_type in rule.writes:
             writers.setdefault(row_type.TABLE, []).append(rule.name)
     assert {table: names for table, names in writers.items() if len(names) != 1} == {}
-    assert set(writers) == set(ROW_TYPES) - BUILD_OWN
+    assert set(writers) == set(index_tables()) - BUILD_OWN
 
 
 def test_every_rule_module_is_scheduled_once():
@@ -142,3 +143,44 @@ def test_the_linker_version_covers_every_rule_and_the_patch_statements():
     digested = {source.name for source in linker_sources()}
     rule_modules = {f"{m.name}.py" for m in pkgutil.iter_modules(indexer.rules.__path__)}
     assert rule_modules | {"__init__.py", "incremental.py", "link.py", "patch.sql"} <= digested
+
+
+def test_a_rule_cannot_read_a_table_it_does_not_declare():
+    def nosy(ctx: LinkContext) -> None:
+        ctx.read(KernelRow)
+
+    ctx = LinkContext([], [])
+    with pytest.raises(AssertionError, match="kernels is not read"):
+        ctx.run(Rule("nosy", writes=(OpRow,), reads=(), link={Phase.DECLARE: nosy}), Phase.DECLARE)
+    ctx.run(Rule("reader", writes=(OpRow,), reads=(KernelRow,), link={Phase.DECLARE: nosy}), Phase.DECLARE)
+
+
+def test_each_rule_reads_what_it_declares_after_an_earlier_step_wrote_it(tmp_path, monkeypatch):
+    """A link of the fixture, step by step: every table a rule reads of another's is one it declares
+    (``Rule.reads``), and a step scheduled before it (an earlier phase, or an earlier place in the
+    same phase) wrote rows into it, the graph's through ``ctx.graph`` included."""
+    steps: list[tuple[str, set[str]]] = []  # (rule, the tables its step changed), in the order they ran
+    reads: list[tuple[int, str, str]] = []  # (step, rule, table)
+    run, read = LinkContext.run, LinkContext.read
+
+    def recorded_run(self: LinkContext, rule: Rule, phase: Phase) -> None:
+        if phase not in rule.link:
+            return
+        before = {table: (id(rows), len(rows)) for table, rows in self.tables.rows.items()}
+        steps.append((rule.name, set()))
+        run(self, rule, phase)
+        steps[-1][1].update(t for t, rows in self.tables.rows.items() if before.get(t) != (id(rows), len(rows)))
+
+    def recorded_read(self: LinkContext, row_type: type) -> list[tuple]:
+        reads.append((len(steps) - 1, steps[-1][0], row_type.TABLE))
+        return read(self, row_type)
+
+    monkeypatch.setattr(LinkContext, "run", recorded_run)
+    monkeypatch.setattr(LinkContext, "read", recorded_read)
+    build_index(make_repo(tmp_path / "repo"), Config(), tmp_path / "index.duckdb", jobs=1, quiet=True, trace=False)
+    declared = {rule.name: {t.TABLE for t in rule.reads} for rule in RULES}
+    own = {rule.name: {t.TABLE for t in rule.writes} for rule in RULES}
+    foreign = {(step, rule, table) for step, rule, table in reads if table not in own[rule]}
+    assert foreign and {(rule, table) for _, rule, table in foreign if table not in declared[rule]} == set()
+    unwritten = {(rule, table) for step, rule, table in foreign if not any(table in w for _, w in steps[:step])}
+    assert unwritten == set()

@@ -37,3 +37,14 @@ def test_the_readers_find_the_data_through_importlib_resources(tmp_path):
     assert count > 0 and defines.count("#define ") == count
     for name in WORKFLOW_FILES:
         assert template(name) == data.joinpath(f"ci/{name}.in").read_text(encoding="utf-8")
+
+
+def test_the_version_has_one_source():
+    """pyproject.toml names no version of its own: setuptools reads common/version.py's."""
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    from common.version import __version__
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert read_configuration(ROOT / "pyproject.toml", expand=True)["project"]["version"] == __version__

@@ -62,3 +62,31 @@ def test_index_request_is_frozen_and_refreshes_the_index_to_head(repo):
     with open_index(answer.db) as con:
         indexed = IndexStore(con, answer.db).meta()["indexed_commit"]
     assert indexed == git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_ci_from_python_is_what_the_command_writes_and_prints(tmp_path, cli):
+    """``perfq ci init`` and ``perfq ci report`` as functions: the workflows the command prints, the
+    files it writes, the comment and the gate's exit status it ends with."""
+    from perfq.ci.pipeline import InitRequest, ReportRequest, init_workflows, prepare_report
+    from perfq.options import EXIT_GATE
+
+    git(tmp_path, "init", "-q")
+    spec = "git+https://github.com/org/perfq@" + "0" * 40
+    answer = init_workflows(InitRequest(repo=tmp_path, perfq_spec=spec, gate=True, stdout=True))
+    printed = cli(tmp_path, "ci", "init", "--perfq-spec", spec, "--gate", "--stdout")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == "".join(f"# ---- .github/workflows/{n}\n{t}" for n, t in answer.workflows.items())
+    assert answer.written == () and not (tmp_path / ".github").exists()
+    written = init_workflows(InitRequest(repo=tmp_path, perfq_spec=spec, gate=True)).written
+    assert {p.name: p.read_text() for p in written} == answer.workflows
+    with pytest.raises(PerfqError, match="exists"):
+        init_workflows(InitRequest(repo=tmp_path, perfq_spec=spec))
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "matrix.json").write_text(json.dumps({"include": [{"shard": 1, "shards": 1, "benchmarks": "a_test"}]}))
+    request = ReportRequest(inputs, "pr-7", 7, "c" * 40, out=tmp_path / "out", fail_on_regression=True)
+    report = prepare_report(request)
+    assert report.exit_code == EXIT_GATE and report.outcome.missing == ("a_test",)
+    assert "a_test" in (tmp_path / "out" / "comment.md").read_text()
+    assert prepare_report(dataclasses.replace(request, fail_on_regression=False)).exit_code == 0

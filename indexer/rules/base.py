@@ -161,14 +161,19 @@ class LinkContext:
         self.tables = Tables()
         self.graph = Graph(self.tables)
         self._writes: frozenset[str] = frozenset()
+        self._reads: frozenset[str] | None = None  # None: no rule's step is running
 
     def run(self, rule: Rule, phase: Phase) -> None:
-        """Run ``rule``'s step of ``phase`` (if it has one), writing only its own tables."""
+        """Run ``rule``'s step of ``phase`` (if it has one), writing only its own tables and
+        reading only those and the ones it declares (``Rule.reads``)."""
         step = rule.link.get(phase)
         if step is not None:
             self._writes = frozenset(row_type.TABLE for row_type in rule.writes)
-            step(self)
-            self._writes = frozenset()
+            self._reads = self._writes | {row_type.TABLE for row_type in rule.reads}
+            try:
+                step(self)
+            finally:
+                self._writes, self._reads = frozenset(), None
 
     def out(self, row_type: type) -> list[tuple]:
         """The rows of ``row_type``'s table, for the rule that writes it to add to."""
@@ -182,7 +187,9 @@ class LinkContext:
         self.tables.rows[row_type.TABLE] = rows
 
     def read(self, row_type: type) -> list[tuple]:
-        """The rows of ``row_type``'s table so far."""
+        """The rows of ``row_type``'s table so far (in a rule's step: one it writes or declares it reads)."""
+        if self._reads is not None and row_type.TABLE not in self._reads:
+            raise AssertionError(f"{row_type.TABLE} is not read by the running rule (Rule.reads)")
         return self.tables.rows[row_type.TABLE]
 
     def op_node(self, name: str) -> int:
@@ -313,6 +320,12 @@ class PatchContext:
         table (by the rule that writes it)."""
         self._own(row_type)
         return self.store.rows(statement, **params)
+
+    def replace_file_rows(self, row_type: type, rows: list[tuple]) -> None:
+        """Replace the changed files' rows of ``row_type``'s table (one with a ``file_id`` column) by
+        ``rows`` (by the rule that writes it)."""
+        self._own(row_type)
+        self.store.replace_file_rows(row_type, sorted(self.changed), rows)
 
     def set_function_ids(self, row_type: type, keys: tuple[str, ...], rows: list[tuple]) -> None:
         """Set the function ids of ``row_type``'s rows named by ``keys`` (PatchStore.set_function_ids)."""

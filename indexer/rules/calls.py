@@ -21,6 +21,7 @@ from schema.model import (
     CallKind,
     CallRow,
     EdgeKind,
+    FunctionKind,
     FunctionRow,
     KernelRow,
     Lang,
@@ -36,6 +37,7 @@ _MEMBER = CallKind.MEMBER
 _REF = CallKind.REF
 _BASE = CallKind.BASE
 _PYTHON = CallKind.PYTHON
+_ALIAS, _CLASS = FunctionKind.ALIAS, FunctionKind.CLASS
 _PYTHON_CALL = EdgeKind.PYTHON_CALL
 _OP_CALL = EdgeKind.OP_CALL
 _PYTHON_FILE = Lang.PYTHON
@@ -49,7 +51,7 @@ def lambda_kernels(f: FileFacts, first: int, call_edges: Iterable[tuple]) -> lis
     lambdas = [li for li in f.library_impls if li.kernel_name == LAMBDA_KERNEL]
     if not lambdas:
         return []
-    blocks = {first + i: fn for i, fn in enumerate(f.functions) if fn.kind == "registration"}
+    blocks = {first + i: fn for i, fn in enumerate(f.functions) if fn.kind == FunctionKind.REGISTRATION}
     starts = sorted({li.line for li in f.library_impls} | {d.line for d in f.library_defs})
     out = []
     for caller, callee, _, line in call_edges:
@@ -100,14 +102,14 @@ def link_python_calls(ctx: LinkContext) -> None:
             calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
             if c.kind == _MEMBER_OF:
                 continue
-            if c.kind == _REF and py_rows[caller - py_first][4] != "alias":
+            if c.kind == _REF and py_rows[caller - py_first][4] != _ALIAS:
                 continue  # named as a value in a body (isinstance, tables of overrides), not called
             target = None if c.kind == _MEMBER or dotted.startswith(".") else resolve_py(dotted)
             if c.kind == _BASE:
                 if target is not None:
                     class_subs[target].append(caller)
                 continue
-            if target is not None and py_rows[target - py_first][4] == "class" and c.kind == _PYTHON:
+            if target is not None and py_rows[target - py_first][4] == _CLASS and c.kind == _PYTHON:
                 # calling a class from Python code runs its __init__ (not every method)
                 target = py_by_qual.get(f"{py_rows[target - py_first][2]}.__init__")
                 if target is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, op_key
-from schema.model import EdgeKind, FunctionRow, KernelRow, NodeKind, OpEdgeKind, OpEdgeRow, OpRow
+from schema.model import EdgeKind, FunctionKind, FunctionRow, KernelRow, NodeKind, OpEdgeKind, OpEdgeRow, OpRow
 
 _KERNEL = EdgeKind.KERNEL
 
@@ -57,7 +57,7 @@ def link_kernels(ctx: LinkContext) -> None:
     kernels, op_edges = ctx.out(KernelRow), ctx.out(OpEdgeRow)
     meta_by_name: dict[str, list[int]] = defaultdict(list)
     for gid, _, _, name, kind, *_ in ctx.func_rows:
-        if kind == "structured_meta":
+        if kind == FunctionKind.STRUCTURED_META:
             meta_by_name[name].append(gid)
     for o in ctx.ops:
         for key, kernel in o.kernels:
@@ -102,7 +102,7 @@ def kernels_into(ctx: PatchContext) -> None:
         targets = linker.kernel_targets(kernel)
         resolved.append((targets[0] if targets else None, op, key, kernel))
         ctx.graph.reach += [(f, node_of(NodeKind.OP, op), _KERNEL, key) for f in targets if f in mine]
-    metas = [f for f in ctx.fresh_ids[ctx.file] if linker.rows[f][2] == "structured_meta"]
+    metas = [f for f in ctx.fresh_ids[ctx.file] if linker.rows[f][2] == FunctionKind.STRUCTURED_META]
     if metas:
         for op, base, overload in ctx.store.rows("ops"):
             for f in metas:

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
-import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from common import files
-from common.errors import PerfqError
-from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD
-from perfq.options import EXIT_GATE, RepoOpt, resolve_repo
-from perfq.terminal import console
+from common.config import CONFIG_DIR_ENV
+from perfq.ci.pipeline import (
+    CommentRequest,
+    InitRequest,
+    ReportRequest,
+    TrendRequest,
+    add_coverage_night,
+    ci_sides,
+    index_cache_keys,
+    init_workflows,
+    post_comment,
+    prepare_report,
+    read_matrix,
+    write_base_config,
+)
+from perfq.ci.workflows import DEFAULT_BUILD_ENV, DEFAULT_WHEEL_BUILD, WORKFLOW_DIR
+from perfq.options import EXIT_GATE, EXIT_OK, RepoOpt
 
 ci_app = typer.Typer(
     help="GitHub Actions for perfq: `perfq ci init` writes the workflows; the other commands are their steps.",
@@ -24,33 +34,6 @@ ci_app = typer.Typer(
 _WHERE = "Workflow"
 _RUN = "Benchmark jobs"
 _PR, _REPORT = "Pull request", "Output"
-
-
-def _build_env(given: list[str] | None) -> tuple[str, ...]:
-    """--build-env as given (a lone '' for none), else the CPU build's defaults."""
-    if given is None:
-        return DEFAULT_BUILD_ENV
-    return tuple(a for a in given if a)
-
-
-def _installed_spec() -> str:
-    """A pip requirement for the perfq running now, when it was installed from a git URL ('' otherwise)."""
-    from importlib.metadata import PackageNotFoundError, distribution
-
-    try:
-        raw = distribution("perfq").read_text("direct_url.json")
-    except PackageNotFoundError:
-        return ""
-    try:
-        info = json.loads(raw or "{}")
-    except ValueError:
-        return ""
-    vcs = info.get("vcs_info") or {}
-    if vcs.get("vcs") == "git" and vcs.get("commit_id") and str(info.get("url", "")).startswith("https://"):
-        return f"git+{info['url']}@{vcs['commit_id']}"
-    return ""
-
-
 _SIDES = "Sides (built or fetched once per PR)"
 
 
@@ -122,43 +105,16 @@ def init(
 
         perfq ci init --perfq-spec ... --build-runner self-hosted --build-env USE_CUDA=1   # a GPU build
     """
-    from common.config import load_config
-    from common.version import __version__
-    from perfq.ci.cache import pinned_torch
-    from perfq.ci.workflows import WORKFLOW_DIR, WorkflowOptions, render
-
-    spec = perfq_spec or _installed_spec()
-    if not spec:
-        raise PerfqError("give --perfq-spec (git+https://.../perfq@<commit>): this perfq was not installed from git")
-    root = resolve_repo(repo)
-    if upstream is None:
-        upstream = load_config(root).upstream
-    try:
-        options = WorkflowOptions(
-            spec, python, base_branch, tuple(runner or ("ubuntu-latest",)), bench_timeout,
-            tuple(shlex.split(run_flags)), gate, budget, shards, torch_spec or pinned_torch(root) or "torch",
-            torch_index, wheel_build, wheel_url, tuple(build_runner or ("ubuntu-latest",)), build_timeout,
-            upstream, cron=cron, build_env=_build_env(build_env))
-        files = render(options, __version__)
-    except ValueError as exc:
-        raise PerfqError(str(exc)) from None
-    err = console(stderr=True)
-    err.print(f"torch for the traced index: {options.torch_spec}"
-              + (f" (upstream of this backend: {upstream})" if upstream else ""), markup=False)
+    answer = init_workflows(InitRequest(
+        repo=repo, perfq_spec=perfq_spec, python=python, base_branch=base_branch, torch_spec=torch_spec,
+        torch_index=torch_index, upstream=upstream, runners=tuple(runner or ("ubuntu-latest",)), budget=budget,
+        shards=shards, bench_timeout=bench_timeout, run_flags=run_flags, gate=gate, wheel_build=wheel_build,
+        build_env=None if build_env is None else tuple(build_env), wheel_url=wheel_url,
+        build_runners=tuple(build_runner or ("ubuntu-latest",)), build_timeout=build_timeout, cron=cron,
+        force=force, stdout=stdout))
     if stdout:
-        for name, text in files.items():
+        for name, text in answer.workflows.items():
             print(f"# ---- {WORKFLOW_DIR}/{name}\n{text}", end="")
-        return
-    target = root / WORKFLOW_DIR
-    existing = [name for name in files if (target / name).exists()]
-    if existing and not force:
-        raise PerfqError(f"{target / existing[0]} exists (--force overwrites)")
-    target.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (target / name).write_text(text, encoding="utf-8")
-        err.print(f"wrote {target / name}")
-    err.print("next: commit the files; the comment and nightly workflows run from the default branch once merged "
-              "there; docs/ci.md lists what to set by hand", markup=False)
 
 
 @ci_app.command("cache-key")
@@ -178,10 +134,7 @@ def cache_key(
 
         perfq ci cache-key HEAD^1 >> "$GITHUB_OUTPUT"
     """
-    from common.version import __version__
-    from perfq.ci.cache import cache_keys
-
-    keys = cache_keys(resolve_repo(repo), rev, f"perfq-index-{__version__}", ancestors)
+    keys = index_cache_keys(repo, rev, ancestors)
     print(f"key={keys.key}")
     print(f"restore-keys<<{keys.delimiter}")
     print("\n".join(keys.restore_keys))
@@ -204,12 +157,7 @@ def base_config(
 
         perfq ci base-config HEAD^1 --out "$RUNNER_TEMP/perfq-config" >> "$GITHUB_ENV"
     """
-    from common.config import CONFIG_DIR_ENV
-    from perfq.ci.gate import write_committed_config
-
-    written = write_committed_config(resolve_repo(repo), rev, out)
-    console(stderr=True).print(f"config of {rev}: {', '.join(written) or 'none (perfq defaults)'}", markup=False)
-    print(f"{CONFIG_DIR_ENV}={out.absolute()}")
+    print(f"{CONFIG_DIR_ENV}={write_base_config(repo, rev, out)}")
 
 
 @ci_app.command("matrix")
@@ -222,18 +170,7 @@ def matrix(
 
         perfq ci matrix perfq-out/matrix.json >> "$GITHUB_OUTPUT"
     """
-    try:
-        data = json.loads(files.read_input(file, files.InputKind.matrix))
-    except OSError as exc:
-        raise PerfqError(f"cannot read the matrix {file}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise PerfqError(f"cannot read the matrix {file}: {exc}") from None
-    from perfq.ci.artifacts import runnable
-
-    include = data.get("include") if isinstance(data, dict) else None
-    if not isinstance(include, list):
-        raise PerfqError(f"{file}: not a gha-matrix document (no 'include' list)")
-    include = runnable(include)  # a shard of the plan with no benchmark gets no job
+    include = read_matrix(file)
     print(f"matrix={json.dumps({'include': include}, separators=(',', ':'))}")
     print(f"count={len(include)}")
 
@@ -252,16 +189,7 @@ def coverage_trend(
 
         perfq ci coverage-trend coverage.json --trend trend/trend.json --commit "$(git rev-parse HEAD)"
     """
-    from perfq.ci.coverage_trend import add_night, night_from_report, read_trend, trend_markdown
-
-    nights = add_night(read_trend(trend), night_from_report(report, commit, date))
-    trend.parent.mkdir(parents=True, exist_ok=True)
-    tmp = trend.with_name(trend.name + ".tmp")
-    tmp.write_text(json.dumps({"nights": [n.to_json() for n in nights]}, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(trend)
-    if markdown is not None:
-        markdown.write_text(trend_markdown(nights), encoding="utf-8")
-    console(stderr=True).print(f"{trend}: {len(nights)} night(s)", markup=False)
+    add_coverage_night(TrendRequest(report, trend, commit, markdown, date))
 
 
 @ci_app.command("sides")
@@ -283,11 +211,7 @@ def sides(
 
         perfq ci sides HEAD^1 HEAD --build "{python} -m pip install ." --dir "$RUNNER_TEMP/perfq-sides"
     """
-    from perfq.ci.sides import build_sides
-
-    err = console(stderr=True)
-    built = build_sides(resolve_repo(repo), base, head, build, out_dir.resolve(), log=lambda m: err.print(m))
-    (out_dir / "sides.json").write_text(json.dumps([s.to_json() for s in built], indent=1) + "\n", encoding="utf-8")
+    ci_sides(repo, base, head, build, out_dir)
 
 
 @ci_app.command("report")
@@ -316,31 +240,9 @@ def report(
 
         perfq ci report perfq-in --label pr-12 --pr 12 --head-sha "$HEAD_SHA" --base HEAD^1 --fail-on-regression
     """
-    from perfq.ci.artifacts import build_report
-    from perfq.ci.comment import PullRequestRef, config_note, parse_pr
-    from perfq.ci.gate import base_settings, changed_config
-    from perfq.run.api import Settings
-
-    try:
-        ref = parse_pr(json.dumps(PullRequestRef(pr, head_sha).to_json()))
-    except ValueError as exc:
-        raise PerfqError(str(exc)) from None
-    err = console(stderr=True)
-    settings = base_settings(resolve_repo(repo), base) if base is not None else Settings()
-    if base is None:
-        err.print("compare settings: perfq's defaults (--base REV reads the base commit's [tool.perfq.compare])")
-    note = config_note(changed_config(resolve_repo(repo), base, "HEAD")) if base is not None else ""
-    outcome = build_report(inputs, label, ref, out, settings, note)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(outcome.comment.read_text(encoding="utf-8"))
-    err.print(f"wrote {outcome.comment}: {outcome.result_files} result file(s), "
-              f"{outcome.regressions} regression(s), {outcome.failures} failed benchmark invocation(s)")
-    if outcome.missing:
-        err.print(f"no result for {len(outcome.missing)} selected benchmark(s): {', '.join(outcome.missing)}")
-    if fail_on_regression and (outcome.regressions or outcome.failures or outcome.missing):
-        raise typer.Exit(EXIT_GATE)
+    answer = prepare_report(ReportRequest(inputs, label, pr, head_sha, out, fail_on_regression, base, repo))
+    if answer.exit_code != EXIT_OK:
+        raise typer.Exit(answer.exit_code)
 
 
 @ci_app.command("comment")
@@ -362,22 +264,7 @@ def comment(
 
         GH_TOKEN=... perfq ci comment perfq-comment --repository ORG/REPO --head-sha "$HEAD_SHA"
     """
-    from perfq.ci.comment import COMMENT_FILE, PR_FILE, parse_pr
-    from perfq.ci.github import GitHub, post_sticky
-
-    try:
-        pr = parse_pr(files.input_text(prepared / PR_FILE, files.InputKind.report, (prepared,)))
-        body = files.input_text(prepared / COMMENT_FILE, files.InputKind.report, (prepared,), errors="replace")
-    except OSError as exc:
-        raise PerfqError(f"cannot read the prepared comment in {prepared}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise PerfqError(str(exc)) from None
-    posted = post_sticky(GitHub.from_env(repository, api_url), pr, head_sha, body)
-    err = console(stderr=True)
-    if posted.action == "skipped":
-        err.print(f"not commenting: {posted.reason}")
-    else:
-        err.print(f"{posted.action} the perfq comment on #{pr.number}: {posted.url}")
+    post_comment(CommentRequest(prepared, repository, head_sha, api_url))
 
 
 def register(app: typer.Typer) -> None:

@@ -1,23 +1,38 @@
-"""index.sql, generated from the row types (schema/model.py): each table's docstring as its
-comment, each field a column of its DuckDB type, ``NOT NULL`` unless ``X | None``, and what
-``column(doc, key)`` says. ``tests/test_index_model.py`` checks the checked-in file is this text;
-after changing a row type, write it again:
+"""index.sql, generated from the row types of the index's tables: those of schema/model.py (in its
+order), then those the rules of indexer/rules/ declare in their own modules (``Rule.writes``, in the
+rules' order). Each table's docstring is its comment, each field a column of its DuckDB type,
+``NOT NULL`` unless ``X | None``, and what ``column(doc, key)`` says. The generator sits here, above
+schema/, because it reads the rules; schema/ reads the checked-in text (the writer's columns, the
+schema version). ``tests/test_index_model.py`` checks the file is this text; after changing a row
+type, write it again:
 
-    python -m schema.ddl > schema/index.sql
+    python -m indexer.ddl > schema/index.sql
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from indexer.rules import RULES
 from schema.model import ROW_TYPES, column_name, column_types, nullable
 
 HEADER = """\
 -- perfq index schema (rebuilt by `perfq index`, swapped in atomically). GENERATED from the row
--- types of schema/model.py by `python -m schema.ddl`: edit those, not this file.
+-- types (schema/model.py, then the rules' own in indexer/rules/) by `python -m indexer.ddl`: edit
+-- those, not this file.
 -- Vocabulary follows torchgen / ATen: operators are `name.overload` (overload '' for the
 -- default one), dispatch keys as in native_functions.yaml (CPU, CUDA, CompositeImplicitAutograd...).
 """
+
+
+def row_types() -> dict[str, type]:
+    """Every table's row type by its table's name, in the DDL's order: schema/model.py's, then
+    the rules' own (a row type a rule declares in its module)."""
+    tables = dict(ROW_TYPES)
+    for rule in RULES:
+        for row_type in rule.writes:
+            tables.setdefault(row_type.TABLE, row_type)
+    return tables
 
 
 def _column(field: dataclasses.Field, sql_type: str, optional: bool) -> tuple[str, str]:
@@ -48,7 +63,7 @@ def table_ddl(row_type: type) -> str:
 
 def generate() -> str:
     """The text of schema/index.sql."""
-    return HEADER + "".join(f"\n{table_ddl(row_type)}\n" for row_type in ROW_TYPES.values())
+    return HEADER + "".join(f"\n{table_ddl(row_type)}\n" for row_type in row_types().values())
 
 
 if __name__ == "__main__":
