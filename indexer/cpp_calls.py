@@ -420,13 +420,21 @@ def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:
 
 def _names(text: _Text) -> Iterator[tuple[str, int]]:
     """(name, offset) of every ``name(`` / ``name<args>(``, in text order."""
-    code = text.code
-    pos = code.find("(")
+    code, rev, n = text.code, text.rev, text.n
+    callee = _REV_CALLEE.match
+    find = code.find
+    pos = find("(")
     while pos >= 0:
-        span = text.callee_before(pos)
-        if span is not None:
-            yield code[span[0] : span[1]], span[0]
-        pos = code.find("(", pos + 1)
+        m = callee(rev, n - pos)
+        if m is not None and m.group(1) is not None:  # ``name(``, the common case, read in line
+            start = n - m.end(1)
+            if not code[start].isdigit():
+                yield code[start : n - m.start(1)], start
+        elif m is not None:  # a '>' before the '(': templates and kernel launches
+            span = text.callee_before(pos)
+            if span is not None:
+                yield code[span[0] : span[1]], span[0]
+        pos = find("(", pos + 1)
 
 
 def _addresses(code: str) -> Iterator[re.Match[str]]:

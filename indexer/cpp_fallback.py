@@ -379,11 +379,9 @@ def _declarator(toks: list[str], start: int, name: str, first: int, init: bool) 
 
 
 def _tokens(header: str) -> tuple[list[str], list[int]]:
-    toks, offs = [], []
-    for m in _TOKEN.finditer(header):
-        toks.append(m.group())
-        offs.append(m.start())
-    return toks, offs
+    """The tokens of ``header`` and their offsets."""
+    matches = list(_TOKEN.finditer(header))
+    return [m.group() for m in matches], [m.start() for m in matches]
 
 
 def declarator(header: str, class_name: str = "") -> Declarator:

@@ -9,12 +9,15 @@ import re
 from collections.abc import Callable, Collection
 
 from indexer.facts import Call
+from indexer.source_text import at_line_start, at_word_start
 from schema.model import CallKind
 
 # in comment- and string-blanked text
-_USING = re.compile(r"\busing\s+(\w+)\s*=\s*(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*[<;]")
-_TYPEDEF = re.compile(r"\btypedef\s+(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*(?:<[^;{}]*>)?\s*(\w+)\s*;")
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+# searched with at_word_start / at_line_start: a leading \b or ^ would make the engine try the
+# whole pattern at every offset (18x slower on a kernel file)
+_USING = re.compile(r"using\s+(\w+)\s*=\s*(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*[<;]")
+_TYPEDEF = re.compile(r"typedef\s+(?:typename\s+)?((?:\w+\s*::\s*)*)(\w+)\s*(?:<[^;{}]*>)?\s*(\w+)\s*;")
+_DEFINE = re.compile(r"#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)")
 _BODY_CALL = re.compile(r"((?:\w+\s*::\s*)*)(\w+)\s*(?:<[^;{}()]*>)?\s*\(")
 _PASTED = re.compile(r"\w*(?:\s*##\s*\w*)+")  # op##_ : a name made at expansion
 _SPACES = re.compile(r"\s+")
@@ -24,9 +27,9 @@ _MACRO_DEPTH = 3  # macros whose bodies use macros of the file
 def _aliases(code: str, line_of: Callable[[int], int]) -> dict[str, list[tuple[int, str, str]]]:
     """alias -> (line, qualifier, named type) of each declaration, in text order."""
     out: dict[str, list[tuple[int, str, str]]] = {}
-    for m in _USING.finditer(code):
+    for m in at_word_start(_USING, code):
         out.setdefault(m.group(1), []).append((line_of(m.start()), m.group(2), m.group(3)))
-    for m in _TYPEDEF.finditer(code):
+    for m in at_word_start(_TYPEDEF, code):
         out.setdefault(m.group(3), []).append((line_of(m.start()), m.group(1), m.group(2)))
     return out
 
@@ -34,7 +37,7 @@ def _aliases(code: str, line_of: Callable[[int], int]) -> dict[str, list[tuple[i
 def _macros(code: str) -> dict[str, list[tuple[str, str]]]:
     """function-like macro -> the (qualifier, name) its body calls."""
     out: dict[str, list[tuple[str, str]]] = {}
-    for m in _DEFINE.finditer(code):
+    for m in at_line_start(_DEFINE, code):
         params = {p.strip() for p in m.group(2).split(",")}
         body = _PASTED.sub(" ", m.group(3))
         out[m.group(1)] = [

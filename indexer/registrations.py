@@ -7,15 +7,16 @@ import bisect
 import re
 
 from indexer.facts import FileFacts, LibraryDef, LibraryImpl, StubFact, StubImpl
-from indexer.source_text import LineIndex
+from indexer.source_text import LineIndex, at_word_start
 
-_STUB_DECL = re.compile(r"\b(DECLARE_DISPATCH|DEFINE_DISPATCH)\s*\(")
+# searched with at_word_start: a leading \b would make the engine try the whole pattern at every offset
+_STUB_DECL = re.compile(r"(DECLARE_DISPATCH|DEFINE_DISPATCH)\s*\(")
 _STUB_REG = re.compile(
-    r"\b(REGISTER_ARCH_DISPATCH|REGISTER_DISPATCH|ALSO_REGISTER_(\w+?)_DISPATCH|"
+    r"(REGISTER_ARCH_DISPATCH|REGISTER_DISPATCH|ALSO_REGISTER_(\w+?)_DISPATCH|"
     r"REGISTER_NO_(\w+?)_DISPATCH|REGISTER_(\w+?)_DISPATCH)\s*\("
 )
 _ANY_STUB = re.compile(r"_DISPATCH\s*\(")  # a literal first: much faster than the patterns above
-_LIBRARY = re.compile(r"\b(TORCH_LIBRARY_IMPL|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRARY)\s*\(")
+_LIBRARY = re.compile(r"(TORCH_LIBRARY_IMPL|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRARY)\s*\(")
 _M_CALL = re.compile(r"\b\w+\s*\.\s*(impl|def)\s*\(")
 _STRING = re.compile(r'"((?:\\.|[^"\\])*)"')
 _OP_NAME = re.compile(r"[A-Za-z_]\w*(?:\.\w+)?")
@@ -88,7 +89,7 @@ def extract_registrations(path: str, code: str, facts: FileFacts, lines: LineInd
         return
     lines = lines or LineIndex(code)
     directives = Directives(code)
-    for m in _STUB_DECL.finditer(code) if stubs else ():
+    for m in at_word_start(_STUB_DECL, code) if stubs else ():
         if directives.covers(m.start()):
             continue
         args, _ = balanced_args(code, m.end() - 1)
@@ -96,7 +97,7 @@ def extract_registrations(path: str, code: str, facts: FileFacts, lines: LineInd
         if stub:
             role = "declare" if m.group(1) == "DECLARE_DISPATCH" else "define"
             facts.stubs.append(StubFact(stub.split("::")[-1], role, lines.line_of(m.start())))
-    for m in _STUB_REG.finditer(code) if stubs else ():
+    for m in at_word_start(_STUB_REG, code) if stubs else ():
         macro = m.group(1)
         if directives.covers(m.start()):
             continue
@@ -116,7 +117,7 @@ def extract_registrations(path: str, code: str, facts: FileFacts, lines: LineInd
         impl = _function_name(fn)
         if impl and impl != "nullptr":
             facts.stub_impls.append(StubImpl(args[0].split("::")[-1], arch.upper(), impl, line))
-    for m in _LIBRARY.finditer(code):
+    for m in at_word_start(_LIBRARY, code):
         args, end = balanced_args(code, m.end() - 1)
         if not args or not re.fullmatch(r"\w+", args[0]):
             continue

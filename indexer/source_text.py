@@ -62,14 +62,40 @@ Span = tuple[int, int]
 
 def _directives(code: str) -> Iterator[tuple[int, re.Match[str]]]:
     """(start of its line, match) of every preprocessor directive of ``code``."""
+    for m in at_line_start(_DIRECTIVE, code):
+        yield code.rfind("\n", 0, m.start()) + 1, m
+
+
+def at_line_start(pattern: re.Pattern[str], code: str) -> Iterator[re.Match[str]]:
+    r"""The matches of ``pattern`` in ``code`` that only blanks (spaces, tabs) precede on their
+    line, as ``finditer`` of ``^[ \t]*`` + ``pattern`` with ``re.M`` finds them (but from the
+    pattern's own start): a pattern that begins with a literal (``#``) is searched for that
+    literal, where ``^`` makes the engine try the whole pattern at every line."""
     pos = 0
-    while m := _DIRECTIVE.search(code, pos):
+    while m := pattern.search(code, pos):
         line_start = code.rfind("\n", 0, m.start()) + 1
         if code[line_start : m.start()].strip(" \t"):
-            pos = m.start() + 1  # a '#' inside a line: not a directive
+            pos = m.start() + 1  # inside a line: not at its start
             continue
-        yield line_start, m
+        yield m
         pos = m.end()
+
+
+def at_word_start(pattern: re.Pattern[str], code: str) -> Iterator[re.Match[str]]:
+    r"""The matches of ``pattern`` (which begins with a word character) in ``code`` that begin
+    a word, as ``finditer`` of ``\b`` + ``pattern`` finds them: a leading ``\b`` makes the
+    engine try the whole pattern at every offset, where the pattern's literal is searched for."""
+    pos = 0
+    while m := pattern.search(code, pos):
+        start = m.start()
+        if start and _WORD_CHAR.match(code, start - 1):
+            pos = start + 1  # inside a word
+            continue
+        yield m
+        pos = m.end()
+
+
+_WORD_CHAR = re.compile(r"\w")
 
 
 def preprocessor_spans(code: str) -> tuple[list[Span], list[Span]]:
