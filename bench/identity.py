@@ -10,8 +10,8 @@ the corpus at the same path, so no path or cache differs between the two:
 3. every table of a cold traced index (``perfq index --trace``, minutes);
 4. ``perfq affected`` on a 1-, 2- and 300-file diff, a header diff and a Python diff
    (``--explain --format json``, ``--format markdown``, the table at COLUMNS=80, ``--budget 5m``
-   as table and json; json on the traced index too); ``perfq coverage`` (table, json) and
-   ``--scaffold`` of one operator;
+   as table and json), ``perfq coverage`` (table, json) and ``--scaffold`` of one operator, over
+   the cold index and over the traced one;
 5. ``--help`` of every command and bad inputs, each with its exit code.
 
 Then it prints one line per output: identical or different (with the first differing line).
@@ -22,7 +22,9 @@ addresses in test names, timings and the code's own digests in ``meta``.
         [--sides before,after] [--no-traced]
 
 ``--sides before`` (or ``after``, or an empty value) collects only those sides and compares
-with what an earlier run left in ``--work``: re-run one side after a fix.
+with what an earlier run left in ``--work``: re-run one side after a fix. ``--query-db DB``
+runs only item 4, both codes over one index (e.g. ``WORK/traced/index.duckdb`` that a run
+left): seconds, for a change of the query side only.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ SCAFFOLD_OP = "lerp"
 DATE = "2026-01-01T00:00:00Z"
 # (output-name pattern, regex, replacement): what differs between two runs of the same code
 MASKS: tuple[tuple[str, str, str], ...] = (
-    ("", r"at 0x[0-9a-f]+", "at 0xADDR"),  # a lambda's address in cat_test's test names
+    ("", r"(at ?)0x[0-9a-f]+", r"\g<1>0xADDR"),  # a lambda's address in cat_test's test names (spaces dropped)
     ("meta.csv", r"^(built_at|time_[a-z_]+|config:linker),.*$", r"\1,<masked>"),  # when, how long, the code's digest
+    ("traces.csv", r",[0-9.]+,[0-9]+,([^,]*)$", r",<seconds>,<max_rss_mb>,\1"),  # a traced file's time and memory
     ("index-", r"\d+\.\d+", "<t>"),  # the build's timings
 )
 
@@ -227,17 +230,21 @@ def bad_inputs(side: Side, diffs: Path, work: Path) -> None:
     side.save("bad-compare-no-history", ["compare", "no-such-label"])
 
 
-def affected_outputs(side: Side, diffs: Path, db: str | None, prefix: str, every_format: bool) -> None:
-    where = ["--db", db] if db else []
+def query_outputs(side: Side, diffs: Path, db: Path, work: Path, prefix: str = "") -> None:
+    """``affected`` on every diff in four formats and two budget plans, ``coverage`` and a scaffold, over ``db``."""
+    where = ["--db", str(db)]
     for name in DIFFS:
-        diff = ["--diff", str(diffs / f"{name}.diff"), *where]
-        side.save(f"{prefix}affected-{name}-json", ["affected", *diff, "--explain", "--format", "json"])
-        if not every_format:
-            continue
-        side.save(f"{prefix}affected-{name}-md", ["affected", *diff, "--format", "markdown"])
-        side.save(f"{prefix}affected-{name}-table", ["affected", *diff])
-        side.save(f"{prefix}affected-{name}-budget", ["affected", *diff, "--budget", "5m"])
-        side.save(f"{prefix}affected-{name}-budget-json", ["affected", *diff, "--budget", "5m", "--format", "json"])
+        diff = ["affected", "--diff", str(diffs / f"{name}.diff"), *where]
+        side.save(f"{prefix}affected-{name}-json", [*diff, "--explain", "--format", "json"])
+        side.save(f"{prefix}affected-{name}-md", [*diff, "--format", "markdown"])
+        side.save(f"{prefix}affected-{name}-table", diff)
+        side.save(f"{prefix}affected-{name}-budget", [*diff, "--budget", "5m"])
+        side.save(f"{prefix}affected-{name}-budget-json", [*diff, "--budget", "5m", "--format", "json"])
+    side.save(f"{prefix}coverage-table", ["coverage", *where])
+    side.save(f"{prefix}coverage-json", ["coverage", "--format", "json", *where])
+    scaffold = work / "scaffold.py"
+    side.save(f"{prefix}coverage-scaffold", ["coverage", "--scaffold", SCAFFOLD_OP, "--out", str(scaffold), *where])
+    shutil.move(scaffold, side.out / f"{prefix}coverage-scaffold-file")
 
 
 def collect(label: str, python: Path, corpus: Path, work: Path, traced: bool) -> None:
@@ -255,11 +262,7 @@ def collect(label: str, python: Path, corpus: Path, work: Path, traced: bool) ->
     print(f"{label}: cold index", flush=True)
     side.save("index-cold", ["index", "--no-trace", "-q", "--format", "json"])
     dump_tables(db, out / "tables-cold")
-    affected_outputs(side, diffs, None, "", every_format=True)
-    side.save("coverage-table", ["coverage"])
-    side.save("coverage-json", ["coverage", "--format", "json"])
-    side.save("coverage-scaffold", ["coverage", "--scaffold", SCAFFOLD_OP, "--out", str(work / "scaffold.py")])
-    shutil.move(work / "scaffold.py", out / "coverage-scaffold-file")
+    query_outputs(side, diffs, db, work)
     help_pages(side)
     bad_inputs(side, diffs, work)
     for name, (path, change) in PATCHES:
@@ -271,11 +274,19 @@ def collect(label: str, python: Path, corpus: Path, work: Path, traced: bool) ->
     if traced:
         print(f"{label}: traced index", flush=True)
         git(tree, "reset", "-q", "--hard", "HEAD~4")
-        traced_db = str(work / "traced" / "index.duckdb")
-        shutil.rmtree(work / "traced", ignore_errors=True)
-        side.save("index-traced", ["index", "--trace", "-q", "--format", "json", "--db", traced_db])
-        dump_tables(Path(traced_db), out / "tables-traced")
-        affected_outputs(side, diffs, traced_db, "traced-", every_format=False)
+        traced_db = work / "traced" / "index.duckdb"
+        shutil.rmtree(traced_db.parent, ignore_errors=True)
+        side.save("index-traced", ["index", "--trace", "-q", "--format", "json", "--db", str(traced_db)])
+        dump_tables(traced_db, out / "tables-traced")
+        query_outputs(side, diffs, traced_db, work, "traced-")
+
+
+def collect_queries(label: str, python: Path, work: Path, db: Path) -> None:
+    """The query outputs of one side over an index built earlier (the build's tables compared apart)."""
+    out = work / "out-query" / label
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    query_outputs(Side(python, work / "tree", out, work / "cache"), work / "diffs", db, work)
 
 
 def masked(name: str, text: str) -> str:
@@ -283,6 +294,21 @@ def masked(name: str, text: str) -> str:
         if where in name:
             text = re.sub(pattern, repl, text, flags=re.M)
     return text
+
+
+def comparable(name: str, path: Path) -> list[str]:
+    """The output's masked lines; a table's rows sorted again, as a mask can reorder them."""
+    lines = masked(name, path.read_text(errors="replace")).splitlines()
+    return lines[:1] + sorted(lines[1:]) if name.startswith("tables-") else lines
+
+
+def load_notes(side: Path) -> Iterator[str]:
+    """The traced files a side's tracer cut off (timeout, memory): their rows depend on the machine's load."""
+    traces = side / "tables-traced" / "traces.csv"
+    lines = traces.read_text().splitlines()[1:] if traces.exists() else []
+    for row in csv.reader(lines):
+        if row[3].startswith(("timed out", "used more than")):
+            yield f"note: {side.name} traced {row[1]}: {row[3]} (load-dependent; re-run that side on a quieter machine)"
 
 
 def outputs(folder: Path) -> dict[str, Path]:
@@ -298,7 +324,7 @@ def compare(before: Path, after: Path) -> int:
             print(f"{name:55} only {'before' if name in a else 'after'}")
             different += 1
             continue
-        old, new = (masked(name, p.read_text(errors="replace")).splitlines() for p in (a[name], b[name]))
+        old, new = (comparable(name, p) for p in (a[name], b[name]))
         if old == new:
             print(f"{name:55} identical ({len(old)} lines)")
             continue
@@ -308,6 +334,8 @@ def compare(before: Path, after: Path) -> int:
         changed = sum(1 for line in difflib.unified_diff(old, new, lineterm="", n=0)
                       if line[:1] in "+-" and not line.startswith(("+++", "---")))
         print(f"{name:55} DIFFERENT ({changed} lines +/-; first: {first[:120]})")
+    for note in (*load_notes(before), *load_notes(after)):
+        print(note)
     print(f"{len(a.keys() | b.keys())} outputs, {different} different")
     return different
 
@@ -321,13 +349,19 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("identity-work"), help="scratch folder (clones, venvs, outputs)")
     ap.add_argument("--sides", default="before,after", help="the sides to collect now (the others: from --work)")
     ap.add_argument("--no-traced", dest="traced", action="store_false", help="skip the traced index (minutes)")
+    ap.add_argument("--query-db", type=Path, help="only the query outputs of both codes over this index (seconds)")
     args = ap.parse_args()
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
+    outputs_dir = work / ("out-query" if args.query_db else "out")
     for label in filter(None, args.sides.split(",")):
         checkout = {"before": args.before, "after": args.after}[label].resolve()
-        collect(label, side_python(checkout, work, label), args.corpus, work, args.traced)
-    sys.exit(1 if compare(work / "out" / "before", work / "out" / "after") else 0)
+        python = side_python(checkout, work, label)
+        if args.query_db:
+            collect_queries(label, python, work, args.query_db.resolve())
+        else:
+            collect(label, python, args.corpus, work, args.traced)
+    sys.exit(1 if compare(outputs_dir / "before", outputs_dir / "after") else 0)
 
 
 if __name__ == "__main__":
