@@ -44,6 +44,7 @@ import ast
 import bisect
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import math
@@ -82,7 +83,9 @@ class _LineRecorder:
     """Per-test Python line coverage with ``sys.settrace``: the lines a test runs (its build and its
     timed region) in the benchmark tree's shared modules (harness, configs) and in torch's own
     Python, as repository-relative paths (torch's as ``torch/...``, the module-relative path that
-    maps the installed torch onto the indexed sources)."""
+    maps the installed torch onto the indexed sources). What the cyclic garbage collector runs
+    (finalizers, weakref callbacks) is no test's: it collects earlier tests' garbage whenever
+    allocations reach a threshold, so its lines would land on a test by chance."""
 
     def __init__(self, tree: str, tree_rel: str, own: str) -> None:
         import torch
@@ -95,6 +98,11 @@ class _LineRecorder:
         self.hits: dict[str, set[int]] = {}  # per file, kept across tests (take() empties them)
         self.shapes_only = self.tree_only = False
         self.below = 0  # machinery frames entered and not left (shapes-only runs record nothing there)
+        self.collecting = False  # inside a garbage collection: nothing is recorded
+        gc.callbacks.append(self._collection)
+
+    def _collection(self, phase: str, info: dict) -> None:
+        self.collecting = phase == "start"
 
     def _relative(self, filename: str) -> str | None:
         found = os.path.abspath(filename) if filename.endswith(".py") and os.path.isabs(filename) else ""
@@ -122,7 +130,7 @@ class _LineRecorder:
         return tracer
 
     def _call(self, frame, event, arg):
-        if self.below:
+        if self.below or self.collecting:
             return None
         code = frame.f_code
         tracer = self.tracers.get(code.co_filename, _UNSEEN)

@@ -173,6 +173,14 @@ def test_shard_numbers():
         assert err.value.exit_code == EXIT_USAGE
 
 
+@pytest.mark.parametrize("shards", [0, -2])
+def test_shards_below_one_is_said_as_given(shards):
+    """``affected --shards 0`` has no --shard: the error names what was given (not ``--shard K needs --shards N``)."""
+    with pytest.raises(PerfqError) as err:
+        check_shard(None, shards)
+    assert str(err.value) == f"--shards must be 1 or more, got {shards}" and err.value.exit_code == EXIT_USAGE
+
+
 def test_config_and_sizes_from_test_names():
     assert elements_of("add_M8_N32_K256_cpu") == 8 * 32 * 256
     assert elements_of("cat_sizes(1024,1024,2)_N2_dim2_cpu") == 1024 * 1024 * 2 * 2 * 2

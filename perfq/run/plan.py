@@ -240,8 +240,10 @@ def check_shard(shard: int | None, shards: int | None) -> tuple[int, int]:
     """(K, N) of ``--shard K --shards N`` (1 <= K <= N); (1, 1) when neither is given."""
     if shard is None and shards is None:
         return 1, 1
-    if shards is None or shards < 1:
+    if shards is None:
         raise PerfqError("--shard K needs --shards N (N >= 1)", exit_code=EXIT_USAGE)
+    if shards < 1:
+        raise PerfqError(f"--shards must be 1 or more, got {shards}", exit_code=EXIT_USAGE)
     k = 1 if shard is None else shard
     if not 1 <= k <= shards:
         raise PerfqError(f"--shard {k} is not one of 1..{shards} (--shards {shards})", exit_code=EXIT_USAGE)
