@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from indexer.cpp_local_names import resolve_local_names
 from indexer.facts import GLOBAL_SCOPE, Call, Function
-from indexer.source_text import NOT_CALLED, LineIndex
+from indexer.source_text import NOT_CALLED, LineIndex, angle_argument_spans
 from schema.model import CallKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
@@ -486,22 +486,8 @@ def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
         j += 1
     if j >= len(code) or code[j] != "<" or code.startswith("<<", j):
         return []
-    spans, depth, start = [], 0, j + 1  # each argument's (start, end), split on top-level commas
-    for k in range(j, min(len(code), j + 1500)):
-        ch = code[k]
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-            if depth == 0:
-                spans.append((start, k))
-                break
-        elif ch in ";{}":
-            return []
-        elif ch == "," and depth == 1:
-            spans.append((start, k))
-            start = k + 1
-    else:
+    spans = angle_argument_spans(code, j, limit=1500)
+    if spans is None:
         return []
     names = (_TEMPLATE_ARGUMENT.fullmatch(code, s, e) for s, e in spans)
     return [(_SPACES.sub("", m.group(1)).rstrip(":"), m.group(2)) for m in names if m is not None]

@@ -160,6 +160,31 @@ def blank_spans(text: str, spans: list[Span]) -> str:
     return "".join(parts)
 
 
+def angle_argument_spans(code: str, open_at: int, limit: int | None = None) -> list[tuple[int, int]] | None:
+    """(start, end) of each top-level argument of the ``<...>`` opened at ``open_at``, split on
+    its top-level commas; None when no ``<`` is there, or it is not closed (within ``limit``
+    characters) before a ``;``, ``{`` or ``}``."""
+    if open_at < 0 or open_at >= len(code) or code[open_at] != "<":
+        return None
+    spans, depth, start = [], 0, open_at + 1
+    end = len(code) if limit is None else min(len(code), open_at + limit)
+    for i in range(open_at, end):
+        ch = code[i]
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+                return spans
+        elif ch == "," and depth == 1:
+            spans.append((start, i))
+            start = i + 1
+        elif ch in ";{}":
+            return None
+    return None
+
+
 class LineIndex:
     """Maps character offsets of a text to 1-based line numbers."""
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from indexer.facts import Function
+from indexer.source_text import angle_argument_spans
 
 
 class ConstexprGuard(NamedTuple):
@@ -127,21 +128,5 @@ def _opens_body(rows: Sequence[str], line: int, func: Function) -> bool:
 
 def _angle_args(text: str, open_at: int) -> list[str] | None:
     """The top-level arguments of the ``<...>`` opened at ``open_at`` (None: not closed)."""
-    if open_at < 0 or open_at >= len(text) or text[open_at] != "<":
-        return None
-    args, depth, start = [], 0, open_at + 1
-    for i in range(open_at, len(text)):
-        ch = text[i]
-        if ch in "<([":
-            depth += 1
-        elif ch in ">)]":
-            depth -= 1
-            if depth == 0:
-                args.append(text[start:i])
-                return args
-        elif ch == "," and depth == 1:
-            args.append(text[start:i])
-            start = i + 1
-        elif ch in ";{}":
-            return None
-    return None
+    spans = angle_argument_spans(text, open_at)
+    return None if spans is None else [text[start:end] for start, end in spans]
