@@ -5,6 +5,7 @@ so an index some commits away still maps lines exactly."""
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -335,7 +336,7 @@ _SOURCE_SUFFIXES = (".cpp", ".cc", ".cu", ".mm")  # a template defined here is i
 
 def _guarded_instantiations(
     cf: ChangedFunction, head: FileFacts, old_words: Callable[[str], list[str] | None],
-    new_words: Callable[[str], list[str] | None], rows: list[str],
+    new_words: Callable[[str], list[str] | None], head_rows: Callable[[], list[str]],
 ) -> tuple[str, list[Function]] | None:
     """For a source file's function template whose change only wraps code in ``if constexpr
     ([!]P)`` on a ``bool`` template parameter: why it is a no-op for the instantiations where the
@@ -343,9 +344,12 @@ def _guarded_instantiations(
     change, or a call site whose argument the text does not tell)."""
     before, after = old_words(cf.qualname), new_words(cf.qualname)
     guard = constexpr_guard(before, after) if before and after else None
-    func = next((f for f in head.functions if f.qualname == cf.qualname), None)
-    param = bool_parameter(rows, func, guard.param) if guard is not None and func is not None else None
-    if guard is None or func is None or param is None:
+    func = next((f for f in head.functions if f.qualname == cf.qualname), None) if guard is not None else None
+    if guard is None or func is None:
+        return None
+    rows = head_rows()  # read only for a function that gained a guard
+    param = bool_parameter(rows, func, guard.param)
+    if param is None:
         return None
     sites = call_sites(rows, func, *param)
     callers = [_innermost(head.functions, s.line) for s in sites if s.value is not guard.holds]
@@ -459,7 +463,7 @@ def _map_source(
         if cf.why is None and gained is not None:
             cf.why = "its " + _gain_why(gained)
         if cf.why is None and head is not None and fc.path.endswith(_SOURCE_SUFFIXES):
-            guarded = _guarded_instantiations(cf, head, old_words, new_words, _rows(head_text, fc.new_path))
+            guarded = _guarded_instantiations(cf, head, old_words, new_words, lambda: _rows(head_text, fc.new_path))
             if guarded is not None:
                 cf.why, callers = guarded
                 for caller in callers:
@@ -596,6 +600,7 @@ def _function_words(
     """The code words of one version's function of a name (None: not exactly one definition)."""
     rows = _rows(text_of, path) if facts is not None else []
 
+    @functools.cache  # asked by the dispatch-list and the constexpr-guard checks alike
     def of(name: str) -> list[str] | None:
         spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == name] if facts else []
         if len(spans) != 1 or not rows:
