@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ HEAVY = ("duckdb", "scipy", "numpy", "clang", "torch", "triton")
 
 PROBE = """
 import sys
+from pathlib import Path
 from perfq.cli import main
 try:
     main(["--help"])
@@ -56,6 +58,7 @@ def test_each_command_is_built_from_the_module_that_registers_it():
 
 PROBE_ONE = """
 import sys
+from pathlib import Path
 from perfq.cli import main
 try:
     main(["version"])
@@ -72,8 +75,19 @@ def test_one_command_imports_no_other_feature_cli():
     assert proc.stderr.strip() == ""
 
 
+def _query_probe(tmp_path: Path, probe: str) -> subprocess.CompletedProcess:
+    """``probe`` (Python code) run in a fixture repo, indexed, whose branch changes one kernel's line."""
+    repo = make_repo(tmp_path / "repo")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    git(repo, "checkout", "-q", "-b", "work")
+    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
+    commit_all(repo)
+    return subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, timeout=120)
+
+
 PROBE_AFFECTED = """
 import sys
+from pathlib import Path
 from perfq.cli import main
 try:
     main(["affected", "main", "--format", "json"])
@@ -92,13 +106,7 @@ def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
     run's planner (`--budget` only), the child-process machinery (common.proc and ctypes: the
     index build records torch's settings, a query reads the record) or the writer's row types
     (schema.model: 32 frozen dataclasses; a query names the vocabularies of schema.kinds)."""
-    repo = make_repo(tmp_path / "repo")
-    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
-    git(repo, "checkout", "-q", "-b", "work")
-    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
-    commit_all(repo)
-    proc = subprocess.run([sys.executable, "-c", PROBE_AFFECTED], cwd=repo, capture_output=True, text=True,
-                          timeout=120)
+    proc = _query_probe(tmp_path, PROBE_AFFECTED)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["benchmarks"]
     assert proc.stderr.strip() == "_duckdb"
@@ -106,6 +114,7 @@ def test_a_one_file_query_loads_duckdb_s_engine_alone(tmp_path):
 
 PROBE_PATCH = """
 import sys
+from pathlib import Path
 from perfq.cli import main
 try:
     main(["index", "--no-trace", "--format", "json"])
@@ -158,13 +167,7 @@ def test_the_query_runs_without_garbage_collection(tmp_path):
     """The query's stages (its imports, the index reads, the walk, the output) allocate many
     objects and little cyclic garbage: the collector is paused while they run (hundreds of
     gen-0 passes, 10-15% of a 500-file diff's CPU), and on again after."""
-    repo = make_repo(tmp_path / "repo")
-    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
-    git(repo, "checkout", "-q", "-b", "work")
-    replace_in(repo, "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp", "out[i] * 2", "out[i] * 3")
-    commit_all(repo)
-    proc = subprocess.run([sys.executable, "-c", PROBE_COLLECTIONS], cwd=repo, capture_output=True, text=True,
-                          timeout=120)
+    proc = _query_probe(tmp_path, PROBE_COLLECTIONS)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["benchmarks"]
     assert proc.stderr.split() == ["0", "True"]
