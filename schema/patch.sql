@@ -126,7 +126,7 @@ SELECT * FROM op_calls WHERE function_id IN (SELECT unnest($ids::INTEGER[]))
 
 -- name: linked_reach_edges
 SELECT * FROM reach_edges WHERE src IN (SELECT unnest($ids::INTEGER[]))
- AND kind IN ('{EdgeKind.CALL}', '{EdgeKind.STUB_CALL}', '{EdgeKind.OP_CALL}')
+ AND kind IN ('{EdgeKind.CALL}', '{EdgeKind.VIRTUAL_CALL}', '{EdgeKind.STUB_CALL}', '{EdgeKind.OP_CALL}')
 
 -- name: unlink_calls
 DELETE FROM calls WHERE caller_id IN (SELECT unnest($ids::INTEGER[]));
@@ -135,7 +135,7 @@ DELETE FROM op_calls WHERE function_id IN (SELECT unnest($ids::INTEGER[]))
 
 -- name: unlink_reach_edges
 DELETE FROM reach_edges WHERE src IN (SELECT unnest($ids::INTEGER[]))
- AND kind IN ('{EdgeKind.CALL}', '{EdgeKind.STUB_CALL}', '{EdgeKind.OP_CALL}')
+ AND kind IN ('{EdgeKind.CALL}', '{EdgeKind.VIRTUAL_CALL}', '{EdgeKind.STUB_CALL}', '{EdgeKind.OP_CALL}')
  RETURNING dst, src, kind, detail
 
 -- name: calls_named

@@ -282,6 +282,31 @@ def test_an_override_added_by_a_patch_gets_the_virtual_callers_a_full_link_gives
     assert ("at::native::typed", "virtual") in into_new
 
 
+def _virtual_reach(db: Path) -> list[tuple]:
+    """Every virtual-call reachability edge, by its functions' names, duplicates kept."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return sorted(con.execute(
+            "SELECT a.qualname, b.qualname, e.detail FROM reach_edges e JOIN functions a ON a.id = e.src"
+            " JOIN functions b ON b.id = e.dst WHERE e.kind = 'virtual_call'"
+        ).fetchall())
+    finally:
+        con.close()
+
+
+def test_a_patch_of_a_virtual_caller_s_file_keeps_one_edge_per_virtual_call(repo: Path, tmp_path: Path):
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True)
+    cells = "aten/src/ATen/native/RNNCells.cpp"
+    replace_in(repo, cells, "  return w->apply(x);\n}\nat::Tensor typed_conv",
+               "  return w->apply(x);  // unchanged code\n}\nat::Tensor typed_conv")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True).mode == "patched"
+    full = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full, jobs=1, quiet=True, full=True)
+    assert any(src == "at::native::typed" for src, _, _ in _virtual_reach(full))
+    assert _virtual_reach(db) == _virtual_reach(full)
+
+
 def test_a_changed_hierarchy_is_linked_again(repo: Path, tmp_path: Path):
     db = tmp_path / "index.duckdb"
     build_index(repo, Config(), db, jobs=1, quiet=True)
