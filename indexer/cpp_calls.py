@@ -474,13 +474,16 @@ def _template_values(text: _Text) -> list[tuple[str, str, int]]:
     return [(name, qual, start) for name, qual, start, _ in found]
 
 
-_TEMPLATE_ARGUMENT = re.compile(r"\s*((?:\w+\s*::\s*)*)(\w+)\s*$")
+# a (qualified) name, and the template arguments of a class template it may carry
+_TEMPLATE_ARGUMENT = re.compile(r"\s*((?:\w+\s*::\s*)*)(\w+)\s*(?:<.*>\s*)?$", re.DOTALL)
 
 
 def template_arguments(code: str, name_end: int) -> list[tuple[str, str]]:
-    """(qualifier, name) of the template arguments that are plain (qualified) names in the
-    template-id whose name ends at ``name_end`` (``impl_<ExponentialStub, Generator>(``:
-    ('', 'ExponentialStub'), ('', 'Generator')); [] when no '<' follows the name."""
+    """(qualifier, name) of the template arguments that are (qualified) class names, with or
+    without their own template arguments, in the template-id whose name ends at ``name_end``
+    (``impl_<ExponentialStub, Generator>(``: ('', 'ExponentialStub'), ('', 'Generator');
+    ``_rnn_impl<LSTMCell<cell_params>, LayerT>(``: ('', 'LSTMCell'), ('', 'LayerT'));
+    [] when no '<' follows the name."""
     j = name_end
     while j < len(code) and code[j] in _SPACE:
         j += 1

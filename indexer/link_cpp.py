@@ -47,6 +47,7 @@ _AMBIGUOUS = 12  # more same-named candidates than this: only same-file / same-n
 # x.get(), x.size(): a method name many classes share says little without types (the
 # overrides of one virtual are fewer); both bounds count distinct qualified names
 _AMBIGUOUS_METHOD = 6
+POLICY_METHODS = 8  # a class given as a template argument with more methods is a type, not a policy
 # a structured kernel's TORCH_META_FUNC / TORCH_IMPL_FUNC body is a method of a generated
 # class deriving from MetaBase, or TensorIteratorBase (``structured_inherits``): its
 # unqualified calls (``build_unary_op(...)``, ``device_type()``) find their members
@@ -284,6 +285,10 @@ class CppCallLinker:
             cls = _class_of(self.rows[fid][1])
             self.call_operator[cls].append(fid)
             self.functors[cls.rpartition("::")[2]].append(fid)
+        # a policy class (no operator()) by its name -> its methods: a template given it calls
+        # its static members (``launch<scalar_t, DistsZero<scalar_t>>``: ``F::inc(...)``); made
+        # when a template argument first needs it
+        self._policies: dict[str, list[int]] | None = None
         # a dispatch kernel renamed by reordering its words (arange_out_xpu -> arange_xpu_out)
         self.by_words: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for name, fids in self.by_name.items():
@@ -512,7 +517,10 @@ class CppCallLinker:
         if kind == _RESOLVED:
             return [(f, _RESOLVED) for f in self.by_usr.get(qual, ()) if f != caller]
         if kind == _TEMPLATE_ARG:  # impl_<ExponentialStub>(...): the template calls the functor it is given
-            found = self._functor_targets(file_id, caller, name, qual, usings) if name in self.functors else []
+            if name in self.functors:
+                found = self._functor_targets(file_id, caller, name, qual, usings)
+            else:
+                found = self._policy_targets(file_id, caller, name, qual, usings)
             return [(f, _TEMPLATE_ARG) for f in found]
         if name in self.stub_names and kind != _MEMBER:
             return []
@@ -602,6 +610,47 @@ class CppCallLinker:
             cls = short_class(self._method_key(target).rpartition("::")[0])
             return (target, caller, EdgeKind.VIRTUAL_CALL, f"virtual call, override in {cls} (line {line})")
         return (target, caller, _CALL, f"line {line}")
+
+    def _policy_methods(self) -> dict[str, list[int]]:
+        """Classes without an operator(), a constructor or a virtual method, and with at most
+        POLICY_METHODS methods (traits and policy classes, not types such as Vectorized, nor
+        the objects ``make_intrusive<PerTensorAffineQuantizer>`` builds), by short name -> their
+        methods."""
+        by_class: dict[str, list[int]] = defaultdict(list)
+        for fids in self.by_name.values():  # the C++ functions
+            for fid in fids:
+                _, qualname, kind, _, _ = self.rows[fid]
+                if kind == _METHOD:
+                    by_class[_class_of(qualname)].append(fid)
+        out: dict[str, list[int]] = defaultdict(list)
+        for cls, fids in by_class.items():
+            short = cls.rpartition("::")[2]
+            if cls in self.call_operator or len(fids) > POLICY_METHODS:
+                continue
+            names = {self.name_of[f] for f in fids}
+            if short in names or f"~{short}" in names or any(self.hierarchy.is_virtual(cls, n) for n in names):
+                continue  # an object's class: constructed, not a policy whose members a template calls
+            out[short].extend(sorted(fids))
+        return out
+
+    def _policy_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
+        """The methods of the policy classes named ``name`` that ``caller`` can see: those of
+        its file, else of its namespaces (a class of another translation unit's anonymous
+        namespace is not seen)."""
+        if self._policies is None:
+            self._policies = self._policy_methods()
+        scopes = visible_scopes(self.rows[caller][4], usings)
+        last_qual = qual.split("::")[-1]
+        out = []
+        for fid in self._policies.get(name, ()):
+            cand_file, qualname, _, internal, cand_ns = self.rows[fid]
+            if cand_file != file_id and (internal or (qual and f"{last_qual}::{name}" not in qualname)):
+                continue
+            if not qual and cand_file != file_id and namespace_of(cand_ns) not in scopes:
+                continue
+            out.append(fid)
+        same_file = [f for f in out if self.rows[f][0] == file_id]
+        return same_file or (out if len({_class_of(self.rows[f][1]) for f in out}) == 1 else [])
 
     def _functor_targets(self, file_id: int, caller: int, name: str, qual: str, usings: tuple[str, ...]) -> list[int]:
         """The operator() of the classes named ``name`` that a construction ``name(...)`` /

@@ -89,3 +89,86 @@ def test_a_functor_given_as_a_template_argument_is_called():
                 seen.add(nxt)
                 todo.append(nxt)
     assert ("op", "exponential_") in {nodes[n] for n in seen}
+
+
+POLICIES = """
+namespace at::native {
+template <typename scalar_t>
+struct DistsZero {
+  static void inc(scalar_t& agg, const scalar_t diff) { agg += diff != 0; }
+  static scalar_t finish(const scalar_t agg) { return agg; }
+};
+template <typename scalar_t>
+struct Vec {
+  Vec() {}
+  scalar_t a() const { return 0; }
+  scalar_t b() const { return 0; }
+  scalar_t c() const { return 0; }
+  scalar_t d() const { return 0; }
+  scalar_t e() const { return 0; }
+  scalar_t f() const { return 0; }
+  scalar_t g() const { return 0; }
+  scalar_t h() const { return 0; }
+};
+template <typename Params>
+struct LSTMCell {
+  int operator()(int input) const { return input + 1; }
+};
+template <typename scalar_t, typename F>
+struct CdistFunctor {
+  void operator()(int i) const {
+    scalar_t agg = 0;
+    F::inc(agg, i);
+    out_ = F::finish(agg);
+  }
+  scalar_t out_;
+};
+template <typename scalar_t, typename F>
+static void launch_cdist(Tensor& result) {
+  CdistFunctor<scalar_t, F> kfn;
+  submit(kfn);
+}
+template <typename CellType, typename Vector>
+static int rnn_impl(int input) {
+  return CellType{}(input);
+}
+Tensor& _cdist_forward_cpu(Tensor& result) {
+  launch_cdist<float, DistsZero<float>>(result);
+  rnn_impl<LSTMCell<float>, Vec<float>>(1);
+  return result;
+}
+}
+"""
+
+CDIST = [OpFacts("_cdist_forward", "_cdist_forward", "", "_cdist_forward(Tensor x1, Tensor x2, float p) -> Tensor",
+                 False, None, "function", "", None, [("CPU", "_cdist_forward_cpu")])]
+
+
+def test_a_policy_class_or_a_class_template_given_as_a_template_argument_is_called():
+    """torch-xpu-ops' cdist runs ``launch_cdist_forward_kernel<scalar_t, DistsZero<scalar_t>, 0>``,
+    whose functor calls ``F::inc``: a change to ``DistsZero::inc`` reached nothing (held-out
+    xpu r4-k01); PyTorch's ``_lstm_impl`` runs ``_rnn_impl<LSTMCell<cell_params>, ...>`` (r6-u04).
+    A class with many methods (a type such as ``Vectorized``) and constructors are not called."""
+    (policies,) = files = [facts("aten/src/ATen/native/Distance.cpp", POLICIES)]
+    args = {c.callee_name for c in policies.calls if c.kind == "template_arg"}
+    assert {"DistsZero", "LSTMCell", "Vec"} <= args
+    tables = link(files, [], CDIST, [], {}, [])
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    edges = {(name[caller], name[callee]) for caller, callee, _, _ in tables.rows["call_edges"]}
+    kernel = "at::native::_cdist_forward_cpu"
+    assert (kernel, "at::native::DistsZero::inc") in edges and (kernel, "at::native::DistsZero::finish") in edges
+    assert (kernel, "at::native::LSTMCell::operator()") in edges
+    assert not any(callee.startswith("at::native::Vec::") for caller, callee in edges if caller == kernel)
+
+    nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
+    up: dict[int, set[int]] = {}
+    for dst, src, _, _ in tables.rows["reach_edges"]:
+        up.setdefault(dst, set()).add(src)
+    inc = next(gid for gid, q in name.items() if q == "at::native::DistsZero::inc")
+    seen, todo = {inc}, [inc]
+    while todo:
+        for nxt in up.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    assert ("op", "_cdist_forward") in {nodes[n] for n in seen}
