@@ -458,6 +458,23 @@ def _stub_values(text: _Text) -> list[tuple[str, int]]:
     return sorted(found, key=lambda x: x[1])
 
 
+# ``Functor<T> name;``: a variable of a class template's type, default-constructed
+_DEFAULT_DECLARED = re.compile(r">\s*\w+\s*;")
+_TYPE_BEFORE = re.compile(r"((?:\w+\s*::\s*)*)(\w+)\s*$")
+
+
+def _default_declarations(text: _Text) -> Iterator[tuple[str, str, int]]:
+    """(name, qualifier, offset) of the class template of every ``Type<args> name;``
+    declaration: the functor it makes is called later (``loop_func.template operator()<...>(``),
+    which reads as no call of it."""
+    code = text.code
+    for m in _DEFAULT_DECLARED.finditer(code):
+        less = template_start(code, m.start())
+        found = _TYPE_BEFORE.search(code, max(0, less - 200), less) if less > 0 else None
+        if found is not None:
+            yield found.group(2), _SPACES.sub("", found.group(1)).rstrip(":"), found.start(2)
+
+
 def _template_values(text: _Text) -> list[tuple[str, str, int]]:
     """(name, qualifier, offset) of template-ids passed as arguments (``op<T>``), not
     those among another's template arguments (``op<std::optional<T>, U>``)."""
@@ -570,6 +587,11 @@ def call_sites(
         idx = owner[line] if line < n_owner else -1
         if idx >= 0:
             calls.append(Call(idx, name, "", _VALUE, line))
+    for name, qual, start in _default_declarations(text):
+        line = lines.line_of(start)
+        idx = owner[line] if line < n_owner else -1
+        if idx >= 0 and name not in KEYWORDS:
+            calls.append(Call(idx, name, qual, _TEMPLATE_ARG, line))
     for name, qual, start in _template_values(text):
         line = lines.line_of(start)
         idx = owner[line] if line < n_owner else -1

@@ -172,3 +172,49 @@ def test_a_policy_class_or_a_class_template_given_as_a_template_argument_is_call
                 seen.add(nxt)
                 todo.append(nxt)
     assert ("op", "_cdist_forward") in {nodes[n] for n in seen}
+
+
+SCATTER = """
+namespace at::native {
+namespace {
+template <bool is_scatter_like = true>
+struct _cpu_scatter_gather_dim_loop {
+  template <typename scalar_t>
+  void operator()(scalar_t* self_data, int64_t n) { self_data[0] = n; }
+};
+struct cpu_scatter_gather_base_kernel {
+  void operator()(const Tensor& self, int64_t dim) {
+    _cpu_scatter_gather_dim_loop<true> loop_func;
+    std::vector<int64_t> sizes;
+    loop_func.template operator()<float>(nullptr, dim);
+  }
+};
+void scatter_fill_cpu_kernel(const Tensor& self, int64_t dim) {
+  cpu_scatter_gather_base_kernel()(self, dim);
+}
+}  // namespace
+Tensor& scatter_value_cpu(Tensor& self, int64_t dim) {
+  scatter_fill_cpu_kernel(self, dim);
+  return self;
+}
+}
+"""
+
+SCATTER_OPS = [OpFacts("scatter.value", "scatter", "value", "scatter.value(Tensor self, int dim) -> Tensor",
+                       False, None, "function", "", None, [("CPU", "scatter_value_cpu")])]
+
+
+def test_a_functor_declared_as_a_variable_and_called_through_operator_is_called():
+    """``_cpu_scatter_gather_dim_loop<is_scatter_like> loop_func;`` then
+    ``loop_func.template operator()<scalar_t, func_t>(...)``: the variable's class is called
+    (held-out r6-u02: a change to the loop reached no operator)."""
+    (scatter,) = files = [facts("aten/src/ATen/native/cpu/ScatterGatherKernel.cpp", SCATTER)]
+    assert ("_cpu_scatter_gather_dim_loop", "template_arg") in {(c.callee_name, c.kind) for c in scatter.calls}
+    linked = _call_edges(link(files, [], SCATTER_OPS, [], {}, []))
+    edges = {(caller.split("::")[-2], callee.split("::")[-2]) for caller, callee in linked}
+    assert ("cpu_scatter_gather_base_kernel", "_cpu_scatter_gather_dim_loop") in edges
+
+
+def _call_edges(tables) -> set[tuple[str, str]]:
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    return {(name[caller], name[callee]) for caller, callee, _, _ in tables.rows["call_edges"]}
