@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
+from typing import NamedTuple
 
 from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
 from schema.model import CallKind, EdgeKind, FunctionKind, NodeKind
@@ -22,6 +23,7 @@ _DIRECT = CallKind.DIRECT
 _ADDRESS = CallKind.ADDRESS
 _VALUE = CallKind.VALUE
 _RESOLVED = CallKind.RESOLVED
+_VIRTUAL = CallKind.VIRTUAL
 _METHOD = FunctionKind.METHOD
 _TEMPLATE_ARG = CallKind.TEMPLATE_ARG
 _CALL = EdgeKind.CALL
@@ -98,8 +100,11 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     return frozenset(scopes)
 
 
+_FROM_ARGS = re.compile(r"<.*")
+
+
 def _strip_args(name: str) -> str:
-    return re.sub(r"<.*", "", name)
+    return _FROM_ARGS.sub("", name)
 
 
 _TEMPLATE_ARGS = re.compile(r"<([^<>]*)>")
@@ -164,6 +169,19 @@ class LinkedCalls:
     op_calls: list[tuple] = field(default_factory=list)  # (caller, op, via, line)
     reach: list[tuple] = field(default_factory=list)  # (dst node, src node, kind, detail)
     hubs: list[str] = field(default_factory=list)  # virtual calls not followed: too many overrides
+
+
+class _LookedUp(NamedTuple):
+    """The functions a qualified or member call of one name can reach (``CppCallLinker._lookup``),
+    split for a call from any file: those of external linkage (each file may call them), their
+    number of distinct qualified names, and by file, the internal ones and all of them."""
+
+    listed: list[int]
+    external: list[int]
+    external_set: frozenset[int]
+    internal: dict[int, list[int]]  # file -> its internal functions of the list
+    by_file: dict[int, list[int]]  # file -> its functions of the list
+    external_names: int
 
 
 class ClassHierarchy:
@@ -304,6 +322,8 @@ class CppCallLinker:
                 self.method_ops[base].append(name)
             self.ops_struct[name.replace(".", "_")] = name
         self.stub_names = stub_names
+        # the names a call site of an operator or a stub has (_operator_and_stub_edges)
+        self._op_or_stub_names = frozenset(stub_names).union(self.method_ops, self.aten_api, ("call", "redispatch"))
         self.node_of = node_of
         self._invoked: dict[int, list[int]] = {}
         self._methods: dict[int, str] = {}
@@ -312,9 +332,13 @@ class CppCallLinker:
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
+        self._looked_up_parts: dict[tuple[str, str, bool], _LookedUp] = {}  # the same, split (_looked_up)
         self.hubs: list[str] = []  # virtual calls left out since the last link_file
         self._hub_names: set[str] = set()
         self._virtual_memo: dict[tuple, list[int] | None] = {}
+        # (file, method) -> the classes declaring the method virtual that the file sees
+        self._seen_roots: dict[tuple[int, str], set[str]] = {}
+        self._overrides_memo: dict[tuple[str, frozenset[str]], list[int]] = {}  # by (method, root classes)
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -361,6 +385,7 @@ class CppCallLinker:
         out = LinkedCalls()
         self._memo.clear()
         self._virtual_memo.clear()
+        self._seen_roots.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -369,22 +394,32 @@ class CppCallLinker:
         # a caller's second call of the same name reaches the same functions, already linked
         # from its first (unless clang resolved some of its calls: they are told apart by line)
         sites: set[tuple] = set()
+        # bound once: this loop runs for every call site of the tree (~360k in PyTorch)
+        rows_calls, call_edges, reach = out.calls, out.call_edges, out.reach
+        op_or_stub, invoked, function_targets = self._op_or_stub_names, self._invoked, self.function_targets
         for c in calls:
-            caller = ids[c.func_index]
-            if c.kind != _RESOLVED:
-                out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
-                self._operator_and_stub_edges(c, caller, out)
-            site = (c.func_index, c.callee_name, c.qualifier, c.kind, c.line if exact else 0)
+            func_index, name, qual, kind, line = c
+            caller = ids[func_index]
+            if kind != _RESOLVED:
+                rows_calls.append((caller, name, qual, kind, line))
+                if name in op_or_stub:  # else no operator or stub is called
+                    self._operator_and_stub_edges(c, caller, out)
+            site = (func_index, name, qual, kind, line if exact else 0)
             if site in sites:
                 continue
             sites.add(site)
-            for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
-                for target in [callee, *self.invoked(callee)]:
-                    if (caller, target) not in linked and target != caller:
+            for callee, edge_kind in function_targets(file_id, caller, c, usings, exact):
+                also = invoked.get(callee)
+                if also is None:
+                    also = self.invoked(callee)
+                for target in [callee, *also] if also else (callee,):
+                    if target != caller and (caller, target) not in linked:
                         linked.add((caller, target))
-                        out.call_edges.append((caller, target, kind, c.line))
-                        virtual = target == callee and kind == CallKind.VIRTUAL
-                        out.reach.append(self.reach_edge(target, caller, virtual, c.line))
+                        call_edges.append((caller, target, edge_kind, line))
+                        if edge_kind == _VIRTUAL and target == callee:
+                            reach.append(self.reach_edge(target, caller, True, line))
+                        else:
+                            reach.append((target, caller, _CALL, f"line {line}"))
         out.hubs, self.hubs = self.hubs, []
         return out
 
@@ -401,6 +436,63 @@ class CppCallLinker:
                 and (not last_qual or f"{last_qual}::" in self.rows[fid][1] or f"{last_qual}<" in self.rows[fid][1])
             ]
         return found
+
+    def _looked_up(self, name: str, last_qual: str, member: bool) -> _LookedUp:
+        """``_lookup``'s functions split for a call from any file (kept for every file)."""
+        key = (name, last_qual, member)
+        found = self._looked_up_parts.get(key)
+        if found is None:
+            rows = self.rows
+            listed = self._lookup(name, last_qual, member)
+            external = [f for f in listed if not rows[f][3]]
+            internal: dict[int, list[int]] = defaultdict(list)
+            by_file: dict[int, list[int]] = defaultdict(list)
+            for f in listed:
+                by_file[rows[f][0]].append(f)
+                if rows[f][3]:
+                    internal[rows[f][0]].append(f)
+            found = self._looked_up_parts[key] = _LookedUp(
+                listed, external, frozenset(external), dict(internal), dict(by_file),
+                len({rows[f][1] for f in external}),
+            )
+        return found
+
+    def _resolve_looked_up(
+        self, file_id: int, excluded: int, name: str, last_qual: str, kind: CallKind, caller: int
+    ) -> tuple[list[int], list[int]]:
+        """``_resolve`` for a qualified or member call: the functions ``_lookup`` finds that
+        ``file_id`` can call (internal linkage: its own only), by the same rules as an
+        unqualified call's after the lookup, the parts that do not depend on the calling file
+        made once per looked-up name (``_looked_up``)."""
+        rows = self.rows
+        member = kind == _MEMBER
+        parts = self._looked_up(name, last_qual, member)
+        targets, n_names = parts.external, parts.external_names
+        if file_id in parts.internal or excluded in parts.external_set:
+            targets = [f for f in parts.listed if f != excluded and (not rows[f][3] or rows[f][0] == file_id)]
+            n_names = -1
+        same_file = parts.by_file.get(file_id, ())
+        if len(targets) > 1:
+            narrowed = self._own_class_definitions(targets, file_id, caller, [f for f in same_file if f != excluded])
+            if narrowed is not targets:
+                targets, n_names = narrowed, -1
+        kept = targets
+        if n_names < 0:
+            n_names = len({rows[f][1] for f in targets})
+        if n_names > (_AMBIGUOUS_METHOD if member else _AMBIGUOUS):
+            # a very common name: keep the same file and the caller's namespace; for a method
+            # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
+            # (a function of the caller's file is never dropped from ``targets`` above)
+            if member:
+                kept = [f for f in same_file if f != excluded]
+            else:
+                scope = rows[caller][1].rsplit("::", 1)[0]
+                kept = [f for f in targets if rows[f][0] == file_id or rows[f][1].startswith(scope + "::")]
+        if member and kept and self._read_includes is not None and self._units:
+            units = self.visible_units(file_id)  # calling a method needs its class's definition
+            seen = [f for f in kept if self._units.get(rows[f][0]) in units]
+            kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
+        return targets, kept
 
     def visible_units(self, file_id: int) -> frozenset[tuple[str, str] | None]:
         """The C++ units (a header with its .cpp) of ``file_id`` and the indexed files it
@@ -423,7 +515,9 @@ class CppCallLinker:
     def includes(self) -> Mapping[int, Iterable[int]]:
         return self._read_includes() if self._read_includes is not None else {}
 
-    def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
+    def _own_class_definitions(
+        self, targets: list[int], file_id: int, caller: int, same_file: list[int] | None = None
+    ) -> list[int]:
         """``targets`` without the methods of the calling method's own class that its file
         defines and another file defines again under the same qualified name, unless that
         file is the caller's companion (``ivalue.h``/``ivalue_inl.h``, ``rnn.h``/``rnn.cpp``):
@@ -434,7 +528,7 @@ class CppCallLinker:
             return targets
         local = {
             key
-            for f in targets
+            for f in (targets if same_file is None else same_file)  # same_file: those of targets in file_id
             if self.rows[f][0] == file_id and (key := self._method_key(f)).rpartition("::")[0] == own_class
         }
         if not local:
@@ -467,7 +561,7 @@ class CppCallLinker:
         key = self._methods.get(fid)
         if key is None:
             _, qualname, kind, _, _ = self.rows[fid]
-            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == _METHOD else ""
+            key = self._methods[fid] = _strip_args(_ANY_ARGS.sub("", qualname)) if kind == _METHOD else ""
         return key
 
     def call_names(self, fid: int) -> set[str]:
@@ -563,21 +657,19 @@ class CppCallLinker:
                     c for w in _WORDS.findall(receiver) if w in h.by_short
                     for c in h.resolve(w, scope) if h.is_virtual(c, name)
                 }
-            else:
-                roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+            else:  # the same for every call of the name from the file
+                roots = self._seen_roots.get((file_id, name))
+                if roots is None:
+                    roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+                    self._seen_roots[(file_id, name)] = roots
         elif not qual and caller_class:
             roots = {c for c in h.classes_of_method(caller_class) if h.is_virtual(c, name)}
         else:
             return None  # Base::m() names its definition; a free function's m() is no method call
         if not roots:
             return None
-        classes = frozenset().union(*(h.subtree(r) for r in roots))
         rows = self.rows
-        targets = [
-            f for f in self._lookup(name, "", True)
-            if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
-            and (not rows[f][3] or rows[f][0] == file_id)
-        ]
+        targets = [f for f in self._overrides(name, frozenset(roots)) if not rows[f][3] or rows[f][0] == file_id]
         overriding = {self._method_key(f).rpartition("::")[0] for f in targets}
         if len(overriding) > VIRTUAL_HUB:
             if name not in self._hub_names:  # said once per method name
@@ -588,6 +680,19 @@ class CppCallLinker:
                 )
             return None
         return targets
+
+    def _overrides(self, name: str, roots: frozenset[str]) -> list[int]:
+        """The methods named ``name`` of the classes ``roots`` and those deriving from them, from
+        any file (kept for every file)."""
+        found = self._overrides_memo.get((name, roots))
+        if found is None:
+            h = self.hierarchy
+            classes = frozenset().union(*(h.subtree(r) for r in roots))
+            found = self._overrides_memo[(name, roots)] = [
+                f for f in self._lookup(name, "", True)
+                if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
+            ]
+        return found
 
     def _sees(self, file_id: int, files: Collection[int]) -> bool:
         """Whether ``file_id`` sees a class defined in ``files`` (its own, or a unit it includes)."""
@@ -657,10 +762,7 @@ class CppCallLinker:
                 if f != excluded and not rows[f][4] and (not rows[f][3] or rows[f][0] == file_id)
             ]
         elif qual or kind == _MEMBER:  # internal linkage: same translation unit only
-            targets = [
-                f for f in self._lookup(name, last_qual, kind == _MEMBER)
-                if f != excluded and (not rows[f][3] or rows[f][0] == file_id)
-            ]
+            return self._resolve_looked_up(file_id, excluded, name, last_qual, kind, caller)
         else:  # unqualified: the same file, else (not &name) the enclosing and used namespaces
             scopes = visible_scopes(rows[caller][4], usings) if kind != _ADDRESS else frozenset()
             if rows[caller][2] in _STRUCTURED_KINDS:
