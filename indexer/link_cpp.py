@@ -276,7 +276,8 @@ class CppCallLinker:
     ) -> None:
         self._read_includes = includes
         self.hierarchy = hierarchy or ClassHierarchy(())
-        self._visible_units: dict[int, frozenset[tuple[str, str] | None]] = {}
+        self._visible_units: dict[int, int] = {}  # file -> the units it sees, as bits (visible_units)
+        self._unit_index: dict[tuple[str, str] | None, int] = {}  # a unit's bit in those sets
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
@@ -490,26 +491,69 @@ class CppCallLinker:
                 kept = [f for f in targets if rows[f][0] == file_id or rows[f][1].startswith(scope + "::")]
         if member and kept and self._read_includes is not None and self._units:
             units = self.visible_units(file_id)  # calling a method needs its class's definition
-            seen = [f for f in kept if self._units.get(rows[f][0]) in units]
+            unit_bit = self.unit_bit
+            seen = [f for f in kept if units & unit_bit(rows[f][0])]
             kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
         return targets, kept
 
-    def visible_units(self, file_id: int) -> frozenset[tuple[str, str] | None]:
+    def visible_units(self, file_id: int) -> int:
         """The C++ units (a header with its .cpp) of ``file_id`` and the indexed files it
         includes, directly or not: where the class of a method it calls on an object can be
-        defined (a method defined out of line in ``X.cpp`` is visible where ``X.h`` is)."""
+        defined (a method defined out of line in ``X.cpp`` is visible where ``X.h`` is). A set
+        of units as bits (``unit_bit``), made for every file the walk reaches at once: the
+        files of one cycle of includes see the same units, and a file sees those of the files
+        it includes (Tarjan's walk over the include graph)."""
         found = self._visible_units.get(file_id)
-        if found is None:
-            includes = self.includes
-            seen = {file_id}
-            stack = [file_id]
-            while stack:
-                for inc in includes.get(stack.pop(), ()):
-                    if inc not in seen:
-                        seen.add(inc)
-                        stack.append(inc)
-            found = self._visible_units[file_id] = frozenset(self._units.get(f) for f in seen)
-        return found
+        if found is not None:
+            return found
+        closed, includes, unit_bit = self._visible_units, self.includes, self.unit_bit
+        index = {file_id: 0}
+        low = {file_id: 0}
+        bits = {file_id: unit_bit(file_id)}  # each open file's units and those of the files it reached
+        stack, on_stack = [file_id], {file_id}
+        walk = [(file_id, iter(includes.get(file_id, ())))]
+        while walk:
+            f, edges = walk[-1]
+            for inc in edges:
+                done = closed.get(inc)
+                if done is not None:
+                    bits[f] |= done
+                elif inc not in index:
+                    index[inc] = low[inc] = len(index)
+                    bits[inc] = unit_bit(inc)
+                    stack.append(inc)
+                    on_stack.add(inc)
+                    walk.append((inc, iter(includes.get(inc, ()))))
+                    break
+                elif inc in on_stack:  # in the cycle of f: its units join f's when the cycle closes
+                    low[f] = min(low[f], index[inc])
+            else:
+                walk.pop()
+                if low[f] == index[f]:  # f's cycle closes: its files see the same units
+                    cycle, seen = [], 0
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        cycle.append(member)
+                        seen |= bits[member]
+                        if member == f:
+                            break
+                    for member in cycle:
+                        closed[member] = seen
+                if walk:
+                    parent = walk[-1][0]
+                    low[parent] = min(low[parent], low[f])
+                    if f in closed:
+                        bits[parent] |= closed[f]
+        return closed[file_id]
+
+    def unit_bit(self, file_id: int) -> int:
+        """The bit of ``file_id``'s unit in a set of units (``visible_units``)."""
+        unit = self._units.get(file_id)
+        at = self._unit_index.get(unit)
+        if at is None:
+            at = self._unit_index[unit] = len(self._unit_index)
+        return 1 << at
 
     @cached_property
     def includes(self) -> Mapping[int, Iterable[int]]:
@@ -699,7 +743,7 @@ class CppCallLinker:
         if file_id in files or self._read_includes is None or not self._units:
             return True
         units = self.visible_units(file_id)
-        return any(self._units[f] in units for f in files if f in self._units)
+        return any(units & self.unit_bit(f) for f in files if f in self._units)
 
     def reach_edge(self, target: int, caller: int, virtual: bool, line: int) -> tuple:
         """The reachability edge of a call edge: a virtual call (to an override) names the override's class."""
@@ -788,6 +832,7 @@ class CppCallLinker:
             ]
         if (kind == _MEMBER or by_param) and kept and self._read_includes is not None and self._units:
             units = self.visible_units(file_id)  # calling a method needs its class's definition
-            seen = [f for f in kept if self._units.get(rows[f][0]) in units]
+            unit_bit = self.unit_bit
+            seen = [f for f in kept if units & unit_bit(rows[f][0])]
             kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
         return targets, kept
