@@ -332,6 +332,9 @@ class CppCallLinker:
         # within one file, name resolution depends on the caller only through its scope, its
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
+        # a caller's (namespace, qualified name's scope, kind) as a number, for those memo keys
+        self._scope_ids: dict[tuple[str, str, str], int] = {}
+        self._scope_of: dict[int, int] = {}
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
         self._looked_up_parts: dict[tuple[str, str, bool], _LookedUp] = {}  # the same, split (_looked_up)
         self.hubs: list[str] = []  # virtual calls left out since the last link_file
@@ -662,7 +665,7 @@ class CppCallLinker:
             return []  # tensor.foo(): the operator, not every C++ method named foo
         if kind != _MEMBER and qual == "at" and name in self.aten_api:
             return []
-        if (c.func_index, name, c.line) in exact:
+        if exact and (c.func_index, name, c.line) in exact:
             return []  # clang resolved this call: no name-based guesses
         targets = self._targets(file_id, caller, name, qual, kind, usings)
         if not targets and kind == _DIRECT and name in self.functors:
@@ -775,9 +778,14 @@ class CppCallLinker:
     ) -> list[int]:
         if name not in self.by_name:
             return []
-        _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
-        by_param = _through_param(caller_qualname, qual, kind)
-        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings, by_param)
+        scope = self._scope_of.get(caller)
+        if scope is None:
+            _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
+            scope = self._scope_of[caller] = self._scope_ids.setdefault(
+                (caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind), len(self._scope_ids)
+            )
+        by_param = bool(qual) and kind != _MEMBER and _through_param(self.rows[caller][1], qual, kind)
+        key = (file_id, scope, name, qual, kind, usings, by_param)
         memo = self._memo.get(key)
         if memo is None:
             found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
