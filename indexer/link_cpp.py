@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
+from typing import NamedTuple
 
 from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
 from schema.model import CallKind, EdgeKind, FunctionKind, NodeKind
@@ -22,6 +23,7 @@ _DIRECT = CallKind.DIRECT
 _ADDRESS = CallKind.ADDRESS
 _VALUE = CallKind.VALUE
 _RESOLVED = CallKind.RESOLVED
+_VIRTUAL = CallKind.VIRTUAL
 _METHOD = FunctionKind.METHOD
 _TEMPLATE_ARG = CallKind.TEMPLATE_ARG
 _CALL = EdgeKind.CALL
@@ -99,8 +101,11 @@ def visible_scopes(namespace: str, usings: tuple[str, ...]) -> frozenset[str]:
     return frozenset(scopes)
 
 
+_FROM_ARGS = re.compile(r"<.*")
+
+
 def _strip_args(name: str) -> str:
-    return re.sub(r"<.*", "", name)
+    return _FROM_ARGS.sub("", name)
 
 
 _TEMPLATE_ARGS = re.compile(r"<([^<>]*)>")
@@ -165,6 +170,19 @@ class LinkedCalls:
     op_calls: list[tuple] = field(default_factory=list)  # (caller, op, via, line)
     reach: list[tuple] = field(default_factory=list)  # (dst node, src node, kind, detail)
     hubs: list[str] = field(default_factory=list)  # virtual calls not followed: too many overrides
+
+
+class _LookedUp(NamedTuple):
+    """The functions a qualified or member call of one name can reach (``CppCallLinker._lookup``),
+    split for a call from any file: those of external linkage (each file may call them), their
+    number of distinct qualified names, and by file, the internal ones and all of them."""
+
+    listed: list[int]
+    external: list[int]
+    external_set: frozenset[int]
+    internal: dict[int, list[int]]  # file -> its internal functions of the list
+    by_file: dict[int, list[int]]  # file -> its functions of the list
+    external_names: int
 
 
 class ClassHierarchy:
@@ -259,7 +277,8 @@ class CppCallLinker:
     ) -> None:
         self._read_includes = includes
         self.hierarchy = hierarchy or ClassHierarchy(())
-        self._visible_units: dict[int, frozenset[tuple[str, str] | None]] = {}
+        self._visible_units: dict[int, int] = {}  # file -> the units it sees, as bits (visible_units)
+        self._unit_index: dict[tuple[str, str] | None, int] = {}  # a unit's bit in those sets
         self.rows: dict[int, tuple] = {}
         self.by_name: dict[str, list[int]] = defaultdict(list)
         self.by_usr: dict[str, list[int]] = defaultdict(list)
@@ -309,6 +328,8 @@ class CppCallLinker:
                 self.method_ops[base].append(name)
             self.ops_struct[name.replace(".", "_")] = name
         self.stub_names = stub_names
+        # the names a call site of an operator or a stub has (_operator_and_stub_edges)
+        self._op_or_stub_names = frozenset(stub_names).union(self.method_ops, self.aten_api, ("call", "redispatch"))
         self.node_of = node_of
         self._invoked: dict[int, list[int]] = {}
         self._methods: dict[int, str] = {}
@@ -316,10 +337,17 @@ class CppCallLinker:
         # within one file, name resolution depends on the caller only through its scope, its
         # kind and itself (a function never calls itself here): memoised by the rest, file by file
         self._memo: dict[tuple, tuple[frozenset[int], list[int]]] = {}
+        # a caller's (namespace, qualified name's scope, kind) as a number, for those memo keys
+        self._scope_ids: dict[tuple[str, str, str], int] = {}
+        self._scope_of: dict[int, int] = {}
         self._lookups: dict[tuple[str, str, bool], list[int]] = {}  # by (name, last qualifier, member call)
+        self._looked_up_parts: dict[tuple[str, str, bool], _LookedUp] = {}  # the same, split (_looked_up)
         self.hubs: list[str] = []  # virtual calls left out since the last link_file
         self._hub_names: set[str] = set()
         self._virtual_memo: dict[tuple, list[int] | None] = {}
+        # (file, method) -> the classes declaring the method virtual that the file sees
+        self._seen_roots: dict[tuple[int, str], set[str]] = {}
+        self._overrides_memo: dict[tuple[str, frozenset[str]], list[int]] = {}  # by (method, root classes)
 
     def kernel_targets(self, kernel_name: str) -> list[int]:
         """Definitions of a native_functions.yaml dispatch kernel name (TORCH_IMPL_FUNC
@@ -366,6 +394,7 @@ class CppCallLinker:
         out = LinkedCalls()
         self._memo.clear()
         self._virtual_memo.clear()
+        self._seen_roots.clear()
         linked: set[tuple[int, int]] = set()
         calls = list(calls)
         # a file parsed with its compile flags: clang resolved its calls (by USR); names
@@ -374,22 +403,32 @@ class CppCallLinker:
         # a caller's second call of the same name reaches the same functions, already linked
         # from its first (unless clang resolved some of its calls: they are told apart by line)
         sites: set[tuple] = set()
+        # bound once: this loop runs for every call site of the tree (~360k in PyTorch)
+        rows_calls, call_edges, reach = out.calls, out.call_edges, out.reach
+        op_or_stub, invoked, function_targets = self._op_or_stub_names, self._invoked, self.function_targets
         for c in calls:
-            caller = ids[c.func_index]
-            if c.kind != _RESOLVED:
-                out.calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
-                self._operator_and_stub_edges(c, caller, out)
-            site = (c.func_index, c.callee_name, c.qualifier, c.kind, c.line if exact else 0)
+            func_index, name, qual, kind, line = c
+            caller = ids[func_index]
+            if kind != _RESOLVED:
+                rows_calls.append((caller, name, qual, kind, line))
+                if name in op_or_stub:  # else no operator or stub is called
+                    self._operator_and_stub_edges(c, caller, out)
+            site = (func_index, name, qual, kind, line if exact else 0)
             if site in sites:
                 continue
             sites.add(site)
-            for callee, kind in self.function_targets(file_id, caller, c, usings, exact):
-                for target in [callee, *self.invoked(callee)]:
-                    if (caller, target) not in linked and target != caller:
+            for callee, edge_kind in function_targets(file_id, caller, c, usings, exact):
+                also = invoked.get(callee)
+                if also is None:
+                    also = self.invoked(callee)
+                for target in [callee, *also] if also else (callee,):
+                    if target != caller and (caller, target) not in linked:
                         linked.add((caller, target))
-                        out.call_edges.append((caller, target, kind, c.line))
-                        virtual = target == callee and kind == CallKind.VIRTUAL
-                        out.reach.append(self.reach_edge(target, caller, virtual, c.line))
+                        call_edges.append((caller, target, edge_kind, line))
+                        if edge_kind == _VIRTUAL and target == callee:
+                            reach.append(self.reach_edge(target, caller, True, line))
+                        else:
+                            reach.append((target, caller, _CALL, f"line {line}"))
         out.hubs, self.hubs = self.hubs, []
         return out
 
@@ -407,28 +446,130 @@ class CppCallLinker:
             ]
         return found
 
-    def visible_units(self, file_id: int) -> frozenset[tuple[str, str] | None]:
+    def _looked_up(self, name: str, last_qual: str, member: bool) -> _LookedUp:
+        """``_lookup``'s functions split for a call from any file (kept for every file)."""
+        key = (name, last_qual, member)
+        found = self._looked_up_parts.get(key)
+        if found is None:
+            rows = self.rows
+            listed = self._lookup(name, last_qual, member)
+            external = [f for f in listed if not rows[f][3]]
+            internal: dict[int, list[int]] = defaultdict(list)
+            by_file: dict[int, list[int]] = defaultdict(list)
+            for f in listed:
+                by_file[rows[f][0]].append(f)
+                if rows[f][3]:
+                    internal[rows[f][0]].append(f)
+            found = self._looked_up_parts[key] = _LookedUp(
+                listed, external, frozenset(external), dict(internal), dict(by_file),
+                len({rows[f][1] for f in external}),
+            )
+        return found
+
+    def _resolve_looked_up(
+        self, file_id: int, excluded: int, name: str, last_qual: str, kind: CallKind, caller: int
+    ) -> tuple[list[int], list[int]]:
+        """``_resolve`` for a qualified or member call: the functions ``_lookup`` finds that
+        ``file_id`` can call (internal linkage: its own only), by the same rules as an
+        unqualified call's after the lookup, the parts that do not depend on the calling file
+        made once per looked-up name (``_looked_up``)."""
+        rows = self.rows
+        member = kind == _MEMBER
+        parts = self._looked_up(name, last_qual, member)
+        targets, n_names = parts.external, parts.external_names
+        if file_id in parts.internal or excluded in parts.external_set:
+            targets = [f for f in parts.listed if f != excluded and (not rows[f][3] or rows[f][0] == file_id)]
+            n_names = -1
+        same_file = parts.by_file.get(file_id, ())
+        if len(targets) > 1:
+            narrowed = self._own_class_definitions(targets, file_id, caller, [f for f in same_file if f != excluded])
+            if narrowed is not targets:
+                targets, n_names = narrowed, -1
+        kept = targets
+        if n_names < 0:
+            n_names = len({rows[f][1] for f in targets})
+        if n_names > (_AMBIGUOUS_METHOD if member else _AMBIGUOUS):
+            # a very common name: keep the same file and the caller's namespace; for a method
+            # (x.get(), x.size()) the namespace says nothing about x's class: the same file only
+            # (a function of the caller's file is never dropped from ``targets`` above)
+            if member:
+                kept = [f for f in same_file if f != excluded]
+            else:
+                scope = rows[caller][1].rsplit("::", 1)[0]
+                kept = [f for f in targets if rows[f][0] == file_id or rows[f][1].startswith(scope + "::")]
+        if member and kept and self._read_includes is not None and self._units:
+            units = self.visible_units(file_id)  # calling a method needs its class's definition
+            unit_bit = self.unit_bit
+            seen = [f for f in kept if units & unit_bit(rows[f][0])]
+            kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
+        return targets, kept
+
+    def visible_units(self, file_id: int) -> int:
         """The C++ units (a header with its .cpp) of ``file_id`` and the indexed files it
         includes, directly or not: where the class of a method it calls on an object can be
-        defined (a method defined out of line in ``X.cpp`` is visible where ``X.h`` is)."""
+        defined (a method defined out of line in ``X.cpp`` is visible where ``X.h`` is). A set
+        of units as bits (``unit_bit``), made for every file the walk reaches at once: the
+        files of one cycle of includes see the same units, and a file sees those of the files
+        it includes (Tarjan's walk over the include graph)."""
         found = self._visible_units.get(file_id)
-        if found is None:
-            includes = self.includes
-            seen = {file_id}
-            stack = [file_id]
-            while stack:
-                for inc in includes.get(stack.pop(), ()):
-                    if inc not in seen:
-                        seen.add(inc)
-                        stack.append(inc)
-            found = self._visible_units[file_id] = frozenset(self._units.get(f) for f in seen)
-        return found
+        if found is not None:
+            return found
+        closed, includes, unit_bit = self._visible_units, self.includes, self.unit_bit
+        index = {file_id: 0}
+        low = {file_id: 0}
+        bits = {file_id: unit_bit(file_id)}  # each open file's units and those of the files it reached
+        stack, on_stack = [file_id], {file_id}
+        walk = [(file_id, iter(includes.get(file_id, ())))]
+        while walk:
+            f, edges = walk[-1]
+            for inc in edges:
+                done = closed.get(inc)
+                if done is not None:
+                    bits[f] |= done
+                elif inc not in index:
+                    index[inc] = low[inc] = len(index)
+                    bits[inc] = unit_bit(inc)
+                    stack.append(inc)
+                    on_stack.add(inc)
+                    walk.append((inc, iter(includes.get(inc, ()))))
+                    break
+                elif inc in on_stack:  # in the cycle of f: its units join f's when the cycle closes
+                    low[f] = min(low[f], index[inc])
+            else:
+                walk.pop()
+                if low[f] == index[f]:  # f's cycle closes: its files see the same units
+                    cycle, seen = [], 0
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        cycle.append(member)
+                        seen |= bits[member]
+                        if member == f:
+                            break
+                    for member in cycle:
+                        closed[member] = seen
+                if walk:
+                    parent = walk[-1][0]
+                    low[parent] = min(low[parent], low[f])
+                    if f in closed:
+                        bits[parent] |= closed[f]
+        return closed[file_id]
+
+    def unit_bit(self, file_id: int) -> int:
+        """The bit of ``file_id``'s unit in a set of units (``visible_units``)."""
+        unit = self._units.get(file_id)
+        at = self._unit_index.get(unit)
+        if at is None:
+            at = self._unit_index[unit] = len(self._unit_index)
+        return 1 << at
 
     @cached_property
     def includes(self) -> Mapping[int, Iterable[int]]:
         return self._read_includes() if self._read_includes is not None else {}
 
-    def _own_class_definitions(self, targets: list[int], file_id: int, caller: int) -> list[int]:
+    def _own_class_definitions(
+        self, targets: list[int], file_id: int, caller: int, same_file: list[int] | None = None
+    ) -> list[int]:
         """``targets`` without the methods of the calling method's own class that its file
         defines and another file defines again under the same qualified name, unless that
         file is the caller's companion (``ivalue.h``/``ivalue_inl.h``, ``rnn.h``/``rnn.cpp``):
@@ -439,7 +580,7 @@ class CppCallLinker:
             return targets
         local = {
             key
-            for f in targets
+            for f in (targets if same_file is None else same_file)  # same_file: those of targets in file_id
             if self.rows[f][0] == file_id and (key := self._method_key(f)).rpartition("::")[0] == own_class
         }
         if not local:
@@ -472,7 +613,7 @@ class CppCallLinker:
         key = self._methods.get(fid)
         if key is None:
             _, qualname, kind, _, _ = self.rows[fid]
-            key = self._methods[fid] = _strip_args(re.sub(r"<[^<>]*>", "", qualname)) if kind == _METHOD else ""
+            key = self._methods[fid] = _strip_args(_ANY_ARGS.sub("", qualname)) if kind == _METHOD else ""
         return key
 
     def call_names(self, fid: int) -> set[str]:
@@ -532,7 +673,7 @@ class CppCallLinker:
             return []  # tensor.foo(): the operator, not every C++ method named foo
         if kind != _MEMBER and qual == "at" and name in self.aten_api:
             return []
-        if (c.func_index, name, c.line) in exact:
+        if exact and (c.func_index, name, c.line) in exact:
             return []  # clang resolved this call: no name-based guesses
         targets = self._targets(file_id, caller, name, qual, kind, usings)
         if not targets and kind == _DIRECT and name in self.functors:
@@ -571,21 +712,19 @@ class CppCallLinker:
                     c for w in _WORDS.findall(receiver) if w in h.by_short
                     for c in h.resolve(w, scope) if h.is_virtual(c, name)
                 }
-            else:
-                roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+            else:  # the same for every call of the name from the file
+                roots = self._seen_roots.get((file_id, name))
+                if roots is None:
+                    roots = {c for c in h.declaring[name] if self._sees(file_id, h.files[c])}
+                    self._seen_roots[(file_id, name)] = roots
         elif not qual and caller_class:
             roots = {c for c in h.classes_of_method(caller_class) if h.is_virtual(c, name)}
         else:
             return None  # Base::m() names its definition; a free function's m() is no method call
         if not roots:
             return None
-        classes = frozenset().union(*(h.subtree(r) for r in roots))
         rows = self.rows
-        targets = [
-            f for f in self._lookup(name, "", True)
-            if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
-            and (not rows[f][3] or rows[f][0] == file_id)
-        ]
+        targets = [f for f in self._overrides(name, frozenset(roots)) if not rows[f][3] or rows[f][0] == file_id]
         overriding = {self._method_key(f).rpartition("::")[0] for f in targets}
         if len(overriding) > VIRTUAL_HUB:
             if name not in self._hub_names:  # said once per method name
@@ -597,12 +736,25 @@ class CppCallLinker:
             return None
         return targets
 
+    def _overrides(self, name: str, roots: frozenset[str]) -> list[int]:
+        """The methods named ``name`` of the classes ``roots`` and those deriving from them, from
+        any file (kept for every file)."""
+        found = self._overrides_memo.get((name, roots))
+        if found is None:
+            h = self.hierarchy
+            classes = frozenset().union(*(h.subtree(r) for r in roots))
+            found = self._overrides_memo[(name, roots)] = [
+                f for f in self._lookup(name, "", True)
+                if h.classes_of_method(self._method_key(f).rpartition("::")[0]) & classes
+            ]
+        return found
+
     def _sees(self, file_id: int, files: Collection[int]) -> bool:
         """Whether ``file_id`` sees a class defined in ``files`` (its own, or a unit it includes)."""
         if file_id in files or self._read_includes is None or not self._units:
             return True
         units = self.visible_units(file_id)
-        return any(self._units[f] in units for f in files if f in self._units)
+        return any(units & self.unit_bit(f) for f in files if f in self._units)
 
     def reach_edge(self, target: int, caller: int, virtual: bool, line: int) -> tuple:
         """The reachability edge of a call edge: a virtual call (to an override) names the override's class."""
@@ -675,9 +827,14 @@ class CppCallLinker:
     ) -> list[int]:
         if name not in self.by_name:
             return []
-        _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
-        by_param = _through_param(caller_qualname, qual, kind)
-        key = (file_id, caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind, name, qual, kind, usings, by_param)
+        scope = self._scope_of.get(caller)
+        if scope is None:
+            _, caller_qualname, caller_kind, _, caller_ns = self.rows[caller]
+            scope = self._scope_of[caller] = self._scope_ids.setdefault(
+                (caller_ns, caller_qualname.rsplit("::", 1)[0], caller_kind), len(self._scope_ids)
+            )
+        by_param = bool(qual) and kind != _MEMBER and _through_param(self.rows[caller][1], qual, kind)
+        key = (file_id, scope, name, qual, kind, usings, by_param)
         memo = self._memo.get(key)
         if memo is None:
             found = self._resolve(file_id, -1, name, qual, kind, usings, caller)
@@ -706,10 +863,7 @@ class CppCallLinker:
                 if f != excluded and not rows[f][4] and (not rows[f][3] or rows[f][0] == file_id)
             ]
         elif qual or kind == _MEMBER:  # internal linkage: same translation unit only
-            targets = [
-                f for f in self._lookup(name, last_qual, kind == _MEMBER)
-                if f != excluded and (not rows[f][3] or rows[f][0] == file_id)
-            ]
+            return self._resolve_looked_up(file_id, excluded, name, last_qual, kind, caller)
         else:  # unqualified: the same file, else (not &name) the enclosing and used namespaces
             scopes = visible_scopes(rows[caller][4], usings) if kind != _ADDRESS else frozenset()
             if rows[caller][2] in _STRUCTURED_KINDS:
@@ -735,6 +889,7 @@ class CppCallLinker:
             ]
         if (kind == _MEMBER or by_param) and kept and self._read_includes is not None and self._units:
             units = self.visible_units(file_id)  # calling a method needs its class's definition
-            seen = [f for f in kept if self._units.get(rows[f][0]) in units]
+            unit_bit = self.unit_bit
+            seen = [f for f in kept if units & unit_bit(rows[f][0])]
             kept = seen if seen or len(kept) == 1 else kept  # none seen: overrides of a virtual, maybe
         return targets, kept

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import textwrap
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.link import link
+from indexer.link_cpp import CppCallLinker, _unit_of
 
 
 def facts(path: str, source: str) -> FileFacts:
@@ -92,3 +96,22 @@ def test_the_only_candidate_is_called_where_its_class_is_visible():
 def test_a_method_defined_out_of_line_is_visible_where_its_header_is():
     assert single_candidate_callees('#include "xccl/WorkXCCL.hpp"', out_of_line=True) == {"c10d::WorkXCCL::wait"}
     assert single_candidate_callees("", out_of_line=True) == set()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.integers(0, 11), st.lists(st.integers(0, 11), max_size=4), max_size=12), st.data())
+def test_the_units_a_file_sees_are_those_of_every_file_it_reaches(includes, data):
+    """visible_units (one walk for every file it reaches, include cycles and files asked for in
+    any order) gives each file the units of the files it reaches, itself included."""
+    paths = {f: f"src/dir{f % 3}/unit{f % 5}.{'h' if f % 2 else 'cpp'}" for f in range(12)}
+    linker = CppCallLinker((), (), set(), lambda kind, key: 0, paths, lambda: includes)
+    for file_id in data.draw(st.permutations(range(12))):
+        seen, stack = {file_id}, [file_id]
+        while stack:
+            for inc in includes.get(stack.pop(), ()):
+                if inc not in seen:
+                    seen.add(inc)
+                    stack.append(inc)
+        units = linker.visible_units(file_id)
+        assert {u for u in range(12) if units & linker.unit_bit(u)} == {u for u in range(12) if any(
+            _unit_of(paths[u]) == _unit_of(paths[f]) for f in seen)}
