@@ -33,9 +33,12 @@ How a test is traced:
 - Operators come from one ``torch.profiler`` session per job, split by a marker per test. Under
   fake tensors, what runs inside a non-composite operator is the fake kernel's own work and is
   dropped; CompositeImplicitAutograd operators keep their decomposition.
-- scripts: the whole script runs under ``FakeTensorMode`` with devices remapped (real when fake
-  fails); its timed region is every ``with torch.profiler.profile(...)`` block, or the whole run
-  when it has none.
+- scripts: the whole script runs on the meta device with devices remapped (under
+  ``FakeTensorMode`` when that fails, real when fake fails); its timed region is every
+  ``with torch.profiler.profile(...)`` block, or the whole run when it has none. What it runs on
+  host tensors there (``torch.randn(n).to(device)`` draws on the CPU) is a second test of it on the
+  CPU, ``stem[host]`` (see ``_DeviceRemap``): a change to a device's kernel does not select the
+  script for operators it runs only on the host.
 """
 
 from __future__ import annotations
@@ -57,10 +60,14 @@ import tempfile
 import time
 import traceback
 import warnings
+import weakref
 
 _OP_NAME = re.compile(r"^([A-Za-z_]\w*)::([A-Za-z_]\w*)$")
 _NOT_OP_NAMESPACES = {"autograd", "torch", "perfq", "profiler", "c10d"}
 _MARK = "perfq-test-"
+_HOST = "perfq-host"  # around a script's call on host tensors (_DeviceRemap)
+_ON_HOST = "|host"  # the name of a part of a timed region inside _HOST markers
+_HOST_TEST = "[host]"  # a script's test of the operators it runs on host tensors, on the CPU
 _READY = "PERFQ-READY"  # printed once torch is warmed up, before any code of the repository runs
 _PYTHON_DISPATCH = {"PythonDispatchMode", "PythonSubclass", "PythonTLSSnapshot"}
 
@@ -203,14 +210,27 @@ def _die_with_parent() -> None:
 class _DeviceRemap:
     """Runs ``device=cuda/xpu/...`` requests on ``target`` (the CPU, or ``meta`` for shapes
     only): a TorchFunctionMode for tensor functions, and patches for modules, generators and
-    the backends' synchronize/is_available helpers."""
+    the backends' synchronize/is_available helpers.
 
-    def __init__(self, remap: set[str]) -> None:
+    For a script (``host=True``) the mode also tells the calls the real script makes on the
+    host apart: a remapped run puts every tensor on the target, but ``torch.randn(n).to(device)``
+    draws on the CPU, not on the device. Tensors are tagged host-made: a factory asked for no
+    device (the real default is the CPU, unless the script set a remapped default device), for
+    the CPU, or a call whose tensor arguments are all host-made and that asks for no remapped
+    device. ``.to(device)``, ``.xpu()``, a remapped ``device=`` make device tensors; untagged
+    tensors (module parameters, what autograd makes) count as device ones. Each host call runs
+    inside a ``_HOST`` marker, so the profile tells its operators (and those inside them)
+    apart."""
+
+    def __init__(self, remap: set[str], host: bool = False) -> None:
         import torch
         from torch.overrides import TorchFunctionMode
+        from torch.profiler import record_function
 
         self.target = "cpu"
         self.seen: set[str] = set()
+        self.host: dict[int, weakref.ref] = {}  # id -> tensor made on the host
+        self.default_on_device = False  # the script set a remapped default device
         remapper = self
 
         def fix(value):
@@ -222,28 +242,78 @@ class _DeviceRemap:
                 return torch.device(remapper.target)
             return value
 
-        self.fix = fix
+        def on_host(device) -> bool:
+            """Whether a device request names the host: ``"cpu"``; a ``torch.device("cpu")``
+            only where the target is not the CPU (a remapped tensor's ``.device`` is the target)."""
+            if isinstance(device, str):
+                return device.split(":")[0] == "cpu"
+            return isinstance(device, torch.device) and device.type == "cpu" and remapper.target != "cpu"
+
+        def is_host(value) -> bool:
+            ref = remapper.host.get(id(value))
+            return ref is not None and ref() is value
+
+        def tensors(values) -> list:
+            out = []
+            for v in values:
+                if isinstance(v, torch.Tensor):
+                    out.append(v)
+                elif isinstance(v, list | tuple):
+                    out += [t for t in v if isinstance(t, torch.Tensor)]
+            return out
+
+        def tag(result, made_on_host: bool) -> None:
+            for t in tensors([result]):
+                if made_on_host:
+                    key = id(t)
+                    remapper.host[key] = weakref.ref(t, lambda ref, key=key: remapper.host.get(key) is ref
+                                                     and remapper.host.pop(key))
+                else:
+                    remapper.host.pop(id(t), None)
+
+        self.fix, self.is_host = fix, is_host
 
         class Mode(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 kwargs = dict(kwargs or {})
+                name = getattr(func, "__name__", "")
+                asked = kwargs.get("device")  # the device the call asks for (None: none)
                 if "device" in kwargs:
                     kwargs["device"] = fix(kwargs["device"])
-                if getattr(func, "__name__", "") in ("to", "cuda", "xpu") and args:
-                    if getattr(func, "__name__", "") != "to":
+                if name in ("to", "cuda", "xpu") and args:
+                    if name != "to":
+                        if host:
+                            tag(args[0], False)
                         return args[0]
+                    asked = next((a for a in args[1:] if isinstance(a, str | torch.device)), asked)
                     args = (args[0], *[fix(a) for a in args[1:]])
-                return func(*args, **kwargs)
+                if not host:
+                    return func(*args, **kwargs)
+                if asked is not None or name == "cpu":
+                    on = name == "cpu" or on_host(asked)
+                else:
+                    inputs = tensors([*args, *kwargs.values()])
+                    on = all(map(is_host, inputs)) if inputs else not remapper.default_on_device
+                if not on:
+                    result = func(*args, **kwargs)
+                else:
+                    with record_function(_HOST):
+                        result = func(*args, **kwargs)
+                tag(result, on)
+                return result
 
         self.mode = Mode()
         module_to = torch.nn.Module.to
 
         def to(module, *args, **kwargs):
             """``module.to(device)`` onto the device it is already on: nothing to do (fake
-            parameters cannot be swapped by ``Module._apply``)."""
+            parameters cannot be swapped by ``Module._apply``); its tensors are device ones."""
             target = kwargs.get("device", args[0] if args else None)
             same = isinstance(target, str | torch.device) and str(fix(target)).split(":")[0] == remapper.target
             if len(args) + len(kwargs) == 1 and same:
+                if host and not on_host(target):
+                    for t in [*module.parameters(), *module.buffers()]:
+                        tag(t, False)
                 return module
             return module_to(module, *args, **kwargs)
 
@@ -255,6 +325,17 @@ class _DeviceRemap:
                 return generator("cpu")
 
         torch.Generator = Generator
+        if host:
+            set_default_device = torch.set_default_device
+
+            def set_default(device) -> None:
+                """A remapped default device: factories then make device tensors (on the target,
+                the tracer's own default)."""
+                remapper.default_on_device = fix(device) is not device
+                if not remapper.default_on_device:
+                    set_default_device(device)
+
+            torch.set_default_device = set_default
         for name in remap:
             backend = getattr(torch, name, None)
             if backend is not None:
@@ -890,17 +971,45 @@ def _small_tensors():
     return Small()
 
 
-def _add_small_real(found: dict, attempt, regions, budgets: dict) -> None:
+def _add_small_real(found: list[tuple[dict, bool | None]], attempt, parts, budgets: dict) -> None:
     """Run the script once more for real on the CPU with small tensors and record what ran
     inside other operators there (an index with a boolean mask runs nonzero; a loss's mean):
     ``nested`` pairs (parent, child), as far as the run got. perfq keeps a pair for a test on
-    another device only where the parent's kernel for that device is not the backend's own."""
+    another device only where the parent's kernel for that device is not the backend's own.
+    ``found``: the script's tests, each with the parts of the timed region it takes (see
+    ``_on_side``)."""
     prof, _failure = attempt("small", budgets.get("small", 20))
     events = prof.profiler.kineto_results.events()
-    top = set(found["ops"])
-    found["nested"] = sorted(
-        [p, c] for p, c in _nested_pairs(events, regions(events)) if c not in top and p != c
-    )
+    cut = parts(events)
+    for test, side in found:
+        top = set(test["ops"])
+        markers = [m for m in cut if _on_side(m[2], side)]
+        test["nested"] = sorted([p, c] for p, c in _nested_pairs(events, markers) if c not in top and p != c)
+
+
+def _host_parts(regions: list[tuple[int, int, str]], hosts: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The timed ``regions`` (start, end, name) cut by the ``_HOST`` markers in them: the parts
+    inside a marker are named ``name + _ON_HOST``, the others keep ``name`` (non-overlapping)."""
+    starts = [h[0] for h in hosts]
+    out = []
+    for start, end, name in regions:
+        cursor = start
+        for host_start, host_end, _ in hosts[bisect.bisect_left(starts, start) : bisect.bisect_left(starts, end)]:
+            if host_start < cursor:  # inside the one before
+                continue
+            if host_start > cursor:
+                out.append((cursor, host_start, name))
+            cursor = min(host_end, end)
+            out.append((host_start, cursor, name + _ON_HOST))
+        if cursor < end:
+            out.append((cursor, end, name))
+    return out
+
+
+def _on_side(part: str, side: bool | None) -> bool:
+    """Whether a part of the timed region belongs to a test of ``side``: the host's (True), the
+    device's (False) or both (None: nothing ran remapped, the whole script ran on the CPU)."""
+    return side is None or part.endswith(_ON_HOST) == side
 
 
 def _nested_pairs(events, markers: list[tuple[int, int, str]]) -> set[tuple[str, str]]:
@@ -939,7 +1048,7 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    remapping = _DeviceRemap(set(request.get("remap", [])))
+    remapping = _DeviceRemap(set(request.get("remap", [])), host=True)
     timed: list[int] = []
 
     class TimedRegion:
@@ -992,6 +1101,8 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
     def attempt(mode: str, seconds: int | None = None):
         """The profile of one run, and the exception that ended it early (or None)."""
         timed.clear()
+        remapping.host.clear()
+        remapping.default_on_device = False
         real = torch.profiler.profile
         signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(seconds or budget)
@@ -1021,27 +1132,41 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         markers = _markers(events)
         return [m for m in markers if m[2] != "whole"] or [m for m in markers if m[2] == "whole"]
 
-    def entry(prof, mode: str) -> dict:
+    def parts(events) -> list[tuple[int, int, str]]:
+        """The timed regions, cut where the script ran calls on host tensors."""
+        return _host_parts(timed_regions(events), _markers(events, _HOST))
+
+    def entry(prof, mode: str) -> list[tuple[dict, bool | None]]:
+        """The script's tests: its device's, and the host's when it ran operators on host tensors
+        (a test on the CPU, named ``stem[host]``); each with its side (``_on_side``)."""
         events = prof.profiler.kineto_results.events()
-        regions = timed_regions(events)
+        cut = parts(events)
         graph: dict[str, set[str]] = {}
-        ops = _ops_per_marker(events, regions, {m[2]: "real" if mode == "real" else "fake" for m in regions}, graph)
-        ran = set().union(*ops.values())
-        dtypes = set().union(*_dtypes_per_marker(events, regions, ops).values())
+        ops = _ops_per_marker(events, cut, {m[2]: "real" if mode == "real" else "fake" for m in cut}, graph)
+        dtypes = _dtypes_per_marker(events, cut, ops)
         stem = os.path.splitext(os.path.basename(script))[0]
         device = ",".join(sorted(remapping.seen)) or "cpu"
-        return {
-            "name": stem,
-            "module": stem,
-            "class": "",
-            "tag": "",
-            "backward": False,
-            "device": device,
-            "mode": {"meta-gaps": "meta"}.get(mode, mode),
-            "ops": sorted(ran),
-            "inner": sorted(ran - set().union(*graph.values())),
-            "dtypes": sorted(dtypes),
-        }
+
+        def test(name: str, on: str, side: bool | None) -> dict:
+            mine = [part for part in ops if _on_side(part, side)]
+            ran = set().union(*(ops[part] for part in mine))
+            return {
+                "name": name,
+                "module": stem,
+                "class": "",
+                "tag": "",
+                "backward": False,
+                "device": on,
+                "mode": {"meta-gaps": "meta"}.get(mode, mode),
+                "ops": sorted(ran),
+                "inner": sorted(ran - set().union(*(graph.get(part, set()) for part in mine))),
+                "dtypes": sorted(set().union(*(dtypes.get(part, set()) for part in mine))),
+            }
+
+        if device == "cpu":
+            return [(test(stem, device, None), None)]
+        host = test(stem + _HOST_TEST, "cpu", True)
+        return [(test(stem, device, False), False)] + ([(host, True)] if host["ops"] else [])
 
     errors: list[str] = []
     partial: dict | None = None
@@ -1056,20 +1181,30 @@ def _trace_script(job: dict, request: dict, checkpoint: str) -> dict:
         found = entry(prof, mode)
         if failure is None:
             if mode != "real" and request.get("small_real", True):
-                _add_small_real(found, attempt, timed_regions, budgets)
-            return {"tests": [found], "errors": []}
+                _add_small_real(found, attempt, parts, budgets)
+            return {"tests": [test for test, _ in found], "errors": []}
         text = str(failure).splitlines()[0][:160] if str(failure) else ""
         errors.append(f"{mode}: {type(failure).__name__}: {text}")
-        if timed and found["ops"]:  # it got into its timed region: what ran until the failure
-            if partial is None:
-                partial = found
-            else:
-                graph = _graph_level([partial, found])
-                partial["ops"] = sorted(set(partial["ops"]) | set(found["ops"]))
-                partial["inner"] = sorted(set(partial["ops"]) - graph)
+        if timed and any(test["ops"] for test, _ in found):  # it got into its timed region: what ran until the failure
+            partial = _merged(partial, [test for test, _ in found])
             with open(checkpoint, "w", encoding="utf-8") as fh:
-                json.dump({"tests": [partial], "errors": errors}, fh)
-    return {"tests": [partial] if partial else [], "errors": errors}
+                json.dump({"tests": partial, "errors": errors}, fh)
+    return {"tests": partial or [], "errors": errors}
+
+
+def _merged(partial: list[dict] | None, found: list[dict]) -> list[dict]:
+    """The tests of the runs that failed so far (``partial``) with those of one more (``found``):
+    a test's operators are those any run saw (by test name)."""
+    if partial is None:
+        return found
+    by_name = {test["name"]: test for test in partial}
+    for test in found:
+        kept = by_name.setdefault(test["name"], test)
+        if kept is not test:
+            graph = _graph_level([kept, test])
+            kept["ops"] = sorted(set(kept["ops"]) | set(test["ops"]))
+            kept["inner"] = sorted(set(kept["ops"]) - graph)
+    return list(by_name.values())
 
 
 def _child(job: dict, request: dict, out_path: str) -> None:
