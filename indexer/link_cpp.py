@@ -777,8 +777,8 @@ class CppCallLinker:
         out: dict[str, list[int]] = defaultdict(list)
         for cls, fids in by_class.items():
             short = cls.rpartition("::")[2]
-            if cls in self.call_operator or len(fids) > POLICY_METHODS:
-                continue
+            if cls in self.call_operator or len(fids) > POLICY_METHODS or "::operator " in cls:
+                continue  # (a conversion operator's name, 'X::operator std::optional<T>', is no class)
             names = {self.name_of[f] for f in fids}
             if short in names or f"~{short}" in names or any(self.hierarchy.is_virtual(cls, n) for n in names):
                 continue  # an object's class: constructed, not a policy whose members a template calls

@@ -132,7 +132,12 @@ template <typename CellType, typename Vector>
 static int rnn_impl(int input) {
   return CellType{}(input);
 }
+template <typename T>
+struct OptionalArray {
+  operator std::optional<c10::ArrayRef<T>>() { return std::nullopt; }
+};
 Tensor& _cdist_forward_cpu(Tensor& result) {
+  std::optional<int> maybe;
   launch_cdist<float, DistsZero<float>>(result);
   rnn_impl<LSTMCell<float>, Vec<float>>(1);
   return result;
@@ -159,6 +164,7 @@ def test_a_policy_class_or_a_class_template_given_as_a_template_argument_is_call
     assert (kernel, "at::native::DistsZero::inc") in edges and (kernel, "at::native::DistsZero::finish") in edges
     assert (kernel, "at::native::LSTMCell::operator()") in edges
     assert not any(callee.startswith("at::native::Vec::") for caller, callee in edges if caller == kernel)
+    assert not any("operator std::optional" in callee for _, callee in edges)  # a conversion, not a class
 
     nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
     up: dict[int, set[int]] = {}
