@@ -13,6 +13,7 @@ from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.link import link
 from indexer.native_yaml import OpFacts
+from tests.test_link_registered_lambdas import reached
 
 TEMPLATES = """
 namespace at::native::templates {
@@ -165,19 +166,7 @@ def test_a_policy_class_or_a_class_template_given_as_a_template_argument_is_call
     assert (kernel, "at::native::LSTMCell::operator()") in edges
     assert not any(callee.startswith("at::native::Vec::") for caller, callee in edges if caller == kernel)
     assert not any("operator std::optional" in callee for _, callee in edges)  # a conversion, not a class
-
-    nodes = {nid: (kind, key) for nid, kind, key, _ in tables.rows["nodes"]}
-    up: dict[int, set[int]] = {}
-    for dst, src, _, _ in tables.rows["reach_edges"]:
-        up.setdefault(dst, set()).add(src)
-    inc = next(gid for gid, q in name.items() if q == "at::native::DistsZero::inc")
-    seen, todo = {inc}, [inc]
-    while todo:
-        for nxt in up.get(todo.pop(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    assert ("op", "_cdist_forward") in {nodes[n] for n in seen}
+    assert ("op", "_cdist_forward") in reached(tables, "at::native::DistsZero::inc")
 
 
 SCATTER = """
