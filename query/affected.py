@@ -39,6 +39,7 @@ from query.document import (
     SelectedBenchmark,
     Source,
     Unmapped,
+    Unreached,
 )
 from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
@@ -661,12 +662,70 @@ def document(
         no_benchmark_ops=tuple(k for k in ops_reached if k not in covered),
         no_benchmark_gaps=tuple(dispatch_gaps),
         unmapped_changes=tuple(started.unmapped),
+        unreached_functions=tuple(unreached(store, reached, selected, canary_hits)),
         ignored_files=tuple(cs.ignored + selected.unused_modules),
         warnings=tuple(
             inp.warnings + started.warnings + reached.warnings + observed.warnings + selected.warnings + cs.notes
             + inp.lines.warnings() + (["reach truncated at max_depth"] if walk.truncated else [])
         ),
     )
+
+
+def unreached(store: IndexStore, reached: Reached, selected: Selected, canary_hits: list[CanaryHit]) -> list[Unreached]:
+    """The changed functions of the index whose walk met no operator and no benchmark, and that no
+    other source (a trace, line coverage, sampling, a canary set, a compile-mode registration)
+    answered: perfq does not know what runs them, and says so rather than "no benchmark"."""
+    walk = reached.walk
+    if walk.truncated:
+        return []
+    answered = {r.function for b in selected.benchmarks for r in b.reasons}
+    triggers = " ".join(h.trigger for h in canary_hits)
+    by_label: dict[str, list[Start]] = {}
+    for s in reached.starts:
+        if s.step.kind != StepKind.FUNCTION or s.label in answered or s.step.name in triggers:
+            continue
+        if selected.compiled and ".py:" in s.label:
+            continue  # a decomposition or lowering: answered in compile mode (_compiled_ops)
+        by_label.setdefault(s.label, []).append(s)
+    above = _walked_above(walk)
+    out: list[Unreached] = []
+    for starts in by_label.values():
+        nodes = {s.node for s in starts}
+        seen = _closure(above, nodes)
+        if any(walk.kind.get(n) in (NodeKind.OP, NodeKind.BENCHMARK) for n in seen):
+            continue
+        step, graph = starts[0].step, store.graph()
+        linked = any(graph.into(n) for n in nodes)
+        out.append(Unreached(step.file, step.name, len(seen - nodes), _unreached_reason(len(seen - nodes), linked)))
+    return out
+
+
+def _walked_above(walk: Reach) -> dict[int, list[int]]:
+    """node -> the nodes the walk went on to from it (its callers, registrations, operators)."""
+    above: dict[int, list[int]] = {}
+    for dst, src in walk.edges:
+        above.setdefault(dst, []).append(src)
+    return above
+
+
+def _closure(above: dict[int, list[int]], nodes: set[int]) -> set[int]:
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for src in above.get(todo.pop(), ()):
+            if src not in seen:
+                seen.add(src)
+                todo.append(src)
+    return seen
+
+
+def _unreached_reason(callers: int, linked: bool) -> str:
+    if not linked:
+        return ("nothing in the index calls or registers it: whatever runs it (code generated at build time, "
+                "a Python binding, a function pointer) is not linked, so perfq cannot tell which benchmarks do")
+    if not callers:
+        return "its callers and registrations in the index are for other devices or stop at shared hubs"
+    return (f"the {callers} indexed function(s) above it reach no operator and no benchmark: what runs them is "
+            "not linked, so perfq cannot tell which benchmarks do")
 
 
 def _coverage(

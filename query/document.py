@@ -87,6 +87,21 @@ class Unmapped:
 
 
 @dataclass(frozen=True)
+class Unreached:
+    """A changed function of the index from which perfq finds no operator and no benchmark: what
+    runs it, if anything does, is outside what the index links (``callers``: indexed functions
+    walked above it)."""
+
+    file: str
+    function: str
+    callers: int
+    reason: str
+
+    def to_json(self) -> dict:
+        return to_json(self)
+
+
+@dataclass(frozen=True)
 class DispatchGap:
     """An operator the change implements that benchmarks run, but never on the dispatch key and
     dtypes the changed lines run for (query/dtype_gaps.py)."""
@@ -125,6 +140,8 @@ class AffectedDoc:
     warnings: tuple[str, ...]
     # the operators of no_benchmark_ops that benchmarks run, but not on the change's dispatch key or dtypes
     no_benchmark_gaps: tuple[DispatchGap, ...] = ()
+    # changed functions whose walk reaches no operator and no benchmark: perfq does not know what runs them
+    unreached_functions: tuple[Unreached, ...] = ()
     ir_changed_kernels: tuple[str, ...] | None = field(default=None, metadata={"omit_if_none": True})
 
     def to_json(self) -> dict:

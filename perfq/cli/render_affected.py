@@ -160,6 +160,9 @@ def table(doc: AffectedDoc, explain: bool = False, plan: TestPlan | None = None)
                 + ", ".join(sorted({m for b in benches for m in b.modes}))
                 + " mode"
             )
+    elif doc.unreached_functions:
+        c.print(f"No benchmark found, and perfq cannot tell what runs {len(doc.unreached_functions)} changed "
+                "function(s) (reaches nothing, below): not an answer that nothing is affected.")
     else:
         c.print("No benchmark to run.")
     if explain:
@@ -180,6 +183,9 @@ def table(doc: AffectedDoc, explain: bool = False, plan: TestPlan | None = None)
     for u in doc.unmapped_changes:
         where = escape(plain(f"{u.file} {u.function or ''}"))
         c.print(f"[yellow]unmapped[/yellow] {where} lines {list(u.lines[:6])}: {escape(plain(u.reason))}")
+    for r in doc.unreached_functions:
+        where = escape(plain(f"{r.file} {r.function}"))
+        c.print(f"[yellow]reaches nothing[/yellow] {where}: {escape(plain(r.reason))}")
     if plan is not None and not doc.shared_infrastructure:
         print_plan(c, plan, c.is_terminal)
 
@@ -196,6 +202,9 @@ def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
         summary += " Compile mode (`--use-compile`) too."
     if doc.no_op_changes:
         summary += f" {len(doc.no_op_changes)} change(s) alter no behaviour (no-op)."
+    if doc.unreached_functions:
+        summary += (f" {len(doc.unreached_functions)} changed function(s) reach no operator and no benchmark:"
+                    " perfq cannot tell what runs them.")
     lines = [summary, ""]
     if doc.shared_infrastructure:
         lines += [f"**{_shared_headline(doc)}**", ""]
@@ -222,6 +231,8 @@ def markdown(doc: AffectedDoc, plan: TestPlan | None = None) -> str:
             "",
         ]
     lines += [f"- {md_text(gap.text)}" for gap in doc.no_benchmark_gaps]
+    lines += [f"- reaches nothing: {md_code(r.file)} {md_text(r.function)}: {md_text(r.reason)}"
+              for r in doc.unreached_functions]
     for hit in doc.canary:
         members = ", ".join(md_code(b.name) for b in hit.benchmarks)
         lines.append(f"- canary set **{md_text(hit.set)}**: {md_text(hit.trigger)}"
