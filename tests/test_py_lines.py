@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from common.config import load_config
-from common.diff import parse_diff
+from common.diff import FileChange, parse_diff
 from indexer.build import build_index
 from query.py_lines import _readers, _statement, _touched, _traced_line
 from tests.conftest import CORPUS, db_rows, git, run_perfq
@@ -66,6 +66,25 @@ def test_a_pure_insertion_touches_the_code_lines_beside_it():
     ))
     (fc,) = parse_diff(diff)
     assert _touched(fc, rows) == {2, 5}  # the code lines before and after, past blanks and comments
+
+
+def _diff(*lines: str) -> FileChange:
+    header = ("diff --git a/m.py b/m.py", "--- a/m.py", "+++ b/m.py")
+    (fc,) = parse_diff("".join(line + "\n" for line in (*header, *lines)))
+    return fc
+
+
+def test_an_insertion_opening_a_block_touches_its_first_line_not_the_header():
+    # perfq's diffs have no context (-U0): a pure insertion follows the line its hunk starts at
+    rows = ["class T:", "    @wrap", "    def rsub(self, other):", "        return rsub(self, other)", "",
+            "    def rdiv(self, other):", "        return 1"]
+    fast_path = _diff("@@ -3,0 +4,2 @@", "+        if other == 0:", "+            return -self")
+    assert _touched(fast_path, rows) == {4}  # not the def line (class level: it runs at import)
+    rows = ["def f(x):", "    if x:", "        a()", "    c()"]
+    assert _touched(_diff("@@ -3,0 +4 @@", "+        b()"), rows) == {3}  # ends the if's block: not c()
+    assert _touched(_diff("@@ -2,0 +3 @@", "+        b()"), rows) == {3}  # opens it: not the if
+    assert _touched(_diff("@@ -1,0 +2 @@", "+    b()"), rows) == {2}
+    assert _touched(_diff("@@ -2 +2 @@", "-    if x:", "+    if not x:"), rows) == {2}
 
 
 def test_readers_of_a_module_level_name_are_the_files_that_use_it():
