@@ -87,9 +87,11 @@ _UNSEEN = object()
 
 
 class _LineRecorder:
-    """Per-test Python line coverage with ``sys.settrace``: the lines a test runs (its build and its
-    timed region) in the benchmark tree's shared modules (harness, configs) and in torch's own
-    Python, as repository-relative paths (torch's as ``torch/...``, the module-relative path that
+    """Per-test Python line coverage with ``sys.settrace``: the lines a test runs in the benchmark
+    tree's shared modules (harness, configs: its build and its timed region, as the build decides
+    the test) and in torch's own Python (its timed region only, as its operators: what the
+    benchmark's ``init`` runs there, ``nn.Linear.reset_parameters``, is setup the benchmark does
+    not time), as repository-relative paths (torch's as ``torch/...``, the module-relative path that
     maps the installed torch onto the indexed sources). What the cyclic garbage collector runs
     (finalizers, weakref callbacks) is no test's: it collects earlier tests' garbage whenever
     allocations reach a threshold, so its lines would land on a test by chance."""
@@ -168,6 +170,16 @@ class _LineRecorder:
             yield
         finally:
             sys.settrace(previous)
+
+    @contextlib.contextmanager
+    def timed(self):
+        """The test's timed region, inside a ``recording(tree_only=True)``: torch's lines count
+        here too (no torch frame outlives its bounds: the tracer's own code enters and leaves it)."""
+        saved, self.tree_only = self.tree_only, False
+        try:
+            yield
+        finally:
+            self.tree_only = saved
 
     def take(self) -> dict[str, list[int]]:
         """The lines recorded since the last take, per file."""
@@ -703,10 +715,10 @@ class _OpBenchTracer:
                 if case.test_config.run_backward:  # the timed region is the backward pass only
                     case.run_forward(1, False, False)
                     case._output_mean()
-                    with record_function(_MARK + marker):
+                    with record_function(_MARK + marker), self._timed():
                         case.run_backward(1)
                 else:
-                    with record_function(_MARK + marker):
+                    with record_function(_MARK + marker), self._timed():
                         case.run_forward(1, False, False)
             built = _union_lines([{"lines": built}, {"lines": self._test_lines()}])
             self.tests.append({**self._entry(case, device, mode), "lines": built})
@@ -721,12 +733,16 @@ class _OpBenchTracer:
         return _union_lines([{"lines": self.lines.take()}, {"lines": self.import_lines}])
 
     def _recording(self, mode: str) -> contextlib.AbstractContextManager:
-        """Line coverage of one test (its build and run), when asked for; lines left from a failed
-        test are dropped first."""
+        """Line coverage of one test (its build and run: the benchmark tree's lines; torch's in
+        ``_timed`` only), when asked for; lines left from a failed test are dropped first."""
         if self.lines is None:
             return contextlib.nullcontext()
         self.lines.take()
-        return self.lines.recording(shapes_only=mode != "real")
+        return self.lines.recording(shapes_only=mode != "real", tree_only=True)
+
+    def _timed(self) -> contextlib.AbstractContextManager:
+        """The test's timed region, where torch's lines are recorded too."""
+        return self.lines.timed() if self.lines is not None else contextlib.nullcontext()
 
     def _bytes_needed(self, meta, config, tag: str) -> int:
         """Bytes of the tensors a config's first test holds, measured on a build of its cases

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from common.diff import FileChange
+from common.diff import FileChange, Hunk
 from query.changes import ChangeSet
 from schema.index_store import IndexStore
 
@@ -160,18 +160,48 @@ def _place(path: str, text: str, fc: FileChange, shared_module: bool, store: Ind
 
 def _touched(fc: FileChange, rows: list[str]) -> set[int]:
     """The base's lines a change touches: those it removes, and around each pure insertion the
-    code lines before and after it (what the inserted lines run beside)."""
-    out = set(fc.removed)
+    code lines it runs beside (``_beside``)."""
+    out: set[int] = set()
     for hunk in fc.hunks:
-        if any(d.kind == "-" for d in hunk.lines):
-            continue  # its removed lines stand for it
-        old = hunk.source_start  # the base's line the next context or inserted line sits at
-        for d in hunk.lines:
-            if d.kind == "+" and _code([d.text], 1):
-                out |= {n for n in (_code_near(rows, old - 1, -1), _code_near(rows, old, 1)) if n}
-            else:
-                old += 1
+        removed = _removed(hunk)
+        out |= removed or _beside(hunk, rows)
     return out
+
+
+def _removed(hunk: Hunk) -> set[int]:
+    """The base's lines a hunk removes."""
+    out, old = set(), hunk.source_start
+    for d in hunk.lines:
+        if d.kind == "-":
+            out.add(old)
+        if d.kind != "+":
+            old += 1
+    return out
+
+
+def _beside(hunk: Hunk, rows: list[str]) -> set[int]:
+    """The base's code lines a pure insertion runs beside: before and after each run of inserted
+    lines, past blanks and comments, except one less indented than the run (the header of the
+    block it opens, ``def f():``, ``else:``; the statement after the block it ends): that one runs
+    whether or not the block does (a ``def`` line at import)."""
+    out: set[int] = set()
+    old = hunk.source_start + (hunk.source_length == 0)  # -U0: the insertion follows source_start
+    run: list[str] = []
+    for d in (*hunk.lines, None):
+        if d is not None and d.kind == "+":
+            run += [d.text] if _code([d.text], 1) else []
+            continue
+        if run:
+            near = {n for n in (_code_near(rows, old - 1, -1), _code_near(rows, old, 1)) if n}
+            depth = min(map(_indent, run))
+            out |= {n for n in near if _indent(rows[n - 1]) >= depth} or near
+            run = []
+        old += 1
+    return out
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
 
 
 def _code(rows: list[str], n: int) -> bool:

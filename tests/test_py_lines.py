@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from common.config import load_config
-from common.diff import parse_diff
+from common.diff import FileChange, parse_diff
 from indexer.build import build_index
 from query.py_lines import _readers, _statement, _touched, _traced_line
 from tests.conftest import CORPUS, db_rows, git, run_perfq
@@ -68,6 +68,25 @@ def test_a_pure_insertion_touches_the_code_lines_beside_it():
     assert _touched(fc, rows) == {2, 5}  # the code lines before and after, past blanks and comments
 
 
+def _diff(*lines: str) -> FileChange:
+    header = ("diff --git a/m.py b/m.py", "--- a/m.py", "+++ b/m.py")
+    (fc,) = parse_diff("".join(line + "\n" for line in (*header, *lines)))
+    return fc
+
+
+def test_an_insertion_opening_a_block_touches_its_first_line_not_the_header():
+    # perfq's diffs have no context (-U0): a pure insertion follows the line its hunk starts at
+    rows = ["class T:", "    @wrap", "    def rsub(self, other):", "        return rsub(self, other)", "",
+            "    def rdiv(self, other):", "        return 1"]
+    fast_path = _diff("@@ -3,0 +4,2 @@", "+        if other == 0:", "+            return -self")
+    assert _touched(fast_path, rows) == {4}  # not the def line (class level: it runs at import)
+    rows = ["def f(x):", "    if x:", "        a()", "    c()"]
+    assert _touched(_diff("@@ -3,0 +4 @@", "+        b()"), rows) == {3}  # ends the if's block: not c()
+    assert _touched(_diff("@@ -2,0 +3 @@", "+        b()"), rows) == {3}  # opens it: not the if
+    assert _touched(_diff("@@ -1,0 +2 @@", "+    b()"), rows) == {2}
+    assert _touched(_diff("@@ -2 +2 @@", "-    if x:", "+    if not x:"), rows) == {2}
+
+
 def test_readers_of_a_module_level_name_are_the_files_that_use_it():
     sources = {
         "b/pt/configs.py": b"conv_3d = [1]\nlinear = [2]\n",
@@ -100,10 +119,11 @@ from pt import mini_configs
 class SplitBenchmark(op_bench.TorchBenchmarkBase):
     def init(self, M, N, device):
         self.inputs = {"input": torch.rand(M, N, device=device), "size": 2}
+        self.linear = torch.nn.Linear(N, N)  # setup: Linear.reset_parameters runs outside the timed region
         self.set_module_name("split")
 
     def forward(self, input, size: int):
-        return torch.split(input, size)
+        return torch.split(1 - self.linear(input), size)  # Linear.forward, Tensor.__rsub__
 
 
 op_bench.generate_pt_test(mini_configs.split_configs, SplitBenchmark)
@@ -135,8 +155,9 @@ op_bench.generate_pt_gradient_test(mini_configs.add_configs, AddBenchmark)
 @pytest.fixture
 def line_repo(tmp_path: Path) -> Path:
     """A git repo with the corpus's operator_benchmark harness, a shared config module, two small
-    benchmarks (a split; an add with gradient tests) and the corpus's torch/_tensor.py (2.6.0,
-    while the traced torch is the installed one)."""
+    benchmarks (a split building an nn.Linear in its init; an add with gradient tests) and the
+    corpus's torch/_tensor.py and torch/nn/modules/linear.py (2.6.0, while the traced torch is the
+    installed one)."""
     pytest.importorskip("torch")
     if not (CORPUS / BENCH).is_dir():
         pytest.skip("PyTorch 2.6.0 corpus not fetched")
@@ -152,8 +173,9 @@ def line_repo(tmp_path: Path) -> Path:
     (repo / BENCH / "pt/mini_configs.py").write_text(CONFIGS)
     (repo / BENCH / "pt/split_mini_test.py").write_text(SPLIT)
     (repo / BENCH / "pt/add_mini_test.py").write_text(ADD)
-    (repo / "torch").mkdir()
-    shutil.copy(CORPUS / "torch/_tensor.py", repo / "torch/_tensor.py")
+    (repo / "torch/nn/modules").mkdir(parents=True)
+    for path in ("torch/_tensor.py", "torch/nn/modules/linear.py"):
+        shutil.copy(CORPUS / path, repo / path)
     (repo / "pyproject.toml").write_text('[tool.perfq]\nsource_roots = []\npython_roots = ["torch"]\n')
     git(repo, "init", "-q")
     git(repo, "add", "-A")
@@ -217,6 +239,26 @@ def test_a_changed_python_line_selects_the_tests_that_ran_it(line_repo: Path):
     _edit(line_repo, "torch/_tensor.py", "return torch._VF.split(self, split_size, dim)",
           "return torch._VF.split(self, int(split_size), dim)")
     assert set(_selected(_affected(line_repo))) == {"split_mini_test"}
+    git(line_repo, "checkout", "-q", "--", ".")
+
+    # torch code the benchmark's init runs (its setup, outside the timed region): nothing
+    _edit(line_repo, "torch/nn/modules/linear.py", "bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0",
+          "bound = math.sqrt(1.0 / fan_in) if fan_in > 0 else 0")
+    assert _selected(_affected(line_repo)) == {}
+    git(line_repo, "checkout", "-q", "--", ".")
+
+    # the same class's forward, in the timed region: the split test
+    _edit(line_repo, "torch/nn/modules/linear.py", "return F.linear(input, self.weight, self.bias)",
+          "return F.linear(input, self.weight, bias=self.bias)")
+    assert _selected(_affected(line_repo)) == {"split_mini_test": "executed"}
+    git(line_repo, "checkout", "-q", "--", ".")
+
+    # lines inserted before the only body line of a decorated method (its def line differs in the
+    # installed torch, and runs at import): placed by that body line
+    _edit(line_repo, "torch/_tensor.py", "    def __rsub__(self, other):\n",
+          "    def __rsub__(self, other):\n        if isinstance(other, int) and other == 0:\n"
+          "            return self.neg()\n")
+    assert _selected(_affected(line_repo)) == {"split_mini_test": "executed"}
     git(line_repo, "checkout", "-q", "--", ".")
 
     # a module-level name of the shared configs: the benchmarks that read it
