@@ -1,0 +1,152 @@
+"""A C++ function a derivatives.yaml formula calls runs in its operator's backward (the generated
+``AddmmBackward0::apply``, which no index holds): the operator reaches it through a ``formula``
+edge, the functions it calls through the call graph; the name is resolved as the compiler resolves
+it from the generated code, never to every function of that name; an in-place patch of the C++
+file or a changed derivatives.yaml keeps the edges a full link makes (held-out r6-u01:
+``mm_mat1_backward`` reached no operator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from common.config import Config
+from indexer.build import build_index
+from indexer.derivatives import Derivative, derivative, resolve
+from indexer.link import link
+from indexer.native_yaml import OpFacts
+from tests.aten_fixture import commit_all, make_repo, replace_in
+from tests.cpp_facts import cpp_facts
+from tests.test_link_registered_lambdas import reached
+
+MANUAL = "torch/csrc/autograd/FunctionsManual.cpp"
+MANUAL_SOURCE = """
+namespace torch::autograd::generated::details {
+static Tensor transpose_helper(const Tensor& t) { return t.t(); }
+Tensor mm_mat1_backward(const Tensor& grad, const Tensor& mat2) {
+  return grad.mm(transpose_helper(mat2));
+}
+Tensor mm_mat2_backward(const Tensor& grad, const Tensor& mat1) { return grad; }
+template <typename T>
+Tensor mul_tensor_backward(const Tensor& grad, T other) { return grad; }
+}
+"""
+# functions of the same names the generated code does not see: an ATen helper, a sum_to of another namespace
+OTHER_SOURCE = """
+namespace at::native {
+Tensor mm_mat1_backward(const Tensor& grad) { return grad; }
+Tensor sum_to(const Tensor& t) { return t; }
+}
+namespace at {
+Tensor sum_to(const Tensor& t, IntArrayRef shape) { return t; }
+}
+"""
+ADDMM_ENTRY = {
+    "name": "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
+    "self": "maybe_multiply(at::sum_to(grad, self.sym_sizes()), beta.conj()) + mul_tensor_backward(grad, beta)",
+    "mat1": "mm_mat1_backward(grad, mat2, mat1.sym_sizes(), mat1.sym_strides(), mat1.layout(), alpha)",
+    "result": "mm_mat2_backward(self_t, mat1_p)",  # forward-mode AD: no backward runs it
+}
+OPS = [
+    OpFacts(name, name, "", f"{name}(Tensor self) -> Tensor", False, None, "function", "", None)
+    for name in ("addmm", "sum")
+]
+
+
+def test_an_entry_names_the_functions_its_backward_formulas_call():
+    d = derivative(ADDMM_ENTRY)
+    assert d == Derivative("addmm", ("mm_mat1_backward", "mm_mat2_backward", "mul_tensor_backward"),
+                           ("at::sum_to", "maybe_multiply", "mm_mat1_backward", "mul_tensor_backward"))
+    method_only = {"name": "sum(Tensor self) -> Tensor", "self": "grad.expand_symint(self.sym_sizes())"}
+    assert derivative(method_only).calls == ()
+
+
+def test_a_name_is_resolved_in_the_first_scope_the_generated_code_sees_it():
+    by_qualname = {"torch::autograd::generated::details::f": [1], "at::native::f": [2], "at::g": [3], "g": [4],
+                   "torch::autograd::generated::h": [5], "torch::autograd::generated::details::h": [6]}
+    assert resolve("f", by_qualname) == [1]
+    assert resolve("at::g", by_qualname) == [3]
+    assert resolve("h", by_qualname) == [5]  # the enclosing namespace before the using-directive's
+    assert resolve("native::f", by_qualname) == []
+
+
+def _tables():
+    files = [cpp_facts(MANUAL, MANUAL_SOURCE), cpp_facts("aten/src/ATen/native/Other.cpp", OTHER_SOURCE)]
+    return link(files, [], OPS, [], derivatives=[derivative(ADDMM_ENTRY)])
+
+
+def test_a_function_a_formula_calls_and_what_it_calls_reach_the_operator_whose_backward_runs_them():
+    tables = _tables()
+    assert ("op", "addmm") in reached(tables, "details::mm_mat1_backward")
+    assert ("op", "addmm") in reached(tables, "details::transpose_helper")  # a helper of the helper
+    assert ("op", "addmm") in reached(tables, "at::sum_to")
+    assert ("op", "addmm") in reached(tables, "details::mul_tensor_backward<T>")  # a template, called by its name
+    assert ("op", "addmm") not in reached(tables, "details::mm_mat2_backward")  # only its forward-mode formula
+    assert ("op", "addmm") not in reached(tables, "at::native::mm_mat1_backward")  # another namespace's
+    assert ("op", "addmm") not in reached(tables, "at::native::sum_to")
+    details = {d for _, _, kind, d in tables.rows["reach_edges"] if kind == "formula"}
+    assert details == {f"derivatives.yaml: addmm's formula calls {name}"
+                       for name in ("mm_mat1_backward", "at::sum_to", "mul_tensor_backward")}
+    assert sorted(tables.rows["formula_calls"]) == [("addmm", "addmm", name) for name in (
+        "at::sum_to", "maybe_multiply", "mm_mat1_backward", "mul_tensor_backward")]
+
+
+FIXTURE_MANUAL = """\
+namespace torch::autograd::generated::details {
+Tensor fancy_backward_helper(const Tensor& grad) { return grad; }
+}
+"""
+FIXTURE_DERIVATIVES = """\
+- name: fancy(Tensor self) -> Tensor
+  self: fancy_backward_helper(grad)
+
+- name: lonely(Tensor self) -> Tensor
+  self: lonely_grad(grad)
+"""
+
+
+def _formula_edges(db: Path) -> set[tuple[str, str, str]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return set(con.execute(
+            "SELECT f.qualname, n.key, e.detail FROM reach_edges e JOIN functions f ON f.id = e.dst"
+            " JOIN nodes n ON n.id = e.src WHERE e.kind = 'formula'").fetchall())
+    finally:
+        con.close()
+
+
+def _fixture(tmp_path: Path) -> tuple[Path, Path]:
+    repo = make_repo(tmp_path / "repo")
+    for rel, text in ((MANUAL, FIXTURE_MANUAL), ("tools/autograd/derivatives.yaml", FIXTURE_DERIVATIVES)):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    commit_all(repo)
+    db = tmp_path / "index.duckdb"
+    build_index(repo, Config(), db, jobs=1, quiet=True, trace=False)
+    return repo, db
+
+
+def _full(repo: Path, tmp_path: Path) -> set[tuple[str, str, str]]:
+    full = tmp_path / "full.duckdb"
+    build_index(repo, Config(), full, jobs=1, quiet=True, full=True, trace=False)
+    return _formula_edges(full)
+
+
+def test_a_patch_adding_a_function_a_formula_names_links_it_as_a_full_link_does(tmp_path):
+    repo, db = _fixture(tmp_path)
+    assert _formula_edges(db) == {("torch::autograd::generated::details::fancy_backward_helper", "fancy",
+                                   "derivatives.yaml: fancy's formula calls fancy_backward_helper")}
+    replace_in(repo, MANUAL, "Tensor fancy_backward_helper(", "Tensor lonely_grad(const Tensor& g) { return g; }\n"
+               "Tensor fancy_backward_helper(")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode == "patched"
+    assert ("torch::autograd::generated::details::lonely_grad", "lonely",
+            "derivatives.yaml: lonely's formula calls lonely_grad") in _formula_edges(db)
+    assert _formula_edges(db) == _full(repo, tmp_path)
+
+
+def test_a_changed_derivatives_yaml_is_linked_again(tmp_path):
+    repo, db = _fixture(tmp_path)
+    replace_in(repo, "tools/autograd/derivatives.yaml", "fancy_backward_helper(grad)", "grad")
+    assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode != "patched"
+    assert _formula_edges(db) == set() == _full(repo, tmp_path)
