@@ -16,6 +16,12 @@ from indexer.build import build_index
 from indexer.derivatives import Derivative, derivative, resolve
 from indexer.link import link
 from indexer.native_yaml import OpFacts
+from indexer.rules.traces import numbered_tests
+from query.affected import _backward_runs, _via_formula
+from query.reach import Reach
+from schema.index_store import IndexStore, TracedHit
+from schema.kinds import EdgeKind, NodeKind
+from schema.writer import index_ddl
 from tests.aten_fixture import commit_all, make_repo, replace_in
 from tests.cpp_facts import cpp_facts
 from tests.test_link_registered_lambdas import reached
@@ -150,3 +156,55 @@ def test_a_changed_derivatives_yaml_is_linked_again(tmp_path):
     replace_in(repo, "tools/autograd/derivatives.yaml", "fancy_backward_helper(grad)", "grad")
     assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode != "patched"
     assert _formula_edges(db) == set() == _full(repo, tmp_path)
+
+
+# (bench, test, module, class, tag, backward, device, mode, kernels_seen): add_test's addmm module has
+# forward and gradient tests, matmul_test runs addmm and mm forward only
+TESTS = [
+    ("add_test", "addmm_M64", "addmm", "AddmmBenchmark", "short", False, "cpu", "real", True),
+    ("add_test", "addmm_M64_bwdall", "addmm", "AddmmBenchmark", "short", True, "cpu", "real", True),
+    ("matmul_test", "matmul_M64", "matmul", "MatMulBenchmark", "short", False, "cpu", "real", True),
+]
+TRACE_OPS = [("add_test", "addmm_M64", "addmm"), ("add_test", "addmm_M64_bwdall", "mm"),
+             ("matmul_test", "matmul_M64", "addmm"), ("matmul_test", "matmul_M64", "mm")]
+
+
+def _store() -> IndexStore:
+    con = duckdb.connect()
+    con.execute(index_ddl())
+    con.executemany("INSERT INTO ops VALUES (?, ?, '', 'aten', '', false, NULL, 'function', '', NULL)",
+                    [("addmm", "addmm"), ("mm", "mm")])
+    con.executemany("INSERT INTO bench_tests VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", numbered_tests(TESTS))
+    con.executemany("INSERT INTO trace_ops VALUES (?, ?, 'aten', ?, 'dense', '', false)", TRACE_OPS)
+    return IndexStore(con)
+
+
+def test_the_tests_running_an_operators_backward_are_the_gradient_tests_of_the_modules_running_it():
+    """A gradient test's trace holds what its backward pass runs (mm), not the operator whose
+    backward node runs it (addmm): its module's forward tests say which that is."""
+    store = _store()
+    (hit,) = store.backward_hits(["addmm"], "why")
+    assert (hit.bench, hit.tests, hit.ops, hit.inferred) == ("add_test", ("addmm_M64_bwdall",), ("addmm",), "why")
+    assert store.backward_hits(["mm"], "why") == []  # run inside addmm's backward, never its own
+
+
+def _walk() -> Reach:
+    """A walk from the changed function 1: addmm and mm through their formulas, mm also through
+    a kernel function 4 the change is called by."""
+    r = Reach(kind={1: NodeKind.FUNCTION, 2: NodeKind.OP, 3: NodeKind.OP, 4: NodeKind.FUNCTION},
+              key={1: "1", 2: "addmm", 3: "mm", 4: "4"})
+    r.parent = {2: (1, EdgeKind.FORMULA, "f"), 3: (1, EdgeKind.FORMULA, "f"), 4: (1, EdgeKind.CALL, "")}
+    r.into_op = [(1, 2, EdgeKind.FORMULA, "f"), (1, 3, EdgeKind.FORMULA, "f"), (4, 3, EdgeKind.KERNEL, "CPU")]
+    return r
+
+
+def test_an_operator_reached_through_its_formula_only_runs_the_change_in_its_backward_only():
+    assert _via_formula(_walk()) == {"addmm"}
+
+
+def test_an_operator_whose_backward_runs_the_change_selects_its_gradient_tests_not_its_forward_ones():
+    forward = [TracedHit(("addmm",), bench, (test,), module, "cpu", "real", True, "")
+               for bench, test, module, *_ in TESTS if bench == "matmul_test" or test == "addmm_M64"]
+    hits, warnings = _backward_runs(_store(), _walk(), forward)
+    assert [(h.bench, h.tests) for h in hits] == [("add_test", ("addmm_M64_bwdall",))]
+    assert warnings == []
