@@ -70,8 +70,10 @@ def derivative(entry: dict) -> Derivative | None:
 
 
 def formula_calls(text: str) -> tuple[str, ...]:
-    """The names ``text`` (a formula) calls as functions, as written, each once, sorted."""
-    return tuple(sorted({n for n in _CALL.findall(text) if n not in _NOT_CALLS}))
+    """The names ``text`` (a formula) calls as functions, as written, each once, sorted; not the
+    standard library's (``std::sqrt(2 * M_PI)``: what the index holds in ``std`` are c10 types'
+    overloads, BFloat16-math.h's ``std::sqrt<T>``, which no formula's arguments select)."""
+    return tuple(sorted({n for n in _CALL.findall(text) if n not in _NOT_CALLS and not n.startswith("std::")}))
 
 
 def lookup_scopes(written: str) -> list[tuple[str, ...]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from common.config import Config
 from indexer.build import build_index
@@ -66,6 +67,8 @@ def test_an_entry_names_the_functions_its_backward_formulas_call():
                            ("at::sum_to", "maybe_multiply", "mm_mat1_backward", "mul_tensor_backward"))
     method_only = {"name": "sum(Tensor self) -> Tensor", "self": "grad.expand_symint(self.sym_sizes())"}
     assert derivative(method_only).calls == ()
+    std_only = {"name": "special_ndtri(Tensor self) -> Tensor", "self": "grad * std::sqrt(2 * M_PI) * result.exp()"}
+    assert derivative(std_only).calls == ()  # the standard library's
 
 
 def test_a_name_is_resolved_in_the_first_scope_the_generated_code_sees_it():
@@ -112,12 +115,13 @@ FIXTURE_DERIVATIVES = """\
 """
 
 
-def _formula_edges(db: Path) -> set[tuple[str, str, str]]:
+def _formula_edges(db: Path, lines: bool = False) -> set[tuple]:
+    """(function, its first line when ``lines``, operator, detail) of the index's formula edges."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         return set(con.execute(
-            "SELECT f.qualname, n.key, e.detail FROM reach_edges e JOIN functions f ON f.id = e.dst"
-            " JOIN nodes n ON n.id = e.src WHERE e.kind = 'formula'").fetchall())
+            "SELECT f.qualname," + (" f.start_line," if lines else "") + " n.key, e.detail FROM reach_edges e"
+            " JOIN functions f ON f.id = e.dst JOIN nodes n ON n.id = e.src WHERE e.kind = 'formula'").fetchall())
     finally:
         con.close()
 
@@ -133,29 +137,38 @@ def _fixture(tmp_path: Path) -> tuple[Path, Path]:
     return repo, db
 
 
-def _full(repo: Path, tmp_path: Path) -> set[tuple[str, str, str]]:
+def _full(repo: Path, tmp_path: Path, lines: bool = True) -> set[tuple]:
     full = tmp_path / "full.duckdb"
     build_index(repo, Config(), full, jobs=1, quiet=True, full=True, trace=False)
-    return _formula_edges(full)
+    return _formula_edges(full, lines)
 
 
-def test_a_patch_adding_a_function_a_formula_names_links_it_as_a_full_link_does(tmp_path):
+@pytest.mark.parametrize(
+    ("added", "edge"),
+    [  # a new function a formula names; an overload of the one it names (every id of the file is fresh)
+        ("Tensor lonely_grad(const Tensor& g) { return g; }\n", ("lonely_grad", "lonely")),
+        ("Tensor fancy_backward_helper(int x) { return x; }\n", ("fancy_backward_helper", "fancy")),
+    ],
+    ids=["new-function", "overload"],
+)
+def test_a_patch_adding_a_function_a_formula_names_links_it_as_a_full_link_does(tmp_path, added, edge):
     repo, db = _fixture(tmp_path)
     assert _formula_edges(db) == {("torch::autograd::generated::details::fancy_backward_helper", "fancy",
                                    "derivatives.yaml: fancy's formula calls fancy_backward_helper")}
-    replace_in(repo, MANUAL, "Tensor fancy_backward_helper(", "Tensor lonely_grad(const Tensor& g) { return g; }\n"
-               "Tensor fancy_backward_helper(")
+    replace_in(repo, MANUAL, "Tensor fancy_backward_helper(", added + "Tensor fancy_backward_helper(")
     assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode == "patched"
-    assert ("torch::autograd::generated::details::lonely_grad", "lonely",
-            "derivatives.yaml: lonely's formula calls lonely_grad") in _formula_edges(db)
-    assert _formula_edges(db) == _full(repo, tmp_path)
+    name, op = edge
+    patched = _formula_edges(db, lines=True)
+    assert (f"torch::autograd::generated::details::{name}", 2, op, f"derivatives.yaml: {op}'s formula calls {name}") \
+        in patched
+    assert patched == _full(repo, tmp_path)
 
 
 def test_a_changed_derivatives_yaml_is_linked_again(tmp_path):
     repo, db = _fixture(tmp_path)
     replace_in(repo, "tools/autograd/derivatives.yaml", "fancy_backward_helper(grad)", "grad")
     assert build_index(repo, Config(), db, jobs=1, quiet=True, trace=False).mode != "patched"
-    assert _formula_edges(db) == set() == _full(repo, tmp_path)
+    assert _formula_edges(db) == set() == _full(repo, tmp_path, lines=False)
 
 
 # (bench, test, module, class, tag, backward, device, mode, kernels_seen): add_test's addmm module has
