@@ -163,6 +163,7 @@ def specify_build(
         inputs["tracer"] = f"{version}:{driver_digest()}"  # new traces are due: no in-place patch
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
+    inputs.update({f"source_sha:{_named(p, repo)}": _digest(p) for p in derivatives_paths(repo, cfg, upstream)})
     return BuildSpec(
         repo, cfg, db_path, jobs, quiet, full, trace, native, events or BuildEvents(), started, upstream, yaml_keys,
         canaries, inputs, native_run,
@@ -182,6 +183,19 @@ def _yaml_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path
             raise PerfqError(f"native_functions.yaml not found at {path} (set native_functions in [tool.perfq])")
         paths.append(path)
     return list(dict.fromkeys(p.resolve() for p in paths))
+
+
+def derivatives_paths(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Path]:
+    """The derivatives.yaml files the link reads (indexer/relink.py ``_derivatives``): a change to
+    one links its formulas again, as a change to native_functions.yaml does."""
+    if upstream is not None:
+        return [upstream.derivatives] if upstream.derivatives else []
+    return [repo / p for p in cfg.derivatives if (repo / p).is_file()]
+
+
+def _digest(path: Path) -> str:
+    """A yaml's content digest."""
+    return hashlib.sha256(_yaml_bytes(path)).hexdigest()
 
 
 def _named(path: Path, repo: Path) -> str:

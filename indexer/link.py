@@ -6,6 +6,7 @@ phase). Runs the phases in order and, inside a phase, the rules in the order of 
 from __future__ import annotations
 
 from indexer.benchmarks import BenchmarkFacts
+from indexer.derivatives import Derivative
 from indexer.facts import FileFacts
 from indexer.native_yaml import OpFacts
 from indexer.rules import RULES
@@ -32,10 +33,10 @@ def link(
     ops: list[OpFacts],
     canaries: list[dict],
     traces: dict[str, FileTrace] | None = None,
-    derivatives: list[tuple[str, list[str]]] | None = None,
+    derivatives: list[Derivative] | None = None,
 ) -> Tables:
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
-    tests, see indexer/trace.py; ``derivatives``: op -> the backward ops its formulas call):
+    tests, see indexer/trace.py; ``derivatives``: derivatives.yaml's entries):
     the C++ files first, then the Python files (see NativeLink)."""
     native = NativeLink([f for f in files if f.lang != Lang.PYTHON], ops)
     return native.finish([f for f in files if f.lang == Lang.PYTHON], benches, canaries, traces, derivatives)
@@ -73,7 +74,7 @@ class NativeLink:
         benches: list[BenchmarkFacts],
         canaries: list[dict],
         traces: dict[str, FileTrace] | None = None,
-        derivatives: list[tuple[str, list[str]]] | None = None,
+        derivatives: list[Derivative] | None = None,
     ) -> Tables:
         """All index tables: the native phases' and those of ``python_files`` and ``benches`` (call once)."""
         self.link_python(python_files, derivatives)
@@ -81,10 +82,10 @@ class NativeLink:
         return self.pack(canaries)
 
     def link_python(
-        self, python_files: list[FileFacts], derivatives: list[tuple[str, list[str]]] | None = None
+        self, python_files: list[FileFacts], derivatives: list[Derivative] | None = None
     ) -> None:
-        """The Python files, and what needs them numbered first (``derivatives``: op -> the
-        backward ops its formulas call; call once)."""
+        """The Python files, and what needs them numbered first (``derivatives``: derivatives.yaml's
+        entries; call once)."""
         self.ctx.python_files, self.ctx.derivatives = python_files, derivatives or []
         self._run(Phase.PYTHON, Phase.REFERENCES)
 

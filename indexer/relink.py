@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -25,8 +24,9 @@ from common.yaml_text import YAMLError, load_yaml
 from indexer.bench_imports import dependencies
 from indexer.benchmarks import BenchmarkFacts
 from indexer.build_info import extractor_version
-from indexer.build_spec import BuildSpec, BuildState, ExtractJob
+from indexer.build_spec import BuildSpec, BuildState, ExtractJob, derivatives_paths
 from indexer.compile_db import load_compile_db
+from indexer.derivatives import Derivative, derivative
 from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
 from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
@@ -474,27 +474,20 @@ def _traced(spec: BuildSpec, state: BuildState, todo: list[tuple[BenchmarkFacts,
     return out
 
 
-def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[tuple[str, list[str]]]:
-    """(op, backward ops its formulas call) from derivatives.yaml: the upstream's, else the
+def _derivatives(repo: Path, cfg: Config, upstream: Upstream | None) -> list[Derivative]:
+    """The entries of derivatives.yaml (indexer/derivatives.py): the upstream's, else the
     configured ones that exist."""
-    paths = [upstream.derivatives] if upstream is not None and upstream.derivatives else []
-    if upstream is None:
-        paths += [repo / p for p in cfg.derivatives if (repo / p).is_file()]
-    out: list[tuple[str, list[str]]] = []
-    for path in paths:
+    out: list[Derivative] = []
+    for path in derivatives_paths(repo, cfg, upstream):
         try:
             entries = load_yaml(files.input_text(path, files.InputKind.yaml)) or []
         except (OSError, YAMLError, UnicodeDecodeError):
             continue
         for e in entries if isinstance(entries, list) else []:
-            if isinstance(e, dict) and isinstance(e.get("name"), str):
-                name = e["name"].split("(", 1)[0].strip()
-                text = " ".join(str(v) for k, v in e.items() if k not in ("name", "dispatch"))
-                out.append((name, sorted(set(_BACKWARD_CALL.findall(text)))))
+            d = derivative(e) if isinstance(e, dict) else None
+            if d is not None:
+                out.append(d)
     return out
-
-
-_BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
 
 
 def _yaml_layers(yaml_keys: dict[Path, tuple[str, str]], kept: dict) -> list[tuple[str, list[OpFacts]]]:

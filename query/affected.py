@@ -275,10 +275,12 @@ def _chain(r: Reach, node: int, files: dict[int, str]) -> Chain:
 
 def _via(kind: EdgeKind | None, detail: str) -> str:
     """How a chain's node is reached: the edge's kind, or for a virtual call which override it
-    dispatches to (``virtual call, override in PackedLinearWeight (line 416)``); '' for the start."""
+    dispatches to (``virtual call, override in PackedLinearWeight (line 416)``), for a backward
+    formula which formula calls what (``derivatives.yaml: addmm's formula calls mm_mat1_backward``);
+    '' for the start."""
     if kind is None:
         return ""
-    return detail if kind == EdgeKind.VIRTUAL_CALL else kind.value
+    return detail if kind in (EdgeKind.VIRTUAL_CALL, EdgeKind.FORMULA) else kind.value
 
 
 def _functions(r: Reach, nodes: set[int]) -> list[int]:
@@ -552,6 +554,7 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
         requests.append(
             (reached.callers, {inner.key[n]: inner_layouts.get(n, {"any"}) for n in inner.nodes_of(NodeKind.OP)}))
     own_hits, *caller_hits = store.traced_hits(requests)
+    own_hits, backward_warnings = _backward_runs(store, own, own_hits)
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
     hits = scoped_hits = on_reached_devices(
         _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches), reached.devices)
@@ -559,10 +562,10 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
     hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
     hits = [h for h in hits if not (h.inferred and any(n in h.inferred for n in hub_names))]
-    warnings = [] if not branch_ops else [
+    warnings = backward_warnings + ([] if not branch_ops else [
         f"{', '.join(sorted(branch_ops)[:6])}: reached only where other code calls the changed function,"
         " and run by most benchmarks: static, not observed (only tests running its own operators are selected)"
-    ]
+    ])
     executing = {h.bench for h in hits}  # benchmarks executing the change's own operators
     nested = store.nested_benchmarks(own_ops, reached.layouts) & traced  # ... inside other operators
     if inner is not None:
@@ -804,12 +807,51 @@ def _select_compiled(sel: _Selection, hits: list[TracedHit], compiled: dict[str,
 
 def _via_backward(inner: Reach) -> set[str]:
     """The operators of ``inner`` reached from the change through a backward formula only (a
-    forward operator whose derivative runs the changed backward operator)."""
+    forward operator whose derivative runs the changed backward operator or a function its
+    formula calls)."""
     return {
         inner.key[n]
         for n in inner.nodes_of(NodeKind.OP)
-        if any(kind == EdgeKind.BACKWARD for _, kind, _ in inner.chain(n))
+        if any(kind in (EdgeKind.BACKWARD, EdgeKind.FORMULA) for _, kind, _ in inner.chain(n))
     }
+
+
+def _via_formula(own: Reach) -> set[str]:
+    """The operators of ``own`` only whose backward runs the change: reached through a function
+    their derivatives.yaml formula calls (``addmm``'s ``mm_mat1_backward``), and by no explored
+    edge from a node the walk reached without one (a kernel calling the changed code runs it forward)."""
+
+    def via(node: int) -> bool:
+        return any(kind == EdgeKind.FORMULA for _, kind, _ in own.chain(node))
+
+    formula = {n for n in own.nodes_of(NodeKind.OP) if via(n)}
+    forward = {src for dst, src, kind, _ in own.into_op if src in formula and kind != EdgeKind.FORMULA and not via(dst)}
+    return {own.key[n] for n in formula - forward}
+
+
+_IN_BACKWARD = "in their backward pass (their module's forward tests run it)"
+
+
+def _backward_runs(store: IndexStore, own: Reach, hits: list[TracedHit]) -> tuple[list[TracedHit], list[str]]:
+    """For the operators only whose backward runs the change (``_via_formula``), the traced tests
+    that run their backward (IndexStore.backward_hits) in place of those that run them forward,
+    which never run it. When no gradient test was traced (the traces cannot tell), the tests running
+    them stay; a warning names the operators no traced test runs the backward of. Returns the hits
+    and the warnings."""
+    formula_ops = _via_formula(own)
+    if not formula_ops:
+        return hits, []
+    backward = store.backward_hits(sorted(formula_ops), _IN_BACKWARD)
+    covered = {op for h in backward for op in h.ops}
+    unseen = sorted({op.split(".")[0] for op in formula_ops - covered})
+    known = store.traced_gradient_tests() > 0
+    warnings = [] if not unseen else [
+        f"{', '.join(unseen[:6])}: the change runs in their backward (a derivatives.yaml formula calls it) and no"
+        " traced test runs their backward: " + ("nothing selected for them" if known else
+                                                  "no gradient test was traced, the tests running them are selected")
+    ]
+    dropped = formula_ops if known else covered
+    return [h for h in hits if not set(h.ops) <= dropped] + backward, warnings
 
 
 def _direct_callers(inner: Reach, callers: list[str]) -> set[str]:

@@ -300,3 +300,11 @@ CREATE TABLE unseen_branches (
   last_line INTEGER NOT NULL,      -- its last line, before the next directive
   directive VARCHAR NOT NULL       -- the directive that opens it: '#if 0', '#else', '#elif defined(X)'
 );
+
+-- The names derivatives.yaml's backward formulas call, per operator whose backward runs them
+-- (the functions each resolves to are the ``formula`` reach edges into them).
+CREATE TABLE formula_calls (
+  op VARCHAR NOT NULL,             -- the operator whose backward runs the formula: addmm, add.Tensor
+  formula VARCHAR NOT NULL,        -- the derivatives.yaml entry's name: addmm, add.Tensor
+  name VARCHAR NOT NULL            -- the name called, as written: mm_mat1_backward, at::sum_to
+);

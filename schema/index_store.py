@@ -396,6 +396,35 @@ class IndexStore:
         found.sort(key=itemgetter(0))
         return [hit for _, hit in found]
 
+    def backward_hits(self, ops: list[str], why: str) -> list[TracedHit]:
+        """The traced gradient tests that run ``ops``' backward (any overload): the backward tests of
+        each benchmark module whose forward tests execute them. A gradient test's timed region is
+        its backward pass only, so its trace holds the operators the backward formulas run, never
+        the forward operator whose backward node (``AddmmBackward0``) runs them; the forward tests
+        of its module (same benchmark class and inputs) show which operator that is. One hit per
+        benchmark, module, device, mode and operator; ``why``: their ``inferred``."""
+        if not ops:
+            return []
+        rows = self.con.execute(
+            "WITH w AS (SELECT name, namespace, base FROM ops WHERE name IN (SELECT unnest(?::TEXT[]))),"
+            " fwd AS (SELECT DISTINCT bt.bench, bt.module, w.name FROM trace_ops t"
+            " JOIN w ON w.namespace = t.namespace AND w.base = t.base"
+            " JOIN bench_tests bt ON bt.bench = t.bench AND bt.test = t.test WHERE NOT bt.backward)"
+            " SELECT bt.bench, bt.module, bt.device, bt.mode, bt.kernels_seen,"
+            " list(DISTINCT fwd.name ORDER BY fwd.name), list(DISTINCT bt.test ORDER BY bt.test) FROM bench_tests bt"
+            " JOIN fwd ON fwd.bench = bt.bench AND fwd.module = bt.module WHERE bt.backward"
+            " GROUP BY bt.bench, bt.module, bt.device, bt.mode, bt.kernels_seen ORDER BY ALL",
+            [ops],
+        ).fetchall()
+        return [
+            TracedHit(tuple(names), bench, tuple(tests), module, device, mode, seen, why)
+            for bench, module, device, mode, seen, names, tests in rows
+        ]
+
+    def traced_gradient_tests(self) -> int:
+        """How many traced tests run a backward pass (gradient tests)."""
+        return self.con.execute("SELECT count(*) FROM bench_tests WHERE backward").fetchone()[0]
+
     def executed(self, ops: list[str]) -> set[str]:
         """Those of ``ops`` that some traced test executes (any overload, any layout)."""
         if not ops:

@@ -98,6 +98,7 @@ class EdgeKind(StrEnum):
     AUTOGEN = "autogen"
     STUB_NAME = "stub_name"  # a stub whose callers are upstream, linked to operators by its name
     BACKWARD = "backward"  # an op's derivatives.yaml formula calls the backward op
+    FORMULA = "formula"  # an op's derivatives.yaml formula calls the C++ function: its backward runs it
     METHOD_OF = "method_of"  # a Python method -> its class
     SUBCLASS = "subclass"  # a Python base class -> a subclass
     BENCH_CALL = "bench_call"  # a benchmark calls a Python function

@@ -71,6 +71,16 @@ SELECT name, base, overload, variants FROM ops WHERE namespace = 'aten'
 -- name: ops
 SELECT name, base, overload FROM ops
 
+-- ---- the functions backward formulas call (indexer/rules/formulas.py)
+
+-- name: formula_calls
+SELECT op, formula, name FROM formula_calls ORDER BY op, formula, name
+
+-- name: functions_named
+SELECT f.qualname, f.id FROM functions f JOIN files fi ON fi.id = f.file_id
+ WHERE f.name IN (SELECT unnest($names::TEXT[])) AND f.kind IN (SELECT unnest($kinds::TEXT[]))
+ AND fi.lang <> '{Lang.PYTHON}'
+
 -- name: kernels
 SELECT op, dispatch_key, kernel_name FROM kernels
 

@@ -28,7 +28,7 @@ from schema.graph_file import graph_file, read_graph_file
 from schema.index_store import IndexStore
 from schema.packed_graph import PARTS, pack_graph
 from schema.writer import build_lock, write_graph
-from tests.aten_fixture import make_repo, perfq, replace_in
+from tests.aten_fixture import commit_all, make_repo, perfq, replace_in
 
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
 SOFTMAX_OP = "aten/src/ATen/native/SoftmaxOp.cpp"
@@ -150,6 +150,7 @@ def _keyed(db: Path) -> dict[str, set]:
             "kernels": {(o, k, n, fn.get(f)) for o, k, n, f in q("SELECT * FROM kernels")},
             "stub_impls": {(s, a, n, fn.get(f)) for s, a, n, f, *_ in q("SELECT * FROM stub_impls")},
             "library_impls": {(o, n, fn.get(f)) for _, _, o, n, f, *_ in q("SELECT * FROM library_impls")},
+            "formula_calls": set(q("SELECT * FROM formula_calls")),
             "functions": set(fn.values()),
         }
     finally:
@@ -508,12 +509,27 @@ _new_function = st.tuples(
 )
 
 
+# backward formulas naming the fuzz's functions: in the scopes the generated code sees (global,
+# torch::autograd::generated::details) and qualified into ATen (indexer/rules/formulas.py)
+_DERIVATIVES = """\
+- name: fancy(Tensor self) -> Tensor
+  self: gen_a(grad) + helper(grad) + at::native::make_size(grad)
+
+- name: lonely(Tensor self) -> Tensor
+  self: at::native::gen_b(grad) + softmax_op_kernel_impl(grad)
+"""
+
+
 @pytest.fixture(scope="module")
 def indexed_base(tmp_path_factory) -> tuple[Path, Path]:
     """The fixture repository indexed, and a pristine copy of both (the index names the yaml by
-    its absolute path: a repository elsewhere would be linked again, not patched)."""
+    its absolute path: a repository elsewhere would be linked again, not patched); with a
+    derivatives.yaml whose formulas call names the fuzz adds functions of."""
     base = tmp_path_factory.mktemp("patch-fuzz")
     repo, db = make_repo(base / "work" / "repo"), base / "work" / "index.duckdb"
+    (repo / "tools/autograd").mkdir(parents=True, exist_ok=True)
+    (repo / "tools/autograd/derivatives.yaml").write_text(_DERIVATIVES)
+    commit_all(repo)
     build_index(repo, Config(), db, jobs=1, quiet=True)
     shutil.copytree(base / "work", base / "pristine")
     return base / "work", base / "pristine"

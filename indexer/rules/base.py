@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from indexer.derivatives import Derivative
 from indexer.devices import device_of_key
 from indexer.facts import FileFacts, Function
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
@@ -154,7 +155,7 @@ class LinkContext:
         self.files = files  # the C++ files (the Python ones come with the python phase)
         self.ops = ops
         self.python_files: list[FileFacts] = []
-        self.derivatives: list[tuple[str, list[str]]] = []
+        self.derivatives: list[Derivative] = []
         self.benches: list = []
         self.traces: dict = {}
         self.canaries: list[dict] = []

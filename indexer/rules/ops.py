@@ -78,9 +78,10 @@ def link_kernels(ctx: LinkContext) -> None:
 def link_backward_formulas(ctx: LinkContext) -> None:
     """Backward formulas: an op's backward ops (followed like composite callers)."""
     op_node, ops_by_base = ctx.op_node, ctx.ops_by_base
-    for name, backward_ops in ctx.derivatives:
+    for d in ctx.derivatives:
+        name = d.op
         for target in [name] if name in ctx.op_by_name else ops_by_base.get(name, []):
-            for backward in backward_ops:
+            for backward in d.backward_ops:
                 for b in ops_by_base.get(backward, []):
                     ctx.graph.edge(op_node(b), op_node(target), EdgeKind.BACKWARD, f"derivatives.yaml: {name}")
 
