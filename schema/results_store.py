@@ -190,6 +190,7 @@ class LabelSamples(NamedTuple):
     head: np.ndarray
     value: np.ndarray
     renamed: int = 0  # stored test names read in their stable form (written with an object's address)
+    group: np.ndarray | None = None  # the invocation group of each sample: one round of one run (ids from 0)
 
 
 _KEY_COLUMNS = ("benchmark", "test", "mode", "device", "metric", "unit")
@@ -213,7 +214,7 @@ def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) ->
     values = (
         "SELECT (r.label = $head_label AND r.side = $head_side) AS head,"
         f" {', '.join(_key_column(c) for c in _KEY_COLUMNS)},"
-        " s.value FROM samples s JOIN runs r ON r.id = s.run_id"
+        " s.value, hash(r.id, s.repeat_index) AS invocation FROM samples s JOIN runs r ON r.id = s.run_id"
         f" WHERE {_SIDES} AND isfinite(s.value)"
     )
     params = {"base_label": base[0], "base_side": base[1], "head_label": head[0], "head_side": head[1]}
@@ -225,19 +226,23 @@ def side_samples(history: Path, base: tuple[str, str], head: tuple[str, str]) ->
                               f" WHERE {_SIDES} AND regexp_matches(s.test, '{ADDRESS}')", params).fetchone()[0]
         hashes = np.array([r[-1] for r in rows], dtype=np.uint64)
         if np.unique(hashes).size == hashes.size:
-            arrays = con.execute(f"SELECT hash({cols}) AS h, head, value FROM ({values})", params).fetchnumpy()
+            arrays = con.execute(f"SELECT hash({cols}) AS h, head, value, invocation FROM ({values})",
+                                 params).fetchnumpy()
             by_hash = np.argsort(hashes)
             key = by_hash[np.searchsorted(hashes[by_hash], arrays["h"])]
         else:
             arrays = con.execute(
                 f"WITH v AS ({values}), k AS (SELECT {cols}, row_number() OVER (ORDER BY {cols}) - 1 AS key "
-                f"FROM (SELECT DISTINCT {cols} FROM v)) SELECT k.key, v.head, v.value FROM v JOIN k USING ({cols})",
+                f"FROM (SELECT DISTINCT {cols} FROM v)) SELECT k.key, v.head, v.value, v.invocation FROM v "
+                f"JOIN k USING ({cols})",
                 params).fetchnumpy()
             key = arrays["key"]
     finally:
         con.close()
+    group = np.unique(np.asarray(arrays["invocation"], dtype=np.uint64), return_inverse=True)[1].astype(np.int64)
     return LabelSamples([tuple(r[:-1]) for r in rows], np.asarray(key, dtype=np.int64),
-                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64), renamed)
+                        np.asarray(arrays["head"], dtype=bool), np.asarray(arrays["value"], dtype=np.float64), renamed,
+                        group.reshape(-1))
 
 
 class HistoryRow(NamedTuple):

@@ -7,7 +7,9 @@ FAKE_NOISY_TESTS (comma list: only these get noise), FAKE_FAIL ("1": every file 
 or the name of the one module that fails), FAKE_BAD_BYTES ("1": invalid UTF-8 bytes on stdout and stderr),
 FAKE_NAN ("1": every time printed as nan), FAKE_SCHED_FILE (a file each invocation appends its
 scheduling policy to: os.SCHED_FIFO under --priority realtime), FAKE_MALLOC_FILE (a file each invocation appends its
-MALLOC_MMAP_THRESHOLD_ to).
+MALLOC_MMAP_THRESHOLD_ to), FAKE_FACTORS + FAKE_COUNTER (comma list of per-process speed factors, and a file counting
+this side's processes: process k multiplies every time it prints by factor k, as a contended machine speeds a
+whole process up or down), FAKE_SLOW_TESTS (comma list: only these get FAKE_SLOW).
 A fake ``benchmark_core``/``benchmark_runner`` lets perfq run several files in one process (batch).
 """
 
@@ -28,6 +30,17 @@ TESTS = [  # (operator, test name, tag, backward, base time in us)
 ]
 
 
+def process_factor():  # this process's speed factor (FAKE_FACTORS, FAKE_COUNTER), kept for every file it runs
+    if "FAKE_FACTOR_NOW" not in os.environ:
+        factors = [float(f) for f in os.environ.get("FAKE_FACTORS", "1").split(",")]
+        counter = os.environ.get("FAKE_COUNTER")
+        count = int(open(counter).read()) if counter and os.path.exists(counter) else 0
+        if counter:
+            open(counter, "w").write(str(count + 1))
+        os.environ["FAKE_FACTOR_NOW"] = str(factors[count % len(factors)])
+    return float(os.environ["FAKE_FACTOR_NOW"])
+
+
 def run(args):
     if os.environ.get("FAKE_SCHED_FILE"):
         with open(os.environ["FAKE_SCHED_FILE"], "a") as f:
@@ -43,6 +56,8 @@ def run(args):
         sys.stdout.buffer.flush()
         sys.stderr.buffer.write(b"warning: \xff bad byte\n")
     slow = float("nan") if os.environ.get("FAKE_NAN") == "1" else float(os.environ.get("FAKE_SLOW", "1"))
+    slow_tests = set(filter(None, os.environ.get("FAKE_SLOW_TESTS", "").split(",")))
+    factor = process_factor()
     noise = float(os.environ.get("FAKE_NOISE", "0"))
     noisy = set(filter(None, os.environ.get("FAKE_NOISY_TESTS", "").split(",")))
     rng = random.Random()
@@ -57,7 +72,7 @@ def run(args):
             continue
         if tag not in (None, "all") and ttag != tag:
             continue
-        value = base * slow
+        value = base * (slow if not slow_tests or name in slow_tests else 1.0) * factor
         if noise and (not noisy or name in noisy):
             value *= max(0.05, 1 + rng.gauss(0, noise))
         runtime = "Compile" if getattr(args, "use_compile", False) else "Eager"

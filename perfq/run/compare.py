@@ -16,7 +16,13 @@ the values (times are positive and act multiplicatively; docs/run.md "Comparing"
   effect, or at ``max_samples`` a side, or at the time budget: rules on the spread and the clock
   only, never on the estimate (the fixed-width sequential interval of Chow and Robbins), so the one
   verdict taken on the final samples is not inflated by the looks;
-* verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect;
+* the sides' shared speed (:func:`perfq.run.stats.shared_shift`): with each sample's round, the speed
+  every test of one invocation shares (a contended machine runs whole processes faster or slower) is
+  compared between the sides, and each test's own change beside it (``residual_change``, ``residual_q``);
+  a significant change that only the shared speed could explain is no direction (docs/run.md
+  "Comparing"), nor is one from fewer than ``direction_samples`` a side;
+* verdict: ``regression``/``improvement`` when q < alpha and |change| >= the minimum effect (and the
+  point above allows a direction);
   else ``same`` (no change beyond ±R) only when R is at most the test's minimum effect and its
   sampling stopped; else ``unknown ±R`` with the reason (the budget or the plain run's repeats
   ended the sampling, the sample ceiling, R wider than the minimum effect, the machine was
@@ -43,7 +49,16 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from perfq.run.stats import LogWelch, Segments, log_welch, medians, modes_apart, trimmed_geomeans
+from perfq.run.stats import (
+    LogWelch,
+    Segments,
+    SharedShift,
+    log_welch,
+    medians,
+    modes_apart,
+    shared_shift,
+    trimmed_geomeans,
+)
 
 
 class Verdict(str, Enum):
@@ -76,6 +91,12 @@ class Settings:
     ceiling: int | None = None
     trim: float = 0.2  # share of each side's samples trimmed at each end (Yuen); 0: Welch on all of them
     modes_ratio: float = 1.5  # two modes at least this far apart, each beyond the trimmed share: `unstable`
+    # the shared speed of an invocation's tests (:func:`stats.shared_shift`): invocations of at least this many
+    # samples have one; a direction that only the sides' shared speeds could explain needs their difference at
+    # this alpha (a false one would flip every test of the comparison at once, not one)
+    shared_min_tests: int = 8
+    shared_alpha: float = 0.001
+    direction_samples: int = 5  # a regression or improvement needs this many samples a side (3 agree by chance)
     thresholds: tuple[tuple[str, float], ...] = ()  # (benchmark or benchmark/test glob, min effect)
     ignore: tuple[str, ...] = ()  # globs on "benchmark" or "benchmark/test"
 
@@ -217,6 +238,8 @@ class TestResult:
     base_center: float | None = None  # the side's 20%-trimmed geometric mean: what the change compares
     head_center: float | None = None
     unstable_sides: tuple[str, ...] = ()  # sides whose samples fall in two modes (:func:`stats.modes_apart`)
+    residual_change: float | None = None  # the change less the sides' shared speed (:class:`stats.SharedShift`)
+    residual_q: float | None = None  # its q (Benjamini-Hochberg over the tests that have one)
 
     def at_ceiling(self, settings: Settings) -> bool:
         return min(self.n_base, self.n_head) >= settings.max_samples
@@ -243,6 +266,7 @@ class Comparison:
     ignored: list[TestKey] = field(default_factory=list)
     only_base: list[TestKey] = field(default_factory=list)  # samples on the base side only, no failure explains it
     only_head: list[TestKey] = field(default_factory=list)  # ... on the head side only (a test the other run lacks)
+    shared: SharedShift | None = None  # the sides' shared speeds, when invocations measured enough tests
 
     def counts(self) -> dict[str, int]:
         out = dict.fromkeys(VERDICTS, 0)
@@ -268,7 +292,7 @@ def higher_is_better(metric: str, unit: str) -> bool:
     return any(tag in text for tag in HIGHER_IS_BETTER_UNITS)
 
 
-def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
+def _decide(t: TestResult, settings: Settings, up_is_good: bool, shared: SharedShift | None = None) -> None:
     if t.n_base < settings.min_samples or t.n_head < settings.min_samples:
         t.verdict, t.reason = Verdict.unknown, f"fewer than {settings.min_samples} samples on a side"
         return
@@ -276,6 +300,10 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
         t.verdict, t.reason = Verdict.unknown, "no usable values (a non-positive value or a missing side)"
         return
     if t.p_value is not None and t.p_value < settings.alpha and abs(t.change) >= t.min_effect:
+        doubt = _direction_doubt(t, settings, shared)
+        if doubt:
+            t.verdict, t.reason = Verdict.unknown, doubt
+            return
         worse = (t.change > 0) != up_is_good
         t.verdict = Verdict.regression if worse else Verdict.improvement
         t.reason = f"q={t.p_value:.3g} < {settings.alpha}, |change| >= {t.min_effect:.1%}"
@@ -283,6 +311,42 @@ def _decide(t: TestResult, settings: Settings, up_is_good: bool) -> None:
         t.verdict, t.reason = Verdict.same, f"no change beyond ±{t.resolution:.1%} (TOST at {settings.alpha})"
     else:
         t.verdict, t.reason = Verdict.unknown, _why_unknown(t, settings)
+
+
+def _direction_doubt(t: TestResult, settings: Settings, shared: SharedShift | None) -> str:
+    """Why a significant change is no direction ('' when it is one): too few samples a side, or a change the
+    sides' shared speeds explain (every test of their processes moved alike; :class:`stats.SharedShift`)."""
+    n, r = min(t.n_base, t.n_head), t.resolution or 0.0
+    if n < settings.direction_samples:
+        return (f"{t.change:+.1%} at {n} samples a side: a direction needs {settings.direction_samples} "
+                f"(a few processes agree by chance), ±{r:.1%}")
+    if shared is None or t.change is None or t.ci is None or _beyond_shared(t, settings, shared):
+        return ""
+    return (f"{t.change:+.1%}, but one side's processes ran {np.expm1(shared.estimate):+.1%} as a whole (every test "
+            f"alike, {np.expm1(shared.spread):.1%} from one process to the next): this test's own change is "
+            f"{_percent(t.residual_change)}, q={_q_text(t.residual_q)}; not told from the machine, ±{r:.1%}")
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.1%}"
+
+
+def _q_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _beyond_shared(t: TestResult, settings: Settings, shared: SharedShift) -> bool:
+    """The change of ``t`` holds whatever the shared speeds did: its own change (less the shared speed) is
+    significant the same way, or the shared speeds differ the same way at ``shared_alpha``, or its interval
+    lies beyond the shared speeds' whole interval."""
+    assert t.change is not None and t.ci is not None
+    up = t.change > 0
+    own = (t.residual_q is not None and t.residual_change is not None and t.residual_q < settings.alpha
+           and (t.residual_change > 0) == up)
+    machine = shared.pvalue < settings.shared_alpha and (shared.estimate > 0) == up
+    low, high = np.log1p(t.ci[0]), np.log1p(t.ci[1])
+    beyond = low > shared.ci[1] if up else high < shared.ci[0]
+    return bool(own or machine or beyond)
 
 
 def _why_unknown(t: TestResult, settings: Settings) -> str:
@@ -309,43 +373,52 @@ def _why_unknown(t: TestResult, settings: Settings) -> str:
 
 @dataclass(frozen=True)
 class SampleColumns:
-    """Samples of both sides as columns: ``keys[key[i]]`` is sample i's test, ``head[i]`` its side."""
+    """Samples of both sides as columns: ``keys[key[i]]`` is sample i's test, ``head[i]`` its side, ``group[i]``
+    the invocation it came from (one round of one side's run: ids unique across both sides; -1 or no column:
+    not known), which :func:`stats.shared_shift` needs."""
 
     keys: Sequence[TestKey]
     key: np.ndarray
     head: np.ndarray
     value: np.ndarray
+    group: np.ndarray | None = None
 
 
 def _report_order(key: TestKey) -> tuple[str, str, str, str, str]:
     return (key.benchmark, key.test, key.mode, key.device, key.metric)
 
 
-def columns_from_pairs(base: Iterable[tuple[TestKey, float]], head: Iterable[tuple[TestKey, float]]
-                       ) -> SampleColumns:
-    """``(key, value)`` pairs of both sides as columns (non-finite values dropped)."""
+Pair = tuple[TestKey, float] | tuple[TestKey, float, int]  # (key, value) or (key, value, round)
+
+
+def columns_from_pairs(base: Iterable[Pair], head: Iterable[Pair]) -> SampleColumns:
+    """``(key, value)`` or ``(key, value, round)`` tuples of both sides as columns (non-finite values dropped);
+    with rounds, a side's samples of one round are one invocation group."""
     index: dict[TestKey, int] = {}
-    keys, sides, values = [], [], []
+    keys, sides, values, groups = [], [], [], []
     for side, pairs in ((False, base), (True, head)):
-        for key, value in pairs:
+        for pair in pairs:
+            key, value = pair[0], pair[1]
             if value is None or not math.isfinite(value):
                 continue
             keys.append(index.setdefault(key, len(index)))
             sides.append(side)
             values.append(float(value))
+            groups.append(2 * pair[2] + side if len(pair) > 2 else -1)
     order = sorted(index, key=_report_order)
     rank = np.empty(len(order), dtype=np.int64)
     rank[[index[k] for k in order]] = np.arange(len(order))
+    group = np.asarray(groups, dtype=np.int64)
     return SampleColumns(order, rank[np.asarray(keys, dtype=np.int64)], np.asarray(sides, dtype=bool),
-                         np.asarray(values, dtype=float))
+                         np.asarray(values, dtype=float), group if (group >= 0).any() else None)
 
 
 def compare_samples(
-    base: Iterable[tuple[TestKey, float]],
-    head: Iterable[tuple[TestKey, float]],
+    base: Iterable[Pair],
+    head: Iterable[Pair],
     settings: Settings | None = None,
 ) -> Comparison:
-    """Compare per-test samples of two sides (``(key, value)`` pairs)."""
+    """Compare per-test samples of two sides (``(key, value)`` pairs, or ``(key, value, round)``)."""
     return compare_columns(columns_from_pairs(base, head), settings)
 
 
@@ -448,9 +521,10 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
         q = stats.false_discovery_control(np.asarray([t.p_raw for t in with_p]), method="bh")
         for t, q_value in zip(with_p, q.tolist(), strict=True):
             t.p_value = q_value
+    result.shared = _shared_and_residuals(cols, settings, result.tests, rows)
     apart = _ranges_apart(sides, rows)
     for t, disjoint in zip(result.tests, apart, strict=True):
-        _decide(t, settings, higher_is_better(t.key.metric, t.key.unit))
+        _decide(t, settings, higher_is_better(t.key.metric, t.key.unit), result.shared)
         decided = t.verdict in (Verdict.regression, Verdict.improvement)
         if t.unstable_sides and t.verdict != Verdict.failed and not (decided and disjoint):
             t.verdict, t.reason = Verdict.unstable, (
@@ -461,6 +535,33 @@ def compare_columns(cols: SampleColumns, settings: Settings | None = None,
         if why:
             t.verdict, t.reason = Verdict.failed, why
     return result
+
+
+def _shared_and_residuals(cols: SampleColumns, settings: Settings, tests: list[TestResult],
+                          rows: list[int]) -> SharedShift | None:
+    """The sides' shared speeds (None without invocation groups or enough tests an invocation), and each
+    test's own change beside them (``residual_change``, ``residual_q``: the trimmed Welch test of its
+    residuals, Benjamini-Hochberg over the tests that have one)."""
+    if cols.group is None or cols.value.size == 0:
+        return None
+    keep = np.isfinite(cols.value)
+    key, group, head, value = cols.key[keep], cols.group[keep], cols.head[keep], cols.value[keep]
+    shared = shared_shift(key, group, head, value, settings.shared_min_tests, 1.0 - settings.shared_alpha)
+    if shared is None:
+        return None
+    own = _Sides.of(SampleColumns(cols.keys, key, head, np.exp(shared.residual)))  # NaN residuals dropped
+    row = np.asarray(rows, dtype=np.int64)
+    tested = row[(own.base.count[row] >= 2) & (own.head.count[row] >= 2)]
+    if tested.size == 0:
+        return shared
+    welch = log_welch(own.base, own.head, tested, settings.confidence, settings.trim)
+    q = stats.false_discovery_control(welch.pvalue, method="bh")
+    by_row = {int(i): pos for pos, i in enumerate(tested)}
+    for t, i in zip(tests, rows, strict=True):
+        if i in by_row:
+            t.residual_change = float(np.expm1(welch.estimate[by_row[i]]))
+            t.residual_q = float(q[by_row[i]])
+    return shared
 
 
 def _ranges_apart(sides: _Sides, rows: list[int]) -> list[bool]:

@@ -57,7 +57,7 @@ def _document(history: Path, name: str, sides: tuple[tuple[str, str], tuple[str,
     """The comparison of two stored sides, each a (label, side) with its runs, on sample columns."""
     with damage_is_an_error(history):
         stored = side_samples(history, *sides)
-    columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value)
+    columns = SampleColumns([TestKey(*k) for k in stored.keys], stored.key, stored.head, stored.value, stored.group)
     result = compare_columns(columns, sampled_settings(settings, base + head), side_failures(base, head))
     return comparison_document(name, base, head, result, against_baseline, renamed_note(stored.renamed))
 

@@ -417,9 +417,11 @@ def _finalise(plan: RunSpec, runs: list[Run], status: RunStatus, note: str = "")
     _persist(plan, runs, final=True)
 
 
-def samples_as_pairs(run: Run) -> list[tuple[TestKey, float]]:
-    """(key, value) pairs of a run, for query.compare."""
-    return [(TestKey(s.benchmark, s.test, s.mode, s.device, s.metric, s.unit), s.value) for s in run.samples]
+def samples_as_pairs(run: Run) -> list[tuple[TestKey, float, int]]:
+    """(key, value, round) of a run's samples, for :func:`perfq.run.compare.columns_from_pairs` (a round's samples
+    came from one invocation: their shared speed is told from a test's own change)."""
+    return [(TestKey(s.benchmark, s.test, s.mode, s.device, s.metric, s.unit), s.value, s.repeat_index)
+            for s in run.samples]
 
 
 @dataclass

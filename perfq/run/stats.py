@@ -10,6 +10,9 @@ side is a segment ``values[start:start + n]``.
   difference; ``trim=0`` is Welch's test itself. scipy's ``ttest_ind`` (``equal_var=False``,
   ``trim``) runs once per group of tests with equal sample sizes (its ``axis``), so each result
   equals a call on that test alone.
+* The sides' shared speed (:func:`shared_shift`): per invocation group (one round of one side), the median
+  over its tests of log(value) less the test's pooled median; Welch's test of the head's groups against
+  the base's, and every sample's residual (its log-value less both) for each test's own change.
 * The untrimmed (Welch) TOST interval is returned too (``stop_ci``): sequential sampling stops on
   its width. The winsorized variance of a few samples is too unstable to stop on (simulated
   sequential A/As from 5 samples: 6.2-7.5% false positives when the stop looks at the trimmed
@@ -136,3 +139,65 @@ def log_welch(base: Segments, head: Segments, tests: np.ndarray, confidence: flo
         est[pos], p[pos], ci[pos], tci[pos], sci[pos] = _welch_rows(
             np.log(base.rows(rows, nb)), np.log(head.rows(rows, nh)), confidence, tost, trim)
     return LogWelch(est, p, ci, tci, sci)
+
+
+@dataclass(frozen=True)
+class SharedShift:
+    """The speed all tests of one invocation share, compared between the sides.
+
+    Under contention a whole benchmark process runs faster or slower (±10-30% from one process to the
+    next, every test of it alike: docs/run.md "Contention"), so the tests of a comparison are not
+    independent: when the processes of one side happened to be faster, every test reads that side
+    faster together. ``estimate``/``ci``/``pvalue``: Welch's test of the head's per-invocation
+    shared speeds (log) against the base's, the interval at the strict confidence asked for;
+    ``residual``: per sample, its log-value less its test's pooled median and its invocation's shared
+    speed (NaN where its invocation measured too few tests to have one)."""
+
+    estimate: float
+    ci: tuple[float, float]
+    pvalue: float
+    invocations: tuple[int, int]  # (base, head) invocations with a shared speed
+    spread: float  # standard deviation of the per-invocation shared speeds (log), both sides pooled
+    residual: np.ndarray
+
+
+def _segment_medians(ids: np.ndarray, values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(median, count) of ``values`` per id in ``range(size)`` (NaN for an empty id)."""
+    order = np.lexsort((values, ids))
+    counts = np.bincount(ids, minlength=size)
+    return medians(Segments(values[order], np.cumsum(counts) - counts, counts)), counts
+
+
+def shared_shift(key: np.ndarray, group: np.ndarray, head: np.ndarray, value: np.ndarray, min_tests: int,
+                 confidence: float) -> SharedShift | None:
+    """The sides' shared-speed comparison (:class:`SharedShift`) of samples whose ``group`` (>= 0) says the
+    invocation they came from (one round of one side's run); None unless each side has >= 3 invocations of
+    at least ``min_tests`` samples (fewer tests a process: no shared speed to tell from a test's own)."""
+    ok = (group >= 0) & (value > 0)
+    residual = np.full(value.shape, np.nan)
+    if not ok.any():
+        return None
+    logs = np.log(np.where(ok, value, 1.0))
+    idx = np.flatnonzero(ok)
+    center, _ = _segment_medians(key[idx], logs[idx], int(key.max()) + 1)
+    deviation = logs[idx] - center[key[idx]]
+    groups, local = np.unique(group[idx], return_inverse=True)
+    common, counts = _segment_medians(local, deviation, groups.size)
+    group_head = np.zeros(groups.size, dtype=bool)
+    group_head[local] = head[idx]
+    eligible = counts >= min_tests
+    base, later = common[eligible & ~group_head], common[eligible & group_head]
+    if base.size < 3 or later.size < 3:
+        return None
+    kept = eligible[local]
+    residual[idx[kept]] = deviation[kept] - common[local[kept]]
+    with warnings.catch_warnings():  # identical shared speeds: scipy warns; the p is still right
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = stats.ttest_ind(later, base, equal_var=False)
+        low, high = res.confidence_interval(confidence)
+    estimate = float(np.mean(later) - np.mean(base))
+    if not np.isfinite(res.pvalue):  # both sides constant
+        low = high = estimate
+    spread = float(np.std(np.concatenate([base - np.mean(base), later - np.mean(later)]), ddof=2))
+    return SharedShift(estimate, (float(low), float(high)), float(res.pvalue) if np.isfinite(res.pvalue) else
+                       float(estimate == 0), (int(base.size), int(later.size)), spread, residual)
