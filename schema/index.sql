@@ -300,3 +300,12 @@ CREATE TABLE unseen_branches (
   last_line INTEGER NOT NULL,      -- its last line, before the next directive
   directive VARCHAR NOT NULL       -- the directive that opens it: '#if 0', '#else', '#elif defined(X)'
 );
+
+-- C++ functions a file binds to Python names (entries of CPython ``PyMethodDef`` tables,
+-- pybind11 ``def``s): Python code calling the name in an extension module calls the function.
+CREATE TABLE py_bindings (
+  file_id INTEGER NOT NULL,
+  line INTEGER NOT NULL,           -- the line of the table entry or ``def``
+  name VARCHAR NOT NULL,           -- the Python name: '_has_torch_function_unary'
+  symbol VARCHAR NOT NULL          -- the C++ function as written there: 'THPModule_has_torch_function_unary', 'Cls::method'
+);

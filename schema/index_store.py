@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
-from schema.kinds import BenchOpSource, CallKind, FileStatus, NodeKind, Origin, TraceStatus
+from schema.kinds import BenchOpSource, CallKind, EdgeKind, FileStatus, NodeKind, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
 
 
@@ -634,6 +634,22 @@ class IndexStore:
         ).fetchall():
             out[bench].add(test)
         return dict(out)
+
+    def python_functions(self, ids: list[int]) -> dict[int, tuple[str, str, str]]:
+        """function id -> (its file's path, qualified name, kind), for the ``ids`` that are functions."""
+        if not ids:
+            return {}
+        return {r[0]: r[1:] for r in self.con.execute(
+            "SELECT f.id, fi.path, f.qualname, f.kind FROM functions f JOIN files fi ON fi.id = f.file_id"
+            " WHERE f.id IN (SELECT unnest(?::INTEGER[]))", [sorted(set(ids))]).fetchall()}
+
+    def python_callers(self, ids: list[int]) -> list[tuple[int, int, str]]:
+        """(callee, caller, detail 'line N') of the Python calls of the functions ``ids``."""
+        if not ids:
+            return []
+        return [tuple(r) for r in self.con.execute(
+            "SELECT dst, src, detail FROM reach_edges WHERE kind = ? AND dst IN (SELECT unnest(?::INTEGER[]))"
+            " ORDER BY ALL", [EdgeKind.PYTHON_CALL.value, sorted(set(ids))]).fetchall()]
 
     def line_digests(self, path: str) -> dict[int, int]:
         """The traced torch's ``path``: line -> digest of its stripped text (empty: not recorded)."""

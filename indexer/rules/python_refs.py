@@ -105,6 +105,17 @@ class PythonNames(PythonResolver):
         self.resolved[dotted] = result
         return result
 
+    def native_module(self, qualifier: str) -> bool:
+        """Is ``qualifier`` a module of an indexed package with no Python source (an extension
+        module, ``torch._C``; not an indexed module, class or function)."""
+        root = qualifier.partition(".")[0]
+        return (
+            root != qualifier
+            and root in self.module_aliases
+            and qualifier not in self.module_aliases
+            and self.function(qualifier) is None
+        )
+
     def ops(self, dotted: str, kind: str) -> list[str]:
         """The operators a Python call or reference of ``kind`` to ``dotted`` runs."""
         found = self.ops_found.get((dotted, kind))
