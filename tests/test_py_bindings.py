@@ -7,18 +7,21 @@ answered "0 operators reached, no benchmark")."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from common.config import Config
+from common.config import Config, load_config
 from indexer.build import build_index
 from indexer.cpp import python_bindings
 from indexer.extract import file_facts
 from indexer.link import link
 from indexer.source_text import LineIndex, strip_c_comments
 from tests.aten_fixture import NATIVE_FUNCTIONS
+from tests.conftest import CORPUS, git, run_perfq
 
 HEADER = """\
 #pragma once
@@ -51,13 +54,24 @@ static std::initializer_list<PyMethodDef> TorchMethods = {
      (PyCFunction)(void (*)())THPModule_has_torch_function_unary,
      METH_O,
      nullptr},
+    {"_add_docstr", THPModule_addDocStr, METH_VARARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
+static PyObject* THPModule_addDocStr(PyObject* self, PyObject* args) {
+  return args;
+}
 """
 
-# another file's function of the same name, internal: the table cannot name it
+# another file's function of the same name, internal: the table cannot name it; two classes'
+# static ``get`` bound to the same name: a call of ``get`` could be either's
 OTHER = """\
 static PyObject* THPModule_unused(PyObject* self, PyObject* noargs) {
   return Py_None;
+}
+A* A::get() { return nullptr; }
+B* B::get() { return nullptr; }
+void init(py::module& m) {
+  py::class_<A>(m, "A").def_static("get", &A::get);
+  py::class_<B>(m, "B").def_static("get", &B::get);
 }
 """
 
@@ -84,6 +98,10 @@ def _unused(x):
 
 def local(x):
     return _unused(x)  # a Python function of that name: not the binding
+
+
+def typed():
+    return torch._C.A.get()
 """
 
 
@@ -93,7 +111,8 @@ def test_method_table_entries_and_pybind_defs_name_the_functions_they_bind():
     assert python_bindings(code, LineIndex(code)) == [
         (6, "_unused", "THPModule_unused"),
         (7, "_has_torch_function_unary", "THPModule_has_torch_function_unary"),
-        (12, "_jit_run", "torch::jit::run"),
+        (11, "_add_docstr", "THPModule_addDocStr"),
+        (16, "_jit_run", "torch::jit::run"),
     ]
 
 
@@ -120,8 +139,9 @@ def test_python_callers_of_a_bound_name_reach_the_function_the_table_binds():
          "torch._C._has_torch_function_unary line 3"),
         # called by its module: the table's own static function, not Other.cpp's
         ("torch.nn.functional.relu", "THPModule_unused", "torch._C._unused line 8"),
+        # not the alias's call of _add_docstr (at import), nor torch._C.A.get (A's or B's get?)
     }
-    assert len(tables.rows["py_bindings"]) == 2
+    assert len(tables.rows["py_bindings"]) == 5
 
 
 def _bindings(db: Path) -> list[tuple]:
@@ -162,7 +182,8 @@ def _replace(repo: Path, path: str, old: str, new: str) -> None:
 
 NEW_ENTRY = '    {"_unused2", THPModule_unused, METH_NOARGS, nullptr},\n    {nullptr, nullptr'
 OWN_DEFINITION = (
-    "PyObject* THPModule_has_torch_function_unary(PyObject*, PyObject* o) {\n  return o;\n}\nstatic PyObject*"
+    "PyObject* THPModule_has_torch_function_unary(PyObject*, PyObject* o) {\n  return o;\n}\n"
+    "static PyObject* THPModule_u"
 )
 
 
@@ -175,7 +196,7 @@ OWN_DEFINITION = (
          "patched"),
         # a new entry of the table; a new function a binding names: both need a full link
         ("torch/csrc/Module.cpp", "    {nullptr, nullptr", NEW_ENTRY, "linked"),
-        ("torch/csrc/Module.cpp", "static PyObject*", OWN_DEFINITION, "linked"),
+        ("torch/csrc/Module.cpp", "static PyObject* THPModule_u", OWN_DEFINITION, "linked"),
     ],
 )
 def test_a_patch_keeps_the_bindings_as_a_full_link_makes_them(tmp_path, path, old, new, mode):
@@ -189,3 +210,94 @@ def test_a_patch_keeps_the_bindings_as_a_full_link_makes_them(tmp_path, path, ol
     full = tmp_path / "full.duckdb"
     build_index(repo, Config(), full, jobs=1, quiet=True, full=True, trace=False)
     assert _bindings(db) == _bindings(full)
+
+
+# --------------------------------------------------------------------------- end to end (torch)
+
+BENCH = "benchmarks/operator_benchmark"
+
+CONFIGS = """\
+import operator_benchmark as op_bench
+
+split_configs = op_bench.config_list(
+    attr_names=["M", "N"], attrs=[[4, 6]], cross_product_configs={"device": ["cpu"]}, tags=["short"]
+)
+add_configs = op_bench.config_list(
+    attr_names=["M", "N"], attrs=[[3, 5]], cross_product_configs={"device": ["cpu"]}, tags=["short"]
+)
+"""
+
+SPLIT = """\
+import operator_benchmark as op_bench
+import torch
+from pt import mini_configs
+
+
+class SplitBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, M, N, device):
+        self.inputs = {"input": torch.rand(M, N, device=device), "size": 2}
+        self.set_module_name("split")
+
+    def forward(self, input, size: int):
+        return input.split(size)
+
+
+op_bench.generate_pt_test(mini_configs.split_configs, SplitBenchmark)
+"""
+
+ADD = """\
+import operator_benchmark as op_bench
+import torch
+from pt import mini_configs
+
+
+class AddBenchmark(op_bench.TorchBenchmarkBase):
+    def init(self, M, N, device):
+        self.inputs = {"a": torch.rand(M, N, device=device), "b": torch.rand(M, N, device=device)}
+        self.set_module_name("add")
+
+    def forward(self, a, b):
+        return torch.add(a, b)
+
+
+op_bench.generate_pt_test(mini_configs.add_configs, AddBenchmark)
+"""
+
+
+@pytest.fixture
+def bound_repo(tmp_path: Path) -> Path:
+    """The bindings above, the corpus's torch/_tensor.py (2.6.0: ``Tensor.split`` calls
+    ``has_torch_function_unary(self)``), its operator_benchmark harness and two small benchmarks:
+    a Tensor.split (runs that line) and a torch.add (does not)."""
+    pytest.importorskip("torch")
+    if not (CORPUS / BENCH).is_dir():
+        pytest.skip("PyTorch 2.6.0 corpus not fetched")
+    repo = _tree(tmp_path / "repo")
+    native = repo / "aten/src/ATen/native"
+    for name in ("native_functions.yaml", "tags.yaml"):
+        shutil.copy(CORPUS / "aten/src/ATen/native" / name, native / name)
+    (repo / BENCH / "pt").mkdir(parents=True)
+    for path in (CORPUS / BENCH).glob("*.py"):
+        shutil.copy(path, repo / BENCH / path.name)
+    (repo / BENCH / "pt/__init__.py").write_text("")
+    (repo / BENCH / "pt/mini_configs.py").write_text(CONFIGS)
+    (repo / BENCH / "pt/split_mini_test.py").write_text(SPLIT)
+    (repo / BENCH / "pt/add_mini_test.py").write_text(ADD)
+    shutil.copy(CORPUS / "torch/_tensor.py", repo / "torch/_tensor.py")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    return repo
+
+
+@pytest.mark.torch
+@pytest.mark.corpus
+def test_a_changed_bound_function_selects_the_tests_that_ran_its_calling_lines(bound_repo: Path):
+    build_index(bound_repo, load_config(bound_repo), bound_repo / ".git/perfq/index.duckdb", jobs=2, quiet=True)
+    _replace(bound_repo, "torch/csrc/utils/disable_torch_function.cpp", "!is_basic(obj)", "!is_basic(obj) && on()")
+    proc = run_perfq(bound_repo, "affected", "HEAD", "--worktree", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    # Tensor.split's `if has_torch_function_unary(self):` ran in the split test, in no add test
+    assert {b["name"]: b["source"] for b in doc["benchmarks"]} == {"split_mini_test": "executed"}
+    assert not doc["shared_infrastructure"]

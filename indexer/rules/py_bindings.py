@@ -48,16 +48,23 @@ def declare(ctx: LinkContext) -> None:
 
 
 def resolve(ctx: LinkContext) -> None:
-    """Each bound Python name -> the C++ functions its bindings name (``ctx.bound``)."""
+    """Each bound Python name -> the C++ function its bindings name (``ctx.bound``); a name bound
+    to functions of more than one qualified name (``get`` of every pybind11 type class,
+    ``__enter__``) tells nothing of which a call runs, and binds none."""
+    linker = ctx.cpp_linker
     bound: defaultdict[str, set[int]] = defaultdict(set)
     for file_id, _, name, symbol in ctx.read(PyBindingRow):
-        bound[name].update(ctx.cpp_linker.bound_targets(symbol, file_id))
-    ctx.bound = {name: sorted(fids) for name, fids in bound.items() if fids}
+        bound[name].update(linker.bound_targets(symbol, file_id))
+    ctx.bound = {
+        name: sorted(fids) for name, fids in bound.items() if len({linker.rows[f][1] for f in fids}) == 1
+    }
 
 
 def link_callers(ctx: LinkContext) -> None:
-    """An edge from each Python function calling a bound name of an extension module (a value
-    named in a module-level alias counts, as the calls rule counts it) to the functions bound to it."""
+    """An edge from each Python function calling a bound name of an extension module to the
+    function bound to it; and from each module-level alias naming one (``has_torch_function_unary
+    = _add_docstr(_has_torch_function_unary, ...)``: calling the alias calls it), not from one
+    calling one (that runs once, at import)."""
     bound, python, py_rows, py_first = ctx.bound, ctx.python, ctx.py_rows, ctx.py_first
     for file_id, f in enumerate(ctx.all_files):
         if f.lang != _PYTHON_FILE:
@@ -68,8 +75,8 @@ def link_callers(ctx: LinkContext) -> None:
             if not targets or c.kind not in _CALLED or not c.qualifier or not python.native_module(c.qualifier):
                 continue
             caller = first + c.func_index
-            if c.kind == CallKind.REF and py_rows[caller - py_first][4] != _ALIAS:
-                continue  # named as a value in a body, not called
+            if (c.kind == CallKind.REF) != (py_rows[caller - py_first][4] == _ALIAS):
+                continue  # a value named in a body (not called); a call at import, in a module-level alias
             for target in targets:
                 ctx.graph.edge(target, caller, EdgeKind.PYTHON_BINDING, f"{c.qualifier}.{c.callee_name} line {c.line}")
 
