@@ -69,9 +69,11 @@ static PyObject* THPModule_unused(PyObject* self, PyObject* noargs) {
 }
 A* A::get() { return nullptr; }
 B* B::get() { return nullptr; }
+void LoopNest::simplify() {}
 void init(py::module& m) {
   py::class_<A>(m, "A").def_static("get", &A::get);
   py::class_<B>(m, "B").def_static("get", &B::get);
+  py::class_<LoopNest>(m, "LoopNest").def("simplify", &LoopNest::simplify);
 }
 """
 
@@ -102,6 +104,13 @@ def local(x):
 
 def typed():
     return torch._C.A.get()
+
+
+V = make_virtualized()
+
+
+def sizes():
+    return V.graph.sizevars.simplify()  # an object's attribute, not an extension module's
 """
 
 
@@ -139,9 +148,10 @@ def test_python_callers_of_a_bound_name_reach_the_function_the_table_binds():
          "torch._C._has_torch_function_unary line 3"),
         # called by its module: the table's own static function, not Other.cpp's
         ("torch.nn.functional.relu", "THPModule_unused", "torch._C._unused line 8"),
-        # not the alias's call of _add_docstr (at import), nor torch._C.A.get (A's or B's get?)
+        # not the alias's call of _add_docstr (at import), nor torch._C.A.get (A's or B's get?),
+        # nor V.graph.sizevars.simplify (V is a value of the module)
     }
-    assert len(tables.rows["py_bindings"]) == 5
+    assert len(tables.rows["py_bindings"]) == 6
 
 
 def _bindings(db: Path) -> list[tuple]:

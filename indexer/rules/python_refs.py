@@ -105,16 +105,22 @@ class PythonNames(PythonResolver):
         self.resolved[dotted] = result
         return result
 
-    def native_module(self, qualifier: str) -> bool:
+    def native_module(self, qualifier: str, depth: int = 0) -> bool:
         """Is ``qualifier`` a module of an indexed package with no Python source (an extension
-        module, ``torch._C``; not an indexed module, class or function)."""
-        root = qualifier.partition(".")[0]
-        return (
-            root != qualifier
-            and root in self.module_aliases
-            and qualifier not in self.module_aliases
-            and self.function(qualifier) is None
-        )
+        module, ``torch._C``, ``torch._C._nn``): past its longest prefix that is an indexed module,
+        the next name is no function, class or value that module defines or imports from Python
+        source (``torch._inductor.virtualized.V.graph`` is an object's attribute)."""
+        parts = qualifier.split(".")
+        known = next((k for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in self.module_aliases), 0)
+        if not known or known == len(parts) or depth > 4:
+            return False
+        module, head = ".".join(parts[:known]), parts[known]
+        if self.function(f"{module}.{head}") is not None:
+            return False
+        target = self.module_aliases[module].get(head)
+        if target is None or target == f"{module}.{head}":
+            return True
+        return self.native_module(".".join([target, *parts[known + 1 :]]), depth + 1)
 
     def ops(self, dotted: str, kind: str) -> list[str]:
         """The operators a Python call or reference of ``kind`` to ``dotted`` runs."""
