@@ -65,38 +65,36 @@ def bound_truth(store: IndexStore, calls: list[BoundCall], text_of: TextOf) -> L
         return LineTruth()
     observed = store.line_covered_paths(sorted({c.path for c in calls}))
     total = store.line_traced_tests() if observed else 0
+    placed: dict[str, list[tuple[BoundCall, int]]] = {}
+    for path in sorted(observed):
+        if not path.startswith(UNOBSERVED):
+            placed[path] = _placed_in(store, path, [c for c in calls if c.path == path], text_of)
     hits: list[LineHit] = []
     unrun: list[str] = []
     every: list[str] = []
-    files: dict[str, tuple[list[str] | None, dict[int, int]]] = {}
-    for c in calls:
-        if c.path not in observed or c.path.startswith(UNOBSERVED):
-            continue
-        if c.path not in files:
-            data = text_of(c.path)
-            rows = None if data is None else data.decode("utf-8", "replace").splitlines()
-            files[c.path] = (rows, store.line_digests(c.path) if c.path.startswith("torch/") else {})
-        line = _placed(c, *files[c.path])
-        if line is None:
-            continue
-        ran = store.tests_running_lines(c.path, [line])
-        if not ran:
-            unrun.append(f"{c.path}:{c.line}")
-        elif total and sum(map(len, ran.values())) >= total:
-            every.append(f"{c.path}:{c.line}")
-        where = f"{c.where} (calls {c.name})"
-        hits += [LineHit(c.path, where, b, tuple(sorted(tests)), (c.line,)) for b, tests in sorted(ran.items())]
+    for path, found in placed.items():
+        ran_by_line = store.tests_running_each_line(path, [line for _, line in found])
+        for c, line in found:
+            ran = ran_by_line.get(line, {})
+            if not ran:
+                unrun.append(f"{path}:{c.line}")
+            elif total and sum(map(len, ran.values())) >= total:
+                every.append(f"{path}:{c.line}")
+            where = f"{c.where} (calls {c.name})"
+            hits += [LineHit(path, where, b, tuple(sorted(tests)), (c.line,)) for b, tests in sorted(ran.items())]
     return LineTruth(tuple(hits), (), frozenset(), tuple(unrun), tuple(every))
 
 
-def _placed(c: BoundCall, rows: list[str] | None, digests: dict[int, int]) -> int | None:
-    """The traced file's line for the calling line (torch's own files, whose ``digests`` the
-    traces recorded: by its text; None when it cannot be placed)."""
-    if not c.path.startswith("torch/"):
-        return c.line
-    if rows is None or not 0 < c.line <= len(rows):
-        return None
-    return traced_line(c.line, rows, digests)
+def _placed_in(store: IndexStore, path: str, calls: list[BoundCall], text_of: TextOf) -> list[tuple[BoundCall, int]]:
+    """The calls of ``path`` with their lines in the traced file (those that can be placed)."""
+    if not path.startswith("torch/"):
+        return [(c, c.line) for c in calls]
+    data = text_of(path)
+    if data is None:
+        return []
+    rows, digests = data.decode("utf-8", "replace").splitlines(), store.line_digests(path)
+    found = [(c, traced_line(c.line, rows, digests) if 0 < c.line <= len(rows) else None) for c in calls]
+    return [(c, line) for c, line in found if line is not None]
 
 
 def merged(a: LineTruth, b: LineTruth) -> LineTruth:

@@ -651,6 +651,17 @@ class IndexStore:
             "SELECT dst, src, detail FROM reach_edges WHERE kind = ? AND dst IN (SELECT unnest(?::INTEGER[]))"
             " ORDER BY ALL", [EdgeKind.PYTHON_CALL.value, sorted(set(ids))]).fetchall()]
 
+    def tests_running_each_line(self, path: str, lines: list[int]) -> dict[int, dict[str, set[str]]]:
+        """Per line of ``lines`` of ``path``, per benchmark, its traced tests that ran it (one read)."""
+        out: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for line, bench, test in self.con.execute(
+            "SELECT DISTINCT s.line, t.bench, t.test FROM py_test_lines t JOIN py_line_sets s"
+            " ON s.line_set = t.line_set AND s.path = ? AND s.line IN (SELECT unnest(?::INTEGER[]))",
+            [path, sorted(set(lines))],
+        ).fetchall():
+            out[line][bench].add(test)
+        return {line: dict(ran) for line, ran in out.items()}
+
     def line_digests(self, path: str) -> dict[int, int]:
         """The traced torch's ``path``: line -> digest of its stripped text (empty: not recorded)."""
         return dict(self.con.execute("SELECT line, digest FROM py_line_texts WHERE path = ?", [path]).fetchall())
