@@ -280,6 +280,38 @@ def _unseen_branches(code: str, directives: list[Span], unseen: list[Span], line
     return out
 
 
+PY_BINDINGS = "py_bindings"  # its rule's table (indexer/rules/py_bindings.py)
+# an entry of a CPython method table: {"name", <the function, maybe cast>, <flags naming METH_...>
+_METHOD_ENTRY = re.compile(r'\{\s*"(\w+)"\s*,\s*([^,{}";]+?)\s*,\s*[^,{}";]*\bMETH_')
+# a pybind11 binding of a named function: m.def("name", &fn ...), .def_static("name", fn ...)
+_PYBIND_DEF = re.compile(r'\.def(?:_static)?\(\s*"(\w+)"\s*,\s*&?\s*((?:::)?[A-Za-z_][\w:]*)\s*[,)]')
+_IDENTIFIER = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
+_NOT_BOUND = frozenset({"nullptr", "NULL", "void", "PyCFunction", "PyCFunctionWithKeywords", "PyObject"})
+
+
+def _bound_symbol(expr: str) -> str | None:
+    """The function a method table entry binds: the last name of its expression, past the casts
+    (``(PyCFunction)(void (*)())fn``, ``castPyCFunctionWithKeywords(fn)``); None for a null entry."""
+    names = [n for n in _IDENTIFIER.findall(expr) if n not in _NOT_BOUND and not n.startswith("reinterpret_cast")]
+    return names[-1].removeprefix("::") if names else None
+
+
+def python_bindings(code: str, lines: LineIndex) -> list[tuple]:
+    """(line, Python name, C++ function as written) of each function ``code`` (comments stripped,
+    strings kept) binds to a Python name: entries of ``PyMethodDef`` tables and pybind11 ``def``s."""
+    out = []
+    if "METH_" in code:
+        for m in _METHOD_ENTRY.finditer(code):
+            symbol = _bound_symbol(m.group(2))
+            if symbol is not None:
+                out.append((lines.line_of(m.start()), m.group(1), symbol))
+    if ".def" in code:
+        out += [
+            (lines.line_of(m.start()), m.group(1), m.group(2).removeprefix("::")) for m in _PYBIND_DEF.finditer(code)
+        ]
+    return sorted(out)
+
+
 def extract_cpp(
     path: str,
     text: str,
@@ -322,6 +354,8 @@ def extract_cpp(
     facts.classes = classes
     if branches := _unseen_branches(code, directives, unseen, lines):
         facts.constructs[UNSEEN_BRANCHES] = branches
+    if bindings := python_bindings(blank_spans(stripped, unseen), lines):
+        facts.constructs[PY_BINDINGS] = bindings
     facts.calls = call_sites(code, facts.functions, lines, fields)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)

@@ -378,6 +378,26 @@ class CppCallLinker:
             if self.rows[f][1].endswith(kernel_name) and (self.rows[f][0] == file_id or not self.raw_internal[f])
         ]
 
+    def bound_targets(self, symbol: str, file_id: int) -> list[int]:
+        """Definitions a Python binding in ``file_id`` names (``THPModule_foo`` of a method table,
+        ``&Class::method`` of a pybind11 ``def``), as the linker resolves a name: the qualified
+        name must match to its end, a function of internal linkage only from its own file, the
+        binding file's own definition first, then those of the files it includes (its units);
+        a name still naming functions of more than one qualified name past that binds none."""
+        found = [
+            f
+            for f in self.by_name.get(symbol.rpartition("::")[2], ())
+            if (self.rows[f][1] == symbol or self.rows[f][1].endswith(f"::{symbol}"))
+            and (self.rows[f][0] == file_id or not self.raw_internal[f])
+        ]
+        own = [f for f in found if self.rows[f][0] == file_id]
+        if own or len(found) <= 1:
+            return own or found
+        if self._read_includes is not None and self._units:
+            units, unit_bit = self.visible_units(file_id), self.unit_bit
+            found = [f for f in found if units & unit_bit(self.rows[f][0])] or found
+        return found if len({self.rows[f][1] for f in found}) == 1 else []
+
     def library_ops(self, namespace: str, op: str) -> list[str]:
         """Operators an m.impl registers: every overload of an aten name without one."""
         return self.ops_by_base.get(op.split(".")[0], [op]) if namespace == "aten" and "." not in op else [op]

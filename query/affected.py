@@ -19,7 +19,7 @@ Selection, in order of trust:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,6 +28,7 @@ from common.config import Config
 from indexer.devices import device_of_key, device_of_path
 from indexer.dtypes import DtypeScope
 from indexer.facts import scope_name
+from query.bound_lines import TextOf, bound_calls, bound_truth, merged
 from query.changes import ChangedFunction, ChangeSet
 from query.document import (
     AffectedDoc,
@@ -79,6 +80,7 @@ class AffectedInput:
     warnings: list[str] = field(default_factory=list)
     dtypes: DtypeScope = None  # the dtypes the changed lines run for (query.dtype_gaps.change_scope)
     lines: LineTruth = field(default_factory=LineTruth)  # Python lines the traces saw tests run
+    source: TextOf | None = None  # a file of the base by its path (the Python lines calling a bound function)
 
 
 # --------------------------------------------------------------------------- starts
@@ -475,10 +477,16 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     """The ``perfq affected`` document (see README for its JSON shape)."""
     started = start(store, inp)
     reached = reach(store, inp, cfg, started)
+    inp = replace(inp, lines=merged(inp.lines, bound_truth(store, bound_calls(store, reached.walk), _source(inp))))
     observed = observe(store, inp, cfg, started, reached)
     selected = select(store, inp, started, reached, observed)
     canary = canaries(inp, cfg, started, reached, observed, selected)
     return document(store, inp, cfg, (started, reached, observed, selected), canary)
+
+
+def _source(inp: AffectedInput) -> TextOf:
+    """The base's files by path (none when the input says no way to read them)."""
+    return inp.source or (lambda path: None)
 
 
 def start(store: IndexStore, inp: AffectedInput) -> Started:

@@ -26,7 +26,7 @@ TextOf = Callable[[str | None], bytes | None]
 
 # torch's Python that runs under torch.compile or in shapes-only machinery: the tracer records
 # no test there (it does not compile, and drops fake-tensor machinery), so no line truth
-_UNOBSERVED = ("torch/_decomp/", "torch/_refs/", "torch/_prims", "torch/_inductor/", "torch/_dynamo/",
+UNOBSERVED = ("torch/_decomp/", "torch/_refs/", "torch/_prims", "torch/_inductor/", "torch/_dynamo/",
                "torch/_subclasses/", "torch/_meta_registrations.py", "torch/_library/", "torch/fx/")
 _NEIGHBOURS = 3  # lines each side compared to place a line whose number moved in the traced torch
 
@@ -84,7 +84,7 @@ def line_truth(
     benchmark tree's files (path -> text), read for the names a shared module's change sets."""
     code_changed = {cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level} | set(cs.benchmark_modules)
     candidates = [fc for fc in changes if fc.old_path and fc.new_path and fc.old_path.endswith(".py")
-                  and not fc.old_path.startswith(_UNOBSERVED) and fc.path in code_changed]
+                  and not fc.old_path.startswith(UNOBSERVED) and fc.path in code_changed]
     observed = store.line_covered_paths([fc.old_path for fc in candidates if fc.old_path])
     hits: list[LineHit] = []
     readers: list[NameReaders] = []
@@ -150,7 +150,7 @@ def _place(path: str, text: str, fc: FileChange, shared_module: bool, store: Ind
         span = range(_first_line(stmt), _header_end(stmt) + 1)
         lines = [n for n in span if _code(rows, n)]
         if digests is not None:
-            mapped = [_traced_line(n, rows, digests) for n in lines]
+            mapped = [traced_line(n, rows, digests) for n in lines]
             if not mapped or None in mapped:
                 return None
             lines = [m for m in mapped if m is not None]
@@ -272,7 +272,7 @@ def _digest(text: str) -> int:
     return zlib.crc32(text.strip().encode()) & 0x7FFFFFFF
 
 
-def _traced_line(n: int, rows: list[str], digests: dict[int, int]) -> int | None:
+def traced_line(n: int, rows: list[str], digests: dict[int, int]) -> int | None:
     """The traced file's line for the base's line ``n``: the same number when the texts match,
     else the one line of that text whose neighbours match best (None: not found, or a tie)."""
     want = _digest(rows[n - 1])

@@ -27,6 +27,9 @@ class Reach:
     hubs: set[int] = field(default_factory=set)  # operators whose many callers were not followed
     into_benchmark: dict[int, set[str]] = field(default_factory=dict)  # benchmark -> details of edges into it
     into_op: list[tuple[int, int, EdgeKind, str]] = field(default_factory=list)  # explored edges into ops
+    # a Python function calling a bound C++ function the walk reached -> (that function, edge detail):
+    # reached, not walked on from (the Python lines that call it tell which tests run it)
+    bound_callers: dict[int, set[tuple[int, str]]] = field(default_factory=dict)
 
     def layouts(self) -> dict[int, set[str]]:
         """op -> the tensor layouts of the kernels the walk reached it through (dense,
@@ -94,7 +97,8 @@ def walk_up(
     """Breadth-first walk from ``starts`` (node -> device family, '' = any) along
     reach_edges (dst -> src), read from the packed graph. A path that has committed to a
     device (a CPU kernel file, a CPU dispatch key) does not cross a registration for
-    another device. Benchmark nodes are reached but not expanded. ``composite_hops``
+    another device. Benchmark nodes are reached but not expanded, nor are the Python
+    functions calling a C++ function through its binding (``bound_callers``). ``composite_hops``
     bounds how many times a path may go from an operator into C++ code that calls it
     (composite ops, other kernels); None: no bound, 0: only the overload family, Python
     and benchmarks. With ``hub_fanout``, an operator called from more C++ functions than
@@ -142,8 +146,9 @@ class _Walk:
         self.kinds = bytes(g.kind)  # a kind is one byte: ``count`` and ``in`` over a run are C loops
         self.edge_kinds, self.details, self.node_kinds, self.keys = g.edge_kinds, g.details, g.node_kinds, g.keys
         ek, nk = g.edge_codes, g.node_codes
-        self.call, self.kernel, self.op_call, self.backward = (
-            ek.get(k, -1) for k in (EdgeKind.CALL, EdgeKind.KERNEL, EdgeKind.OP_CALL, EdgeKind.BACKWARD)
+        self.call, self.kernel, self.op_call, self.backward, self.binding = (
+            ek.get(k, -1)
+            for k in (EdgeKind.CALL, EdgeKind.KERNEL, EdgeKind.OP_CALL, EdgeKind.BACKWARD, EdgeKind.PYTHON_BINDING)
         )
         self.registrations = frozenset(ek[k] for k in _REGISTRATIONS if k in ek)
         self.function, self.op, self.benchmark = (
@@ -208,12 +213,15 @@ class _Walk:
                 r.into_op.append((dst, src, edge_kinds[ekind], details[detail]))
             elif nkind == benchmark:
                 r.into_benchmark.setdefault(src, set()).add(details[detail])
+            bound = ekind == self.binding
+            if bound:
+                r.bound_callers.setdefault(src, set()).add((dst, details[detail]))
             if src in depth_of:
                 old_dev, old_hops = state[src]
                 if (old_dev and not dev) or hops < old_hops:
                     # reached again with a wider device or fewer composite hops: walk on from there
                     state[src] = ("" if not dev or not old_dev else old_dev, min(hops, old_hops))
-                    if nkind != benchmark:
+                    if nkind != benchmark and src not in r.bound_callers:
                         nxt.append(src)
                 continue
             state[src] = (dev, hops)
@@ -222,7 +230,7 @@ class _Walk:
             kind_of[src] = node_kinds[nkind]
             key = keys.get(src)
             key_of[src] = label_of[src] = str(src) if key is None else key
-            if nkind != benchmark:
+            if nkind != benchmark and not bound:
                 nxt.append(src)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from common import files, git
@@ -240,7 +241,22 @@ def affected_for_ref(
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
         scope = change_scope(changes, base_texts.get, head_texts.get)
-        return affected(store, AffectedInput(base, head_label, cs, warnings, dtypes=scope, lines=truth), cfg)
+        source = _base_source(repo, base, base_texts)
+        return affected(
+            store, AffectedInput(base, head_label, cs, warnings, dtypes=scope, lines=truth, source=source), cfg
+        )
+
+
+def _base_source(repo: Path, base: str | None, known: dict[str, bytes | None]) -> Callable[[str], bytes | None]:
+    """A file of the base by its path: the changed files' texts as read, others from git (the
+    working tree's without a base)."""
+
+    def text_of(path: str) -> bytes | None:
+        if path not in known:
+            known[path] = git.show(repo, base, path)
+        return known[path]
+
+    return text_of
 
 
 def check_index_of(repo: Path, db: Path | None = None) -> None:

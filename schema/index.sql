@@ -308,3 +308,12 @@ CREATE TABLE formula_calls (
   formula VARCHAR NOT NULL,        -- the derivatives.yaml entry's name: addmm, add.Tensor
   name VARCHAR NOT NULL            -- the name called, as written: mm_mat1_backward, at::sum_to
 );
+
+-- C++ functions a file binds to Python names (entries of CPython ``PyMethodDef`` tables,
+-- pybind11 ``def``s): Python code calling the name in an extension module calls the function.
+CREATE TABLE py_bindings (
+  file_id INTEGER NOT NULL,
+  line INTEGER NOT NULL,           -- the line of the table entry or ``def``
+  name VARCHAR NOT NULL,           -- the Python name: '_has_torch_function_unary'
+  symbol VARCHAR NOT NULL          -- the C++ function as written there: 'THPModule_has_torch_function_unary', 'Cls::method'
+);

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from schema.engine import duckdb
 from schema.graph_file import read_graph_file
-from schema.kinds import BenchOpSource, CallKind, FileStatus, NodeKind, Origin, TraceStatus
+from schema.kinds import BenchOpSource, CallKind, EdgeKind, FileStatus, NodeKind, Origin, TraceStatus
 from schema.packed_graph import PackedGraph, pack_graph
 
 
@@ -663,6 +663,33 @@ class IndexStore:
         ).fetchall():
             out[bench].add(test)
         return dict(out)
+
+    def python_functions(self, ids: list[int]) -> dict[int, tuple[str, str, str]]:
+        """function id -> (its file's path, qualified name, kind), for the ``ids`` that are functions."""
+        if not ids:
+            return {}
+        return {r[0]: r[1:] for r in self.con.execute(
+            "SELECT f.id, fi.path, f.qualname, f.kind FROM functions f JOIN files fi ON fi.id = f.file_id"
+            " WHERE f.id IN (SELECT unnest(?::INTEGER[]))", [sorted(set(ids))]).fetchall()}
+
+    def python_callers(self, ids: list[int]) -> list[tuple[int, int, str]]:
+        """(callee, caller, detail 'line N') of the Python calls of the functions ``ids``."""
+        if not ids:
+            return []
+        return [tuple(r) for r in self.con.execute(
+            "SELECT dst, src, detail FROM reach_edges WHERE kind = ? AND dst IN (SELECT unnest(?::INTEGER[]))"
+            " ORDER BY ALL", [EdgeKind.PYTHON_CALL.value, sorted(set(ids))]).fetchall()]
+
+    def tests_running_each_line(self, path: str, lines: list[int]) -> dict[int, dict[str, set[str]]]:
+        """Per line of ``lines`` of ``path``, per benchmark, its traced tests that ran it (one read)."""
+        out: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        for line, bench, test in self.con.execute(
+            "SELECT DISTINCT s.line, t.bench, t.test FROM py_test_lines t JOIN py_line_sets s"
+            " ON s.line_set = t.line_set AND s.path = ? AND s.line IN (SELECT unnest(?::INTEGER[]))",
+            [path, sorted(set(lines))],
+        ).fetchall():
+            out[line][bench].add(test)
+        return {line: dict(ran) for line, ran in out.items()}
 
     def line_digests(self, path: str) -> dict[int, int]:
         """The traced torch's ``path``: line -> digest of its stripped text (empty: not recorded)."""

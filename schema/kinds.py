@@ -90,6 +90,7 @@ class EdgeKind(StrEnum):
     STUB_CALL = "stub_call"  # a C++ call of a DispatchStub
     OP_CALL = "op_call"  # a call of an operator through its API
     PYTHON_CALL = "python_call"
+    PYTHON_BINDING = "python_binding"  # Python code calls the C++ function bound to a name (detail: the name, line)
     KERNEL = "kernel"  # a dispatch kernel of an operator (detail: its dispatch key)
     META = "meta"  # a structured kernel's TORCH_META_FUNC
     REGISTERED = "registered"  # a DispatchStub's registered impl (detail: its arch)

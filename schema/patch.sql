@@ -153,6 +153,14 @@ SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.us
  JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id
  WHERE c.callee_name IN (SELECT unnest($names::TEXT[])) AND f.file_id <> $outside_file AND fi.lang <> '{Lang.PYTHON}'
 
+-- ---- python bindings (indexer/rules/py_bindings.py)
+
+-- name: py_bindings_of_files
+SELECT file_id, line, name, symbol FROM py_bindings WHERE file_id IN (SELECT unnest($ids::INTEGER[]))
+
+-- name: py_bindings_named
+SELECT DISTINCT symbol FROM py_bindings WHERE string_split(symbol, '::')[-1] IN (SELECT unnest($names::TEXT[]))
+
 -- ---- traces (indexer/rules/traces.py)
 
 -- name: devices_running

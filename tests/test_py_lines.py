@@ -14,7 +14,7 @@ import pytest
 from common.config import load_config
 from common.diff import FileChange, parse_diff
 from indexer.build import build_index
-from query.py_lines import _readers, _statement, _touched, _traced_line
+from query.py_lines import _readers, _statement, _touched, traced_line
 from tests.conftest import CORPUS, db_rows, git, run_perfq
 
 BENCH = "benchmarks/operator_benchmark"
@@ -27,12 +27,12 @@ def _digests(rows: list[str]) -> dict[int, int]:
 def test_a_line_is_placed_by_its_text_where_the_traced_torch_moved_it():
     base = ["def f(x):", "    y = x + 1", "    return y", "", "def g(x):", "    return x"]
     traced = ["import os", "", "", *base]  # the installed torch: three lines more above
-    assert _traced_line(2, base, _digests(base)) == 2  # same number, same text
-    assert _traced_line(2, base, _digests(traced)) == 5  # moved: its text and its neighbours'
+    assert traced_line(2, base, _digests(base)) == 2  # same number, same text
+    assert traced_line(2, base, _digests(traced)) == 5  # moved: its text and its neighbours'
     edited = [*traced[:4], "    y = x + 2", *traced[5:]]  # the traced torch's line differs: not placed
-    assert _traced_line(2, base, _digests(edited)) is None
+    assert traced_line(2, base, _digests(edited)) is None
     twice = ["def f(x):", "    return x", "", "def f(x):", "    return x"]  # a tie: not placed
-    assert _traced_line(2, ["def f(x):", "    return x"], _digests(["pass", *twice])) is None
+    assert traced_line(2, ["def f(x):", "    return x"], _digests(["pass", *twice])) is None
 
 
 def test_statements_know_module_level_from_function_lines():

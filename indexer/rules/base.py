@@ -143,6 +143,8 @@ class LinkContext:
     library_ops: dict[str, tuple[str, str]]  # ops defined by TORCH_LIBRARY -> (namespace, schema)
     # made by the classes rule
     hierarchy: ClassHierarchy
+    # made by the python bindings rule: a Python name -> the C++ functions bound to it
+    bound: dict[str, list[int]]
     # made by the python references rule (until the benchmarks phase ends)
     python: PythonResolver
     class_methods: defaultdict[int, list[int]]  # a Python class -> its methods
@@ -225,6 +227,11 @@ class PythonResolver:
         raise NotImplementedError
 
     def ops(self, dotted: str, kind: str) -> list[str]:
+        raise NotImplementedError
+
+    def native_module(self, qualifier: str) -> bool:
+        """Is ``qualifier`` a module of an indexed package with no Python source (an extension
+        module, ``torch._C``): the functions it holds are bound from C++."""
         raise NotImplementedError
 
 

@@ -105,6 +105,23 @@ class PythonNames(PythonResolver):
         self.resolved[dotted] = result
         return result
 
+    def native_module(self, qualifier: str, depth: int = 0) -> bool:
+        """Is ``qualifier`` a module of an indexed package with no Python source (an extension
+        module, ``torch._C``, ``torch._C._nn``): past its longest prefix that is an indexed module,
+        the next name is no function, class or value that module defines or imports from Python
+        source (``torch._inductor.virtualized.V.graph`` is an object's attribute)."""
+        parts = qualifier.split(".")
+        known = next((k for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in self.module_aliases), 0)
+        if not known or known == len(parts) or depth > 4:
+            return False
+        module, head = ".".join(parts[:known]), parts[known]
+        if self.function(f"{module}.{head}") is not None:
+            return False
+        target = self.module_aliases[module].get(head)
+        if target is None or target == f"{module}.{head}":
+            return True
+        return self.native_module(".".join([target, *parts[known + 1 :]]), depth + 1)
+
     def ops(self, dotted: str, kind: str) -> list[str]:
         """The operators a Python call or reference of ``kind`` to ``dotted`` runs."""
         found = self.ops_found.get((dotted, kind))
