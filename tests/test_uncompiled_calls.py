@@ -37,6 +37,14 @@ void vendor_caller(int n) {
 void plain_caller(int n) {
   gemm_heuristic(n + 1);
 }
+
+void gemm_arm_kernel(const Tensor& out, const Tensor& self, int64_t dim) {}
+void gemm_vendor_kernel(const Tensor& out, const Tensor& self, int64_t dim) {}
+#if defined(__aarch64__)
+REGISTER_DISPATCH(softmax_op_stub, &gemm_arm_kernel);
+#elif SOME_VENDOR_FLAG
+REGISTER_DISPATCH(softmax_op_stub, &gemm_vendor_kernel);
+#endif
 }  // namespace at::native
 """
 X86 = Config().with_overrides({"build": {"undefined": ["__aarch64__"], "torch": False}})
@@ -63,6 +71,14 @@ def _callers_of(db: Path, callee: str) -> set[str]:
     return {qualname for (qualname,) in rows}
 
 
+def _registered(db: Path) -> set[str]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return {impl for (impl,) in con.execute("SELECT impl_name FROM stub_impls").fetchall()}
+    finally:
+        con.close()
+
+
 def _warnings(db: Path) -> list[str]:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -80,6 +96,8 @@ def test_a_call_in_a_branch_the_build_leaves_out_links_nothing(repo: Path, tmp_p
     (warning,) = _warnings(db)
     assert "1 call site(s) on lines the target build does not compile" in warning
     assert "lines 6-6 (#if defined(__aarch64__) && AT_MKLDNN_ACL_ENABLED())" in warning
+    # a registration in a left-out branch registers nothing; a build-conditional one stays
+    assert "gemm_arm_kernel" not in _registered(db) and "gemm_vendor_kernel" in _registered(db)
 
 
 def test_other_macros_relink_the_cached_facts_with_the_other_branches(repo: Path, tmp_path: Path):
@@ -88,6 +106,7 @@ def test_other_macros_relink_the_cached_facts_with_the_other_branches(repo: Path
     report = build_index(repo, ARM, db, jobs=1, quiet=True, trace=False)
     assert (report.mode, report.reparsed) == ("linked", 0)  # the facts cache serves any macros
     assert "at::native::arm_only_caller" in _callers_of(db, "at::native::gemm_heuristic")
+    assert "gemm_arm_kernel" in _registered(db)
 
 
 def test_a_call_moved_into_a_left_out_branch_is_patched_as_a_full_link_links_it(repo: Path, tmp_path: Path):
