@@ -12,7 +12,7 @@ from pathlib import Path
 from common import git
 from common.config import Config
 from common.interrupt import sigterm_as_interrupt
-from indexer.build_config import reads_torch
+from indexer.build_config import reads_torch, target_build
 from indexer.build_info import BuildEvents, BuildReport
 from indexer.build_spec import BuildSpec, BuildState, specify_build
 from indexer.discover import discover
@@ -49,23 +49,24 @@ def build_index(
     state = BuildState(inputs=dict(spec.inputs))
     with sigterm_as_interrupt(), build_lock(spec.db_path):
         state.inputs["indexed_commit"] = git.head(spec.repo)
+        record_build_settings(spec)  # before the link: its -D flags decide which #if branches it keeps
+        state.build = target_build(spec.repo, spec.cfg, spec.db_path.parent)
+        state.inputs["config:build_macros"] = state.build.digest()  # other macros: re-linked, not patched
         # a patch's copy of the index is made, and the stat cache read, while the files are found
         # and hashed; a re-link starts after the copy is gone (it writes at the same scratch path)
         with copying(spec.db_path) if spec.patchable else nullcontext() as copy, stat_cache(spec.stat_path) as stats:
             discover_files(spec, state)
             hash_files(spec, state, stats)
             if copy is not None and patch(spec, state, copy):
-                record_build_settings(spec)
                 return state.report
         relink_from_cache(spec, state)
-        record_build_settings(spec)
     return state.report
 
 
 def record_build_settings(spec: BuildSpec) -> None:
     """Record the installed torch's build settings once per torch install, in a build that may
     trace (importing torch costs seconds, as each traced benchmark's run does):
-    `perfq affected` reads which ``#if`` branches the target build compiles from them."""
+    the link and `perfq affected` read which ``#if`` branches the target build compiles from them."""
     if spec.trace is not False and reads_torch(spec.cfg):
         why = record_torch_build(spec.db_path.parent)
         if why is not None:

@@ -98,6 +98,11 @@ class BuildMacros:
                            (self.undefined - defined.keys()) | undefined, self.variants - defined.keys() - undefined,
                            self.sources + ((source,) if source else ()))
 
+    def digest(self) -> str:
+        """What decides the branches (not where it came from): an index linked for other macros is re-linked."""
+        known = [sorted(self.defined.items()), sorted(self.undefined), sorted(self.variants)]
+        return hashlib.sha256(json.dumps(known).encode()).hexdigest()[:16]
+
     def for_kind(self, kind: str) -> Callable[[str], Macro]:
         """The lookup ``line_states`` uses for a file of ``kind`` (cpp, cuda, header)."""
         own_defined, own_undefined = _KIND.get(kind, _KIND["header"])

@@ -29,6 +29,7 @@ _EXTRACTOR_SOURCES = [
         "cpp_fallback.py",
         "extract.py",
         "facts.py",
+        "preprocessor.py",
         "python_src.py",
         "registrations.py",
         "source_text.py",
@@ -36,7 +37,10 @@ _EXTRACTOR_SOURCES = [
 ] + [("data", "prelude.h")]
 
 
-_LINKING = ("link.py", "link_cpp.py", "stub_names.py", "incremental.py", "native_yaml.py", "relink.py", "trace.py")
+_LINKING = (
+    "build_config.py", "preprocessor.py", "link.py", "link_cpp.py", "stub_names.py", "incremental.py",
+    "native_yaml.py", "relink.py", "trace.py",
+)
 
 
 def linker_sources() -> list[Traversable]:

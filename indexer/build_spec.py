@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from common import files
 from common.config import Config
 from common.errors import PerfqError
+from indexer.build_config import BuildMacros
 from indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
 from indexer.native import NativeRun, perf_problem
 from indexer.trace import driver_digest, torch_available
@@ -95,6 +96,7 @@ class BuildState:
 
     report: BuildReport = field(default_factory=BuildReport)
     inputs: dict[str, str] = field(default_factory=dict)  # the spec's, and those the passes find
+    build: BuildMacros | None = None  # the target build's macros: which #if branches it compiles
     # discover, hash
     files: dict[str, list[str]] = field(default_factory=dict)  # kind -> paths
     digests: dict[str, str | None] = field(default_factory=dict)  # path -> content digest

@@ -19,6 +19,8 @@ from importlib import resources
 from indexer.cpp_calls import call_sites
 from indexer.cpp_fallback import merge_functions, text_structure
 from indexer.facts import Call, FileFacts, Function
+from indexer.preprocessor import DIRECTIVES, decides_lines
+from indexer.preprocessor import directives as preprocessor_directives
 from indexer.registrations import extract_registrations
 from indexer.source_text import LineIndex, Span, blank_spans, blank_strings, preprocessor_spans, strip_c_comments
 from schema.model import CallKind, FileStatus, FunctionKind, Lang
@@ -356,6 +358,8 @@ def extract_cpp(
         facts.constructs[UNSEEN_BRANCHES] = branches
     if bindings := python_bindings(blank_spans(stripped, unseen), lines):
         facts.constructs[PY_BINDINGS] = bindings
+    if decides_lines(conditionals := preprocessor_directives(text)):  # which lines a build compiles
+        facts.constructs[DIRECTIVES] = [tuple(d) for d in conditionals]
     facts.calls = call_sites(code, facts.functions, lines, fields)
     if cursors:
         facts.calls += _resolved_calls(cursors, facts.functions)

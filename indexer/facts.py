@@ -96,7 +96,9 @@ class FileFacts:
     classes: list[ClassFact] = field(default_factory=list)
     # the facts of constructs whose rule module declares its own table, by the rule's name: tuples of
     # JSON values (the facts cache stores them as lists), so a new construct's extractor part adds its
-    # facts here and its rule reads them, with no field of this class and no cache record of its own
+    # facts here and its rule reads them, with no field of this class and no cache record of its own;
+    # also a file's preprocessor directives (indexer/preprocessor.py DIRECTIVES), which the link
+    # evaluates against the target build's macros (a change of them needs no new facts)
     constructs: dict[str, list[tuple]] = field(default_factory=dict)
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from indexer.build_config import BuildMacros
 from indexer.build_spec import BuildSpec, BuildState
 from indexer.extract import file_facts, read_source
 from indexer.facts import FileFacts, registration_signature, structure_signature
@@ -65,7 +66,7 @@ def patch_index(spec: BuildSpec, state: BuildState, copy: CopyInProgress) -> Pat
             t1 = time.perf_counter()
             store = IndexStore(con, db_path)
             _hold_old_graph(store)
-            changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))})
+            changes = _apply(patch, new_facts, {**meta, "reparsed_files": str(len(changed))}, state.build)
             if changes:
                 graph, token = _repack_graph(store, patch, changes)
             counts, skipped = store.table_counts(index_tables()), store.skipped_files()
@@ -128,7 +129,8 @@ class _GraphChanges(NamedTuple):
 
 
 def _apply(
-    patch: PatchStore, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str]
+    patch: PatchStore, changed: dict[int, tuple[FileFacts, bool]], meta: dict[str, str],
+    build: BuildMacros | None = None,
 ) -> _GraphChanges | None:
     """Replace what the changed files contribute: the patch phases in order and, inside each,
     the rules in the order of RULES (the into phase file by file). A function that is still
@@ -136,7 +138,7 @@ def _apply(
     into it from other files, kernels, stubs and library registrations are resolved; a removed
     one goes with everything that refers to it. Returns what changed in the reachability
     graph, or None when nothing did (a body edit that calls the same things)."""
-    ctx = PatchContext(patch, changed)
+    ctx = PatchContext(patch, changed, build)
     for phase in PatchPhase:
         for file_id in _files_of(ctx, phase):
             ctx.file = file_id

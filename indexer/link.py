@@ -6,6 +6,7 @@ phase). Runs the phases in order and, inside a phase, the rules in the order of 
 from __future__ import annotations
 
 from indexer.benchmarks import BenchmarkFacts
+from indexer.build_config import BuildMacros
 from indexer.derivatives import Derivative
 from indexer.facts import FileFacts
 from indexer.native_yaml import OpFacts
@@ -34,11 +35,13 @@ def link(
     canaries: list[dict],
     traces: dict[str, FileTrace] | None = None,
     derivatives: list[Derivative] | None = None,
+    build: BuildMacros | None = None,
 ) -> Tables:
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
-    tests, see indexer/trace.py; ``derivatives``: derivatives.yaml's entries):
+    tests, see indexer/trace.py; ``derivatives``: derivatives.yaml's entries; ``build``: the
+    target build's macros, None: every ``#if`` branch kept):
     the C++ files first, then the Python files (see NativeLink)."""
-    native = NativeLink([f for f in files if f.lang != Lang.PYTHON], ops)
+    native = NativeLink([f for f in files if f.lang != Lang.PYTHON], ops, build)
     return native.finish([f for f in files if f.lang == Lang.PYTHON], benches, canaries, traces, derivatives)
 
 
@@ -54,8 +57,8 @@ class NativeLink:
         for row_type in (FileRow, FunctionRow, CallRow, CallEdgeRow, OpCallRow, IncludeRow, NodeRow, ReachEdgeRow)
     )
 
-    def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
-        self.ctx = LinkContext(files, ops)
+    def __init__(self, files: list[FileFacts], ops: list[OpFacts], build: BuildMacros | None = None) -> None:
+        self.ctx = LinkContext(files, ops, build)
         self._run(Phase.DECLARE, Phase.NATIVE)
         self.ctx.__dict__.pop("cpp_linker", None)  # ~30 MiB on PyTorch
 

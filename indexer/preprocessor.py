@@ -12,10 +12,12 @@ give the inactive ranges too, but its preprocessor reads an unknown macro as 0: 
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from indexer.build_config import BuildMacros
 
@@ -55,9 +57,17 @@ class LineStates:
 
     regions: tuple[Region, ...]
 
+    @functools.cached_property
+    def _starts(self) -> list[int]:
+        return [r.start for r in self.regions]
+
     def at(self, line: int) -> Region | None:
-        i = bisect.bisect_right([r.start for r in self.regions], line) - 1
+        i = bisect.bisect_right(self._starts, line) - 1
         return self.regions[i] if i >= 0 and self.regions[i].end >= line else None
+
+    def left_out(self) -> LineStates:
+        """Only the regions the build is known not to compile (never the build-conditional ones)."""
+        return LineStates(tuple(r for r in self.regions if r.compiled is Compiled.no))
 
 
 @dataclass
@@ -83,29 +93,62 @@ def _state_of(stack: list[_Frame]) -> _State:
     return top.active, top.condition, unknown
 
 
-def line_states(text: str, macros: BuildMacros, kind: str) -> LineStates:
-    """The compiled / not compiled / build-conditional regions of ``text`` (a C++ file whose
-    kind, ``cpp`` / ``cuda`` / ``header``, decides the compiler's own macros) for ``macros``.
-    A directive's own lines take the state of the region around its ``#if`` chain. Only the
-    directive lines are read (one regex over the text): the cost is in the directives."""
-    lookup = macros.for_kind(kind)
-    local: dict[str, Macro] = {}
-    stack: list[_Frame] = []
-    regions: list[Region] = []
+class Directive(NamedTuple):
+    """One conditional or ``#define``/``#undef`` directive of a file, as written: what
+    ``line_states`` reads of it, whatever the build (the facts cache keeps them per file)."""
+
+    first: int  # its first line
+    last: int  # its last line (a directive continued with backslashes spans several)
+    word: str  # if, ifdef, ifndef, elif, else, endif, define, undef
+    rest: str  # what follows the word, comments removed
+    guard: bool = False  # an ``#ifndef X`` followed by ``#define X``: an include guard
+
+
+DIRECTIVES = "directives"  # the FileFacts.constructs key of a C++ file's directives (when a condition decides lines)
+CONDITIONAL = frozenset({"if", "ifdef", "ifndef", "elif", "else"})
+
+
+def directives(text: str) -> list[Directive]:
+    """The directives of ``text`` (a C++ file) in order: one regex over the text."""
+    out: list[Directive] = []
     line, pos = 1, 0  # the line number at offset ``pos``
     for m in _DIRECTIVE.finditer(text):
         first = line + text.count("\n", pos, m.start())
         last = first + m.group(0).count("\n")
         line, pos = last, m.end()
         word, rest = m.group(1), _COMMENT.sub(" ", m.group(2).replace("\\\n", " ")).strip()
-        _add(regions, first - 1, _state_of(stack))  # the lines up to the directive
-        if word in ("define", "undef"):
-            _record_define(word, rest, _state_of(stack)[0], local)
-            _add(regions, last, _state_of(stack))
+        out.append(Directive(first, last, word, rest, word == "ifndef" and _guard(rest, text, m.end())))
+    return out
+
+
+def decides_lines(found: list[Directive]) -> bool:
+    """Whether ``found`` hold a condition that may leave lines out (not only include guards)."""
+    return any(d.word in CONDITIONAL and not d.guard for d in found)
+
+
+def line_states(text: str, macros: BuildMacros, kind: str) -> LineStates:
+    """The compiled / not compiled / build-conditional regions of ``text`` (a C++ file whose
+    kind, ``cpp`` / ``cuda`` / ``header``, decides the compiler's own macros) for ``macros``.
+    A directive's own lines take the state of the region around its ``#if`` chain."""
+    return states_of(directives(text), text.count("\n") + 1, macros, kind)
+
+
+def states_of(found: list[Directive], n_lines: int, macros: BuildMacros, kind: str) -> LineStates:
+    """``line_states`` from a file's directives (``directives``) and its number of lines: only
+    the directives are read, so the cost is in them."""
+    lookup = macros.for_kind(kind)
+    local: dict[str, Macro] = {}
+    stack: list[_Frame] = []
+    regions: list[Region] = []
+    for d in found:
+        _add(regions, d.first - 1, _state_of(stack))  # the lines up to the directive
+        if d.word in ("define", "undef"):
+            _record_define(d.word, d.rest, _state_of(stack)[0], local)
+            _add(regions, d.last, _state_of(stack))
             continue
-        _add(regions, last, _state_of(stack if word in ("if", "ifdef", "ifndef") else stack[:-1]))
-        _branch(word, rest, stack, lookup, local, text, m.end())
-    _add(regions, line + text.count("\n", pos), _state_of(stack))
+        _add(regions, d.last, _state_of(stack if d.word in ("if", "ifdef", "ifndef") else stack[:-1]))
+        _branch(d, stack, lookup, local)
+    _add(regions, max(n_lines, found[-1].last if found else 0), _state_of(stack))
     return LineStates(tuple(regions))
 
 
@@ -127,16 +170,16 @@ def _state(value: Value) -> Compiled:
     return Compiled.unknown if value is UNKNOWN else Compiled.yes if value else Compiled.no
 
 
-def _branch(word: str, rest: str, stack: list[_Frame], lookup: Callable[[str], Macro], local: dict[str, Macro],
-            text: str, after: int) -> None:
+def _branch(d: Directive, stack: list[_Frame], lookup: Callable[[str], Macro], local: dict[str, Macro]) -> None:
     """Open, switch or close the branch a directive starts."""
+    word, rest = d.word, d.rest
     if word == "endif":
         if stack:
             stack.pop()
         return
     if word in ("if", "ifdef", "ifndef"):
         parent = stack[-1].active if stack else 1
-        if word == "ifndef" and _guard(rest, text, after):
+        if d.guard:
             value, unknown = 1, ()  # an include guard: the file's body is compiled
         else:
             value, unknown = _condition(word, rest, lookup, local)

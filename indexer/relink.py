@@ -121,7 +121,7 @@ def link_native(spec: BuildSpec, state: BuildState) -> None:
         cpp_facts = _facts(state.kept, "cpp")
         spec.events.phase("link-cpp",
                           f"{len(cpp_facts)} C++ files and {len(ops)} operators, while the others are parsed")
-        state.native = NativeLink(cpp_facts, ops)
+        state.native = NativeLink(cpp_facts, ops, state.build)
 
 
 def trace(spec: BuildSpec, state: BuildState) -> None:

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from indexer.build_config import BuildMacros, file_kind
 from indexer.derivatives import Derivative
 from indexer.devices import device_of_key
 from indexer.facts import FileFacts, Function
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
+from indexer.preprocessor import DIRECTIVES, Directive, LineStates, states_of
 from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
 from schema.packed_graph import Edge
 from schema.patch_store import PatchStore
@@ -68,6 +70,16 @@ class Rule:
     link: Mapping[Phase, Callable[[LinkContext], None]]
     patch: Mapping[PatchPhase, Callable[[PatchContext], None]] = field(default_factory=dict)
     place: int = 0
+
+
+def left_out(f: FileFacts, build: BuildMacros | None) -> LineStates | None:
+    """The regions of ``f`` the target build is known not to compile (its directives, cached with
+    its facts, against ``build``'s macros), None when there are none or the build is not known."""
+    found = f.constructs.get(DIRECTIVES)
+    if build is None or not found:
+        return None
+    out = states_of([Directive(*d) for d in found], f.n_lines, build, file_kind(f.path)).left_out()
+    return out if out.regions else None
 
 
 @dataclass
@@ -153,9 +165,10 @@ class LinkContext:
     # made by the traces rule: benchmark -> the operators its trace links
     traced_ops: dict[str, list[str]]
 
-    def __init__(self, files: list[FileFacts], ops: list[OpFacts]) -> None:
+    def __init__(self, files: list[FileFacts], ops: list[OpFacts], build: BuildMacros | None = None) -> None:
         self.files = files  # the C++ files (the Python ones come with the python phase)
         self.ops = ops
+        self.build = build  # the target build's macros (None: every #if branch kept)
         self.python_files: list[FileFacts] = []
         self.derivatives: list[Derivative] = []
         self.benches: list = []
@@ -298,9 +311,12 @@ class PatchContext:
     # made by the registrations rule
     stub_names: set[str]
 
-    def __init__(self, store: PatchStore, changed: dict[int, tuple[FileFacts, bool]]) -> None:
+    def __init__(
+        self, store: PatchStore, changed: dict[int, tuple[FileFacts, bool]], build: BuildMacros | None = None
+    ) -> None:
         self.store = store
         self.changed = changed
+        self.build = build  # the target build's macros, the link's (the index's inputs name them)
         self.graph = PatchGraph(store)
         self.file = -1  # the changed file the into phase is at
         self._writes: frozenset[str] = frozenset()

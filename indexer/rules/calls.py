@@ -10,11 +10,22 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 
+from indexer.build_config import BuildMacros
 from indexer.devices import device_of_key, ops_of_stubs
 from indexer.facts import Call, FileFacts, LibraryImpl, usings_of
 from indexer.link_cpp import LinkedCalls
+from indexer.preprocessor import Region
 from indexer.registrations import LAMBDA_KERNEL
-from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, Unpatchable, each_once
+from indexer.rules.base import (
+    LinkContext,
+    PatchContext,
+    PatchPhase,
+    Phase,
+    Rule,
+    Unpatchable,
+    each_once,
+    left_out,
+)
 from schema.model import (
     BenchTestRow,
     CallEdgeRow,
@@ -65,13 +76,42 @@ def lambda_kernels(f: FileFacts, first: int, call_edges: Iterable[tuple]) -> lis
     return out
 
 
+def compiled_calls(f: FileFacts, build: BuildMacros | None) -> tuple[list[Call], list[tuple[Call, Region]]]:
+    """The call sites of ``f`` the target build compiles, and those on lines it is known not to
+    compile (an ``#if defined(__aarch64__)`` branch on x86-64), each with its region: those call
+    nothing. A build-conditional line (a macro the build configuration does not know) keeps its calls."""
+    out = left_out(f, build) if f.calls else None
+    if out is None:
+        return f.calls, []
+    kept, dropped = [], []
+    for c in f.calls:
+        region = out.at(c.line)
+        if region is None:
+            kept.append(c)
+        else:
+            dropped.append((c, region))
+    return kept, dropped
+
+
+def _left_out_warning(path: str, dropped: list[tuple[Call, Region]]) -> tuple[str, str, str]:
+    """The warnings row that says which call sites of ``path`` the build does not compile."""
+    by_region: dict[Region, int] = defaultdict(int)
+    for _, region in dropped:
+        by_region[region] += 1
+    where = "; ".join(f"{n} in lines {r.start}-{r.end} ({r.condition})" for r, n in by_region.items())
+    return path, "link", f"{len(dropped)} call site(s) on lines the target build does not compile, not linked: {where}"
+
+
 def link_cpp_calls(ctx: LinkContext) -> None:
-    """The C++ calls (CppCallLinker), and the functions registered lambdas call."""
+    """The C++ calls (CppCallLinker) the target build compiles, and the functions registered lambdas call."""
     graph, op_node, cpp_linker = ctx.graph, ctx.op_node, ctx.cpp_linker
     calls, call_edges, op_calls = ctx.out(CallRow), ctx.out(CallEdgeRow), ctx.out(OpCallRow)
     for file_id, f in enumerate(ctx.files):
         first = ctx.fid_base[file_id]
-        linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), f.calls, usings_of(f))
+        compiled, dropped = compiled_calls(f, ctx.build)
+        if dropped:
+            ctx.tables.warnings.append(_left_out_warning(f.path, dropped))
+        linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), compiled, usings_of(f))
         calls += linked.calls
         call_edges += linked.call_edges
         op_calls += linked.op_calls
@@ -131,7 +171,8 @@ def relink_calls(ctx: PatchContext) -> None:
     """The changed files' calls linked again: rows of functions whose linked calls differ
     replace theirs; a function that stays as it was keeps its rows."""
     for file_id, (facts, _) in ctx.changed.items():
-        linked = ctx.cpp_linker.link_file(file_id, ctx.ids[file_id], facts.calls, usings_of(facts))
+        compiled, _ = compiled_calls(facts, ctx.build)
+        linked = ctx.cpp_linker.link_file(file_id, ctx.ids[file_id], compiled, usings_of(facts))
         linked = _new_rows(ctx, linked, ctx.extents[file_id])
         ctx.insert(CallRow, linked.calls)
         ctx.insert(CallEdgeRow, linked.call_edges)

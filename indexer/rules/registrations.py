@@ -5,32 +5,43 @@ upstream PyTorch declares and calls (out of the index), linked to operators by n
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TypeVar
 
-from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule
+from indexer.build_config import BuildMacros
+from indexer.facts import FileFacts, LibraryImpl, StubImpl
+from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, left_out
 from indexer.stub_names import StubNames
 from schema.model import EdgeKind, LibraryImplRow, NodeKind, ReachEdgeRow, StubImplRow, StubRow
 
 _STUB = NodeKind.STUB
 _STUB_CALL = EdgeKind.STUB_CALL
 _STUB_NAME = EdgeKind.STUB_NAME
+_Placed = TypeVar("_Placed", StubImpl, LibraryImpl)
 _LAYOUT_WORDS = (("sparse", "Sparse"), ("nested", "Nested"), ("quantized", "Quantized"))
+
+
+def compiled(f: FileFacts, items: list[_Placed], build: BuildMacros | None) -> list[_Placed]:
+    """The registrations among ``items`` (of ``f``) on lines the target build compiles (or may):
+    a ``REGISTER_DISPATCH`` inside an ``#if defined(__aarch64__)`` branch registers nothing on x86-64."""
+    out = left_out(f, build) if items else None
+    return items if out is None else [x for x in items if out.at(x.line) is None]
 
 
 def link_registrations(ctx: LinkContext) -> None:
     """DispatchStub declarations and registrations, and library registrations (``m.impl``),
-    file by file."""
+    file by file (those the target build compiles)."""
     graph, op_node, cpp_linker = ctx.graph, ctx.op_node, ctx.cpp_linker
     stubs, stub_impls, library_impls = ctx.out(StubRow), ctx.out(StubImplRow), ctx.out(LibraryImplRow)
     for file_id, f in enumerate(ctx.files):
         for s in f.stubs:
             stubs.append((s.stub, s.role, file_id, s.line))
-        for s in f.stub_impls:
+        for s in compiled(f, f.stub_impls, ctx.build):
             targets = cpp_linker.registered_targets(s.impl_name, file_id)
             impl = targets[0] if targets else None
             stub_impls.append((s.stub, s.arch, s.impl_name, impl, file_id, s.line))
             for gid in targets:
                 graph.edge(gid, graph.node(_STUB, s.stub), EdgeKind.REGISTERED, s.arch)
-        for li in f.library_impls:
+        for li in compiled(f, f.library_impls, ctx.build):
             op = li.op if li.namespace == "aten" else f"{li.namespace}::{li.op}"
             cands = cpp_linker.library_targets(li.kernel_name, file_id)
             library_impls.append(
@@ -49,7 +60,7 @@ def link_stubs_by_name(ctx: LinkContext) -> None:
     declared = {s.stub for f in ctx.all_files for s in f.stubs}
     registered_in: dict[str, list[str]] = defaultdict(list)
     for f in ctx.all_files:
-        for s in f.stub_impls:
+        for s in compiled(f, f.stub_impls, ctx.build):
             registered_in[s.stub].append(f.path)
     upstream_stubs = sorted(set(registered_in) - declared)
     ops = ctx.op_by_name.values()
