@@ -300,3 +300,13 @@ CREATE TABLE unseen_branches (
   last_line INTEGER NOT NULL,      -- its last line, before the next directive
   directive VARCHAR NOT NULL       -- the directive that opens it: '#if 0', '#else', '#elif defined(X)'
 );
+
+-- A C++ function every generated operator wrapper runs: named by a template or generator
+-- (depth 0) or called by one so named (depth 1).
+CREATE TABLE generated_layer (
+  function_id INTEGER NOT NULL,
+  source VARCHAR NOT NULL,         -- the template or generator file whose C++ names it: tools/autograd/templates/VariableType.cpp
+  line INTEGER NOT NULL,           -- the line of that file
+  named VARCHAR NOT NULL,          -- the name written there: at::AutoDispatchBelowADInplaceOrView
+  depth INTEGER NOT NULL           -- 0: the named function (a class's constructor); 1: one it calls
+);

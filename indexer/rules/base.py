@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from indexer.devices import device_of_key
 from indexer.facts import FileFacts, Function
+from indexer.generated_layer import TemplateNames
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
 from schema.packed_graph import Edge
@@ -155,6 +156,7 @@ class LinkContext:
         self.ops = ops
         self.python_files: list[FileFacts] = []
         self.derivatives: list[tuple[str, list[str]]] = []
+        self.templates = TemplateNames((), ())  # the names the code generators' C++ uses
         self.benches: list = []
         self.traces: dict = {}
         self.canaries: list[dict] = []
