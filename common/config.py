@@ -25,6 +25,11 @@ class Config:
     source_roots: tuple[str, ...] = ("aten/src/ATen", "c10", "torch/csrc")
     native_functions: tuple[str, ...] = ("aten/src/ATen/native/native_functions.yaml",)
     derivatives: tuple[str, ...] = ("tools/autograd/derivatives.yaml",)
+    # the code generators' templates and the generators' C++ strings: the operator wrappers they emit
+    generated_templates: tuple[str, ...] = (
+        "tools/autograd/templates/*.cpp", "tools/autograd/templates/*.h", "tools/autograd/gen_*.py",
+        "torchgen/dest/*.py", "torchgen/gen.py",
+    )
     python_roots: tuple[str, ...] = ("torch",)
     benchmark_roots: tuple[str, ...] = ("benchmarks/operator_benchmark/pt",)
     script_benchmark_roots: tuple[str, ...] = ()

@@ -18,6 +18,7 @@ from common.config import Config
 from common.errors import PerfqError
 from indexer.build_config import BuildMacros
 from indexer.build_info import BuildEvents, BuildReport, canaries_text, extractor_version, linker_version
+from indexer.generated_layer import templates_digest
 from indexer.native import NativeRun, perf_problem
 from indexer.trace import driver_digest, torch_available
 from indexer.upstream import Upstream, resolve_upstream
@@ -166,6 +167,7 @@ def specify_build(
     yaml_keys = {p: _yaml_key(p) for p in yaml_paths}
     inputs.update({f"source_sha:{_named(p, repo)}": sha for p, (_, sha) in yaml_keys.items()})
     inputs.update({f"source_sha:{_named(p, repo)}": _digest(p) for p in derivatives_paths(repo, cfg, upstream)})
+    inputs["source_sha:generated_templates"] = templates_digest(repo, cfg.generated_templates)
     return BuildSpec(
         repo, cfg, db_path, jobs, quiet, full, trace, native, events or BuildEvents(), started, upstream, yaml_keys,
         canaries, inputs, native_run,

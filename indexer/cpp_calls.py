@@ -524,6 +524,67 @@ def _members(fields: Mapping[str, Mapping[str, str]], qualname: str) -> Mapping[
     return fields[same[0]] if len(same) == 1 else None
 
 
+# an initializer list's entry: a (qualified) name, maybe with template arguments, then '(' or '{'
+_INITIALIZER = re.compile(r"\s*((?:\w+\s*::\s*)*\w+)\s*(?:<[^<>(){};]*(?:<[^<>(){};]*>[^<>(){};]*)*>\s*)?([({])")
+
+
+def _close_of(code: str, open_at: int) -> int:
+    """The offset just past the bracket matching ``code[open_at]`` ('(' or '{'), or -1."""
+    depth = 0
+    for i in range(open_at, len(code)):
+        ch = code[i]
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def initializer_list(code: str, f: Function, from_offset: int) -> list[tuple[str, int]]:
+    """(name, offset) of the entries of constructor ``f``'s member initializer list
+    (``AutoBelow() : guard_(keys), count_{2} {}``: guard_, count_), its definition read from
+    ``from_offset``; [] when ``f`` is no constructor or has no such list."""
+    if f.qualname.rpartition("::")[0].rpartition("::")[2] != f.name:
+        return []
+    m = re.compile(rf"\b{re.escape(f.name)}\s*\(").search(code, from_offset)
+    end = _close_of(code, m.end() - 1) if m else -1
+    k = end
+    while 0 <= k < len(code) and (code[k] in _SPACE or code[k].isalnum() or code[k] == "_"):
+        k += 1  # blanks, noexcept, a macro's name
+    if k < 0 or not code.startswith(":", k) or code.startswith("::", k):
+        return []
+    found, k = [], k + 1
+    while (e := _INITIALIZER.match(code, k)) is not None:
+        found.append((_SPACES.sub("", e.group(1)), e.start(1)))
+        k = _close_of(code, e.start(2))
+        while 0 <= k < len(code) and code[k] in _SPACE:
+            k += 1
+        if k < 0 or not code.startswith(",", k):
+            break
+        k += 1
+    return found
+
+
+def _member_constructors(
+    code: str, functions: list[Function], lines: LineIndex, members_for: Callable[[int, str], Mapping[str, str] | None]
+) -> Iterator[tuple[int, str, str, str, int]]:
+    """(function index, member, its type's name, its type's qualifier, line) of every data
+    member a constructor's initializer list constructs: the member's type's constructor runs
+    (the type's name is '' for a type no constructor of the index can have: ``int``)."""
+    for idx, f in enumerate(functions):
+        entries = initializer_list(code, f, lines.offset_of(f.start_line))
+        members = (members_for(idx, f.qualname) or {}) if entries else {}
+        for name, start in entries:
+            if name not in members:
+                continue  # a base class's constructor, or a member of a class in another file
+            qual, _, type_name = members[name].split("<")[0].rpartition("::")
+            if type_name in KEYWORDS or type_name.startswith(("int", "uint")):
+                type_name = ""
+            yield idx, name, type_name, qual, lines.line_of(start)
+
+
 def call_sites(
     code: str,
     functions: list[Function],
@@ -571,6 +632,11 @@ def call_sites(
         for arg_qual, arg in template_arguments(code, start + len(name)):
             if arg not in KEYWORDS and not arg[0].isdigit():  # a class it may construct and call
                 calls.append(Call(idx, arg, arg_qual, _TEMPLATE_ARG, line))
+    initialized = set()
+    for idx, member, type_name, qual, line in _member_constructors(code, functions, lines, members_for):
+        initialized.add((idx, member, line))
+        if type_name:
+            calls.append(Call(idx, type_name, qual, _DIRECT, line))
     for start, end in _brace_declarations(text):
         line = line_of(start)
         idx = owner[line] if line < n_owner else -1
@@ -597,4 +663,6 @@ def call_sites(
         idx = owner[line] if line < n_owner else -1
         if idx >= 0 and name not in KEYWORDS:
             calls.append(Call(idx, name, qual, _DIRECT, line))
+    if initialized:  # ``guard_(keys)`` calls no function named guard_
+        calls = [c for c in calls if (c.func_index, c.callee_name, c.line) not in initialized]
     return resolve_local_names(code, calls, owner, line_of, KEYWORDS)

@@ -9,6 +9,7 @@ from indexer.benchmarks import BenchmarkFacts
 from indexer.build_config import BuildMacros
 from indexer.derivatives import Derivative
 from indexer.facts import FileFacts
+from indexer.generated_layer import TemplateNames
 from indexer.native_yaml import OpFacts
 from indexer.rules import RULES
 from indexer.rules.base import LinkContext, Phase, Tables
@@ -36,13 +37,15 @@ def link(
     traces: dict[str, FileTrace] | None = None,
     derivatives: list[Derivative] | None = None,
     build: BuildMacros | None = None,
+    templates: TemplateNames | None = None,
 ) -> Tables:
     """All index tables from the extracted facts (``traces``: benchmark file -> its traced
     tests, see indexer/trace.py; ``derivatives``: derivatives.yaml's entries; ``build``: the
-    target build's macros, None: every ``#if`` branch kept):
-    the C++ files first, then the Python files (see NativeLink)."""
+    target build's macros, None: every ``#if`` branch kept; ``templates``: the names the code
+    generators' C++ uses): the C++ files first, then the Python files (see NativeLink)."""
     native = NativeLink([f for f in files if f.lang != Lang.PYTHON], ops, build)
-    return native.finish([f for f in files if f.lang == Lang.PYTHON], benches, canaries, traces, derivatives)
+    python = [f for f in files if f.lang == Lang.PYTHON]
+    return native.finish(python, benches, canaries, traces, derivatives, templates)
 
 
 class NativeLink:
@@ -78,18 +81,23 @@ class NativeLink:
         canaries: list[dict],
         traces: dict[str, FileTrace] | None = None,
         derivatives: list[Derivative] | None = None,
+        templates: TemplateNames | None = None,
     ) -> Tables:
         """All index tables: the native phases' and those of ``python_files`` and ``benches`` (call once)."""
-        self.link_python(python_files, derivatives)
+        self.link_python(python_files, derivatives, templates)
         self.link_benchmarks(benches, traces)
         return self.pack(canaries)
 
     def link_python(
-        self, python_files: list[FileFacts], derivatives: list[Derivative] | None = None
+        self,
+        python_files: list[FileFacts],
+        derivatives: list[Derivative] | None = None,
+        templates: TemplateNames | None = None,
     ) -> None:
         """The Python files, and what needs them numbered first (``derivatives``: derivatives.yaml's
-        entries; call once)."""
+        entries; ``templates``: the names the code generators' C++ uses; call once)."""
         self.ctx.python_files, self.ctx.derivatives = python_files, derivatives or []
+        self.ctx.templates = templates or self.ctx.templates
         self._run(Phase.PYTHON, Phase.REFERENCES)
 
     def link_benchmarks(self, benches: list[BenchmarkFacts], traces: dict[str, FileTrace] | None = None) -> None:

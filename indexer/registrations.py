@@ -61,12 +61,32 @@ def balanced_args(text: str, open_paren: int) -> tuple[list[str], int]:
     return args, n
 
 
+def _scope_templates_dropped(arg: str) -> str:
+    """``arg`` without the template arguments of the scopes it names (``QMul<false>::run`` ->
+    ``QMul::run``); a function's own template arguments, at the end, are kept."""
+    i = arg.find("<")
+    while i > 0:
+        depth, j = 0, i
+        while j < len(arg):
+            depth += {"<": 1, ">": -1}.get(arg[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        rest = arg[j + 1 :].lstrip()
+        if depth == 0 and rest.startswith("::") and (arg[i - 1].isalnum() or arg[i - 1] in "_ "):
+            arg = arg[:i].rstrip() + rest
+            i = arg.find("<", i)
+        else:
+            i = arg.find("<", i + 1)
+    return arg
+
+
 def _function_name(arg: str) -> str:
     """The function an argument names: '&foo' -> foo, 'TORCH_FN(ns::bar<T>)' -> ns::bar;
     LAMBDA_KERNEL for a lambda (``[](Tensor x) { return impl(x); }``)."""
     if _LAMBDA.match(arg.strip()):
         return LAMBDA_KERNEL
-    arg = re.sub(r"\bTORCH_FN(_TYPE)?\s*\(", "(", arg).replace("&", " ").strip()
+    arg = _scope_templates_dropped(re.sub(r"\bTORCH_FN(_TYPE)?\s*\(", "(", arg).replace("&", " ").strip())
     m = _LAST_NAME.search(arg)
     return re.sub(r"\s+", "", m.group(1)) if m else ""
 

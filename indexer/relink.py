@@ -30,6 +30,7 @@ from indexer.derivatives import Derivative, derivative
 from indexer.extract import gc_paused, read_and_extract
 from indexer.facts import FileFacts
 from indexer.facts_cache import decode_line, encode_line, load_cache, save_cache
+from indexer.generated_layer import read_templates
 from indexer.link import NativeLink
 from indexer.native import NativeOptions, NativeTest, load_shards, sample_native, save_shard
 from indexer.native_yaml import OpFacts, load_native_functions, merge_ops
@@ -139,7 +140,8 @@ def link_python(spec: BuildSpec, state: BuildState) -> None:
     to operators by name, backward formulas, Python references through imports and re-exports)."""
     assert state.native is not None
     spec.events.phase("link", f"{len(state.python_facts)} Python files, {len(state.benches)} benchmark files")
-    state.native.link_python(state.python_facts, _derivatives(spec.repo, spec.cfg, spec.upstream))
+    templates = read_templates(spec.repo, spec.cfg.generated_templates)
+    state.native.link_python(state.python_facts, _derivatives(spec.repo, spec.cfg, spec.upstream), templates)
 
 
 def link_benchmarks(spec: BuildSpec, state: BuildState) -> None:

@@ -46,7 +46,7 @@ from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
-from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, NativeHit, TracedDtype, TracedHit
+from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, LayerHit, NativeHit, TracedDtype, TracedHit
 from schema.kinds import EdgeKind, NodeKind, TraceStatus
 
 _WEAK_EDGES = {EdgeKind.SUBCLASS, EdgeKind.METHOD_OF}
@@ -471,6 +471,7 @@ class Selected:
     compile_mode: bool
     unused_modules: list[str]
     warnings: list[str]
+    layer: list[LayerHit]  # changed functions every generated operator wrapper runs
 
 
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
@@ -613,8 +614,10 @@ def select(store: IndexStore, inp: AffectedInput, started: Started, reached: Rea
     _mark_unobserved(sel, store, starts, native_hits, families)
     unused_modules = _select_changed_benchmarks(sel, inp.changes, benches)
     _select_executed(sel, inp.lines, benches)
+    layer = store.generated_layer(sorted({s.node for s in starts}))
+    _select_layer(sel, layer, observed.traced, benches)
     selected = _finish(sel, benches, families, ("eager", "compile") if compile_mode else ("eager",))
-    return Selected(selected, compiled, compile_hits, compile_mode, unused_modules, warnings)
+    return Selected(selected, compiled, compile_hits, compile_mode, unused_modules, warnings, layer)
 
 
 def _chain_files(store: IndexStore, op_chains: Reach, walk: Reach, hits: list[TracedHit]) -> dict[int, str]:
@@ -638,7 +641,8 @@ def canaries(
     canary = _canary_hits(reached.patterns, broad, reached.own_ops + sorted(selected.compiled),
                           observed.hits + selected.compile_hits, started.benches, reached.sets,
                           not reached.walk.truncated)
-    return broad, canary + _executed_canaries(inp.lines, started.benches, reached.sets)
+    layer = _layer_canaries(selected.layer, started.benches, reached.sets)
+    return broad, canary + _executed_canaries(inp.lines, started.benches, reached.sets) + layer
 
 
 def document(
@@ -657,7 +661,7 @@ def document(
         base=inp.base,
         head=inp.head,
         compile_mode=selected.compile_mode,
-        shared_infrastructure=bool(reached.patterns or broad or inp.lines.every_test),
+        shared_infrastructure=bool(reached.patterns or broad or inp.lines.every_test or selected.layer),
         reach={
             "first_tier_ops": len(reached.own_ops),
             "ops": reached.reached_ops,
@@ -1123,6 +1127,36 @@ def _select_executed(sel: _Selection, truth: LineTruth, benches: dict[str, Bench
         for name in sorted(by_file[f] for f in r.readers if f in by_file):
             why = ChainStep(StepKind.BENCHMARK_FILE, benches[name].file, detail=f"{r.path} ({r.name})")
             sel.add(name, Source.changed, Confidence.high, Reason(f"{r.path}:{r.name}", (why,)))
+
+
+def _layer_why(hit: LayerHit) -> str:
+    """Why a function of the generated layer runs in every operator wrapper."""
+    short = hit.named.split("::")[-1]
+    via = "" if hit.depth == 0 else f" ({hit.qualname} is called by {short})"
+    return f"run by every operator's generated wrapper: {hit.source}:{hit.line} names {short}{via}"
+
+
+def _select_layer(sel: _Selection, layer: list[LayerHit], traced: set[str], benches: dict[str, BenchmarkInfo]) -> None:
+    """A changed function every generated operator wrapper runs: every traced benchmark (each runs
+    operators), like a Python line every traced test runs."""
+    if not layer:
+        return
+    hit = layer[0]
+    changed = ChainStep(StepKind.FUNCTION, hit.qualname, detail=f"{hit.source}:{hit.line} {hit.named}")
+    for name in sorted(traced & set(benches)):
+        ran = ChainStep(StepKind.BENCHMARK, name, via=_layer_why(hit))
+        sel.add(name, Source.executed, Confidence.high, Reason(hit.qualname, (changed, ran)))
+
+
+def _layer_canaries(layer: list[LayerHit], benches: dict[str, BenchmarkInfo], sets: list[CanarySet]) -> list[CanaryHit]:
+    """A changed function every generated operator wrapper runs is shared infrastructure: the
+    executed-by-all kind, with the broad set's representative sample."""
+    if not layer:
+        return []
+    s = next((s for s in sets if s.name == "broad"), None)
+    members = tuple(CanaryBenchmark(b, benches[b].file) for b in (s.benchmarks if s else ()) if b in benches)
+    description = "C++ the code generators emit into every operator's wrapper (templates and generators)"
+    return [CanaryHit("generated-wrapper", _layer_why(layer[0]), description, members)]
 
 
 def _executed_canaries(truth: LineTruth, benches: dict[str, BenchmarkInfo], sets: list[CanarySet]) -> list[CanaryHit]:

@@ -317,3 +317,13 @@ CREATE TABLE py_bindings (
   name VARCHAR NOT NULL,           -- the Python name: '_has_torch_function_unary'
   symbol VARCHAR NOT NULL          -- the C++ function as written there: 'THPModule_has_torch_function_unary', 'Cls::method'
 );
+
+-- A C++ function every generated operator wrapper runs: named by a template or generator
+-- (depth 0) or called by one so named (depth 1).
+CREATE TABLE generated_layer (
+  function_id INTEGER NOT NULL,
+  source VARCHAR NOT NULL,         -- the template or generator file whose C++ names it: tools/autograd/templates/VariableType.cpp
+  line INTEGER NOT NULL,           -- the line of that file
+  named VARCHAR NOT NULL,          -- the name written there: at::AutoDispatchBelowADInplaceOrView
+  depth INTEGER NOT NULL           -- 0: the named function (a class's constructor); 1: one it calls
+);

@@ -123,6 +123,17 @@ class NativeHit(NamedTuple):
     module: str  # the test's --operators name ('' when the index has no bench_tests row for it)
 
 
+class LayerHit(NamedTuple):
+    """A changed function the generated operator wrappers run (a row of generated_layer)."""
+
+    function_id: int
+    qualname: str
+    source: str  # the template or generator naming it
+    line: int
+    named: str  # the name written there
+    depth: int  # 0: named; 1: called by one named
+
+
 class TracedTestOps(NamedTuple):
     """A traced test and the asked-about operators (by name, any overload) its timed region executes."""
 
@@ -645,6 +656,20 @@ class IndexStore:
             " LEFT JOIN bench_tests t ON t.bench = n.bench AND t.test = n.test"
             " WHERE n.function_id IN (SELECT unnest(?::BIGINT[])) GROUP BY ALL"
             " ORDER BY n.share DESC, n.bench, n.test", [function_ids]).fetchall()]
+
+    def generated_layer(self, function_ids: list[int]) -> list[LayerHit]:
+        """Those of ``function_ids`` every generated operator wrapper runs (an index built before
+        the generated_layer table: none)."""
+        if not function_ids:
+            return []
+        try:
+            rows = self.con.execute(
+                "SELECT g.function_id, f.qualname, g.source, g.line, g.named, g.depth FROM generated_layer g"
+                " JOIN functions f ON f.id = g.function_id WHERE g.function_id IN (SELECT unnest(?::BIGINT[]))"
+                " ORDER BY g.depth, f.qualname", [function_ids]).fetchall()
+        except duckdb.CatalogException:
+            return []
+        return [LayerHit(*r) for r in rows]
 
     def line_covered_paths(self, paths: list[str]) -> set[str]:
         """Those of ``paths`` whose Python lines the traces recorded (tests ran some of them)."""

@@ -174,3 +174,6 @@ SELECT id, kind, key FROM nodes WHERE kind IN ('{NodeKind.OP}', '{NodeKind.STUB}
 
 -- name: next_node_id
 SELECT coalesce(max(id), -1) + 1 FROM nodes
+
+-- name: generated_layer_files
+SELECT DISTINCT f.file_id FROM generated_layer g JOIN functions f ON f.id = g.function_id

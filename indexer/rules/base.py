@@ -21,6 +21,7 @@ from indexer.build_config import BuildMacros, file_kind
 from indexer.derivatives import Derivative
 from indexer.devices import device_of_key
 from indexer.facts import FileFacts, Function
+from indexer.generated_layer import TemplateNames
 from indexer.link_cpp import HEADER_SUFFIXES, ClassHierarchy, CppCallLinker
 from indexer.preprocessor import DIRECTIVES, Directive, LineStates, states_of
 from schema.model import EdgeKind, NodeKind, NodeRow, ReachEdgeRow
@@ -171,6 +172,7 @@ class LinkContext:
         self.build = build  # the target build's macros (None: every #if branch kept)
         self.python_files: list[FileFacts] = []
         self.derivatives: list[Derivative] = []
+        self.templates = TemplateNames((), ())  # the names the code generators' C++ uses
         self.benches: list = []
         self.traces: dict = {}
         self.canaries: list[dict] = []
