@@ -195,9 +195,9 @@ def _function_starts(
             upper = sorted({src for i in ids for src, kind in store.graph().into(i) if kind not in _CALLER_EDGES})
             starts += [Start(n, step, Confidence.high, "added function, where it is registered", dev) for n in upper]
         elif ids:
-            starts += [Start(i, step, Confidence.high, f"{cf.status} function{_overload_note(cf)}", dev) for i in ids]
+            starts += [Start(i, step, Confidence.high, f"{cf.status} function", dev) for i in ids]
         elif reached := callers.of_function(m):
-            why = f"{cf.status} function, reached through callers of {m.called_as}{_overload_note(cf)}"
+            why = f"{cf.status} function, reached through callers of {m.called_as}"
             starts += [Start(i, step, Confidence.medium, why, dev) for i in reached]
         elif local := in_base.get((cf.path, cf.qualname)):  # renamed in the index's tree
             why = f"{cf.status} function not in the index, reached through its callers in the base's {cf.path}"
@@ -207,13 +207,6 @@ def _function_starts(
             reason = f"{cf.status} function not in the index and {where} {m.called_as}"
             unmapped.append(Unmapped(cf.path, cf.qualname, tuple(cf.lines[:20]), reason))
     return starts, unmapped, later
-
-
-def _overload_note(cf: ChangedFunction) -> str:
-    """Why a deleted function whose name is still called stays a change."""
-    if cf.status != "deleted":
-        return ""
-    return f" (its name {cf.name} is still called: a call may now pick another overload)"
 
 
 def _file_level_starts(

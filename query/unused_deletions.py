@@ -50,19 +50,27 @@ def _own_ids(cf: ChangedFunction, rows: list[FunctionInFile]) -> list[int]:
 
 def is_unused(
     cf: ChangedFunction, own: list[int], sites: list[CallSite], visible: set[str] | None, reached: Callable[[int], bool]
-) -> bool:
-    """No edge into the function itself, no C++ call site (in ``visible`` files, None: any) that may name it."""
+) -> bool | None:
+    """True: no edge into the function itself and no C++ call site (in ``visible`` files, None: any)
+    that may name it; None: nothing reaches it but a call site names it (another overload's, maybe)."""
     if any(reached(i) for i in own):
         return False
     callers = [s for s in sites if not s.path.endswith(".py") and (visible is None or s.path in visible)]
-    return not any(may_name(s, cf.qualname, cf.name, cf.member) for s in callers if s.caller_id not in own)
+    named = any(may_name(s, cf.qualname, cf.name, cf.member) for s in callers if s.caller_id not in own)
+    return None if named else True
+
+
+def overload_note(cf: ChangedFunction) -> str:
+    """Why a deleted function whose name is still called stays a change."""
+    return (f"{cf.path}: {cf.qualname} deleted; its name {cf.name} is still called, and a call may now pick "
+            "another overload: selected through the callers of the name")
 
 
 def drop_unused_deletions(
     store: IndexStore, cs: ChangeSet, visible_of: Callable[[list[str]], dict[str, set[str]]]
 ) -> None:
-    """Move the deleted functions nothing called from ``cs.functions`` to ``cs.no_ops``, with why.
-    ``visible_of``: header -> the files that may see it (itself and its includers)."""
+    """Move the deleted functions nothing called from ``cs.functions`` to ``cs.no_ops``, with why;
+    note those whose name is still called. ``visible_of``: header -> the files that may see it."""
     deleted = [cf for cf in cs.functions if _judged(cf)]
     if not deleted:
         return
@@ -73,14 +81,15 @@ def drop_unused_deletions(
         rows.setdefault(row.path, []).append(row)
     visible = visible_of(sorted({cf.path for cf in deleted if cf.path.endswith((".h", ".hh", ".hpp", ".cuh"))}))
     graph = store.graph()
-    unused = {
-        id(cf) for cf in deleted
-        if cf.name not in registered and is_unused(
+    unused: set[int] = set()
+    for cf in deleted:
+        verdict = cf.name not in registered and is_unused(
             cf, _own_ids(cf, rows.get(cf.path, [])), sites.get(cf.name, []), visible.get(cf.path),
             lambda i: bool(graph.into(i)))
-    }
-    for cf in deleted:
-        if id(cf) in unused:
+        if verdict:
             cf.why = UNCALLED
+            unused.add(id(cf))
+        elif verdict is None:
+            cs.notes.append(overload_note(cf))
     cs.no_ops += [cf for cf in cs.functions if id(cf) in unused]
     cs.functions = [cf for cf in cs.functions if id(cf) not in unused]

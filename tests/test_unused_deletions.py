@@ -17,7 +17,7 @@ from tests.conftest import run_perfq
 HELPER = "aten/src/ATen/native/LaunchUtils.h"
 KERNEL = "aten/src/ATen/native/cpu/SoftmaxOpKernel.cpp"
 USED = "inline int launch(int n) { return n; }\n"
-OVERLOAD = "inline int launch(int n, int group) { return n / group; }\n"
+OVERLOAD = "template <typename T>\ninline T launch(T n, int group) { return n / group; }\n"
 UNUSED = "inline int unused_pair(int a, int b) { return a + b; }\n"
 
 
@@ -63,6 +63,7 @@ def test_a_deleted_overload_of_a_called_name_stays_a_change(tmp_path):
     doc = _affected(repo, f"{base}..{head}")
     assert doc["no_op_changes"] == []
     assert "softmax_op_test" in {b["name"] for b in doc["benchmarks"]}
+    assert any("its name launch is still called" in w and "another overload" in w for w in doc["warnings"])
 
 
 def test_a_call_under_another_namespace_does_not_name_it():
