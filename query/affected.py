@@ -46,6 +46,7 @@ from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
+from query.unused_deletions import drop_unused_deletions
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, LayerHit, NativeHit, TracedDtype, TracedHit
 from schema.kinds import EdgeKind, NodeKind, TraceStatus
 
@@ -124,7 +125,8 @@ def _starts(
     started from anyway), so only what registers it (a stub, an operator) is started from."""
     by_file, includers = _indexed_functions(store, cs)
     matched = _match_functions(cs, by_file)
-    starts, unmapped, later = _function_starts(store, matched, _callers(store, matched), other_tree)
+    in_base = _base_callers(cs, by_file)
+    starts, unmapped, later = _function_starts(store, matched, _callers(store, matched), other_tree, in_base)
     file_starts, file_unmapped, warnings = _file_level_starts(cs, by_file, includers, later)
     return starts + file_starts + _yaml_starts(store, cs), unmapped + file_unmapped, warnings
 
@@ -164,8 +166,19 @@ def _callers(store: IndexStore, matched: list[_Matched]) -> _Callers:
     return _Callers(callers_of, visible, store.function_paths(named) if named else {})
 
 
+def _base_callers(cs: ChangeSet, by_file: dict[str, list]) -> dict[tuple[str, str], list[int]]:
+    """(path, changed function) -> the indexed ids of the functions of its file that call it in the base."""
+    out: dict[tuple[str, str], list[int]] = {}
+    for (path, qualname), callers in cs.base_callers.items():
+        ids = [r.id for r in by_file.get(path, []) if r.qualname in callers]
+        if ids:
+            out[path, qualname] = ids
+    return out
+
+
 def _function_starts(
-    store: IndexStore, matched: list[_Matched], callers: _Callers, other_tree: bool
+    store: IndexStore, matched: list[_Matched], callers: _Callers, other_tree: bool,
+    in_base: dict[tuple[str, str], list[int]],
 ) -> tuple[list[Start], list[Unmapped], set[int]]:
     """The starts of the changed functions (their ids, else their callers by name), those that map
     to nothing, and the functions the change adds that the index (of a later tree) holds."""
@@ -188,6 +201,9 @@ def _function_starts(
         elif reached := callers.of_function(m):
             why = f"{cf.status} function, reached through callers of {m.called_as}"
             starts += [Start(i, step, Confidence.medium, why, dev) for i in reached]
+        elif local := in_base.get((cf.path, cf.qualname)):  # renamed in the index's tree
+            why = f"{cf.status} function not in the index, reached through its callers in the base's {cf.path}"
+            starts += [Start(i, step, Confidence.medium, why, dev) for i in local]
         else:
             where = f"nothing that includes {cf.path} calls" if cf.path in callers.visible else "nothing calls"
             reason = f"{cf.status} function not in the index and {where} {m.called_as}"
@@ -495,6 +511,7 @@ def start(store: IndexStore, inp: AffectedInput) -> Started:
     cs = inp.changes
     indexed = store.meta().get("indexed_commit", "")
     other_tree = bool(indexed) and indexed not in (inp.base, inp.head)
+    drop_unused_deletions(store, cs, lambda headers: _including_files(store, headers))
     starts, unmapped, warnings = _starts(store, cs, other_tree)
     changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})
     return Started(starts, unmapped, warnings, changed_paths, _families(changed_paths), store.benchmarks())

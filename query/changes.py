@@ -17,7 +17,7 @@ from common.diff import FileChange
 from common.documents import to_json
 from indexer.build_config import BuildMacros, file_kind
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
-from indexer.facts import FileFacts, Function
+from indexer.facts import FileFacts, Function, namespace_of
 from indexer.preprocessor import Compiled, line_states
 from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
@@ -45,6 +45,7 @@ class ChangedFunction:
     side: str = field(metadata={"internal": True})  # base | head | both
     status: str  # modified | added | deleted
     why: str | None = field(default=None, metadata={"omit_if_none": True})  # a no-op's: why nothing runs differently
+    member: bool = field(default=False, metadata={"internal": True})  # a C++ class's method (a member call may call it)
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -69,6 +70,8 @@ class ChangeSet:
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
+    # (path, changed function) -> the functions of its file whose base bodies call it by name
+    base_callers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
 def _innermost(functions: list[Function], line: int) -> Function | None:
@@ -388,8 +391,9 @@ def _map_source(
     same_old, same_new = _macro_constants(fc, base_text, head_text) if kind == "cpp" else (set(), set())
     if same_new:
         cs.no_ops.append(ChangedFunction(fc.path, "", "", sorted(same_new), "both", "modified", MACRO_CONSTANT))
+    between = _deleted_between(fc, head) if base is not None and head is not None else set()
     for side, facts, lines, text_of in (("base", base, fc.removed - same_old, base_text),
-                                        ("head", head, fc.added - same_new, head_text)):
+                                        ("head", head, fc.added - same_new - between, head_text)):
         if facts is None:
             continue
         if facts.status == "skipped":  # not parsed (binary, larger than the limit): say so, keep the lines
@@ -453,6 +457,11 @@ def _map_source(
         spans = [(f.start_line, f.end_line) for f in facts.functions if f.qualname == cf.qualname] if facts else []
         if len(spans) == 1:
             cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
+    if kind == "cpp" and base is not None:
+        _note_base_callers(cs, base, list(found.values()), _rows(base_text, fc.old_path))
+        classes = {namespace_of(f.qualname) for f in base.functions if f.kind == FunctionKind.METHOD}
+        for cf in found.values():
+            cf.member = namespace_of(cf.qualname) in classes
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
     old_words, new_words = (_function_words(kind, base, base_text, fc.old_path),
                             _function_words(kind, head, head_text, fc.new_path))
@@ -478,6 +487,36 @@ def _map_source(
             cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
             cs.file_level.append((path, lines, "outside any function (globals, macros, includes)"))
+
+
+def _note_base_callers(cs: ChangeSet, base: FileFacts, changed: list[ChangedFunction], rows: list[str]) -> None:
+    """For each changed function of a file, the functions of the base version of the file whose
+    bodies call it by name (``name(`` or ``name<...>(``): where the walk goes when an index of
+    another tree lacks the function and its name (renamed there)."""
+    for cf in changed:
+        if not cf.name or cf.name.startswith("operator"):
+            continue
+        call = re.compile(rf"(?<![\w.>:]){re.escape(cf.name)}\s*(?:<[^;{{}}]*?>\s*)?\(")
+        own = [f.start_line for f in base.functions if f.qualname == cf.qualname]
+        callers = [f.qualname for f in base.functions if f.qualname != cf.qualname and not any(
+            f.start_line <= n <= f.end_line for n in own) and any(
+            call.search(rows[n - 1]) for n in range(f.start_line, min(f.end_line, len(rows)) + 1))]
+        if callers:
+            cs.base_callers[cf.path, cf.qualname] = sorted(set(callers))
+
+
+def _deleted_between(fc: FileChange, head: FileFacts) -> set[int]:
+    """The head lines that stand for a pure deletion (the line it follows) outside every head
+    function's body: the deleted lines are the base's, mapped there (whole functions deleted
+    after a kept one are not a change to the kept one)."""
+    out: set[int] = set()
+    for hunk in fc.hunks:
+        if hunk.target_length or any(line.kind == "+" for line in hunk.lines):
+            continue
+        after = max(1, hunk.target_start)
+        if not any(f.start_line <= after < f.end_line for f in head.functions):
+            out.add(after)
+    return out - {line.new_line for h in fc.hunks for line in h.lines if line.kind == "+"}
 
 
 def _same_tokens(

@@ -27,6 +27,14 @@ class Node(NamedTuple):
     label: str
 
 
+class CallSite(NamedTuple):
+    """A call site of the index naming a function: its caller, what stood before the name, the caller's file."""
+
+    caller_id: int
+    qualifier: str
+    path: str
+
+
 class FunctionInFile(NamedTuple):
     """A function of the index with its file's path."""
 
@@ -253,6 +261,32 @@ class IndexStore:
         ).fetchall():
             out.setdefault(name, []).append(caller)
         return out
+
+    def call_sites_named(self, names: list[str]) -> dict[str, list[CallSite]]:
+        """name -> the call sites (caller, qualifier, caller's file) naming it, for those of
+        ``names`` something calls, in one read."""
+        if not names:
+            return {}
+        out: dict[str, list[CallSite]] = {}
+        for name, caller, qualifier, path in self.con.execute(
+            "SELECT DISTINCT c.callee_name, c.caller_id, c.qualifier, f.path FROM calls c"
+            " JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = fn.file_id"
+            " WHERE c.callee_name IN (SELECT unnest(?::TEXT[])) ORDER BY 1, 2, 3",
+            [sorted(set(names))],
+        ).fetchall():
+            out.setdefault(name, []).append(CallSite(caller, qualifier, path))
+        return out
+
+    def registered_names(self, names: list[str]) -> set[str]:
+        """Those of ``names`` a registration names: a yaml kernel, a stub, a stub's or a library's impl."""
+        if not names:
+            return set()
+        return {name for (name,) in self.con.execute(
+            "SELECT name FROM (SELECT kernel_name AS name FROM kernels UNION SELECT stub FROM stubs"
+            " UNION SELECT impl_name FROM stub_impls UNION SELECT kernel_name FROM library_impls)"
+            " WHERE name IN (SELECT unnest(?::TEXT[]))",
+            [sorted(set(names))],
+        ).fetchall()}
 
     def includers(self, paths: list[str]) -> dict[str, list[str]]:
         """path -> the indexed files that include it (resolved includes), for those of ``paths``
