@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
+import importlib.machinery
 import json
 import os
 import platform
@@ -185,11 +185,17 @@ def machine_macros(machine: str | None = None, system: str | None = None) -> Bui
 
 
 def torch_package_dir() -> Path | None:
-    """The installed torch package's directory, found without importing it."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
+    """The installed torch package's directory, found without importing it. A ``torch/`` without
+    ``version.py`` (a PyTorch source tree, first on the path under ``python -m perfq`` run inside
+    the checkout) is no build: the search goes on past it."""
+    for entry in sys.path:
+        spec = importlib.machinery.PathFinder.find_spec("torch", [entry or os.getcwd()])
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        torch_dir = Path(next(iter(spec.submodule_search_locations)))
+        if (torch_dir / "version.py").is_file():
+            return torch_dir
+    return None
 
 
 _HEADERS = ("include/ATen/Config.h", "include/torch/headeronly/macros/cmake_macros.h",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,17 @@ def test_recorded_torch_settings_are_read_from_the_user_cache_once_per_install(t
     record["key"] = "another install"
     (index_dir / "torch-build.json").write_text(json.dumps(record))  # a stale one beside the index is not read
     assert read_record(index_dir, torch_dir)["key"] == record_key(torch_dir)
+
+
+def test_a_source_tree_s_torch_first_on_the_path_is_not_the_installed_build(tmp_path: Path, monkeypatch):
+    """`python -m perfq index` inside a PyTorch checkout puts the checkout first on sys.path: its
+    `torch/` (no version.py, no generated headers) must not stand for the build's configuration."""
+    installed = torch_package_dir()
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch/__init__.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    found = torch_package_dir()
+    assert found != tmp_path / "torch"
+    assert found == installed
