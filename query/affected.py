@@ -720,12 +720,15 @@ def unreached(store: IndexStore, reached: Reached, selected: Selected, canary_hi
             continue  # a decomposition or lowering: answered in compile mode (_compiled_ops)
         by_label.setdefault(s.label, []).append(s)
     above = _walked_above(walk)
+    bound = {n for src, calls in walk.bound_callers.items() for n in (src, *(dst for dst, _ in calls))}
     out: list[Unreached] = []
     for starts in by_label.values():
         nodes = {s.node for s in starts}
         seen = _closure(above, nodes)
         if any(walk.kind.get(n) in (NodeKind.OP, NodeKind.BENCHMARK) for n in seen):
             continue
+        if seen & bound:
+            continue  # Python lines calling its binding answer it (query/bound_lines.py: line truth)
         step, graph = starts[0].step, store.graph()
         linked = any(graph.into(n) for n in nodes)
         out.append(Unreached(step.file, step.name, len(seen - nodes), _unreached_reason(len(seen - nodes), linked)))

@@ -311,3 +311,4 @@ def test_a_changed_bound_function_selects_the_tests_that_ran_its_calling_lines(b
     # Tensor.split's `if has_torch_function_unary(self):` ran in the split test, in no add test
     assert {b["name"]: b["source"] for b in doc["benchmarks"]} == {"split_mini_test": "executed"}
     assert not doc["shared_infrastructure"]
+    assert doc["unreached_functions"] == []  # answered through its binding's calling lines
