@@ -720,18 +720,18 @@ def unreached(store: IndexStore, reached: Reached, selected: Selected, canary_hi
             continue  # a decomposition or lowering: answered in compile mode (_compiled_ops)
         by_label.setdefault(s.label, []).append(s)
     above = _walked_above(walk)
-    bound = {n for src, calls in walk.bound_callers.items() for n in (src, *(dst for dst, _ in calls))}
+    ends = {n for n, k in walk.kind.items() if k in (NodeKind.OP, NodeKind.BENCHMARK)}
+    ends |= {n for src, calls in walk.bound_callers.items() for n in (src, *(dst for dst, _ in calls))}
+    answered_nodes = _leading_to(above, ends)  # bound callers: Python lines answer them (bound_lines)
     out: list[Unreached] = []
+    graph = store.graph()
     for starts in by_label.values():
         nodes = {s.node for s in starts}
-        seen = _closure(above, nodes)
-        if any(walk.kind.get(n) in (NodeKind.OP, NodeKind.BENCHMARK) for n in seen):
+        if nodes & answered_nodes:
             continue
-        if seen & bound:
-            continue  # Python lines calling its binding answer it (query/bound_lines.py: line truth)
-        step, graph = starts[0].step, store.graph()
-        linked = any(graph.into(n) for n in nodes)
-        out.append(Unreached(step.file, step.name, len(seen - nodes), _unreached_reason(len(seen - nodes), linked)))
+        step, linked = starts[0].step, any(graph.into(n) for n in nodes)
+        callers = len(_closure(above, nodes)) - len(nodes)
+        out.append(Unreached(step.file, step.name, callers, _unreached_reason(callers, linked)))
     return out
 
 
@@ -741,6 +741,16 @@ def _walked_above(walk: Reach) -> dict[int, list[int]]:
     for dst, src in walk.edges:
         above.setdefault(dst, []).append(src)
     return above
+
+
+def _leading_to(above: dict[int, list[int]], ends: set[int]) -> set[int]:
+    """The nodes from which the walk's edges lead to one of ``ends`` (``ends`` included): one
+    pass down the edges from them."""
+    below: dict[int, list[int]] = {}
+    for dst, srcs in above.items():
+        for src in srcs:
+            below.setdefault(src, []).append(dst)
+    return _closure(below, ends)
 
 
 def _closure(above: dict[int, list[int]], nodes: set[int]) -> set[int]:

@@ -493,14 +493,17 @@ def _note_base_callers(cs: ChangeSet, base: FileFacts, changed: list[ChangedFunc
     """For each changed function of a file, the functions of the base version of the file whose
     bodies call it by name (``name(`` or ``name<...>(``): where the walk goes when an index of
     another tree lacks the function and its name (renamed there)."""
+    bodies = [(f, "\n".join(rows[f.start_line - 1:min(f.end_line, len(rows))])) for f in base.functions]
     for cf in changed:
         if not cf.name or cf.name.startswith("operator"):
             continue
+        named = [(f, body) for f, body in bodies if f.qualname != cf.qualname and cf.name in body]
+        if not named:
+            continue
         call = re.compile(rf"(?<![\w.>:]){re.escape(cf.name)}\s*(?:<[^;{{}}]*?>\s*)?\(")
         own = [f.start_line for f in base.functions if f.qualname == cf.qualname]
-        callers = [f.qualname for f in base.functions if f.qualname != cf.qualname and not any(
-            f.start_line <= n <= f.end_line for n in own) and any(
-            call.search(rows[n - 1]) for n in range(f.start_line, min(f.end_line, len(rows)) + 1))]
+        callers = [f.qualname for f, body in named if not any(
+            f.start_line <= n <= f.end_line for n in own) and call.search(body)]
         if callers:
             cs.base_callers[cf.path, cf.qualname] = sorted(set(callers))
 
