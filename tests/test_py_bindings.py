@@ -22,6 +22,7 @@ from indexer.link import link
 from indexer.source_text import LineIndex, strip_c_comments
 from tests.aten_fixture import NATIVE_FUNCTIONS
 from tests.conftest import CORPUS, git, run_perfq
+from tests.test_py_lines import BENCH, CONFIGS  # the same two-benchmark tree
 
 HEADER = """\
 #pragma once
@@ -223,19 +224,6 @@ def test_a_patch_keeps_the_bindings_as_a_full_link_makes_them(tmp_path, path, ol
 
 
 # --------------------------------------------------------------------------- end to end (torch)
-
-BENCH = "benchmarks/operator_benchmark"
-
-CONFIGS = """\
-import operator_benchmark as op_bench
-
-split_configs = op_bench.config_list(
-    attr_names=["M", "N"], attrs=[[4, 6]], cross_product_configs={"device": ["cpu"]}, tags=["short"]
-)
-add_configs = op_bench.config_list(
-    attr_names=["M", "N"], attrs=[[3, 5]], cross_product_configs={"device": ["cpu"]}, tags=["short"]
-)
-"""
 
 SPLIT = """\
 import operator_benchmark as op_bench
