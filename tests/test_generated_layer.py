@@ -7,7 +7,6 @@ executed-by-all kind, explained by the template that names it."""
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from indexer.facts import FileFacts
 from indexer.generated_layer import TemplateNames, cpp_texts, names_in, read_templates
 from indexer.link import link
 from tests.aten_fixture import FILES, commit_all, git, perfq, replace_in, write_tree
+from tests.test_affected_sampled import _affected_after
 
 GUARD_H = """\
     #pragma once
@@ -113,21 +113,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _affected(repo: Path, rel: str, old: str, new: str) -> dict:
-    git(repo, "checkout", "-q", "-b", "work")
-    try:
-        replace_in(repo, rel, old, new)
-        commit_all(repo)
-        proc = perfq(repo, "affected", "main", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-    finally:
-        git(repo, "checkout", "-q", "-f", "main")
-        git(repo, "branch", "-q", "-D", "work")
-
-
 def test_a_change_to_a_members_constructor_is_shared_infrastructure(repo):
-    doc = _affected(repo, "c10/core/impl/Guards.cpp", "if (keys != 0) {", "if (keys >= 0) {")
+    doc = _affected_after(repo, "c10/core/impl/Guards.cpp", "if (keys != 0) {", "if (keys >= 0) {")
     assert doc["shared_infrastructure"]
     layer = [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
     assert len(layer) == 1
@@ -135,7 +122,7 @@ def test_a_change_to_a_members_constructor_is_shared_infrastructure(repo):
 
 
 def test_a_function_no_wrapper_runs_is_not(repo):
-    doc = _affected(repo, "c10/core/impl/Guards.cpp", "set_excluded(keys + 1);", "set_excluded(keys + 2);")
+    doc = _affected_after(repo, "c10/core/impl/Guards.cpp", "set_excluded(keys + 1);", "set_excluded(keys + 2);")
     assert not [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
     assert not doc["shared_infrastructure"]
 
