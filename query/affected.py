@@ -45,7 +45,7 @@ from query.document import (
 from query.dtype_gaps import gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
-from query.reach import Reach, fill_labels, op_backends, reaching_benchmarks, walk_up
+from query.reach import Reach, closure, fill_labels, op_backends, reaching_benchmarks, walk_up
 from query.unused_deletions import drop_unused_deletions
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, LayerHit, NativeHit, TracedDtype, TracedHit
 from schema.kinds import EdgeKind, NodeKind, TraceStatus
@@ -719,10 +719,10 @@ def unreached(store: IndexStore, reached: Reached, selected: Selected, canary_hi
         if selected.compiled and ".py:" in s.label:
             continue  # a decomposition or lowering: answered in compile mode (_compiled_ops)
         by_label.setdefault(s.label, []).append(s)
-    above = _walked_above(walk)
+    above = walk.up()
     ends = {n for n, k in walk.kind.items() if k in (NodeKind.OP, NodeKind.BENCHMARK)}
     ends |= {n for src, calls in walk.bound_callers.items() for n in (src, *(dst for dst, _ in calls))}
-    answered_nodes = _leading_to(above, ends)  # bound callers: Python lines answer them (bound_lines)
+    answered_nodes = closure(walk.down(), ends)  # bound callers: Python lines answer them (bound_lines)
     out: list[Unreached] = []
     graph = store.graph()
     for starts in by_label.values():
@@ -730,37 +730,9 @@ def unreached(store: IndexStore, reached: Reached, selected: Selected, canary_hi
         if nodes & answered_nodes:
             continue
         step, linked = starts[0].step, any(graph.into(n) for n in nodes)
-        callers = len(_closure(above, nodes)) - len(nodes)
+        callers = len(closure(above, nodes)) - len(nodes)
         out.append(Unreached(step.file, step.name, callers, _unreached_reason(callers, linked)))
     return out
-
-
-def _walked_above(walk: Reach) -> dict[int, list[int]]:
-    """node -> the nodes the walk went on to from it (its callers, registrations, operators)."""
-    above: dict[int, list[int]] = {}
-    for dst, src in walk.edges:
-        above.setdefault(dst, []).append(src)
-    return above
-
-
-def _leading_to(above: dict[int, list[int]], ends: set[int]) -> set[int]:
-    """The nodes from which the walk's edges lead to one of ``ends`` (``ends`` included): one
-    pass down the edges from them."""
-    below: dict[int, list[int]] = {}
-    for dst, srcs in above.items():
-        for src in srcs:
-            below.setdefault(src, []).append(dst)
-    return _closure(below, ends)
-
-
-def _closure(above: dict[int, list[int]], nodes: set[int]) -> set[int]:
-    seen, todo = set(nodes), list(nodes)
-    while todo:
-        for src in above.get(todo.pop(), ()):
-            if src not in seen:
-                seen.add(src)
-                todo.append(src)
-    return seen
 
 
 def _unreached_reason(callers: int, linked: bool) -> str:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from query.py_lines import UNOBSERVED, LineHit, LineTruth, traced_line
+from query.py_lines import UNOBSERVED, LineHit, LinePlacer, LineTruth
 from query.reach import Reach
 from schema.index_store import IndexStore
 
@@ -92,8 +92,9 @@ def _placed_in(store: IndexStore, path: str, calls: list[BoundCall], text_of: Te
     data = text_of(path)
     if data is None:
         return []
-    rows, digests = data.decode("utf-8", "replace").splitlines(), store.line_digests(path)
-    found = [(c, traced_line(c.line, rows, digests) if 0 < c.line <= len(rows) else None) for c in calls]
+    rows = data.decode("utf-8", "replace").splitlines()
+    placer = LinePlacer(rows, store.line_digests(path))
+    found = [(c, placer.place(c.line) if 0 < c.line <= len(rows) else None) for c in calls]
     return [(c, line) for c, line in found if line is not None]
 
 

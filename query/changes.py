@@ -125,6 +125,7 @@ _TYPED_CONSTANT = re.compile(  # inline constexpr int SIMD = 32;  static const i
     r"^\s*(?:(?:inline|static|constexpr|const)\s+)*(?:constexpr|const)\s+[\w:<>]+\s+([A-Za-z_]\w*)\s*"
     r"(?:=\s*([-+]?[\w.']+)|\{\s*([-+]?[\w.']+)\s*\})\s*;\s*$")
 _BACKWARD_CALL = re.compile(r"\b([A-Za-z_]\w*backward\w*)\s*\(")
+_CALLED_NAME = re.compile(r"(?<![\w.>:])([A-Za-z_]\w*)(?=\s*(?:<[^;{}]*?>\s*)?\()")  # name( or name<...>(
 
 
 def changed_functions(
@@ -295,7 +296,13 @@ def _added_whole(head: FileFacts, fc: FileChange, head_text: TextOf) -> set[str]
 
 def _rows(text_of: TextOf, path: str | None) -> list[str]:
     raw = text_of(path) if path else None
-    return raw.decode("utf-8", "replace").splitlines() if raw else []
+    return list(_lines_of(raw)) if raw else []
+
+
+@functools.lru_cache(maxsize=16)
+def _lines_of(raw: bytes) -> tuple[str, ...]:
+    """A text's lines, split once for the several readers of one file's version."""
+    return tuple(raw.decode("utf-8", "replace").splitlines())
 
 
 def _trivial(rows: list[str], line: int) -> bool:
@@ -494,16 +501,19 @@ def _note_base_callers(cs: ChangeSet, base: FileFacts, changed: list[ChangedFunc
     bodies call it by name (``name(`` or ``name<...>(``): where the walk goes when an index of
     another tree lacks the function and its name (renamed there)."""
     bodies = [(f, "\n".join(rows[f.start_line - 1:min(f.end_line, len(rows))])) for f in base.functions]
+    called: dict[int, set[str]] = {}  # a body's called names, read once for the bodies a name is in
+
+    def calls(i: int) -> set[str]:
+        if i not in called:
+            called[i] = set(_CALLED_NAME.findall(bodies[i][1]))
+        return called[i]
+
     for cf in changed:
         if not cf.name or cf.name.startswith("operator"):
             continue
-        named = [(f, body) for f, body in bodies if f.qualname != cf.qualname and cf.name in body]
-        if not named:
-            continue
-        call = re.compile(rf"(?<![\w.>:]){re.escape(cf.name)}\s*(?:<[^;{{}}]*?>\s*)?\(")
         own = [f.start_line for f in base.functions if f.qualname == cf.qualname]
-        callers = [f.qualname for f, body in named if not any(
-            f.start_line <= n <= f.end_line for n in own) and call.search(body)]
+        callers = [f.qualname for i, (f, body) in enumerate(bodies) if f.qualname != cf.qualname and cf.name in body
+                   and not any(f.start_line <= n <= f.end_line for n in own) and cf.name in calls(i)]
         if callers:
             cs.base_callers[cf.path, cf.qualname] = sorted(set(callers))
 

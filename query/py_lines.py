@@ -135,7 +135,7 @@ def _place(path: str, text: str, fc: FileChange, shared_module: bool, store: Ind
     except (SyntaxError, ValueError):
         return None
     rows = text.splitlines()
-    digests = store.line_digests(path) if path.startswith("torch/") else None
+    placer = LinePlacer(rows, store.line_digests(path)) if path.startswith("torch/") else None
     out: list[_Placed] = []
     for line in sorted(n for n in _touched(fc, rows) if _code(rows, n)):
         found = _statement(tree, line)
@@ -149,8 +149,8 @@ def _place(path: str, text: str, fc: FileChange, shared_module: bool, store: Ind
             continue
         span = range(_first_line(stmt), _header_end(stmt) + 1)
         lines = [n for n in span if _code(rows, n)]
-        if digests is not None:
-            mapped = [traced_line(n, rows, digests) for n in lines]
+        if placer is not None:
+            mapped = [placer.place(n) for n in lines]
             if not mapped or None in mapped:
                 return None
             lines = [m for m in mapped if m is not None]
@@ -273,19 +273,35 @@ def _digest(text: str) -> int:
 
 
 def traced_line(n: int, rows: list[str], digests: dict[int, int]) -> int | None:
-    """The traced file's line for the base's line ``n``: the same number when the texts match,
-    else the one line of that text whose neighbours match best (None: not found, or a tie)."""
-    want = _digest(rows[n - 1])
-    if digests.get(n) == want:
-        return n
-    scored = sorted(
-        ((sum(digests.get(m + k) == _digest(rows[n + k - 1]) for k in range(-_NEIGHBOURS, _NEIGHBOURS + 1)
-              if k and 0 < n + k <= len(rows)), m) for m, d in digests.items() if d == want),
-        reverse=True,
-    )
-    if not scored or scored[0][0] < 2 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
-        return None
-    return scored[0][1]
+    """The traced file's line for the base's line ``n`` (see ``LinePlacer``)."""
+    return LinePlacer(rows, digests).place(n)
+
+
+class LinePlacer:
+    """Places the base's lines in the traced file: the same number when the texts match,
+    else the one line of that text whose neighbours match best (None: not found, or a tie).
+    Built once per file: the traced lines are looked up by their text's digest."""
+
+    def __init__(self, rows: list[str], digests: dict[int, int]) -> None:
+        self.rows, self.digests = rows, digests
+        self.lines_of: dict[int, list[int]] = {}
+        for m, d in digests.items():
+            self.lines_of.setdefault(d, []).append(m)
+
+    def place(self, n: int) -> int | None:
+        rows, digests = self.rows, self.digests
+        want = _digest(rows[n - 1])
+        if digests.get(n) == want:
+            return n
+        around = [(k, _digest(rows[n + k - 1])) for k in range(-_NEIGHBOURS, _NEIGHBOURS + 1)
+                  if k and 0 < n + k <= len(rows)]
+        scored = sorted(
+            ((sum(digests.get(m + k) == d for k, d in around), m) for m in self.lines_of.get(want, ())),
+            reverse=True,
+        )
+        if not scored or scored[0][0] < 2 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+            return None
+        return scored[0][1]
 
 
 # --------------------------------------------------------------------------- module-level names

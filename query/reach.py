@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +29,9 @@ class Reach:
     # a Python function calling a bound C++ function the walk reached -> (that function, edge detail):
     # reached, not walked on from (the Python lines that call it tell which tests run it)
     bound_callers: dict[int, set[tuple[int, str]]] = field(default_factory=dict)
+    _by_kind: dict[NodeKind, list[int]] = field(default_factory=dict, repr=False, compare=False)
+    _grouped_at: int = field(default=-1, repr=False, compare=False)  # len(kind) when _by_kind was grouped
+    _adjacent: dict[bool, tuple[int, dict[int, list[int]]]] = field(default_factory=dict, repr=False, compare=False)
 
     def layouts(self) -> dict[int, set[str]]:
         """op -> the tensor layouts of the kernels the walk reached it through (dense,
@@ -63,8 +65,32 @@ class Reach:
                     changed = True
         return out
 
+    def up(self) -> dict[int, list[int]]:
+        """node -> the nodes the walk went on to from it (its callers, registrations, operators)."""
+        return self._adjacency(up=True)
+
+    def down(self) -> dict[int, list[int]]:
+        """node -> the explored nodes it was reached from (toward the start nodes)."""
+        return self._adjacency(up=False)
+
+    def _adjacency(self, up: bool) -> dict[int, list[int]]:
+        cached = self._adjacent.get(up)
+        if cached is not None and cached[0] == len(self.edges):  # edges are only appended
+            return cached[1]
+        out: dict[int, list[int]] = {}
+        for dst, src in self.edges:
+            a, b = (dst, src) if up else (src, dst)
+            out.setdefault(a, []).append(b)
+        self._adjacent[up] = (len(self.edges), out)
+        return out
+
     def nodes_of(self, kind: NodeKind) -> list[int]:
-        return [n for n, k in self.kind.items() if k == kind]
+        if self._grouped_at != len(self.kind):  # nodes are only added, and keep their kind
+            self._by_kind.clear()
+            for n, k in self.kind.items():
+                self._by_kind.setdefault(k, []).append(n)
+            self._grouped_at = len(self.kind)
+        return list(self._by_kind.get(kind, ()))
 
     def chain_nodes(self, ends: list[int]) -> set[int]:
         """Every node on the chains from the start nodes to ``ends``."""
@@ -254,15 +280,15 @@ def op_backends(store: IndexStore) -> dict[str, set[str]]:
 
 def reaching_benchmarks(r: Reach) -> set[int]:
     """Nodes of the explored graph from which some benchmark is reachable."""
-    up: dict[int, list[int]] = {}
-    for dst, src in r.edges:
-        up.setdefault(src, []).append(dst)
-    covered = set(r.nodes_of(NodeKind.BENCHMARK))
-    queue = deque(covered)
-    while queue:
-        node = queue.popleft()
-        for below in up.get(node, ()):
-            if below not in covered:
-                covered.add(below)
-                queue.append(below)
-    return covered
+    return closure(r.down(), set(r.nodes_of(NodeKind.BENCHMARK)))
+
+
+def closure(adjacency: dict[int, list[int]], nodes: set[int]) -> set[int]:
+    """``nodes`` and every node ``adjacency`` leads to from them."""
+    seen, todo = set(nodes), list(nodes)
+    while todo:
+        for nxt in adjacency.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
