@@ -123,6 +123,8 @@ def _workdir(keep: Path | None) -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="perfq-power-") as tmp:
             yield tmp
         return
+    if (keep / "history.duckdb").exists():  # its labels would get a second pair of runs, compared together
+        sys.exit(f"error: {keep / 'history.duckdb'} exists: --keep takes a new directory")
     keep.mkdir(parents=True, exist_ok=True)
     yield str(keep)
 
