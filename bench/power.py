@@ -18,7 +18,10 @@ controls (0), and the wall time against the run's budget. The load average is pr
 and after (the machine is shared).
 
 Usage: python bench/power.py [--effects 0.10,0.25] [--op torch.Tensor.softmax] [--bench NAME ...]
-                             [--op-tests 'softmax_test/Softmax'] [--contended] [-- EXTRA perfq run FLAGS]
+                             [--op-tests 'softmax_test/Softmax'] [--contended] [--keep DIR]
+                             [-- EXTRA perfq run FLAGS]
+``--keep DIR``: keep the history (``DIR/history.duckdb``, labels power10, power25 ...) and the call counts
+in DIR instead of a temporary directory, e.g. to compare them again offline (``perfq compare``, bench/pairing.py).
 ``--contended``: the contended variant (issue 38): every run under bench/loadgen.py's load, with its
 targets: +10% found on >= 75% and never called ``same``; no ``same`` wider than the minimum effect.
 Needs torch and the corpus at $PERFQ_CORPUS/pytorch-2.6.0 (default ~/.cache/perfq-corpus).
@@ -34,6 +37,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import loadgen  # next to this file
@@ -112,6 +116,19 @@ def one_effect(effect: float, op: str, repo: Path, tmp: Path, benches: tuple[str
     return seconds, doc, realised(counts["base"]), realised(counts["head"])
 
 
+@contextlib.contextmanager
+def _workdir(keep: Path | None) -> Iterator[str]:
+    """``keep`` (created) or a temporary directory removed afterwards."""
+    if keep is None:
+        with tempfile.TemporaryDirectory(prefix="perfq-power-") as tmp:
+            yield tmp
+        return
+    if (keep / "history.duckdb").exists():  # its labels would get a second pair of runs, compared together
+        sys.exit(f"error: {keep / 'history.duckdb'} exists: --keep takes a new directory")
+    keep.mkdir(parents=True, exist_ok=True)
+    yield str(keep)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--effects", default="0.10,0.25", help="fractions p of extra kernel runs (default 0.10,0.25)")
@@ -121,6 +138,8 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="the run's budget in seconds (printed)")
     parser.add_argument("--bench", action="append", help="benchmark files (default: the five of BENCHES)")
     parser.add_argument("--contended", action="store_true", help="run under bench/loadgen.py's load")
+    parser.add_argument("--keep", type=Path, help="keep the history and counts in this directory (default: a "
+                        "temporary one)")
     parser.add_argument("extra", nargs="*", help="extra perfq run flags after --")
     args = parser.parse_args()
     repo = corpus()
@@ -136,7 +155,7 @@ def main() -> int:
     load = loadgen.busy(2 * args.budget * len(effects)) if args.contended else contextlib.nullcontext()
     ok = True
     rows = []
-    with load, tempfile.TemporaryDirectory(prefix="perfq-power-") as tmp:
+    with load, _workdir(args.keep) as tmp:
         for effect in effects:
             seconds, doc, base_counts, head_counts = one_effect(effect, args.op, repo, Path(tmp), benches, args.extra)
             hit = [t for t in doc["tests"] if runs_op.search(f"{t['benchmark']}/{t['test']}")]
