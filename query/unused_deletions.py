@@ -43,6 +43,13 @@ def _judged(cf: ChangedFunction) -> bool:
     return cf.status == "deleted" and cf.path.endswith(_CPP) and bool(cf.name) and not cf.name.startswith("operator")
 
 
+def _registered(cf: ChangedFunction, registered: dict[str, set[str]]) -> bool:
+    """Whether a registration may name ``cf``: one in its own file for a file-local function (a
+    ``REGISTER_DISPATCH`` of a ``static`` kernel is in its translation unit), any other else."""
+    files = registered.get(cf.name, set())
+    return cf.path in files if cf.file_local else bool(files)
+
+
 def _own_ids(cf: ChangedFunction, rows: list[FunctionInFile]) -> list[int]:
     """The index's rows of the deleted function itself (an index of the base): same name, over its lines."""
     return [r.id for r in rows if r.qualname == cf.qualname and any(r.start_line <= n <= r.end_line for n in cf.lines)]
@@ -83,8 +90,9 @@ def drop_unused_deletions(
     graph = store.graph()
     unused: set[int] = set()
     for cf in deleted:
-        verdict = cf.name not in registered and is_unused(
-            cf, _own_ids(cf, rows.get(cf.path, [])), sites.get(cf.name, []), visible.get(cf.path),
+        seen_by = {cf.path} if cf.file_local else visible.get(cf.path)  # a source file's own helper: itself
+        verdict = not _registered(cf, registered) and is_unused(
+            cf, _own_ids(cf, rows.get(cf.path, [])), sites.get(cf.name, []), seen_by,
             lambda i: bool(graph.into(i)))
         if verdict:
             cf.why = UNCALLED
