@@ -3,7 +3,9 @@ of the index names (where its file is visible, under a qualifier that can name i
 of the index reaches (a registration, an address taken, an override) and that no registration
 names ran in no test: deleting it changes no executed code (a call of it would not compile).
 A deleted overload whose name is still called stays a change: which overload a call picks can
-change when one disappears."""
+change when one disappears. A source file's own helper (``static``, ``inline`` or ``constexpr``,
+or in an anonymous namespace) is seen by that file alone: only its call sites and registrations
+count (r6-k02: a kernel file's ``inline int min(int, int)`` is not called by every ``min`` of the tree)."""
 
 from __future__ import annotations
 
