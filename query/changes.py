@@ -46,6 +46,9 @@ class ChangedFunction:
     status: str  # modified | added | deleted
     why: str | None = field(default=None, metadata={"omit_if_none": True})  # a no-op's: why nothing runs differently
     member: bool = field(default=False, metadata={"internal": True})  # a C++ class's method (a member call may call it)
+    # a free function of a source file (not a header) that is ``static``, ``inline``, ``constexpr``
+    # or in an anonymous namespace: no other translation unit can call it
+    file_local: bool = field(default=False, metadata={"internal": True})
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -467,8 +470,10 @@ def _map_source(
     if kind == "cpp" and base is not None:
         _note_base_callers(cs, base, list(found.values()), _rows(base_text, fc.old_path))
         classes = {namespace_of(f.qualname) for f in base.functions if f.kind == FunctionKind.METHOD}
+        base_rows = _rows(base_text, fc.old_path)
         for cf in found.values():
             cf.member = namespace_of(cf.qualname) in classes
+            cf.file_local = not cf.member and _file_local(base, base_rows, cf.qualname)
     same = _same_tokens(fc, kind, base, head, base_text, head_text, tokens)
     old_words, new_words = (_function_words(kind, base, base_text, fc.old_path),
                             _function_words(kind, head, head_text, fc.new_path))
@@ -494,6 +499,25 @@ def _map_source(
             cs.no_ops.append(ChangedFunction(path, "", "", lines, "both", "modified", why))
         else:
             cs.file_level.append((path, lines, "outside any function (globals, macros, includes)"))
+
+
+_LOCAL_SPECIFIER = re.compile(r"\b(?:static|inline|constexpr|consteval)\b")
+
+
+def _file_local(base: FileFacts, rows: list[str], qualname: str) -> bool:
+    """Whether a function of a source file (not a header) is called from that translation unit
+    only: internal linkage (``static``, an anonymous namespace), or ``inline``/``constexpr``
+    (defined in every translation unit that uses it, and this file defines it for itself)."""
+    if not base.path.endswith(_SOURCE_SUFFIXES):
+        return False
+    defs = [f for f in base.functions if f.qualname == qualname]
+    return bool(defs) and all(f.internal or _LOCAL_SPECIFIER.search(_declarator_head(rows, f)) for f in defs)
+
+
+def _declarator_head(rows: list[str], func: Function) -> str:
+    """A function's text up to its parameter list: its specifiers, return type and name."""
+    text = " ".join(rows[func.start_line - 1 : min(func.end_line, len(rows))])
+    return text.partition("(")[0]
 
 
 def _note_base_callers(cs: ChangeSet, base: FileFacts, changed: list[ChangedFunction], rows: list[str]) -> None:

@@ -3,7 +3,9 @@ of the index names (where its file is visible, under a qualifier that can name i
 of the index reaches (a registration, an address taken, an override) and that no registration
 names ran in no test: deleting it changes no executed code (a call of it would not compile).
 A deleted overload whose name is still called stays a change: which overload a call picks can
-change when one disappears."""
+change when one disappears. A source file's own helper (``static``, ``inline`` or ``constexpr``,
+or in an anonymous namespace) is seen by that file alone: only its call sites and registrations
+count (r6-k02: a kernel file's ``inline int min(int, int)`` is not called by every ``min`` of the tree)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,13 @@ def _judged(cf: ChangedFunction) -> bool:
     """A deleted C++ function called by its name: an operator (used by expressions no call site
     records) or a functor's ``operator()`` is not judged here."""
     return cf.status == "deleted" and cf.path.endswith(_CPP) and bool(cf.name) and not cf.name.startswith("operator")
+
+
+def _registered(cf: ChangedFunction, registered: dict[str, set[str]]) -> bool:
+    """Whether a registration may name ``cf``: one in its own file for a file-local function (a
+    ``REGISTER_DISPATCH`` of a ``static`` kernel is in its translation unit), any other else."""
+    files = registered.get(cf.name, set())
+    return cf.path in files if cf.file_local else bool(files)
 
 
 def _own_ids(cf: ChangedFunction, rows: list[FunctionInFile]) -> list[int]:
@@ -83,8 +92,9 @@ def drop_unused_deletions(
     graph = store.graph()
     unused: set[int] = set()
     for cf in deleted:
-        verdict = cf.name not in registered and is_unused(
-            cf, _own_ids(cf, rows.get(cf.path, [])), sites.get(cf.name, []), visible.get(cf.path),
+        seen_by = {cf.path} if cf.file_local else visible.get(cf.path)  # a source file's own helper: itself
+        verdict = not _registered(cf, registered) and is_unused(
+            cf, _own_ids(cf, rows.get(cf.path, [])), sites.get(cf.name, []), seen_by,
             lambda i: bool(graph.into(i)))
         if verdict:
             cf.why = UNCALLED

@@ -277,16 +277,21 @@ class IndexStore:
             out.setdefault(name, []).append(CallSite(caller, qualifier, path))
         return out
 
-    def registered_names(self, names: list[str]) -> set[str]:
-        """Those of ``names`` a registration names: a yaml kernel, a stub, a stub's or a library's impl."""
+    def registered_names(self, names: list[str]) -> dict[str, set[str]]:
+        """Those of ``names`` a registration names (a yaml kernel, a stub, a stub's or a library's
+        impl), each with the files that name it ('' for a yaml kernel: the generated code does)."""
         if not names:
-            return set()
-        return {name for (name,) in self.con.execute(
-            "SELECT name FROM (SELECT kernel_name AS name FROM kernels UNION SELECT stub FROM stubs"
-            " UNION SELECT impl_name FROM stub_impls UNION SELECT kernel_name FROM library_impls)"
-            " WHERE name IN (SELECT unnest(?::TEXT[]))",
+            return {}
+        out: dict[str, set[str]] = {}
+        for name, path in self.con.execute(
+            "SELECT r.name, coalesce(f.path, '') FROM (SELECT kernel_name AS name, NULL AS file_id FROM kernels"
+            " UNION SELECT stub, file_id FROM stubs UNION SELECT impl_name, file_id FROM stub_impls"
+            " UNION SELECT kernel_name, file_id FROM library_impls) r LEFT JOIN files f ON f.id = r.file_id"
+            " WHERE r.name IN (SELECT unnest(?::TEXT[]))",
             [sorted(set(names))],
-        ).fetchall()}
+        ).fetchall():
+            out.setdefault(name, set()).add(path)
+        return out
 
     def includers(self, paths: list[str]) -> dict[str, list[str]]:
         """path -> the indexed files that include it (resolved includes), for those of ``paths``

@@ -78,3 +78,33 @@ def test_a_call_under_another_namespace_does_not_name_it():
     assert may_name(site("xpu"), get, "get", member=False)
     assert may_name(site("at::xpu"), "at::xpu::pair<T1, T2>::pair", "pair", member=True)  # a constructor, by its class
     assert may_name(site("."), "at::xpu::Config::size", "size", member=True)
+
+
+LOCAL = "inline int pick(int a, int b) {\n  return a < b ? a : b;\n}\n"
+NAMESPACE = "namespace at::native {\n"
+
+
+@pytest.mark.parametrize("head", ["inline", "static"])
+def test_a_deleted_file_local_helper_is_not_called_by_another_file(tmp_path, head):
+    """torch-xpu-ops r6-k02: a source file's own ``inline int min(int, int)``, deleted with its
+    callers rewritten, is called by no other translation unit: other files' unqualified ``min``
+    calls (their own helpers, std's) and a yaml kernel of the name (``max``: upstream's) do not
+    make it a change of every caller of the name."""
+    local = LOCAL.replace("inline", head)
+    repo = make_repo(tmp_path / "repo")
+    with (repo / "aten/src/ATen/native/native_functions.yaml").open("a") as yaml:
+        yaml.write("\n- func: pick(Tensor self) -> Tensor\n  dispatch:\n    CPU: pick\n")
+    source = "aten/src/ATen/native/SoftmaxOp.cpp"
+    replace_in(repo, KERNEL, NAMESPACE + "namespace {\n", NAMESPACE + local + "namespace {\n")
+    replace_in(repo, KERNEL, "for (int i = 0; i < 4; i++) {", "for (int i = 0; i < pick(4, 8); i++) {")
+    replace_in(repo, source, NAMESPACE + "DEFINE_DISPATCH", NAMESPACE + local + "DEFINE_DISPATCH")
+    replace_in(repo, source, "make_size(3);", "make_size(pick(3, 2));")
+    base = commit_all(repo, "each file has its own pick")
+    replace_in(repo, source, local, "")
+    replace_in(repo, source, "make_size(pick(3, 2));", "make_size(std::min(3, 2));")
+    head_sha = commit_all(repo, "drop SoftmaxOp.cpp's pick")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    doc = _affected(repo, f"{base}..{head_sha}")
+    assert [(f["function"], f["why"]) for f in doc["no_op_changes"]] == [("at::native::pick", UNCALLED)]
+    assert [f["function"] for f in doc["changed_functions"]] == ["at::native::lonely_kernel"]
+    assert "softmax_op_test" not in {b["name"] for b in doc["benchmarks"]}
