@@ -11,13 +11,19 @@ from indexer.build_config import BuildMacros
 from indexer.facts import FileFacts, LibraryImpl, StubImpl
 from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, left_out
 from indexer.stub_names import StubNames
-from schema.model import EdgeKind, LibraryImplRow, NodeKind, ReachEdgeRow, StubImplRow, StubRow
+from schema.model import EdgeKind, FunctionKind, LibraryImplRow, NodeKind, ReachEdgeRow, StubImplRow, StubRow
 
 _STUB = NodeKind.STUB
 _STUB_CALL = EdgeKind.STUB_CALL
 _STUB_NAME = EdgeKind.STUB_NAME
+_MACRO = FunctionKind.MACRO
 _Placed = TypeVar("_Placed", StubImpl, LibraryImpl)
 _LAYOUT_WORDS = (("sparse", "Sparse"), ("nested", "Nested"), ("quantized", "Quantized"))
+# the macro declaring a stub (as indexer.registrations reads it): an object of a class it
+# derives from the stub class template of its header
+_STUB_DECLARE = "DECLARE_DISPATCH"
+_CALL_OPERATOR = "operator()"
+_RUNS = "every call of the stub runs its class's operator()"
 
 
 def compiled(f: FileFacts, items: list[_Placed], build: BuildMacros | None) -> list[_Placed]:
@@ -73,6 +79,35 @@ def link_stubs_by_name(ctx: LinkContext) -> None:
                 graph.edge(node, ctx.op_node(op), _STUB_NAME, layout)
 
 
+def link_stub_machinery(ctx: LinkContext) -> None:
+    """Every call of a stub (``add_stub(kCPU, iter)``: a ``stub_call`` edge into the stub) calls
+    the stub object's call operator, which its class inherits from the stub class template
+    beside the stub-declaring macro (``DispatchStub<fn, T>::operator()``); that operator runs
+    the dispatch machinery (choosing and loading the kernel pointer) on every call. A ``call``
+    edge from each called stub to those call operators: a change to the machinery reaches the
+    functions calling a stub, hence their operators, and the walk's hub rules apply as to any
+    call (past a composite step, 400 callers make the operator a hub). An in-place patch keeps
+    these edges while the call operator keeps its id (a patch that removes it, or adds a
+    second one, leaves them as they were until the next full link)."""
+    operators = stub_call_operators(ctx.func_rows)
+    if not operators:
+        return
+    graph = ctx.graph
+    called = {dst for dst, _, kind, _ in ctx.read(ReachEdgeRow) if kind == _STUB_CALL}
+    # and every declared stub: an in-place patch may add the first call of one
+    declared = {graph.node(_STUB, s.stub) for f in ctx.all_files for s in f.stubs if s.role == "declare"}
+    for stub in sorted(called | declared):
+        for fid in operators:
+            graph.edge(fid, stub, EdgeKind.CALL, _RUNS)
+
+
+def stub_call_operators(func_rows: list[tuple]) -> list[int]:
+    """The call operators a stub call runs: those of the classes of the files that define the
+    stub-declaring macro (its body derives the stub's class from their template)."""
+    files = {file_id for _, file_id, _, name, kind, *_ in func_rows if name == _STUB_DECLARE and kind == _MACRO}
+    return sorted(fid for fid, file_id, _, name, *_ in func_rows if file_id in files and name == _CALL_OPERATOR)
+
+
 def _layout_hint(stub: str, paths: list[str]) -> str:
     """A dispatch-key-like word for the tensors a stub's kernels serve (its name, or the
     folders of the files that register it): Sparse, Nested, Quantized, else Dense."""
@@ -116,7 +151,7 @@ RULE = Rule(
     "registrations",
     writes=(StubRow, StubImplRow, LibraryImplRow),
     reads=(ReachEdgeRow,),
-    link={Phase.NATIVE: link_registrations, Phase.PYTHON: link_stubs_by_name},
+    link={Phase.NATIVE: link_registrations, Phase.PYTHON: link_stubs_by_name, Phase.REFERENCES: link_stub_machinery},
     patch={PatchPhase.PREPARE: read_stub_names, PatchPhase.INTO: registrations_into},
     place=40,
 )
