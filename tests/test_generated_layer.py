@@ -83,9 +83,15 @@ EMPTY_CPP = """\
       }
       return 4;
     }
+    struct KeySet {
+      KeySet(int key) : repr_(key) {}
+      KeySet(bool full) : repr_(full ? -1 : 0) {}
+      int repr_;
+    };
     int empty_cpu(int size, bool pin) {
       int a = GetAllocatorMaybePinned(pin);
-      return size + a;
+      KeySet ks(1);
+      return size + a + ks.repr_;
     }
     int empty_cuda(int size, bool pin) {
       return size + cuda_alloc(pin);
@@ -156,7 +162,8 @@ def test_a_name_with_a_placeholder_is_the_target_builds_backend_helper_and_what_
     tables = link(files, [], [], [], {}, [], templates=templates)
     name = {row[0]: row[2] for row in tables.rows["functions"]}
     layer = {(name[fid], named, depth) for fid, _, _, named, depth in tables.rows["generated_layer"]}
-    # a CPU build: RegisterCUDA.cpp is not compiled, its helper and the allocator it calls are no layer
+    # a CPU build: RegisterCUDA.cpp is not compiled, its helper and the allocator it calls are no
+    # layer; nor is a call resolved to every overload of a name (KeySet's constructors)
     assert layer == {
         ("at::detail::empty_cpu", "at::detail::empty_{}", 0),
         ("at::detail::(anonymous namespace)::GetAllocatorMaybePinned", "at::detail::empty_{}", 1),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import typing
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from indexer.build_config import BuildMacros
@@ -101,9 +101,14 @@ def layer_rows(
             row = rows.setdefault(fid, (fid, n.source, n.line, n.name, 0))
             if n.kind == "type" or wildcard:
                 expanded.setdefault(fid, row)
-    for caller, callee, kind in calls:
-        if caller in expanded and kind == CallKind.DIRECT and callee not in rows:
-            _, source, line, name, _ = expanded[caller]
+    qualname = {fid: q for fid, _, q, _ in functions}
+    direct = [(caller, callee) for caller, callee, kind in calls if caller in expanded and kind == CallKind.DIRECT]
+    overloads = Counter((caller, qualname.get(callee)) for caller, callee in direct)
+    for caller, callee in direct:
+        _, source, line, name, _ = expanded[caller]
+        # a helper's call the linker resolved to several overloads (``DispatchKeySet cpu_ks(key)``:
+        # every constructor of the class) is left out: which of them runs is not known
+        if callee not in rows and not (WILDCARD in name and overloads[caller, qualname.get(callee)] > 1):
             rows[callee] = (callee, source, line, name, 1)
     return sorted(rows.values())
 
