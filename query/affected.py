@@ -28,6 +28,7 @@ from common.config import Config
 from indexer.devices import device_of_key, device_of_path
 from indexer.dtypes import DtypeScope
 from indexer.facts import scope_name
+from indexer.generated_layer import WILDCARD
 from query.bound_lines import TextOf, bound_calls, bound_truth, merged
 from query.changes import ChangedFunction, ChangeSet
 from query.document import (
@@ -488,6 +489,7 @@ class Selected:
     unused_modules: list[str]
     warnings: list[str]
     layer: list[LayerHit]  # changed functions every generated operator wrapper runs
+    layer_benches: frozenset[str] = frozenset()  # the traced benchmarks whose wrappers run them
 
 
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
@@ -632,9 +634,10 @@ def select(store: IndexStore, inp: AffectedInput, started: Started, reached: Rea
     unused_modules = _select_changed_benchmarks(sel, inp.changes, benches)
     _select_executed(sel, inp.lines, benches)
     layer = store.generated_layer(sorted({s.node for s in starts}))
-    _select_layer(sel, layer, observed.traced, benches)
+    layer_benches = _layer_benches(store, layer, observed.traced)
+    _select_layer(sel, layer, layer_benches, benches)
     selected = _finish(sel, benches, families, ("eager", "compile") if compile_mode else ("eager",))
-    return Selected(selected, compiled, compile_hits, compile_mode, unused_modules, warnings, layer)
+    return Selected(selected, compiled, compile_hits, compile_mode, unused_modules, warnings, layer, layer_benches)
 
 
 def _chain_files(store: IndexStore, op_chains: Reach, walk: Reach, hits: list[TracedHit]) -> dict[int, str]:
@@ -658,7 +661,7 @@ def canaries(
     canary = _canary_hits(reached.patterns, broad, reached.own_ops + sorted(selected.compiled),
                           observed.hits + selected.compile_hits, started.benches, reached.sets,
                           not reached.walk.truncated)
-    layer = _layer_canaries(selected.layer, started.benches, reached.sets)
+    layer = _layer_canaries(selected.layer, selected.layer_benches, started.benches, reached.sets)
     return broad, canary + _executed_canaries(inp.lines, started.benches, reached.sets) + layer
 
 
@@ -1138,25 +1141,53 @@ def _layer_why(hit: LayerHit) -> str:
     return f"run by every operator's generated wrapper: {hit.source}:{hit.line} names {short}{via}"
 
 
-def _select_layer(sel: _Selection, layer: list[LayerHit], traced: set[str], benches: dict[str, BenchmarkInfo]) -> None:
-    """A changed function every generated operator wrapper runs: every traced benchmark (each runs
-    operators), like a Python line every traced test runs."""
+def _layer_benches(store: IndexStore, layer: list[LayerHit], traced: set[str]) -> frozenset[str]:
+    """The traced benchmarks a change to the generated layer runs in: every one (each runs
+    operators' wrappers), or, when only a backend's helper (a name with a placeholder:
+    ``at::detail::empty_strided_{}``) or what it calls is changed, those running a structured
+    operator: the generated structured wrappers create and restride their outputs through it
+    (``create_out``, ``maybe_create_proxy``); a view or a hand-written kernel does not."""
+    if not layer:
+        return frozenset()
+    if not _helpers_only(layer):
+        return frozenset(traced)
+    runs = store.traced_hits([(store.structured_ops(), None)])[0]
+    return frozenset({h.bench for h in runs} & traced)
+
+
+def _helpers_only(layer: list[LayerHit]) -> bool:
+    """Whether the changed functions of the layer are only backend helpers the generated code
+    names with a placeholder (``at::detail::empty_strided_{}``) and what those call."""
+    return all(WILDCARD in hit.named for hit in layer)
+
+
+def _select_layer(
+    sel: _Selection, layer: list[LayerHit], runners: frozenset[str], benches: dict[str, BenchmarkInfo]
+) -> None:
+    """A changed function every generated operator wrapper runs: every benchmark whose wrappers
+    run it (``runners``), like a Python line every traced test runs."""
     if not layer:
         return
     hit = layer[0]
     changed = ChainStep(StepKind.FUNCTION, hit.qualname, detail=f"{hit.source}:{hit.line} {hit.named}")
-    for name in sorted(traced & set(benches)):
+    for name in sorted(runners & set(benches)):
         ran = ChainStep(StepKind.BENCHMARK, name, via=_layer_why(hit))
         sel.add(name, Source.executed, Confidence.high, Reason(hit.qualname, (changed, ran)))
 
 
-def _layer_canaries(layer: list[LayerHit], benches: dict[str, BenchmarkInfo], sets: list[CanarySet]) -> list[CanaryHit]:
+def _layer_canaries(
+    layer: list[LayerHit], runners: frozenset[str], benches: dict[str, BenchmarkInfo], sets: list[CanarySet]
+) -> list[CanaryHit]:
     """A changed function every generated operator wrapper runs is shared infrastructure: the
-    executed-by-all kind, with the broad set's representative sample."""
+    executed-by-all kind, with the broad set's representative sample (those of it whose wrappers
+    run the change, when the traces say which)."""
     if not layer:
         return []
     s = next((s for s in sets if s.name == "broad"), None)
-    members = tuple(CanaryBenchmark(b, benches[b].file) for b in (s.benchmarks if s else ()) if b in benches)
+    sample = [b for b in (s.benchmarks if s else ()) if b in benches]
+    if runners and _helpers_only(layer):
+        sample = [b for b in sample if b in runners]
+    members = tuple(CanaryBenchmark(b, benches[b].file) for b in sample)
     description = "C++ the code generators emit into every operator's wrapper (templates and generators)"
     return [CanaryHit("generated-wrapper", _layer_why(layer[0]), description, members)]
 

@@ -710,6 +710,12 @@ class IndexStore:
             return []
         return [LayerHit(*r) for r in rows]
 
+    def structured_ops(self) -> list[str]:
+        """The operators with a structured kernel (their own or a delegate's): their generated
+        wrappers create, resize or restride the outputs through the backend's helpers."""
+        return [r[0] for r in self.con.execute(
+            "SELECT name FROM ops WHERE structured OR structured_delegate IS NOT NULL ORDER BY name").fetchall()]
+
     def line_covered_paths(self, paths: list[str]) -> set[str]:
         """Those of ``paths`` whose Python lines the traces recorded (tests ran some of them)."""
         if not paths:

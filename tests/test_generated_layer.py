@@ -17,6 +17,7 @@ from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.generated_layer import TemplateNames, cpp_texts, names_in, read_templates
 from indexer.link import link
+from indexer.rules.generated_layer import layer_rows
 from tests.aten_fixture import FILES, commit_all, git, perfq, replace_in, write_tree
 from tests.test_affected_sampled import _affected_after
 
@@ -64,12 +65,62 @@ GENERATOR = '''\
     return at::redispatch::${api_name}(${args});
     """)
     '''
+# a backend's helper the generated structured wrappers call (RegisterCPU.cpp's create_out), named
+# with the backend as a placeholder through a variable the generator binds
+EMPTY_CPP = """\
+    namespace at::detail {
+    namespace {
+    int GetAllocatorMaybePinned(bool pin) {
+      if (pin) {
+        return 1;
+      }
+      return 2;
+    }
+    }
+    int cuda_alloc(bool pin) {
+      if (pin) {
+        return 3;
+      }
+      return 4;
+    }
+    struct KeySet {
+      KeySet(int key) : repr_(key) {}
+      KeySet(bool full) : repr_(full ? -1 : 0) {}
+      int repr_;
+    };
+    int empty_cpu(int size, bool pin) {
+      int a = GetAllocatorMaybePinned(pin);
+      KeySet ks(1);
+      return size + a + ks.repr_;
+    }
+    int empty_cuda(int size, bool pin) {
+      return size + cuda_alloc(pin);
+    }
+    }
+    """
+REGISTER = '''\
+    def gen_empty_impl_names(backend_index):
+        dispatch = str(backend_index.dispatch_key).lower()
+        empty_impl = f"at::detail::empty_{dispatch}"
+        return empty_impl
+
+
+    def gen_create_out_helper(backend_index):
+        empty_impl = gen_empty_impl_names(backend_index)
+        return [f"""
+    Tensor create_out(IntArrayRef sizes, const TensorOptions &options) {{
+      return {empty_impl}(sizes, options);
+    }}
+    """]
+    '''
 FIXTURE = {
     **FILES,
     "c10/core/impl/Guards.h": GUARD_H,
     "c10/core/impl/Guards.cpp": GUARD_CPP,
     "tools/autograd/templates/VariableType.cpp": TEMPLATE,
     "tools/autograd/gen_variable_type.py": GENERATOR,
+    "aten/src/ATen/EmptyTensor.cpp": EMPTY_CPP,
+    "torchgen/dest/register_dispatch_key.py": REGISTER,
 }
 
 
@@ -103,6 +154,31 @@ def test_the_layer_is_the_named_constructor_and_its_members_constructors(tmp_pat
     assert link(files, [], [], [], {}, [], templates=TemplateNames((), ())).rows["generated_layer"] == []
 
 
+def test_a_name_with_a_placeholder_is_the_target_builds_backend_helper_and_what_it_calls(tmp_path):
+    write_tree(tmp_path, {"torchgen/dest/register_dispatch_key.py": REGISTER})
+    templates = read_templates(tmp_path, ("torchgen/dest/*.py",))
+    assert ("call", "at::detail::empty_{}") in {(n.kind, n.name) for n in templates.names}
+    files = [_facts("aten/src/ATen/EmptyTensor.cpp", EMPTY_CPP)]
+    tables = link(files, [], [], [], {}, [], templates=templates)
+    name = {row[0]: row[2] for row in tables.rows["functions"]}
+    layer = {(name[fid], named, depth) for fid, _, _, named, depth in tables.rows["generated_layer"]}
+    # a CPU build: RegisterCUDA.cpp is not compiled, its helper and the allocator it calls are no
+    # layer; nor is a call resolved to every overload of a name (KeySet's constructors)
+    assert layer == {
+        ("at::detail::empty_cpu", "at::detail::empty_{}", 0),
+        ("at::detail::(anonymous namespace)::GetAllocatorMaybePinned", "at::detail::empty_{}", 1),
+    }
+
+
+def test_a_placeholder_that_is_a_whole_part_of_the_name_names_nothing_and_one_stands_for_a_backend():
+    code = "return at::redispatch::${api_name}(ks, self); at::meta::${name}_out(x); ${ns}::structured_${op}(y);"
+    names = names_in("g.py", 1, code)[0]
+    assert [n.name for n in names] == ["at::meta::{}_out"]
+    functions = [(0, 0, "at::meta::add_out", "add_out"), (1, 0, "at::meta::cpu_out", "cpu_out")]
+    # an operator's name in the placeholder is one operator's function, not what every wrapper runs
+    assert [r[0] for r in layer_rows(tuple(names), (), functions, ["a.cpp"], [])] == [1]
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = write_tree(tmp_path_factory.mktemp("layer"), FIXTURE)
@@ -125,6 +201,19 @@ def test_a_function_no_wrapper_runs_is_not(repo):
     doc = _affected_after(repo, "c10/core/impl/Guards.cpp", "set_excluded(keys + 1);", "set_excluded(keys + 2);")
     assert not [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
     assert not doc["shared_infrastructure"]
+
+
+def test_a_change_to_what_a_backend_helper_calls_is_shared_infrastructure(repo):
+    doc = _affected_after(repo, "aten/src/ATen/EmptyTensor.cpp", "return 1;", "return 5;")
+    assert doc["shared_infrastructure"]
+    layer = [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+    assert len(layer) == 1
+    assert "torchgen/dest/register_dispatch_key.py" in layer[0]["trigger"] and "empty_{}" in layer[0]["trigger"]
+
+
+def test_another_backends_helper_is_not(repo):
+    doc = _affected_after(repo, "aten/src/ATen/EmptyTensor.cpp", "return 3;", "return 6;")
+    assert not [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
 
 
 def test_a_patch_of_a_layer_file_leaves_the_layer_as_a_full_link_makes_it(repo, tmp_path):

@@ -8,15 +8,19 @@ operator that has such a wrapper: a change to one is shared infrastructure (quer
 
 from __future__ import annotations
 
+import re
 import typing
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from indexer.generated_layer import TemplateName
+from indexer.build_config import BuildMacros
+from indexer.generated_layer import WILDCARD, TemplateName
 from indexer.rules.base import LinkContext, PatchContext, PatchPhase, Phase, Rule, Unpatchable
 from schema.model import CallEdgeRow, CallKind, column
 
 _FUNCTION_KINDS = frozenset({"function", "method", "template", "class"})
+# a device backend's generated registration file is compiled when the build defines one of these
+_DEVICE_MACROS = {"cuda": ("USE_CUDA", "USE_ROCM"), "xpu": ("USE_XPU",), "mps": ("USE_MPS",)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,30 @@ def _resolve(name: TemplateName, rows: list[tuple], included: set[int]) -> list[
     ]
 
 
+def _wildcard(name: str, backends: frozenset[str]) -> re.Pattern[str]:
+    """A qualified name's pattern whose placeholders stand for one of ``backends`` each."""
+    fill = "(?:" + "|".join(sorted(map(re.escape, backends))) + ")"
+    return re.compile("(?:.*::)?" + fill.join(map(re.escape, name.split(WILDCARD))))
+
+
+def _resolve_wildcard(name: TemplateName, by_last: dict[str, list[tuple]], backends: frozenset[str]) -> list[int]:
+    """The functions a name with placeholders (``at::detail::empty_strided_{}``) stands for: the
+    placeholder is the generated file's backend (``RegisterCPU.cpp``), one the target build has."""
+    if not backends:
+        return []
+    last = _wildcard(name.name.split("::")[-1], backends)
+    whole = _wildcard(name.name, backends)
+    return [fid for short, rows in by_last.items() if last.fullmatch(short)
+            for fid, _, qualname in rows if whole.fullmatch(qualname)]
+
+
+def build_backends(build: BuildMacros | None) -> frozenset[str]:
+    """The backends the target build compiles (a generated ``Register{Key}.cpp`` of each): the CPU,
+    and a device whose ``USE_`` macro the build defines (a CPU wheel leaves USE_CUDA, USE_XPU out)."""
+    defined = build.defined if build is not None else {}
+    return frozenset({"cpu"} | {b for b, macros in _DEVICE_MACROS.items() if any(defined.get(m) for m in macros)})
+
+
 def _included_files(paths: list[str], includes: tuple[str, ...]) -> set[int]:
     """The ids of the indexed files the templates include (by the path's tail)."""
     tails = set(includes)
@@ -51,26 +79,36 @@ def _included_files(paths: list[str], includes: tuple[str, ...]) -> set[int]:
 
 def layer_rows(
     names: tuple[TemplateName, ...], includes: tuple[str, ...], functions: list[tuple], paths: list[str],
-    calls: list[tuple],
+    calls: list[tuple], backends: frozenset[str] = frozenset({"cpu"}),
 ) -> list[tuple]:
     """The rows of the generated layer (``functions``: id, file id, qualname, name of the C++
-    functions; ``paths``: file id -> path; ``calls``: caller, callee, kind of the call edges): the
-    named functions, and the direct callees of the constructors of the classes the generated code
-    declares variables of (a guard's constructor runs its members' constructors)."""
+    functions; ``paths``: file id -> path; ``calls``: caller, callee, kind of the call edges;
+    ``backends``: what a placeholder of a backend's name stands for): the named functions, and the
+    direct callees of the constructors of the classes the generated code declares variables of (a
+    guard's constructor runs its members' constructors) and of the backend's helpers a name with a
+    placeholder calls (``at::detail::empty_strided_cpu``: the allocator it picks)."""
     by_last: dict[str, list[tuple]] = defaultdict(list)
     for fid, file_id, qualname, short in functions:
         by_last[short].append((fid, file_id, qualname))
     included = _included_files(paths, includes)
     rows: dict[int, tuple] = {}
-    constructed: dict[int, tuple] = {}  # the constructors of the classes it declares variables of
+    expanded: dict[int, tuple] = {}  # the constructors and backend helpers whose direct callees run too
     for n in names:
-        for fid in _resolve(n, by_last.get(n.name.split("::")[-1], []), included):
+        wildcard = WILDCARD in n.name
+        found = (_resolve_wildcard(n, by_last, backends) if wildcard
+                 else _resolve(n, by_last.get(n.name.split("::")[-1], []), included))
+        for fid in found:
             row = rows.setdefault(fid, (fid, n.source, n.line, n.name, 0))
-            if n.kind == "type":
-                constructed.setdefault(fid, row)
-    for caller, callee, kind in calls:
-        if caller in constructed and kind == CallKind.DIRECT and callee not in rows:
-            _, source, line, name, _ = constructed[caller]
+            if n.kind == "type" or wildcard:
+                expanded.setdefault(fid, row)
+    qualname = {fid: q for fid, _, q, _ in functions}
+    direct = [(caller, callee) for caller, callee, kind in calls if caller in expanded and kind == CallKind.DIRECT]
+    overloads = Counter((caller, qualname.get(callee)) for caller, callee in direct)
+    for caller, callee in direct:
+        _, source, line, name, _ = expanded[caller]
+        # a helper's call the linker resolved to several overloads (``DispatchKeySet cpu_ks(key)``:
+        # every constructor of the class) is left out: which of them runs is not known
+        if callee not in rows and not (WILDCARD in name and overloads[caller, qualname.get(callee)] > 1):
             rows[callee] = (callee, source, line, name, 1)
     return sorted(rows.values())
 
@@ -82,7 +120,8 @@ def link_layer(ctx: LinkContext) -> None:
     cpp = [(r[0], r[1], r[2], r[3]) for r in ctx.func_rows if r[0] < ctx.py_first]
     paths = [f.path for f in ctx.files]
     calls = [(r[0], r[1], r[2]) for r in ctx.read(CallEdgeRow)]
-    ctx.out(GeneratedLayerRow).extend(layer_rows(ctx.templates.names, ctx.templates.includes, cpp, paths, calls))
+    rows = layer_rows(ctx.templates.names, ctx.templates.includes, cpp, paths, calls, build_backends(ctx.build))
+    ctx.out(GeneratedLayerRow).extend(rows)
 
 
 def refuse_layer_files(ctx: PatchContext) -> None:
