@@ -189,31 +189,36 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def _layer_canaries(doc: dict) -> list[dict]:
+    """The ``generated-wrapper`` canary sets of an ``affected`` document."""
+    return [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+
+
 def test_a_change_to_a_members_constructor_is_shared_infrastructure(repo):
     doc = _affected_after(repo, "c10/core/impl/Guards.cpp", "if (keys != 0) {", "if (keys >= 0) {")
     assert doc["shared_infrastructure"]
-    layer = [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+    layer = _layer_canaries(doc)
     assert len(layer) == 1
     assert "tools/autograd/gen_variable_type.py" in layer[0]["trigger"] and "AutoBelow" in layer[0]["trigger"]
 
 
 def test_a_function_no_wrapper_runs_is_not(repo):
     doc = _affected_after(repo, "c10/core/impl/Guards.cpp", "set_excluded(keys + 1);", "set_excluded(keys + 2);")
-    assert not [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+    assert not _layer_canaries(doc)
     assert not doc["shared_infrastructure"]
 
 
 def test_a_change_to_what_a_backend_helper_calls_is_shared_infrastructure(repo):
     doc = _affected_after(repo, "aten/src/ATen/EmptyTensor.cpp", "return 1;", "return 5;")
     assert doc["shared_infrastructure"]
-    layer = [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+    layer = _layer_canaries(doc)
     assert len(layer) == 1
     assert "torchgen/dest/register_dispatch_key.py" in layer[0]["trigger"] and "empty_{}" in layer[0]["trigger"]
 
 
 def test_another_backends_helper_is_not(repo):
     doc = _affected_after(repo, "aten/src/ATen/EmptyTensor.cpp", "return 3;", "return 6;")
-    assert not [c for c in doc["canary"] if c["set"] == "generated-wrapper"]
+    assert not _layer_canaries(doc)
 
 
 def test_a_patch_of_a_layer_file_leaves_the_layer_as_a_full_link_makes_it(repo, tmp_path):

@@ -4,13 +4,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.aten_fixture import FILES, commit_all, git, perfq, replace_in, write_tree
 from tests.conftest import db_rows
+from tests.test_affected_sampled import _affected_after
 
 MACHINERY_H = "aten/src/ATen/native/DispatchStub.h"
 MACHINERY_CPP = "aten/src/ATen/native/DispatchStub.cpp"
@@ -109,21 +109,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _affected(repo: Path, rel: str, old: str, new: str) -> dict:
-    git(repo, "checkout", "-q", "-b", "work")
-    try:
-        replace_in(repo, rel, old, new)
-        commit_all(repo)
-        proc = perfq(repo, "affected", "main", "--format", "json")
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
-    finally:
-        git(repo, "checkout", "-q", "-f", "main")
-        git(repo, "branch", "-q", "-D", "work")
-
-
 def test_pointer_load_reaches_the_operators_whose_kernels_call_a_stub(repo):
-    doc = _affected(repo, MACHINERY_CPP, "std::memory_order_relaxed", "std::memory_order_acquire")
+    doc = _affected_after(repo, MACHINERY_CPP, "std::memory_order_relaxed", "std::memory_order_acquire")
     assert [c["function"] for c in doc["changed_functions"]] == ["at::native::DispatchStubImpl::try_get_call_ptr"]
     # softmax_op_cpu_out calls softmax_op_stub: the stub's call runs DispatchStub::operator(),
     # which loads the pointer through get_call_ptr
