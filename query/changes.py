@@ -468,9 +468,9 @@ def _map_source(
         if len(spans) == 1:
             cs.whole[cf.path, cf.qualname] = (kind, *spans[0])
     if kind == "cpp" and base is not None:
-        _note_base_callers(cs, base, list(found.values()), _rows(base_text, fc.old_path))
-        classes = {namespace_of(f.qualname) for f in base.functions if f.kind == FunctionKind.METHOD}
         base_rows = _rows(base_text, fc.old_path)
+        _note_base_callers(cs, base, list(found.values()), base_rows)
+        classes = {namespace_of(f.qualname) for f in base.functions if f.kind == FunctionKind.METHOD}
         for cf in found.values():
             cf.member = namespace_of(cf.qualname) in classes
             cf.file_local = not cf.member and _file_local(base, base_rows, cf.qualname)
