@@ -46,6 +46,8 @@ class ChangedFunction:
     status: str  # modified | added | deleted
     why: str | None = field(default=None, metadata={"omit_if_none": True})  # a no-op's: why nothing runs differently
     member: bool = field(default=False, metadata={"internal": True})  # a C++ class's method (a member call may call it)
+    # the argument counts its changed definitions accept (indexer/cpp_arity.py): least, most (None: no bound)
+    arity: tuple[int, int | None] = field(default=(0, None), metadata={"internal": True})
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -72,6 +74,17 @@ class ChangeSet:
     whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
     # (path, changed function) -> the functions of its file whose base bodies call it by name
     base_callers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+_UNKNOWN_ARITY: tuple[int, int | None] = (0, None)
+
+
+def _widened(known: tuple[int, int | None] | None, more: tuple[int, int | None]) -> tuple[int, int | None]:
+    """The argument counts that ``known`` or ``more`` accepts (definitions of one qualified name)."""
+    if known is None:
+        return more
+    most = None if known[1] is None or more[1] is None else max(known[1], more[1])
+    return min(known[0], more[0]), most
 
 
 def _innermost(functions: list[Function], line: int) -> Function | None:
@@ -387,6 +400,7 @@ def _map_source(
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
+    arities: dict[str, tuple[int, int | None]] = {}  # qualname -> the argument counts its changed definitions accept
     loose: list[int] = []
     same_old, same_new = _macro_constants(fc, base_text, head_text) if kind == "cpp" else (set(), set())
     if same_new:
@@ -418,10 +432,13 @@ def _map_source(
                 outside.append(line)
             else:
                 hits.append((f.qualname, line))
+                arities[f.qualname] = _widened(arities.get(f.qualname), (f.least_args, f.most_args))
         if outside and kind == "cpp":  # a class's fields and head belong to its methods
             text = text_of(fc.old_path if side == "base" else fc.new_path)
             if text:
+                inside = len(hits)
                 outside = _sort_outside(text, outside, facts, side, hits, cs)
+                arities.update((qualname, _UNKNOWN_ARITY) for qualname, _ in hits[inside:])  # no definition's lines
         loose += outside
         for qualname, line in hits:
             key = (facts.path, qualname)
@@ -434,6 +451,8 @@ def _map_source(
                 cf.side = "both"
             if line not in cf.lines:
                 cf.lines.append(line)
+    for (_, qualname), cf in found.items():
+        cf.arity = arities.get(qualname, _UNKNOWN_ARITY)
     if base is not None and head is not None:
         base_names = {f.qualname for f in base.functions}
         head_names = {f.qualname for f in head.functions}
