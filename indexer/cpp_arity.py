@@ -213,6 +213,32 @@ def definition_arity(code: str, f: Function, lines: LineIndex) -> Arity:
     return parameter_arity(code, m.end() - 1, _in_class(code, f, m, start))
 
 
+_TYPE_WORDS = frozenset({"const", "volatile", "typename", "struct", "class", "enum", "unsigned", "signed"})
+_NAMED = re.compile(r"[A-Za-z_]\w*")
+
+
+def _class_of_parameter(text: str) -> str | None:
+    """The class a parameter's type names (``const pair<T1, T2>& x``: 'pair'), None for none."""
+    text = text.split("=", 1)[0]
+    less = text.find("<")
+    words = [w for w in _NAMED.findall(text[:less] if less >= 0 else text) if w not in _TYPE_WORDS]
+    if less < 0:
+        words = words[:-1] if len(words) > 1 else words  # the parameter's own name last
+    return words[-1] if words else None
+
+
+def operand_classes(code: str, f: Function, lines: LineIndex) -> tuple[str, ...]:
+    """The classes the parameters of the operator overload ``f`` take, in order, each once
+    (``operator!=(const pair<T1, T2>& x, const pair<T1, T2>& y)``: ('pair',)); () when unread."""
+    start, end = lines.offset_of(f.start_line), lines.offset_of(f.end_line + 1)
+    m = _declarator(code, f, start, end if end > start else len(code))
+    found = _split(code, m.end() - 1, angles=True) if m is not None else None
+    if found is None:
+        return ()
+    classes = (_class_of_parameter(code[s:e]) for s, e in found[0])
+    return tuple(dict.fromkeys(c for c in classes if c))
+
+
 def with_arity(code: str, functions: list[Function], lines: LineIndex) -> list[Function]:
     """``functions`` with the argument counts each accepts (their ``least_args``/``most_args``)."""
     out = []

@@ -13,10 +13,13 @@ import textwrap
 
 import pytest
 
-from indexer.cpp_arity import Arity, accepts, argument_count, parameter_arity
+from indexer.cpp_arity import Arity, accepts, argument_count, operand_classes, parameter_arity
 from indexer.extract import file_facts
 from indexer.facts import FileFacts
 from indexer.link import link
+from indexer.source_text import LineIndex
+from query.affected import _called_as
+from query.changes import ChangedFunction
 from tests.aten_fixture import commit_all, git, make_repo, replace_in
 from tests.conftest import run_perfq
 
@@ -153,3 +156,25 @@ def test_a_deleted_overload_no_call_can_take_is_a_no_op(tmp_path, indexed):
     assert doc["benchmarks"] == [] and doc["changed_functions"] == [] and doc["unmapped_changes"] == []
     assert [n["function"] for n in doc["no_op_changes"]] == ["at::native::Pair::Pair<U>"]
     assert not any("still called" in w for w in doc["warnings"])
+
+
+OPERATOR = """
+template <typename T1, typename T2>
+inline bool operator!=(const pair<T1, T2>& x, const pair<T1, T2>& y) {
+  return !(x == y);
+}
+"""
+
+
+def test_a_free_operator_is_reached_where_the_values_it_takes_are_made():
+    """An expression ``a != b`` is no call site: a free operator overload the index lacks is reached
+    through the callers of its first operand's class (the functions that make such values), as a
+    functor's operator() is through its class's; not through its namespace's name (``xpu``)."""
+    code = textwrap.dedent(OPERATOR).lstrip("\n")
+    [f] = _facts("src/comm/XPUPair.h", OPERATOR).functions
+    assert operand_classes(code, f, LineIndex(code)) == ("pair",)
+    cf = ChangedFunction("src/comm/XPUPair.h", f.qualname, f.name, [1, 2, 3, 4], "base", "deleted",
+                         operands=("pair",))
+    assert _called_as(cf, "xpu") == "pair"
+    functor = ChangedFunction("a.h", "ns::Functor::operator()", "operator()", [3], "base", "deleted", member=True)
+    assert _called_as(functor, "Functor") == "Functor"
