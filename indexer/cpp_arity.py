@@ -123,11 +123,22 @@ def _has_pack(code: str, start: int, end: int) -> bool:
     return False
 
 
+# an argument list with no bracket, '<', character literal or directive inside: its commas are its
+# items' (most call sites; read with one match instead of the scan)
+_FLAT_LIST = re.compile(r"\(([^][(){}<>'#]*)\)")
+
+
 def argument_count(code: str, open_at: int) -> int | None:
     """The number of arguments of the call whose argument list opens at ``code[open_at] == '('``;
     None when it is not certain."""
     if open_at >= len(code) or code[open_at] != "(":
         return None
+    flat = _FLAT_LIST.match(code, open_at)
+    if flat is not None:
+        text = flat.group(1)
+        if "..." in text or "__VA_ARGS__" in text:
+            return None
+        return text.count(",") + 1 if text.strip() else 0
     items = _items(code, open_at)
     if items is None:
         return None
@@ -181,22 +192,32 @@ def parameter_arity(code: str, open_at: int, defaults_certain: bool) -> Arity:
     return Arity(least, most)
 
 
-def _declarator(code: str, f: Function, start: int, end: int) -> re.Match[str] | None:
-    """The definition's name followed by its parameter list's '(' (template arguments between
-    allowed), before the first '{' of its text (the body's, or its initializers')."""
+_TEMPLATE_ARGS_AND_PAREN = re.compile(r"\s*(?:<[^;{}()]*>\s*)?\(")
+
+
+def _declarator(code: str, f: Function, start: int, end: int) -> tuple[int, int] | None:
+    """(start of the definition's name, its parameter list's '(') before the first '{' of its text
+    (the body's, or its initializers'); template arguments may stand between."""
     brace = code.find("{", start, end)
-    pattern = re.compile(rf"(?<![\w~]){re.escape(f.name)}\s*(?:<[^;{{}}()]*>\s*)?\(")
-    return pattern.search(code, start, brace if brace >= 0 else end)
+    stop = brace if brace >= 0 else end
+    name, at = f.name, code.find(f.name, start, stop)
+    while at >= 0:
+        before = code[at - 1] if at > 0 else " "
+        m = _TEMPLATE_ARGS_AND_PAREN.match(code, at + len(name), stop)
+        if m is not None and not (before.isalnum() or before in "_~"):
+            return at, m.end() - 1
+        at = code.find(name, at + 1, stop)
+    return None
 
 
-def _in_class(code: str, f: Function, m: re.Match[str], start: int) -> bool:
+def _in_class(code: str, f: Function, name_at: int, start: int) -> bool:
     """Whether a method's definition is written in its class (no ``Class::`` before its name,
     no ``friend``): its only declaration."""
-    j = m.start() - 1
+    j = name_at - 1
     while j >= start and code[j] in " \t\r\n":
         j -= 1
     qualified = code.startswith("::", j - 1)
-    return f.kind == FunctionKind.METHOD and not qualified and "friend" not in code[start : m.start()]
+    return f.kind == FunctionKind.METHOD and not qualified and "friend" not in code[start:name_at]
 
 
 def definition_arity(code: str, f: Function, lines: LineIndex) -> Arity:
@@ -207,10 +228,10 @@ def definition_arity(code: str, f: Function, lines: LineIndex) -> Arity:
     start, end = lines.offset_of(f.start_line), lines.offset_of(f.end_line + 1)
     if end <= start:
         end = len(code)
-    m = _declarator(code, f, start, end)
-    if m is None:
+    found = _declarator(code, f, start, end)
+    if found is None:
         return UNKNOWN
-    return parameter_arity(code, m.end() - 1, _in_class(code, f, m, start))
+    return parameter_arity(code, found[1], _in_class(code, f, found[0], start))
 
 
 _TYPE_WORDS = frozenset({"const", "volatile", "typename", "struct", "class", "enum", "unsigned", "signed"})
@@ -231,8 +252,8 @@ def operand_classes(code: str, f: Function, lines: LineIndex) -> tuple[str, ...]
     """The classes the parameters of the operator overload ``f`` take, in order, each once
     (``operator!=(const pair<T1, T2>& x, const pair<T1, T2>& y)``: ('pair',)); () when unread."""
     start, end = lines.offset_of(f.start_line), lines.offset_of(f.end_line + 1)
-    m = _declarator(code, f, start, end if end > start else len(code))
-    found = _split(code, m.end() - 1, angles=True) if m is not None else None
+    named = _declarator(code, f, start, end if end > start else len(code))
+    found = _split(code, named[1], angles=True) if named is not None else None
     if found is None:
         return ()
     classes = (_class_of_parameter(code[s:e]) for s, e in found[0])
