@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from indexer.facts import Function
 from indexer.source_text import LineIndex
-from schema.model import FunctionKind
+from schema.kinds import FunctionKind
 
 _SCAN_LIMIT = 8000  # characters of one argument list read before giving up (unknown)
 _OPEN, _CLOSE = "([{", ")]}"
