@@ -24,6 +24,7 @@ _EXTRACTOR_SOURCES = [
     for m in (
         "benchmarks.py",
         "cpp.py",
+        "cpp_arity.py",
         "cpp_calls.py",
         "cpp_local_names.py",
         "cpp_fallback.py",

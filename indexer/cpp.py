@@ -16,6 +16,7 @@ import re
 from functools import cache
 from importlib import resources
 
+from indexer.cpp_arity import with_arity
 from indexer.cpp_calls import call_sites
 from indexer.cpp_fallback import merge_functions, text_structure
 from indexer.facts import Call, FileFacts, Function
@@ -351,6 +352,7 @@ def extract_cpp(
     macros = macro_definitions(path, code, directives, unseen, lines)
     if macros:
         facts.functions = sorted(facts.functions + macros, key=lambda f: (f.start_line, f.end_line))
+    facts.functions = with_arity(code, facts.functions, lines)
     if functions_only:
         return facts
     facts.classes = classes

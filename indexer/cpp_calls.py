@@ -14,10 +14,11 @@ import functools
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from indexer.cpp_arity import argument_count
 from indexer.cpp_local_names import resolve_local_names
 from indexer.facts import GLOBAL_SCOPE, Call, Function
 from indexer.source_text import NOT_CALLED, LineIndex, angle_argument_spans
-from schema.model import CallKind
+from schema.model import CallKind, FunctionKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
 # its class costs ~0.15 µs on Python 3.11 (a second over PyTorch's call sites)
@@ -26,6 +27,7 @@ _DIRECT = CallKind.DIRECT
 _ADDRESS_OF = CallKind.ADDRESS
 _VALUE = CallKind.VALUE
 _TEMPLATE_ARG = CallKind.TEMPLATE_ARG
+_MACRO = FunctionKind.MACRO
 
 KEYWORDS = NOT_CALLED | {
     "class", "const", "constexpr", "defined", "enum", "explicit", "namespace", "operator", "private", "protected",
@@ -418,8 +420,8 @@ def _brace_declarations(text: _Text) -> Iterator[tuple[int, int]]:
         pos = code.find("{", pos + 1)
 
 
-def _names(text: _Text) -> Iterator[tuple[str, int]]:
-    """(name, offset) of every ``name(`` / ``name<args>(``, in text order."""
+def _names(text: _Text) -> Iterator[tuple[str, int, int]]:
+    """(name, offset, its argument list's '(') of every ``name(`` / ``name<args>(``, in text order."""
     code, rev, n = text.code, text.rev, text.n
     callee = _REV_CALLEE.match
     find = code.find
@@ -429,11 +431,11 @@ def _names(text: _Text) -> Iterator[tuple[str, int]]:
         if m is not None and m.group(1) is not None:  # ``name(``, the common case, read in line
             start = n - m.end(1)
             if not code[start].isdigit():
-                yield code[start : n - m.start(1)], start
+                yield code[start : n - m.start(1)], start, pos
         elif m is not None:  # a '>' before the '(': templates and kernel launches
             span = text.callee_before(pos)
             if span is not None:
-                yield code[span[0] : span[1]], span[0]
+                yield code[span[0] : span[1]], span[0], pos
         pos = find("(", pos + 1)
 
 
@@ -610,7 +612,7 @@ def call_sites(
             members_of[idx] = _members(fields or {}, qualname)
         return members_of[idx]
 
-    for name, start in _names(text):
+    for name, start, paren in _names(text):
         if name in KEYWORDS:
             continue
         line = line_of(start)  # not counted on: a launch's name comes after its configuration's calls
@@ -628,7 +630,9 @@ def call_sites(
         if kind == _MEMBER:
             members = functools.partial(members_for, idx, f.qualname) if fields else None
             qual += receiver_type(text, start, lines.offset_of(f.start_line), receivers, members)
-        calls.append(Call(idx, name, qual, kind, line))
+        # a macro's body: its parameters may stand for several arguments
+        n_args = None if f.kind == _MACRO else argument_count(code, paren)
+        calls.append(Call(idx, name, qual, kind, line, n_args))
         for arg_qual, arg in template_arguments(code, start + len(name)):
             if arg not in KEYWORDS and not arg[0].isdigit():  # a class it may construct and call
                 calls.append(Call(idx, arg, arg_qual, _TEMPLATE_ARG, line))

@@ -18,6 +18,8 @@ class Function(NamedTuple):
     end_line: int
     internal: bool
     usr: str = ""  # libclang's unified symbol resolution, when parsed with real compile flags
+    least_args: int = 0  # the fewest arguments a call may pass (0 unless certain: indexer/cpp_arity.py)
+    most_args: int | None = None  # the most (None: no bound, or not known)
 
 
 GLOBAL_SCOPE = "::"  # the qualifier of a call written ``::name(...)``: the global namespace only
@@ -29,6 +31,7 @@ class Call(NamedTuple):
     qualifier: str  # as written (``at::native``), GLOBAL_SCOPE, '.' for a member call
     kind: CallKind  # read from the facts cache: its value, a str equal to the member
     line: int
+    n_args: int | None = None  # the arguments the call passes (None: not certain, or no call's list)
 
 
 class ClassFact(NamedTuple):
@@ -103,10 +106,10 @@ class FileFacts:
 
 
 def structure_signature(facts: FileFacts) -> str:
-    """A digest of the functions ``facts`` declares (names, kinds, linkage, order), not of
-    their lines or bodies."""
+    """A digest of the functions ``facts`` declares (names, kinds, linkage, the argument counts
+    they accept, order), not of their lines or bodies."""
     # the kind's value: fresh facts hold FunctionKind members, cached ones (and earlier builds) the str
-    parts = [(f.qualname, f.name, str(f.kind), f.internal) for f in facts.functions]
+    parts = [(f.qualname, f.name, str(f.kind), f.internal, f.least_args, f.most_args) for f in facts.functions]
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache, cached_property, lru_cache
 from typing import NamedTuple
 
+from indexer.cpp_arity import accepts
 from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
 from schema.model import CallKind, EdgeKind, FunctionKind, NodeKind
 
@@ -266,7 +267,8 @@ class CppCallLinker:
 
     def __init__(
         self,
-        functions: Iterable[tuple],  # (id, file_id, qualname, name, kind, internal, is_cpp, in_header, usr)
+        # (id, file_id, qualname, name, kind, internal, is_cpp, in_header, usr[, least_args, most_args])
+        functions: Iterable[tuple],
         ops: Iterable[tuple[str, str, str, str]],  # (name, base, overload, variants)
         stub_names: set[str],
         node_of: Callable[[NodeKind, str], int],
@@ -284,11 +286,15 @@ class CppCallLinker:
         self.by_usr: dict[str, list[int]] = defaultdict(list)
         self.name_of: dict[int, str] = {}
         self.raw_internal: dict[int, bool] = {}
-        for fid, file_id, qualname, name, kind, internal, is_cpp, in_header, usr in functions:
+        # the argument counts a function accepts, where the text bounds them (indexer/cpp_arity.py)
+        self.arity: dict[int, tuple[int, int | None]] = {}
+        for fid, file_id, qualname, name, kind, internal, is_cpp, in_header, usr, *arity in functions:
             # static / anonymous-namespace functions of a header are seen by every includer
             self.rows[fid] = (file_id, qualname, kind, internal and not in_header, namespace_of(qualname))
             self.name_of[fid] = name
             self.raw_internal[fid] = internal
+            if arity and (arity[0] or arity[1] is not None):
+                self.arity[fid] = (arity[0], arity[1])
             if is_cpp:
                 self.by_name[name].append(fid)
                 if usr:
@@ -427,13 +433,13 @@ class CppCallLinker:
         rows_calls, call_edges, reach = out.calls, out.call_edges, out.reach
         op_or_stub, invoked, function_targets = self._op_or_stub_names, self._invoked, self.function_targets
         for c in calls:
-            func_index, name, qual, kind, line = c
+            func_index, name, qual, kind, line, n_args = c
             caller = ids[func_index]
             if kind != _RESOLVED:
-                rows_calls.append((caller, name, qual, kind, line))
+                rows_calls.append((caller, name, qual, kind, line, n_args))
                 if name in op_or_stub:  # else no operator or stub is called
                     self._operator_and_stub_edges(c, caller, out)
-            site = (func_index, name, qual, kind, line if exact else 0)
+            site = (func_index, name, qual, kind, line if exact else 0, n_args)
             if site in sites:
                 continue
             sites.add(site)
@@ -696,15 +702,28 @@ class CppCallLinker:
         if exact and (c.func_index, name, c.line) in exact:
             return []  # clang resolved this call: no name-based guesses
         targets = self._targets(file_id, caller, name, qual, kind, usings)
-        if not targets and kind == _DIRECT and name in self.functors:
+        by_count = c.n_args is not None and kind in (_DIRECT, _MEMBER) and bool(self.arity)
+        if by_count:
+            targets = self.accepting(targets, c.n_args)
+        if not targets and kind == _DIRECT and name in self.functors:  # (its construction's arguments are not its own)
             targets = self._functor_targets(file_id, caller, name, qual, usings)
         found = [(f, kind) for f in targets]
         if name in self.hierarchy.declaring and kind in ("member", "direct"):
             overrides = self.virtual_targets(file_id, caller, name, qual, kind)
+            if overrides is not None and by_count:
+                overrides = self.accepting(overrides, c.n_args)
             if overrides is not None and kind == "member":
                 return [(f, CallKind.VIRTUAL) for f in overrides]  # the hierarchy, not every method of the name
             found += [(f, CallKind.VIRTUAL) for f in overrides or () if f not in targets]
         return found
+
+    def accepting(self, fids: list[int], n_args: int | None) -> list[int]:
+        """Those of ``fids`` a call passing ``n_args`` arguments can call: a definition whose
+        argument counts are bounded and leave ``n_args`` out is another overload's, not this call's."""
+        arity = self.arity
+        if n_args is None or not any(f in arity for f in fids):
+            return fids
+        return [f for f in fids if f not in arity or accepts(*arity[f], n_args)]
 
     def virtual_targets(self, file_id: int, caller: int, name: str, qual: str, kind: str) -> list[int] | None:
         """The overrides a virtual call of ``name`` can dispatch to: its definitions in the

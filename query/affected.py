@@ -152,9 +152,17 @@ def _match_functions(cs: ChangeSet, by_file: dict[str, list]) -> list[_Matched]:
         ids = [r.id for r in indexed if r.qualname == cf.qualname] or [
             r.id for r in indexed if r.name == cf.name and scope_name(r.qualname) == scope
         ]
-        # a functor's operator() is reached where the functor is made: by its class's name
-        matched.append(_Matched(cf, ids, scope if cf.name.startswith("operator") and scope else cf.name))
+        # a functor's operator() is reached where the functor is made: by its class's name; a free
+        # operator overload where the values it takes are made: by its first operand's class's name
+        matched.append(_Matched(cf, ids, _called_as(cf, scope)))
     return matched
+
+
+def _called_as(cf: ChangedFunction, scope: str) -> str:
+    """The name calls reach a changed function by (see _match_functions)."""
+    if not cf.name.startswith("operator") or not scope:
+        return cf.name
+    return cf.operands[0] if cf.operands and not cf.member else scope
 
 
 def _callers(store: IndexStore, matched: list[_Matched]) -> _Callers:

@@ -16,9 +16,11 @@ from common.config import Config
 from common.diff import FileChange
 from common.documents import to_json
 from indexer.build_config import BuildMacros, file_kind
+from indexer.cpp_arity import operand_classes
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
 from indexer.facts import FileFacts, Function, namespace_of
 from indexer.preprocessor import Compiled, line_states
+from indexer.source_text import LineIndex, blank_strings, strip_c_comments
 from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
 from query.extents import parse_extents
 from query.instantiations import bool_parameter, call_sites, constexpr_guard
@@ -49,6 +51,10 @@ class ChangedFunction:
     # a free function of a source file (not a header) that is ``static``, ``inline``, ``constexpr``
     # or in an anonymous namespace: no other translation unit can call it
     file_local: bool = field(default=False, metadata={"internal": True})
+    # the argument counts its changed definitions accept (indexer/cpp_arity.py): least, most (None: no bound)
+    arity: tuple[int, int | None] = field(default=(0, None), metadata={"internal": True})
+    # an operator overload's: the classes its parameters take (an expression on their values uses it)
+    operands: tuple[str, ...] = field(default=(), metadata={"internal": True})
 
     def as_dict(self) -> dict:
         return to_json(self)
@@ -75,6 +81,25 @@ class ChangeSet:
     whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
     # (path, changed function) -> the functions of its file whose base bodies call it by name
     base_callers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+_UNKNOWN_ARITY: tuple[int, int | None] = (0, None)
+
+
+def _operands(raw: bytes | None, f: Function) -> tuple[str, ...]:
+    """The classes the operator overload ``f`` takes, read in its file's text ``raw``."""
+    if not raw:
+        return ()
+    code = blank_strings(strip_c_comments(raw.decode("utf-8", "replace")))
+    return operand_classes(code, f, LineIndex(code))
+
+
+def _widened(known: tuple[int, int | None] | None, more: tuple[int, int | None]) -> tuple[int, int | None]:
+    """The argument counts that ``known`` or ``more`` accepts (definitions of one qualified name)."""
+    if known is None:
+        return more
+    most = None if known[1] is None or more[1] is None else max(known[1], more[1])
+    return min(known[0], more[0]), most
 
 
 def _innermost(functions: list[Function], line: int) -> Function | None:
@@ -397,6 +422,8 @@ def _map_source(
     base = _facts(kind, fc.old_path, base_text, parse)
     head = _facts(kind, fc.new_path, head_text, parse)
     found: dict[tuple[str, str], ChangedFunction] = {}
+    arities: dict[str, tuple[int, int | None]] = {}  # qualname -> the argument counts its changed definitions accept
+    operands: dict[str, tuple[str, ...]] = {}  # an operator overload's qualname -> the classes it takes
     loose: list[int] = []
     same_old, same_new = _macro_constants(fc, base_text, head_text) if kind == "cpp" else (set(), set())
     if same_new:
@@ -428,10 +455,15 @@ def _map_source(
                 outside.append(line)
             else:
                 hits.append((f.qualname, line))
+                arities[f.qualname] = _widened(arities.get(f.qualname), (f.least_args, f.most_args))
+                if kind == "cpp" and f.name.startswith("operator") and f.qualname not in operands:
+                    operands[f.qualname] = _operands(text_of(fc.old_path if side == "base" else fc.new_path), f)
         if outside and kind == "cpp":  # a class's fields and head belong to its methods
             text = text_of(fc.old_path if side == "base" else fc.new_path)
             if text:
+                inside = len(hits)
                 outside = _sort_outside(text, outside, facts, side, hits, cs)
+                arities.update((qualname, _UNKNOWN_ARITY) for qualname, _ in hits[inside:])  # no definition's lines
         loose += outside
         for qualname, line in hits:
             key = (facts.path, qualname)
@@ -444,6 +476,9 @@ def _map_source(
                 cf.side = "both"
             if line not in cf.lines:
                 cf.lines.append(line)
+    for (_, qualname), cf in found.items():
+        cf.arity = arities.get(qualname, _UNKNOWN_ARITY)
+        cf.operands = operands.get(qualname, ())
     if base is not None and head is not None:
         base_names = {f.qualname for f in base.functions}
         head_names = {f.qualname for f in head.functions}

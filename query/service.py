@@ -134,7 +134,8 @@ def _extents(
     }
     for row in store.functions_in(sorted(indexed)):
         indexed[row.path].functions.append(
-            Function(row.qualname, row.name, row.kind, row.start_line, row.end_line, row.internal)
+            Function(row.qualname, row.name, row.kind, row.start_line, row.end_line, row.internal,
+                     least_args=row.least_args, most_args=row.most_args)
         )
     out.update({(p, f.sha256): f for p, f in indexed.items()})
     base_key = {path: key for key, (_, path, _) in base_keyed.items()}

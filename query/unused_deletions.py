@@ -1,5 +1,6 @@
 """Deleted C++ functions nothing called: no-ops. A function the change deletes that no call site
-of the index names (where its file is visible, under a qualifier that can name it), that no edge
+of the index names (where its file is visible, under a qualifier that can name it, passing a
+number of arguments it accepts, where both counts are known), that no edge
 of the index reaches (a registration, an address taken, an override) and that no registration
 names ran in no test: deleting it changes no executed code (a call of it would not compile).
 A deleted overload whose name is still called stays a change: which overload a call picks can
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from indexer.cpp_arity import accepts
 from indexer.facts import namespace_of
 from query.changes import ChangedFunction, ChangeSet
 from schema.index_store import CallSite, FunctionInFile, IndexStore
@@ -61,11 +63,15 @@ def is_unused(
     cf: ChangedFunction, own: list[int], sites: list[CallSite], visible: set[str] | None, reached: Callable[[int], bool]
 ) -> bool | None:
     """True: no edge into the function itself and no C++ call site (in ``visible`` files, None: any)
-    that may name it; None: nothing reaches it but a call site names it (another overload's, maybe)."""
+    that may name it and pass a number of arguments it accepts (where both are known); None: nothing
+    reaches it but a call site names it (another overload's, maybe)."""
     if any(reached(i) for i in own):
         return False
     callers = [s for s in sites if not s.path.endswith(".py") and (visible is None or s.path in visible)]
-    named = any(may_name(s, cf.qualname, cf.name, cf.member) for s in callers if s.caller_id not in own)
+    named = any(
+        may_name(s, cf.qualname, cf.name, cf.member) and accepts(*cf.arity, s.n_args)
+        for s in callers if s.caller_id not in own
+    )
     return None if named else True
 
 

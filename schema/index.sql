@@ -32,7 +32,9 @@ CREATE TABLE functions (
   start_line INTEGER NOT NULL,
   end_line INTEGER NOT NULL,
   internal BOOLEAN NOT NULL,       -- internal linkage (static, anonymous namespace, _private python): same-file callers only
-  usr VARCHAR NOT NULL             -- libclang USR ('' unless parsed with compile_commands.json flags)
+  usr VARCHAR NOT NULL,            -- libclang USR ('' unless parsed with compile_commands.json flags)
+  least_args INTEGER NOT NULL,     -- C++: the fewest arguments a call may pass (0 unless certain: a method defined in its class, where no other declaration adds defaults)
+  most_args INTEGER                -- C++: the most arguments a call may pass (NULL: no bound (a pack, '...') or unread)
 );
 
 -- Raw call sites, as written (name-level); resolved edges are in call_edges.
@@ -41,7 +43,8 @@ CREATE TABLE calls (
   callee_name VARCHAR NOT NULL,    -- last identifier: foo
   qualifier VARCHAR NOT NULL,      -- what stood before it: 'at', 'at::native', 'at::_ops::sum', '.', 'torch', 'F'...
   kind VARCHAR NOT NULL,           -- direct | member | address | python
-  line INTEGER NOT NULL
+  line INTEGER NOT NULL,
+  n_args INTEGER                   -- C++: the arguments the call passes (NULL: not certain, or no argument list)
 );
 
 CREATE TABLE call_edges (

@@ -33,6 +33,7 @@ class CallSite(NamedTuple):
     caller_id: int
     qualifier: str
     path: str
+    n_args: int | None = None  # the arguments it passes (None: not certain)
 
 
 class FunctionInFile(NamedTuple):
@@ -46,6 +47,8 @@ class FunctionInFile(NamedTuple):
     start_line: int
     end_line: int
     internal: bool
+    least_args: int = 0  # the argument counts a C++ definition accepts (indexer/cpp_arity.py)
+    most_args: int | None = None
 
 
 class TracedHit(NamedTuple):
@@ -205,8 +208,8 @@ class IndexStore:
         missing = sorted({p for p in paths if p not in self._functions})
         if missing:
             for r in self.con.execute(
-                "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal"
-                " FROM functions f JOIN files fi ON fi.id = f.file_id"
+                "SELECT f.id, fi.path, f.qualname, f.name, f.kind, f.start_line, f.end_line, f.internal,"
+                " f.least_args, f.most_args FROM functions f JOIN files fi ON fi.id = f.file_id"
                 f" WHERE fi.path IN (SELECT unnest(?::TEXT[])) AND fi.origin = '{Origin.REPO}' ORDER BY f.id",
                 [missing],
             ).fetchall():
@@ -263,18 +266,18 @@ class IndexStore:
         return out
 
     def call_sites_named(self, names: list[str]) -> dict[str, list[CallSite]]:
-        """name -> the call sites (caller, qualifier, caller's file) naming it, for those of
+        """name -> the call sites (caller, qualifier, caller's file, arguments passed) naming it, for those of
         ``names`` something calls, in one read."""
         if not names:
             return {}
         out: dict[str, list[CallSite]] = {}
-        for name, caller, qualifier, path in self.con.execute(
-            "SELECT DISTINCT c.callee_name, c.caller_id, c.qualifier, f.path FROM calls c"
+        for name, caller, qualifier, path, n_args in self.con.execute(
+            "SELECT DISTINCT c.callee_name, c.caller_id, c.qualifier, f.path, c.n_args FROM calls c"
             " JOIN functions fn ON fn.id = c.caller_id JOIN files f ON f.id = fn.file_id"
-            " WHERE c.callee_name IN (SELECT unnest(?::TEXT[])) ORDER BY 1, 2, 3",
+            " WHERE c.callee_name IN (SELECT unnest(?::TEXT[])) ORDER BY ALL",
             [sorted(set(names))],
         ).fetchall():
-            out.setdefault(name, []).append(CallSite(caller, qualifier, path))
+            out.setdefault(name, []).append(CallSite(caller, qualifier, path, n_args))
         return out
 
     def registered_names(self, names: list[str]) -> dict[str, set[str]]:

@@ -94,6 +94,11 @@ class FunctionRow:
     end_line: int
     internal: bool = column("internal linkage (static, anonymous namespace, _private python): same-file callers only")
     usr: str = column("libclang USR ('' unless parsed with compile_commands.json flags)")
+    least_args: int = column(
+        "C++: the fewest arguments a call may pass (0 unless certain: a method defined in its class, where no other"
+        " declaration adds defaults)"
+    )
+    most_args: int | None = column("C++: the most arguments a call may pass (NULL: no bound (a pack, '...') or unread)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +112,7 @@ class CallRow:
     qualifier: str = column("what stood before it: 'at', 'at::native', 'at::_ops::sum', '.', 'torch', 'F'...")
     kind: CallKind = column("direct | member | address | python")
     line: int
+    n_args: int | None = column("C++: the arguments the call passes (NULL: not certain, or no argument list)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,8 @@ INSERT OR REPLACE INTO meta SELECT unnest($keys::TEXT[]), unnest($values::TEXT[]
 -- ---- files and functions (indexer/rules/files.py)
 
 -- name: file_functions
-SELECT id, qualname, name, kind, internal, usr, start_line, end_line FROM functions WHERE file_id = $file_id ORDER BY id
+SELECT id, qualname, name, kind, internal, usr, least_args, most_args, start_line, end_line FROM functions
+ WHERE file_id = $file_id ORDER BY id
 
 -- name: next_function_id
 SELECT greatest((SELECT coalesce(max(id), -1) FROM nodes), (SELECT coalesce(max(id), -1) FROM functions)) + 1
@@ -49,7 +50,7 @@ UPDATE functions SET start_line = moved.start_line, end_line = moved.end_line FR
 
 -- name: linker_functions
 SELECT f.id, f.file_id, f.qualname, f.name, f.kind, f.internal, fi.lang <> '{Lang.PYTHON}',
- fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr
+ fi.path LIKE '%.h' OR fi.path LIKE '%.hpp' OR fi.path LIKE '%.cuh', f.usr, f.least_args, f.most_args
  FROM functions f JOIN files fi ON fi.id = f.file_id WHERE f.name IN (SELECT unnest($names::TEXT[]))
  OR f.file_id IN (SELECT unnest($file_ids::INTEGER[]))
  OR f.id IN (SELECT caller_id FROM calls WHERE callee_name IN (SELECT unnest($callers_of::TEXT[])))
@@ -149,7 +150,7 @@ DELETE FROM reach_edges WHERE src IN (SELECT unnest($ids::INTEGER[]))
  RETURNING dst, src, kind, detail
 
 -- name: calls_named
-SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, f.file_id, fi.usings FROM calls c
+SELECT c.caller_id, c.callee_name, c.qualifier, c.kind, c.line, c.n_args, f.file_id, fi.usings FROM calls c
  JOIN functions f ON f.id = c.caller_id JOIN files fi ON fi.id = f.file_id
  WHERE c.callee_name IN (SELECT unnest($names::TEXT[])) AND f.file_id <> $outside_file AND fi.lang <> '{Lang.PYTHON}'
 

@@ -52,10 +52,10 @@ def _store() -> tuple[IndexStore, dict[str, int]]:
     con.execute(index_ddl())
     ids = {f.name: i for i, f in enumerate(facts.functions, start=1)}
     con.executemany(
-        "INSERT INTO functions VALUES (?, 0, ?, ?, ?, ?, ?, false, '')",
+        "INSERT INTO functions VALUES (?, 0, ?, ?, ?, ?, ?, false, '', 0, NULL)",
         [(i, f.qualname, f.name, f.kind, f.start_line, f.end_line) for i, f in enumerate(facts.functions, start=1)],
     )
-    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?)",
+    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?, NULL)",
                     [(c.func_index + 1, c.callee_name, c.qualifier, c.kind, c.line) for c in facts.calls])
     ops = ["hardswish", "hardswish.out", "hardswish_", "cat", "cat.out", "clamp"]  # base: hardswish_ keeps its _
     con.executemany("INSERT INTO ops VALUES (?, ?, ?, 'aten', '', false, NULL, 'function', '', NULL)",

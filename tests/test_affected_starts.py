@@ -59,7 +59,7 @@ def test_callers_of_several_lacking_functions_are_read_at_once_and_bounded():
     con.execute(index_ddl())
     calls = [(caller, "IndexSelectFunctor", "", "direct", 1) for caller in (7, 3, 5, 3)]
     calls += [(caller, "gone_helper", "", "direct", 1) for caller in (9, 8)]
-    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?)", calls)
+    con.executemany("INSERT INTO calls VALUES (?, ?, ?, ?, ?, NULL)", calls)
     store = IndexStore(con)
     assert store.callers_named(["IndexSelectFunctor", "gone_helper", "never_called"]) == {
         "IndexSelectFunctor": [3, 5, 7],

@@ -428,7 +428,8 @@ def test_scanner_names_definitions_as_clang_does(path):
     cannot) gives the same qualified name, kind, linkage and extent."""
     by_clang = clang_definitions(path, textwrap.dedent(CLEAN).lstrip("\n"))
     assert len(by_clang) == 8
-    assert extract(CLEAN, path).functions == scanned(CLEAN)  # no macros of its own: the scanner alone
+    # no macros of its own: the scanner's definitions alone (with the argument counts they accept)
+    assert [f._replace(least_args=0, most_args=None) for f in extract(CLEAN, path).functions] == scanned(CLEAN)
     assert [(f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in scanned(CLEAN)] == [
         (f.qualname, f.kind, f.internal, f.start_line, f.end_line) for f in by_clang
     ]

@@ -168,7 +168,8 @@ def _keyed(db: Path) -> dict[str, set]:
         ),
         (  # a new definition of a name an unchanged file calls (SoftmaxOp.cpp's meta function)
             "}  // namespace at::native\n",
-            "}  // namespace at::native\nnamespace at::meta {\nvoid set_output_raw_strided(int a) {}\n}\n",
+            "}  // namespace at::native\nnamespace at::meta {\n"
+            "void set_output_raw_strided(int a, IntArrayRef s, IntArrayRef t, TensorOptions o) {}\n}\n",
         ),
     ],
     ids=["new-function", "split-function", "new-before", "called-from-another-file"],

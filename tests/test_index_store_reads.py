@@ -28,7 +28,7 @@ def _store() -> tuple[IndexStore, CountingConnection]:
         con.execute("INSERT INTO files VALUES (?, ?, 'sha', 'cpp', 10, 'ok', NULL, '', '', '[]', 'repo')",
                     [file_id, path])
     for fid, file_id, name in ((10, 1, "f"), (11, 1, "g"), (20, 2, "h")):
-        con.execute("INSERT INTO functions VALUES (?, ?, ?, ?, 'function', 1, 2, false, '')",
+        con.execute("INSERT INTO functions VALUES (?, ?, ?, ?, 'function', 1, 2, false, '', 0, NULL)",
                     [fid, file_id, f"at::{name}", name])
     counting = CountingConnection(con)
     return IndexStore(counting), counting  # type: ignore[arg-type]

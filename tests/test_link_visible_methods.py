@@ -67,7 +67,8 @@ def test_with_no_candidate_visible_every_candidate_stays():
 def single_candidate_callees(caller_include: str, out_of_line: bool = False) -> set[str]:
     """Callees of ``copy_kernel``'s ``queue.wait()`` when the only indexed ``wait`` is a
     method of WorkXCCL (defined in its header, or out of line in its .cpp)."""
-    header = "namespace c10d {\nstruct WorkXCCL {\n  bool wait(int timeout)%s\n};\n}\n"
+    # (its parameter's default lets ``queue.wait()`` call it: tests/test_call_arity.py)
+    header = "namespace c10d {\nstruct WorkXCCL {\n  bool wait(int timeout = 0)%s\n};\n}\n"
     files = [facts("src/xccl/WorkXCCL.hpp", header % (";" if out_of_line else " { return timeout > 0; }"))]
     if out_of_line:
         files.append(facts(

@@ -222,7 +222,7 @@ class LinkContext:
         stub_names = {s.stub for f in files for s in [*f.stubs, *f.stub_impls]}
         return CppCallLinker(
             (
-                (*row[:5], row[7], True, files[row[1]].path.endswith(HEADER_SUFFIXES), row[8])
+                (*row[:5], row[7], True, files[row[1]].path.endswith(HEADER_SUFFIXES), *row[8:11])
                 for row in self.func_rows
             ),
             ((o.name, o.base, o.overload, o.variants) for o in self.ops),

@@ -139,7 +139,7 @@ def link_python_calls(ctx: LinkContext) -> None:
         for c in f.calls:
             caller = base_gid + c.func_index
             dotted = f"{c.qualifier}.{c.callee_name}" if c.qualifier else c.callee_name
-            calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line))
+            calls.append((caller, c.callee_name, c.qualifier, c.kind, c.line, None))
             if c.kind == _MEMBER_OF:
                 continue
             if c.kind == _REF and py_rows[caller - py_first][4] != _ALIAS:
@@ -239,10 +239,10 @@ def calls_into(ctx: PatchContext) -> None:
     linker, mine = ctx.cpp_linker, set(ctx.fresh_ids[ctx.file])
     call_edges: list[tuple] = []
     linked: set[tuple[int, int]] = set()
-    for caller, name, qual, kind, line, caller_file, usings in ctx.store.rows(
+    for caller, name, qual, kind, line, n_args, caller_file, usings in ctx.store.rows(
         "calls_named", names=ctx.fresh_names(ctx.file), outside_file=ctx.file
     ):
-        call = Call(0, name, qual, kind, line)
+        call = Call(0, name, qual, kind, line, n_args)
         for callee, edge_kind in linker.function_targets(caller_file, caller, call, tuple(json.loads(usings))):
             for target in [callee, *linker.invoked(callee)]:  # a functor's construction reaches its operator()
                 if target in mine and (caller, target) not in linked:

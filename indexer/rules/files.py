@@ -47,7 +47,8 @@ def _file_rows(
         for fn in f.functions:
             gid = first_function + len(func_rows)
             func_rows.append(
-                (gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal, fn.usr)
+                (gid, file_id, fn.qualname, fn.name, fn.kind, fn.start_line, fn.end_line, fn.internal, fn.usr,
+                 fn.least_args, fn.most_args)
             )
     return func_rows, fid_base
 
@@ -105,20 +106,27 @@ def place_functions(ctx: PatchContext) -> None:
     ctx.ids, ctx.fresh_ids, ctx.extents, ctx.fresh = {}, {}, {}, []
     for file_id, (facts, structural) in ctx.changed.items():
         old = ctx.store.rows("file_functions", file_id=file_id)
-        kept, gone = _same_functions([r[:6] for r in old], facts.functions) if structural else ([r[0] for r in old], [])
+        kept, gone = _same_functions([r[:8] for r in old], facts.functions) if structural else ([r[0] for r in old], [])
         edges, nodes = ctx.store.drop_functions(gone)
         ctx.graph.removed += edges
         ctx.graph.dropped += nodes
         staying = set(kept)
-        ctx.extents[file_id] = {r[0]: (r[6], r[7]) for r in old if r[0] in staying}
+        ctx.extents[file_id] = {r[0]: (r[8], r[9]) for r in old if r[0] in staying}
         start = ctx.store.value("next_function_id") if -1 in kept else 0
         numbered = iter(range(start, start + kept.count(-1)))
         ctx.ids[file_id] = ids = [i if i >= 0 else next(numbered) for i in kept]
         added = [(fid, f) for fid, f, i in zip(ids, facts.functions, kept, strict=True) if i < 0]
         ctx.insert(FunctionRow, [row_tuple(FunctionRow(i, file_id, f.qualname, f.name, f.kind, f.start_line,
-                                                       f.end_line, f.internal, f.usr)) for i, f in added])
+                                                       f.end_line, f.internal, f.usr, f.least_args, f.most_args))
+                                 for i, f in added])
         ctx.fresh_ids[file_id] = [fid for fid, _ in added]
         ctx.fresh += added
+
+
+def _key(f: Function) -> tuple:
+    """What tells an indexed function and a file's new facts of it apart (``file_functions``'s
+    columns after the id): a changed argument count is another function for the calls of its name."""
+    return (f.qualname, f.name, f.kind, f.internal, f.usr, f.least_args, f.most_args)
 
 
 def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[int], list[int]]:
@@ -130,8 +138,7 @@ def _same_functions(old: list[tuple], functions: list[Function]) -> tuple[list[i
     by_key: dict[tuple, list[int]] = {}
     for fid, *key in old:
         by_key.setdefault(tuple(key), []).append(fid)
-    ids = [by_key[key].pop(0) if by_key.get(key := (f.qualname, f.name, f.kind, f.internal, f.usr)) else -1
-           for f in functions]
+    ids = [by_key[key].pop(0) if by_key.get(key := _key(f)) else -1 for f in functions]
     gone = sorted(fid for fids in by_key.values() for fid in fids)
     kept, gone_ids = set(ids) - {-1}, set(gone)
     changed_names = {n for f, i in zip(functions, ids, strict=True) if i < 0 for n in call_names(f.name, f.qualname)}
