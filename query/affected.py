@@ -500,7 +500,34 @@ def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     observed = observe(store, inp, cfg, started, reached)
     selected = select(store, inp, started, reached, observed)
     canary = canaries(inp, cfg, started, reached, observed, selected)
+    if _shared(inp, reached, selected, canary[0]):
+        selected = _runnable_only(selected, started.benches)
     return document(store, inp, cfg, (started, reached, observed, selected), canary)
+
+
+def _shared(inp: AffectedInput, reached: Reached, selected: Selected, broad: str) -> bool:
+    """Whether the change is shared infrastructure (a canary set's pattern, its breadth, a line
+    every traced test runs, the generated operator wrappers)."""
+    return bool(reached.patterns or broad or inp.lines.every_test or selected.layer)
+
+
+def _runnable_only(selected: Selected, benches: dict[str, BenchmarkInfo]) -> Selected:
+    """A shared change's selection less the benchmarks reached only statically whose trace ran
+    no test (the file fails before its first test here: an import of a library the build lacks).
+    Static reach through shared infrastructure touches almost every operator, so for them it says
+    only that the benchmark calls some operator; what runs the change is what the traces saw, and
+    the canary set carries the rest. A narrow change keeps them: its static chain is the evidence."""
+    dropped = sorted(
+        b.name for b in selected.benchmarks
+        if b.source == Source.static and benches.get(b.name) is not None
+        and benches[b.name].trace_status == TraceStatus.failed
+    )
+    if not dropped:
+        return selected
+    why = (f"shared infrastructure: {', '.join(dropped)} not selected: reached only statically, and"
+           " no test of it ran when traced")
+    return replace(selected, benchmarks=[b for b in selected.benchmarks if b.name not in dropped],
+                   warnings=[*selected.warnings, why])
 
 
 def _source(inp: AffectedInput) -> TextOf:
@@ -681,7 +708,7 @@ def document(
         base=inp.base,
         head=inp.head,
         compile_mode=selected.compile_mode,
-        shared_infrastructure=bool(reached.patterns or broad or inp.lines.every_test or selected.layer),
+        shared_infrastructure=_shared(inp, reached, selected, broad),
         reach={
             "first_tier_ops": len(reached.own_ops),
             "ops": reached.reached_ops,
