@@ -43,7 +43,7 @@ from query.document import (
     Unmapped,
     Unreached,
 )
-from query.dtype_gaps import gaps, on_scope
+from query.dtype_gaps import CPP_SUFFIXES, callers_scope, gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, closure, fill_labels, op_backends, reaching_benchmarks, walk_up
@@ -495,6 +495,7 @@ class Selected:
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     """The ``perfq affected`` document (see README for its JSON shape)."""
     started = start(store, inp)
+    inp = _with_callers_scope(store, inp, started)
     reached = reach(store, inp, cfg, started)
     inp = replace(inp, lines=merged(inp.lines, bound_truth(store, bound_calls(store, reached.walk), _source(inp))))
     observed = observe(store, inp, cfg, started, reached)
@@ -528,6 +529,22 @@ def _runnable_only(selected: Selected, benches: dict[str, BenchmarkInfo]) -> Sel
            " no test of it ran when traced")
     return replace(selected, benchmarks=[b for b in selected.benchmarks if b.name not in dropped],
                    warnings=[*selected.warnings, why])
+
+
+def _with_callers_scope(store: IndexStore, inp: AffectedInput, started: Started) -> AffectedInput:
+    """A change to C++ functions whose changed lines run for any dtype, but that only calls
+    inside dtype constructs enter, runs for those calls' dtypes (query.dtype_gaps.callers_scope)."""
+    cs = inp.changes
+    plain = (
+        inp.dtypes is None and inp.source is not None and cs.functions and not cs.file_level
+        and all(cf.status == "modified" and cf.path.endswith(CPP_SUFFIXES) for cf in cs.functions)
+        and all(s.confidence == Confidence.high for s in started.starts)
+    )
+    if not plain:
+        return inp
+    ids = sorted({s.node for s in started.starts})
+    scope = callers_scope(ids, store.callers_with_extents(ids), _source(inp))
+    return inp if scope is None else replace(inp, dtypes=scope)
 
 
 def _source(inp: AffectedInput) -> TextOf:
