@@ -630,8 +630,9 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
     hits = scoped_hits = on_reached_devices(
         _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches), reached.devices)
+    every = on_reached_devices(_usable(own_hits, families, benches), reached.devices)
     traced = _traced_benchmarks(benches, families)
-    hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
+    hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg, every)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
     hits = [h for h in hits if not (h.inferred and any(n in h.inferred for n in hub_names))]
     warnings = backward_warnings + ([] if not branch_ops else [
@@ -816,19 +817,22 @@ def _through_callers(own: Reach) -> set[str]:
 
 
 def _drop_branch_hubs(
-    own: Reach, own_ops: list[str], hits: list[TracedHit], traced: set[str], cfg: Config
+    own: Reach, own_ops: list[str], hits: list[TracedHit], traced: set[str], cfg: Config,
+    every: list[TracedHit] | None = None,
 ) -> tuple[list[TracedHit], set[str], set[int]]:
     """Hits less those on operators a change reaches only through a caller (``_through_callers``)
     that most traced benchmarks run, when the change also implements operators of its own (a
     kernel registered for ``neg`` that ``copy_``'s kernel calls on its negative-bit branch): a
     widely run caller is a hub that selects only the tests running the change's own operators.
     Returns the hits kept, the hub operators left out and the functions on the way to them
-    from the first caller (``copy_kernel_cuda``...: what runs the change only on a branch)."""
+    from the first caller (``copy_kernel_cuda``...: what runs the change only on a branch).
+    ``every``: the hits before the change's dtypes narrowed them (a hub is one by every test
+    running it, whatever its dtypes); ``hits`` when not given."""
     through = _through_callers(own)
     if not through or not set(own_ops) - through:
         return hits, set(), set()
     on_through = [h for h in hits if set(h.ops) <= through]
-    benches = {h.bench for h in on_through}
+    benches = {h.bench for h in (hits if every is None else every) if set(h.ops) <= through}
     if len(benches) < max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
         return hits, set(), set()
     dropped = {op.split(".")[0] for h in on_through for op in h.ops}
