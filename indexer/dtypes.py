@@ -9,6 +9,7 @@ both meet in a ``DtypeClass``. Pure text analysis: no parser, no I/O.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 from collections.abc import Iterable
@@ -124,7 +125,7 @@ _CONDITIONS = (
     (re.compile(r"\bisFloat8Type\s*\("), {DtypeClass.float8}),
     (re.compile(r"\bisQIntType\s*\("), {DtypeClass.quantized}),
 )
-_EQUALS = re.compile(r"==\s*(?:at::|c10::)?(?:k|ScalarType::)(Half|BFloat16|Bool|Float|Double|Long|Int)\b")
+_EQUALS = re.compile(r"==\s*(?:at::|c10::)?(?:k|ScalarType::)(\w+)")
 _IF = re.compile(r"\bif\s*\(")
 _DTYPE_TEST = re.compile(r"\bis\w+Type\s*\(|==\s*(?:at::|c10::)?(?:k|ScalarType::)[A-Z]")
 _CONDITION_CHARS = 300  # how far past `if (` a dtype test may start
@@ -230,6 +231,8 @@ def _condition_classes(cond: str) -> set[DtypeClass]:
         if pattern.search(cond):
             found |= classes
     for m in _EQUALS.finditer(cond):
+        if m.group(1) not in _SCALAR_TYPES:
+            return set()  # a ScalarType no class holds (Bits8), or not a ScalarType at all
         found.add(_SCALAR_TYPES[m.group(1)])
     return found
 
@@ -269,6 +272,19 @@ def lines_scope(text: str, lines: Iterable[int]) -> DtypeScope:
             return None
         scope |= set.intersection(*around)
     return frozenset(scope) if scope else None
+
+
+def calls_scope(text: str, name: str, first: int, last: int) -> DtypeScope:
+    """The dtypes the calls of ``name`` on lines ``first``..``last`` (1-based: one caller's
+    extent) of ``text`` run for: the union of their scopes; None when a call runs for any dtype
+    or no call of that name is found there (a call through a pointer, a macro)."""
+    offsets = line_offsets(text)
+    if not 1 <= first <= last <= len(offsets):
+        return None
+    end = offsets[last] if last < len(offsets) else len(text)
+    call = re.compile(rf"(?<![\w:])(?:\w+::)*{re.escape(name)}\s*(?:<[^;{{}}()]*>)?\s*\(")
+    lines = {bisect.bisect_right(offsets, m.start()) for m in call.finditer(text, offsets[first - 1], end)}
+    return lines_scope(text, sorted(lines)) if lines else None
 
 
 def merge_scopes(scopes: Iterable[DtypeScope]) -> DtypeScope:

@@ -373,6 +373,31 @@ def graph_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
     return out
 
 
+def borrowed_dtypes(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
+    """Per fake or inferred test, ``op|dtype`` for the operators it takes from the real tests
+    of its module and direction (``group_ops``): the dtypes those tests ran them on, and its own
+    calls' dtypes (a long half config borrowing from short float ones runs them on half)."""
+    tests = list(tests)
+    real: dict[tuple[str, bool], set[str]] = {}
+    ran_on: dict[tuple[str, bool, str], set[str]] = {}
+    for t in tests:
+        if t.mode == TraceMode.real:
+            real.setdefault((t.module, t.backward), set()).update(t.ops)
+            for entry in t.dtypes:
+                op, _, dtype = entry.rpartition("|")
+                ran_on.setdefault((t.module, t.backward, op), set()).add(dtype)
+    out: dict[str, set[str]] = {}
+    for t in tests:
+        if t.mode == TraceMode.real:
+            continue
+        own = {entry.rpartition("|")[2] for entry in t.dtypes}
+        for op in real.get((t.module, t.backward), set()) - set(t.ops):
+            dtypes = ran_on.get((t.module, t.backward, op), set())
+            if dtypes:
+                out.setdefault(t.name, set()).update(f"{op}|{dtype}" for dtype in dtypes | own)
+    return out
+
+
 def group_ops(tests: Iterable[TracedTest]) -> dict[str, set[str]]:
     """Operators per test, where a fake or inferred test also gets those the real tests of its
     module and direction executed inside their kernels (fake tensors do not run kernels)."""

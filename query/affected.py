@@ -43,7 +43,7 @@ from query.document import (
     Unmapped,
     Unreached,
 )
-from query.dtype_gaps import gaps, on_scope
+from query.dtype_gaps import CPP_SUFFIXES, callers_scope, gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, closure, fill_labels, op_backends, reaching_benchmarks, walk_up
@@ -503,12 +503,56 @@ class Selected:
 def affected(store: IndexStore, inp: AffectedInput, cfg: Config) -> AffectedDoc:
     """The ``perfq affected`` document (see README for its JSON shape)."""
     started = start(store, inp)
+    inp = _with_callers_scope(store, inp, started)
     reached = reach(store, inp, cfg, started)
     inp = replace(inp, lines=merged(inp.lines, bound_truth(store, bound_calls(store, reached.walk), _source(inp))))
     observed = observe(store, inp, cfg, started, reached)
     selected = select(store, inp, started, reached, observed)
     canary = canaries(inp, cfg, started, reached, observed, selected)
+    if _shared(inp, reached, selected, canary[0]):
+        selected = _runnable_only(selected, started.benches)
     return document(store, inp, cfg, (started, reached, observed, selected), canary)
+
+
+def _shared(inp: AffectedInput, reached: Reached, selected: Selected, broad: str) -> bool:
+    """Whether the change is shared infrastructure (a canary set's pattern, its breadth, a line
+    every traced test runs, the generated operator wrappers)."""
+    return bool(reached.patterns or broad or inp.lines.every_test or selected.layer)
+
+
+def _runnable_only(selected: Selected, benches: dict[str, BenchmarkInfo]) -> Selected:
+    """A shared change's selection less the benchmarks reached only statically whose trace ran
+    no test (the file fails before its first test here: an import of a library the build lacks).
+    Static reach through shared infrastructure touches almost every operator, so for them it says
+    only that the benchmark calls some operator; what runs the change is what the traces saw, and
+    the canary set carries the rest. A narrow change keeps them: its static chain is the evidence."""
+    dropped = sorted(
+        b.name for b in selected.benchmarks
+        if b.source == Source.static and benches.get(b.name) is not None
+        and benches[b.name].trace_status == TraceStatus.failed
+    )
+    if not dropped:
+        return selected
+    why = (f"shared infrastructure: {', '.join(dropped)} not selected: reached only statically, and"
+           " no test of it ran when traced")
+    return replace(selected, benchmarks=[b for b in selected.benchmarks if b.name not in dropped],
+                   warnings=[*selected.warnings, why])
+
+
+def _with_callers_scope(store: IndexStore, inp: AffectedInput, started: Started) -> AffectedInput:
+    """A change to C++ functions whose changed lines run for any dtype, but that only calls
+    inside dtype constructs enter, runs for those calls' dtypes (query.dtype_gaps.callers_scope)."""
+    cs = inp.changes
+    plain = (
+        inp.dtypes is None and inp.source is not None and cs.functions and not cs.file_level
+        and all(cf.status == "modified" and cf.path.endswith(CPP_SUFFIXES) for cf in cs.functions)
+        and all(s.confidence == Confidence.high for s in started.starts)
+    )
+    if not plain:
+        return inp
+    ids = sorted({s.node for s in started.starts})
+    scope = callers_scope(ids, store.callers_with_extents(ids), _source(inp))
+    return inp if scope is None else replace(inp, dtypes=scope)
 
 
 def _source(inp: AffectedInput) -> TextOf:
@@ -594,8 +638,9 @@ def observe(store: IndexStore, inp: AffectedInput, cfg: Config, started: Started
     own_dtypes = store.traced_dtypes(own_ops) if inp.dtypes is not None else []  # (none asked: any dtype)
     hits = scoped_hits = on_reached_devices(
         _usable(on_scope(own_hits, own_dtypes, inp.dtypes), families, benches), reached.devices)
+    every = on_reached_devices(_usable(own_hits, families, benches), reached.devices)
     traced = _traced_benchmarks(benches, families)
-    hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg)
+    hits, branch_ops, hub_path = _drop_branch_hubs(own, own_ops, hits, traced, cfg, every)
     hub_names = tuple(f"called by {name} " for name in store.labels(sorted(hub_path)).values())
     hits = [h for h in hits if not (h.inferred and any(n in h.inferred for n in hub_names))]
     warnings = backward_warnings + ([] if not branch_ops else [
@@ -689,7 +734,7 @@ def document(
         base=inp.base,
         head=inp.head,
         compile_mode=selected.compile_mode,
-        shared_infrastructure=bool(reached.patterns or broad or inp.lines.every_test or selected.layer),
+        shared_infrastructure=_shared(inp, reached, selected, broad),
         reach={
             "first_tier_ops": len(reached.own_ops),
             "ops": reached.reached_ops,
@@ -780,19 +825,22 @@ def _through_callers(own: Reach) -> set[str]:
 
 
 def _drop_branch_hubs(
-    own: Reach, own_ops: list[str], hits: list[TracedHit], traced: set[str], cfg: Config
+    own: Reach, own_ops: list[str], hits: list[TracedHit], traced: set[str], cfg: Config,
+    every: list[TracedHit] | None = None,
 ) -> tuple[list[TracedHit], set[str], set[int]]:
     """Hits less those on operators a change reaches only through a caller (``_through_callers``)
     that most traced benchmarks run, when the change also implements operators of its own (a
     kernel registered for ``neg`` that ``copy_``'s kernel calls on its negative-bit branch): a
     widely run caller is a hub that selects only the tests running the change's own operators.
     Returns the hits kept, the hub operators left out and the functions on the way to them
-    from the first caller (``copy_kernel_cuda``...: what runs the change only on a branch)."""
+    from the first caller (``copy_kernel_cuda``...: what runs the change only on a branch).
+    ``every``: the hits before the change's dtypes narrowed them (a hub is one by every test
+    running it, whatever its dtypes); ``hits`` when not given."""
     through = _through_callers(own)
     if not through or not set(own_ops) - through:
         return hits, set(), set()
     on_through = [h for h in hits if set(h.ops) <= through]
-    benches = {h.bench for h in on_through}
+    benches = {h.bench for h in (hits if every is None else every) if set(h.ops) <= through}
     if len(benches) < max(_SHARED_MIN_BENCHMARKS, cfg.shared_fraction * len(traced)):
         return hits, set(), set()
     dropped = {op.split(".")[0] for h in on_through for op in h.ops}

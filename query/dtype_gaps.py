@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from common.diff import FileChange
-from indexer.dtypes import DtypeClass, DtypeScope, dtype_class, lines_scope, merge_scopes, scope_text
+from indexer.dtypes import DtypeClass, DtypeScope, calls_scope, dtype_class, lines_scope, merge_scopes, scope_text
 from query.document import DispatchGap
-from schema.index_store import TracedDtype, TracedHit
+from schema.index_store import CallerExtent, TracedDtype, TracedHit
+from schema.kinds import EdgeKind
 
-_CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".hpp", ".cuh", ".mm")
+CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".hpp", ".cuh", ".mm")
 _LAYOUT_KEYS = {"dense": "", "quantized": "Quantized", "sparse": "Sparse", "nested": "Nested", "mkldnn": "Mkldnn"}
 
 
@@ -25,7 +26,7 @@ def change_scope(changes: list[FileChange], text_of_base: Callable[[str], bytes 
                  text_of_head: Callable[[str], bytes | None]) -> DtypeScope:
     """The dtypes every changed line of ``changes`` runs for (None: some line runs for any, or a
     file is not C++): removed lines in the base version, added ones in the head version."""
-    if not all(fc.path.endswith(_CPP_SUFFIXES) for fc in changes):
+    if not all(fc.path.endswith(CPP_SUFFIXES) for fc in changes):
         return None
     scopes = []
     for fc in changes:
@@ -36,6 +37,31 @@ def change_scope(changes: list[FileChange], text_of_base: Callable[[str], bytes 
                 return None  # (a wide diff stops at its first line that runs for any dtype)
             if lines:
                 scopes.append(scope)
+    return merge_scopes(scopes) if scopes else None
+
+
+def callers_scope(
+    ids: list[int], entries: list[CallerExtent], text_of_base: Callable[[str], bytes | None]
+) -> DtypeScope:
+    """The dtypes the functions ``ids`` run for when C++ calls are all that enters them and every
+    such call sits inside a dtype construct of its caller (``fill_kernel``'s
+    ``if (iter.dtype() == ScalarType::Half) { fill_non_native_type<at::Half>(...); }``): the
+    union of those calls' scopes. None when one is entered otherwise (a registration, a kernel,
+    a virtual call, a pointer), by no call, or by a call that runs for any dtype."""
+    by_callee: dict[int, list[CallerExtent]] = {}
+    for e in entries:
+        by_callee.setdefault(e.callee, []).append(e)
+    scopes: list[DtypeScope] = []
+    for callee in ids:
+        rows = by_callee.get(callee, [])
+        if not rows or any(e.kind != EdgeKind.CALL or not e.path.endswith(CPP_SUFFIXES) for e in rows):
+            return None
+        for e in rows:
+            data = text_of_base(e.path)
+            scope = calls_scope(data.decode(errors="replace"), e.name, e.first, e.last) if data is not None else None
+            if scope is None:
+                return None
+            scopes.append(scope)
     return merge_scopes(scopes) if scopes else None
 
 

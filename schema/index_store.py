@@ -36,6 +36,18 @@ class CallSite(NamedTuple):
     n_args: int | None = None  # the arguments it passes (None: not certain)
 
 
+class CallerExtent(NamedTuple):
+    """What enters an indexed function: the reach edge's kind and, for a function caller, its
+    file and lines (the callee's name is how a call writes it)."""
+
+    callee: int
+    name: str
+    kind: str
+    path: str  # '' when the caller is no function (an operator, a stub, a benchmark)
+    first: int
+    last: int
+
+
 class FunctionInFile(NamedTuple):
     """A function of the index with its file's path."""
 
@@ -249,6 +261,19 @@ class IndexStore:
             )
             self._paths.update((i, found.get(i)) for i in missing)
         return {i: path for i in ids if (path := self._paths[i]) is not None}
+
+    def callers_with_extents(self, ids: list[int]) -> list[CallerExtent]:
+        """Every reach edge into the functions ``ids``, with its caller's file and extent, in one read."""
+        if not ids:
+            return []
+        rows = self.con.execute(
+            "SELECT r.dst, callee.name, r.kind, coalesce(fi.path, ''), coalesce(fn.start_line, 0),"
+            " coalesce(fn.end_line, 0) FROM reach_edges r JOIN functions callee ON callee.id = r.dst"
+            " LEFT JOIN functions fn ON fn.id = r.src LEFT JOIN files fi ON fi.id = fn.file_id"
+            " WHERE r.dst IN (SELECT unnest(?::INTEGER[])) ORDER BY 1, 3, 4, 5",
+            [sorted(set(ids))],
+        ).fetchall()
+        return [CallerExtent(*row) for row in rows]
 
     def callers_named(self, names: list[str], limit: int = 500) -> dict[str, list[int]]:
         """name -> the functions (at most ``limit``, by id) with a call site naming it, for those

@@ -112,6 +112,17 @@ def test_a_widely_run_caller_of_a_registered_kernel_selects_only_its_own_operato
     assert dropped == {"copy_"} and path == {5, 7}
 
 
+def test_a_callers_breadth_counts_the_tests_running_it_on_any_dtype():
+    # r2-d03 (conj_kernel_cuda's complex branch): after the dtype filter only the tests whose
+    # copy_ dtypes were not recorded are left; the hub is a hub by every test that runs copy_
+    benches = [f"b{i}" for i in range(12)]
+    every = [_hit("copy_", b) for b in benches] + [_hit("neg.out", "unary_test")]
+    scoped = every[:3]  # those of unknown dtype
+    traced = set(benches) | {"unary_test"}
+    kept, dropped, _ = _drop_branch_hubs(_reach(), ["neg.out", "copy_"], scoped, traced, Config(), every)
+    assert kept == [] and dropped == {"copy_"}
+
+
 def test_a_caller_few_benchmarks_run_is_kept():
     hits = [_hit("copy_", "b0"), _hit("neg.out", "unary_test")]
     kept, dropped, _ = _drop_branch_hubs(_reach(), ["neg.out", "copy_"], hits, {f"b{i}" for i in range(20)}, Config())

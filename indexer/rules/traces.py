@@ -12,7 +12,7 @@ from operator import itemgetter
 
 from indexer.devices import device_of_key, layout_of_key, ops_of_stubs
 from indexer.rules.base import LinkContext, Phase, Rule
-from indexer.trace import FileTrace, TracedTest, graph_ops, group_ops, kernels_seen
+from indexer.trace import FileTrace, TracedTest, borrowed_dtypes, graph_ops, group_ops, kernels_seen
 from schema.model import (
     BenchTestRow,
     CallEdgeRow,
@@ -53,9 +53,11 @@ def link_traces(ctx: LinkContext) -> None:
 
 def dtype_rows(bench: str, tests: Iterable[TracedTest]) -> list[tuple[str, str, str, str, str, str]]:
     """(bench, test, namespace, base, layout, dtype) per test, operator, layout and dtype it ran."""
+    tests = list(tests)
+    borrowed = borrowed_dtypes(tests)
     rows = set()
     for test in tests:
-        for entry in test.dtypes:
+        for entry in (*test.dtypes, *sorted(borrowed.get(test.name, ()))):
             op, _, dtype = entry.rpartition("|")
             qualified, _, layout = op.partition("@")
             namespace, _, base = qualified.partition("::")
