@@ -935,8 +935,11 @@ def _direct_callers(inner: Reach, callers: list[str]) -> set[str]:
     return {
         op
         for op in callers
-        if not any(kind in (EdgeKind.OP_CALL, EdgeKind.BACKWARD) for _, kind, _ in inner.chain(node_of[op]))
+        if not any(kind in _THROUGH_DISPATCHER for _, kind, _ in inner.chain(node_of[op]))
     }
+
+
+_THROUGH_DISPATCHER = (EdgeKind.OP_CALL, EdgeKind.UPSTREAM_COMPOSITE, EdgeKind.BACKWARD)
 
 
 def _composite_walk(

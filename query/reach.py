@@ -126,7 +126,8 @@ def walk_up(
     another device. Benchmark nodes are reached but not expanded, nor are the Python
     functions calling a C++ function through its binding (``bound_callers``). ``composite_hops``
     bounds how many times a path may go from an operator into C++ code that calls it
-    (composite ops, other kernels); None: no bound, 0: only the overload family, Python
+    (composite ops, other kernels; an upstream composite op seen running it: UPSTREAM_COMPOSITE);
+    None: no bound, 0: only the overload family, Python
     and benchmarks. With ``hub_fanout``, an operator called from more C++ functions than
     that (mul, cat, sum...) is a hub: the walk does not fan out into its callers, and
     records it in ``hubs``; past a composite step, neither does a function called from
@@ -172,9 +173,16 @@ class _Walk:
         self.kinds = bytes(g.kind)  # a kind is one byte: ``count`` and ``in`` over a run are C loops
         self.edge_kinds, self.details, self.node_kinds, self.keys = g.edge_kinds, g.details, g.node_kinds, g.keys
         ek, nk = g.edge_codes, g.node_codes
-        self.call, self.kernel, self.op_call, self.backward, self.binding = (
+        self.call, self.kernel, self.op_call, self.backward, self.binding, self.upstream = (
             ek.get(k, -1)
-            for k in (EdgeKind.CALL, EdgeKind.KERNEL, EdgeKind.OP_CALL, EdgeKind.BACKWARD, EdgeKind.PYTHON_BINDING)
+            for k in (
+                EdgeKind.CALL,
+                EdgeKind.KERNEL,
+                EdgeKind.OP_CALL,
+                EdgeKind.BACKWARD,
+                EdgeKind.PYTHON_BINDING,
+                EdgeKind.UPSTREAM_COMPOSITE,
+            )
         )
         self.registrations = frozenset(ek[k] for k in _REGISTRATIONS if k in ek)
         self.function, self.op, self.benchmark = (
@@ -216,6 +224,10 @@ class _Walk:
                 if hops and hub_fanout is not None and callers > hub_fanout:
                     continue  # past an operator's callers, a utility called from everywhere (size, data_ptr) stops
                 composite = kernel_fn  # calling an operator's kernel function directly is a composite step
+            elif ekind == self.upstream:  # an upstream composite op seen running dst: as its C++ call would be
+                if dev and dev in self.backends.get(self.key(src), ()):
+                    continue  # the op has its own kernel on this device, not the composite
+                composite = True
             else:
                 composite = ekind == op_call and nkind == function  # calling an operator through its API
             if composite or ekind == backward:

@@ -132,7 +132,7 @@ CREATE TABLE op_calls (
   line INTEGER NOT NULL
 );
 
--- op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen).
+-- op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen, upstream_composite).
 CREATE TABLE op_edges (
   op VARCHAR NOT NULL,
   caller_op VARCHAR NOT NULL,

@@ -98,6 +98,9 @@ class EdgeKind(StrEnum):
     STRUCTURED_DELEGATE = "structured_delegate"
     AUTOGEN = "autogen"
     STUB_NAME = "stub_name"  # a stub whose callers are upstream, linked to operators by its name
+    # an upstream CompositeImplicitAutograd op whose C++ the index does not hold, seen running the op
+    # inside it in a small CPU run (item -> _local_scalar_dense): a composite step, as its C++ call would be
+    UPSTREAM_COMPOSITE = "upstream_composite"
     BACKWARD = "backward"  # an op's derivatives.yaml formula calls the backward op
     FORMULA = "formula"  # an op's derivatives.yaml formula calls the C++ function: its backward runs it
     METHOD_OF = "method_of"  # a Python method -> its class
@@ -111,6 +114,7 @@ class OpEdgeKind(StrEnum):
 
     STRUCTURED_DELEGATE = "structured_delegate"
     AUTOGEN = "autogen"
+    UPSTREAM_COMPOSITE = "upstream_composite"  # see EdgeKind.UPSTREAM_COMPOSITE
 
 
 class BenchOpSource(StrEnum):

@@ -236,7 +236,7 @@ class OpCallRow:
 
 @dataclass(frozen=True, slots=True)
 class OpEdgeRow:
-    """op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen)."""
+    """op -> op: 'caller_op' is affected when 'op' is (structured_delegate, autogen, upstream_composite)."""
 
     TABLE: typing.ClassVar[str] = "op_edges"
 
