@@ -92,6 +92,19 @@ def dtype_class_of_scalar_type(name: str) -> DtypeClass | None:
     return _SCALAR_TYPES.get(name)
 
 
+# C++ element types whose ``is_same`` test holds for one dtype class only. Not ``float``: the
+# accumulate type of Half and BFloat16 is float too, so a test of it may hold for three dtypes.
+_ELEMENT_TYPES = {"bool": DtypeClass.bool, "double": _FLOATING, "Half": _REDUCED, "half": _REDUCED,
+                  "BFloat16": _REDUCED, "complex": DtypeClass.complex}
+
+
+def element_type_class(cpp_type: str) -> DtypeClass | None:
+    """The class of a C++ element type an ``is_same`` test names (``bool``, ``at::Half``,
+    ``c10::complex<float>``); None for the others (``float``, ``int64_t``, a template parameter)."""
+    name = re.sub(r"<.*", "", cpp_type).rpartition("::")[2].strip()
+    return _ELEMENT_TYPES.get(name)
+
+
 def _classes(*lists: str) -> set[DtypeClass]:
     return {_SCALAR_TYPES[d] for name in lists for d in DISPATCH_LISTS[name] if d in _SCALAR_TYPES}
 
@@ -126,8 +139,10 @@ _CONDITIONS = (
     (re.compile(r"\bisQIntType\s*\("), {DtypeClass.quantized}),
 )
 _EQUALS = re.compile(r"==\s*(?:at::|c10::)?(?:k|ScalarType::)(\w+)")
+# the compile-time form of an element type test: ``std::is_same_v<T, bool>``, ``is_same<T, at::Half>::value``
+_SAME = re.compile(r"\bis_same(?:_v)?\s*<\s*(\w+)\s*,\s*((?:\w+\s*::\s*)*\w+(?:\s*<[^<>]*>)?)\s*>")
 _IF = re.compile(r"\bif\s*\(")
-_DTYPE_TEST = re.compile(r"\bis\w+Type\s*\(|==\s*(?:at::|c10::)?(?:k|ScalarType::)[A-Z]")
+_DTYPE_TEST = re.compile(r"\bis\w+Type\s*\(|==\s*(?:at::|c10::)?(?:k|ScalarType::)[A-Z]|\bis_same(?:_v)?\s*<")
 _CONDITION_CHARS = 300  # how far past `if (` a dtype test may start
 _ANY_CONSTRUCT = re.compile(r"\bAT_DISPATCH_\w+\s*\(|" + _DTYPE_TEST.pattern)
 
@@ -169,7 +184,7 @@ def _top_level(args: str) -> str:
 _TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'|[(){}]", re.S)
 _TOP = re.compile(r"^[A-Za-z_]", re.M)  # a line starting with a name at column 0: a definition's start
 _MACRO_BEFORE = re.compile(r"\bAT_DISPATCH_(\w+)\s*$")
-_IF_BEFORE = re.compile(r"\bif\s*$")
+_IF_BEFORE = re.compile(r"\bif(?:\s+constexpr)?\s*$")
 
 
 def _open_brackets(text: str, start: int, offset: int) -> list[int]:
@@ -234,6 +249,11 @@ def _condition_classes(cond: str) -> set[DtypeClass]:
         if m.group(1) not in _SCALAR_TYPES:
             return set()  # a ScalarType no class holds (Bits8), or not a ScalarType at all
         found.add(_SCALAR_TYPES[m.group(1)])
+    for m in _SAME.finditer(cond):
+        klass = element_type_class(m.group(2))
+        if klass is None:
+            return set()  # a test of another type (an index type, an accumulate type): not told apart
+        found.add(klass)
     return found
 
 

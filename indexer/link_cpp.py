@@ -14,7 +14,7 @@ from functools import cache, cached_property, lru_cache
 from typing import NamedTuple
 
 from indexer.cpp_arity import accepts
-from indexer.facts import GLOBAL_SCOPE, Call, namespace_of
+from indexer.facts import GLOBAL_SCOPE, Call, Function, namespace_of
 from schema.model import CallKind, EdgeKind, FunctionKind, NodeKind
 
 # kinds bound once: the hot loops compare them per call site, and an Enum member looked up on
@@ -26,6 +26,7 @@ _VALUE = CallKind.VALUE
 _RESOLVED = CallKind.RESOLVED
 _VIRTUAL = CallKind.VIRTUAL
 _METHOD = FunctionKind.METHOD
+_MACRO = FunctionKind.MACRO
 _TEMPLATE_ARG = CallKind.TEMPLATE_ARG
 _CALL = EdgeKind.CALL
 _STUB_CALL = EdgeKind.STUB_CALL
@@ -262,6 +263,25 @@ class ClassHierarchy:
         return found
 
 
+def redefined_macros(ids: Sequence[int], functions: Sequence[Function]) -> dict[str, dict[int, int]]:
+    """The function-like macros a file defines more than once (``#undef`` and ``#define`` again):
+    name -> each definition's id -> its first line."""
+    lines: dict[str, dict[int, int]] = defaultdict(dict)
+    for fid, f in zip(ids, functions, strict=False):
+        if f.kind == _MACRO:
+            lines[f.name][fid] = f.start_line
+    return {name: starts for name, starts in lines.items() if len(starts) > 1}
+
+
+def in_force(targets: list[tuple[int, CallKind]], starts: Mapping[int, int], line: int) -> list[tuple[int, CallKind]]:
+    """``targets`` of an expansion at ``line`` without the file's definitions of the macro that
+    are not in force there: only the last ``#define`` before it (a valid file ``#undef``s the
+    others before defining it again; none before it: the file's are not defined yet)."""
+    before = [fid for fid, start in starts.items() if start < line]
+    last = max(before, key=starts.__getitem__) if before else None
+    return [(f, k) for f, k in targets if f not in starts or f == last]
+
+
 class CppCallLinker:
     """Name tables of every indexed function and operator, and the resolution rules."""
 
@@ -413,11 +433,14 @@ class CppCallLinker:
         out.reach.append((self.node_of(_OP, op), caller, _OP_CALL, f"{via} line {line}"))
 
     def link_file(
-        self, file_id: int, ids: Sequence[int], calls: Iterable[Call], usings: tuple[str, ...]
+        self, file_id: int, ids: Sequence[int], calls: Iterable[Call], usings: tuple[str, ...],
+        functions: Sequence[Function] = (),
     ) -> LinkedCalls:
         """Rows for the call sites of one file whose functions have ids ``ids`` (in the order
-        of its facts)."""
+        of its facts, ``functions``: an expansion of a macro the file defines more than once
+        calls the definition in force at its line)."""
         out = LinkedCalls()
+        redefined = redefined_macros(ids, functions)
         self._memo.clear()
         self._virtual_memo.clear()
         self._seen_roots.clear()
@@ -439,11 +462,14 @@ class CppCallLinker:
                 rows_calls.append((caller, name, qual, kind, line, n_args))
                 if name in op_or_stub:  # else no operator or stub is called
                     self._operator_and_stub_edges(c, caller, out)
-            site = (func_index, name, qual, kind, line if exact else 0, n_args)
+            site = (func_index, name, qual, kind, line if exact or name in redefined else 0, n_args)
             if site in sites:
                 continue
             sites.add(site)
-            for callee, edge_kind in function_targets(file_id, caller, c, usings, exact):
+            targets = function_targets(file_id, caller, c, usings, exact)
+            if name in redefined and self.rows[caller][2] != _MACRO:  # (a macro's own expansions: where it is expanded)
+                targets = in_force(targets, redefined[name], line)
+            for callee, edge_kind in targets:
                 also = invoked.get(callee)
                 if also is None:
                     also = self.invoked(callee)

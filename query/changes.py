@@ -18,10 +18,11 @@ from common.documents import to_json
 from indexer.build_config import BuildMacros, file_kind
 from indexer.cpp_arity import operand_classes
 from indexer.discover import CPP_SUFFIXES, excluded, in_benchmark_tree, is_benchmark_file
+from indexer.dtypes import DtypeClass
 from indexer.facts import FileFacts, Function, namespace_of
 from indexer.preprocessor import Compiled, line_states
 from indexer.source_text import LineIndex, blank_strings, strip_c_comments
-from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, words
+from query.equivalent import declares, dispatch_gain, rename_between, scoped_rename, type_arm_scope, words
 from query.extents import parse_extents
 from query.instantiations import bool_parameter, call_sites, constexpr_guard
 from query.loose_lines import sort_loose
@@ -81,6 +82,9 @@ class ChangeSet:
     whole: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # added/deleted: (kind, extent)
     # (path, changed function) -> the functions of its file whose base bodies call it by name
     base_callers: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    # ("-" | "+", path, line) -> the dtype classes a changed line runs differently for, where the
+    # function's tokens tell (an element type ``if constexpr`` arm: query.equivalent.type_arm_scope)
+    line_scopes: dict[tuple[str, str, int], frozenset[DtypeClass]] = field(default_factory=dict)
 
 
 _UNKNOWN_ARITY: tuple[int, int | None] = (0, None)
@@ -398,6 +402,23 @@ def _guarded_instantiations(
     return why, [c for c in callers if c is not None and c.qualname != cf.qualname]
 
 
+def _note_type_arms(
+    cs: ChangeSet, fc: FileChange, cf: ChangedFunction, facts: tuple[FileFacts | None, FileFacts | None],
+    words_of: tuple[Callable[[str], list[str] | None], Callable[[str], list[str] | None]],
+) -> None:
+    """The dtype classes ``cf``'s changed lines run differently for, in ``cs.line_scopes``, when its
+    change only adds or edits element type ``if constexpr`` arms (the other types run the old code)."""
+    before, after = (of(cf.qualname) for of in words_of)
+    scope = type_arm_scope(before, after) if before and after else None
+    if scope is None:
+        return
+    for sign, side, path, lines in (("-", facts[0], fc.old_path, fc.removed), ("+", facts[1], fc.new_path, fc.added)):
+        spans = [(f.start_line, f.end_line) for f in side.functions if f.qualname == cf.qualname] if side else []
+        for line in lines:
+            if path and any(lo <= line <= hi for lo, hi in spans):
+                cs.line_scopes[sign, path, line] = scope
+
+
 def _add_line(found: dict[tuple[str, str], ChangedFunction], cs: ChangeSet, cf: ChangedFunction, line: int) -> None:
     """``cf`` (a function a change reaches through one of its lines) among the changed functions."""
     known = found.get((cf.path, cf.qualname))
@@ -513,11 +534,15 @@ def _map_source(
     old_words, new_words = (_function_words(kind, base, base_text, fc.old_path),
                             _function_words(kind, head, head_text, fc.new_path))
     gains = _dispatch_gains(fc, kind, head, old_words, new_words) if head is not None else {}
+    arms = kind == "cpp" and base is not None and head is not None and any(
+        "is_same" in line.text for h in fc.hunks for line in h.lines if line.kind in "+-")
     for cf in list(found.values()):
         cf.why = (same(cf.qualname) if same is not None else "") or None
         gained = gains.get(cf.qualname, gains.get(None))
         if cf.why is None and gained is not None:
             cf.why = "its " + _gain_why(gained)
+        if cf.why is None and arms:
+            _note_type_arms(cs, fc, cf, (base, head), (old_words, new_words))
         if cf.why is None and head is not None and fc.path.endswith(_SOURCE_SUFFIXES):
             guarded = _guarded_instantiations(cf, head, old_words, new_words, lambda: _rows(head_text, fc.new_path))
             if guarded is not None:

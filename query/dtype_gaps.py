@@ -10,7 +10,8 @@ QuantizedCPU)"). Pure: the store's rows in, hits and gaps out.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable, Iterable, Mapping
 
 from common.diff import FileChange
 from indexer.dtypes import DtypeClass, DtypeScope, calls_scope, dtype_class, lines_scope, merge_scopes, scope_text
@@ -19,23 +20,32 @@ from schema.index_store import CallerExtent, TracedDtype, TracedHit
 from schema.kinds import EdgeKind
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cu", ".h", ".hpp", ".cuh", ".mm")
+_NO_CODE = re.compile(r"\s*(?:#\s*include\b|$)")
 _LAYOUT_KEYS = {"dense": "", "quantized": "Quantized", "sparse": "Sparse", "nested": "Nested", "mkldnn": "Mkldnn"}
 
 
 def change_scope(changes: list[FileChange], text_of_base: Callable[[str], bytes | None],
-                 text_of_head: Callable[[str], bytes | None]) -> DtypeScope:
+                 text_of_head: Callable[[str], bytes | None],
+                 known: Mapping[tuple[str, str, int], DtypeScope] | None = None) -> DtypeScope:
     """The dtypes every changed line of ``changes`` runs for (None: some line runs for any, or a
-    file is not C++): removed lines in the base version, added ones in the head version."""
+    file is not C++): removed lines in the base version, added ones in the head version. ``known``:
+    the scopes of lines whose function's tokens tell ((sign, path, line): an element type
+    ``if constexpr`` arm, query.changes); an ``#include`` or blank line selects nothing and is no line here."""
     if not all(fc.path.endswith(CPP_SUFFIXES) for fc in changes):
         return None
+    known = known or {}
     scopes = []
     for fc in changes:
-        for path, lines, text_of in ((fc.old_path, fc.removed, text_of_base), (fc.new_path, fc.added, text_of_head)):
+        for sign, path, lines, text_of in (("-", fc.old_path, fc.removed, text_of_base),
+                                           ("+", fc.new_path, fc.added, text_of_head)):
             data = text_of(path) if path and lines else None
-            scope = lines_scope(data.decode(errors="replace"), sorted(lines)) if data is not None else None
-            if lines and scope is None:
+            text = data.decode(errors="replace") if data is not None else None
+            rest = sorted(n for n in lines if (sign, path, n) not in known and not _no_code(text, n))
+            scopes += [known[sign, path, n] for n in lines if (sign, path, n) in known]
+            scope = lines_scope(text, rest) if text is not None and rest else None
+            if rest and scope is None:
                 return None  # (a wide diff stops at its first line that runs for any dtype)
-            if lines:
+            if rest:
                 scopes.append(scope)
     return merge_scopes(scopes) if scopes else None
 
@@ -63,6 +73,12 @@ def callers_scope(
                 return None
             scopes.append(scope)
     return merge_scopes(scopes) if scopes else None
+
+
+def _no_code(text: str | None, line: int) -> bool:
+    """Whether 1-based ``line`` of ``text`` is an ``#include`` directive or blank."""
+    rows = text.split("\n") if text is not None else []
+    return 1 <= line <= len(rows) and _NO_CODE.match(rows[line - 1]) is not None
 
 
 def dispatch_key(layout: str, device: str) -> str:

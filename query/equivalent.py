@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from indexer.dtypes import DISPATCH_LISTS, V2_LISTS
+from indexer.dtypes import DISPATCH_LISTS, V2_LISTS, DtypeClass, element_type_class
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|::|->|&&|\|\||\S")
@@ -329,3 +329,84 @@ def dispatch_gain(old: Sequence[str], new: Sequence[str]) -> DispatchGain | None
         gained |= after - before
     # the same dtypes written another way (a list moved to AT_DISPATCH_V2): the same code, no dtype gained
     return DispatchGain(tuple(sorted(gained))) if gained or list(old) != list(new) else None
+
+
+# ------------------------------------------------------------------------ element type arms
+
+
+def type_arm_scope(old: Sequence[str], new: Sequence[str]) -> frozenset[DtypeClass] | None:
+    """The dtype classes a change runs differently for when it only adds or edits ``if constexpr
+    (std::is_same_v<T, D>) {...} [else {...}]`` arms: with each such ``if`` read as its ``else``
+    arm (nothing without one) and a declaration split from its first assignment joined again
+    (``T x; x = e;`` is ``T x = e;``), both versions read the same, so every other element type
+    runs the old code. None when the change is anything else, or an arm tests a type that is not
+    one dtype class's (``indexer.dtypes.element_type_class``)."""
+    if list(old) == list(new):
+        return None
+    old_rest, old_classes = _without_type_arms(old)
+    new_rest, new_classes = _without_type_arms(new)
+    if old_rest is None or new_rest is None or not old_classes | new_classes:
+        return None
+    if _joined_declarations(old_rest) != _joined_declarations(new_rest):
+        return None
+    return frozenset(old_classes | new_classes)
+
+
+def _without_type_arms(tokens: Sequence[str]) -> tuple[list[str] | None, set[DtypeClass]]:
+    """``tokens`` with each element type ``if constexpr`` replaced by its ``else`` arm's
+    statements, and the classes the arms test (None: an arm whose type is not understood)."""
+    out: list[str] = []
+    classes: set[DtypeClass] = set()
+    i = 0
+    while i < len(tokens):
+        if list(tokens[i : i + 3]) != ["if", "constexpr", "("]:
+            out.append(tokens[i])
+            i += 1
+            continue
+        args, end = _call_args(tokens, i + 2)
+        klass = _element_type_test([tok for arg in args for tok in (*arg, ",")][:-1]) if end is not None else None
+        if klass is None or end is None or end >= len(tokens) or tokens[end] != "{":
+            out.append(tokens[i])
+            i += 1
+            continue
+        classes.add(klass)
+        hi = _closing(tokens, end)
+        if tokens[hi + 1 : hi + 3] == ["else", "{"]:
+            other = _closing(tokens, hi + 2)
+            body, inner = _without_type_arms(tokens[hi + 3 : other])
+            if body is None:
+                return None, classes
+            out += body
+            classes |= inner
+            i = other + 1
+        else:
+            i = hi + 1
+    return out, classes
+
+
+def _element_type_test(cond: Sequence[str]) -> DtypeClass | None:
+    """The class of ``[std::]is_same_v<P, D>`` / ``is_same<P, D>::value`` (P one name, D a type
+    of one dtype class); None for any other condition."""
+    text = list(cond)
+    if text[:2] == ["std", "::"]:
+        text = text[2:]
+    if len(text) < 6 or text[0] not in ("is_same_v", "is_same") or text[1] != "<" or text[3] != ",":
+        return None
+    tail = ["::", "value"] if text[0] == "is_same" else []
+    if tail and text[-2:] == tail:
+        text = text[:-2]
+    if text[-1] != ">" or not _IDENT.fullmatch(text[2]):
+        return None
+    return element_type_class("".join(text[4:-1]))
+
+
+def _joined_declarations(tokens: Sequence[str]) -> list[str]:
+    """``tokens`` with ``T x ; x =`` read as ``T x =`` (a declaration and its first assignment)."""
+    out = list(tokens)
+    i = 0
+    while i + 3 < len(out):
+        if out[i + 1] == ";" and out[i + 2] == out[i] and out[i + 3] == "=" and _IDENT.fullmatch(out[i]) \
+                and _declares_at(out, i):
+            del out[i + 1 : i + 3]
+        i += 1
+    return out

@@ -241,7 +241,7 @@ def affected_for_ref(
             else:
                 warnings.append(f"index built at {indexed[:12]}, not an ancestor of the base {base[:12]}")
         head_label = head or ("PATCH" if diff_text is not None else "WORKTREE")
-        scope = change_scope(changes, base_texts.get, head_texts.get)
+        scope = change_scope(changes, base_texts.get, head_texts.get, cs.line_scopes)
         source = _base_source(repo, base, base_texts)
         return affected(
             store, AffectedInput(base, head_label, cs, warnings, dtypes=scope, lines=truth, source=source), cfg

@@ -7,11 +7,13 @@ test of a timed size."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 
 import duckdb
 import pytest
 
+from common.config import Config
 from common.diff import parse_diff
 from indexer.dtypes import V2_LISTS, DtypeClass, dtype_class, dtype_class_of_scalar_type, lines_scope
 from indexer.rules.traces import dtype_rows, numbered_tests
@@ -21,6 +23,7 @@ from perfq.coverage.report import CoverageFacts, Overload, build_report, gap_tex
 from perfq.run.plan import Candidate, CostSource, config_of, fit_plan
 from perfq.run.plan_inputs import dtype_units
 from perfq.run.plan_view import headline, left_out_lines
+from query.changes import changed_functions
 from query.document import DispatchGap
 from query.dtype_gaps import change_scope, gaps, on_scope
 from query.equivalent import dispatch_gain, words
@@ -261,3 +264,74 @@ def test_the_index_and_the_query_read_one_dispatch_vocabulary(group):
     assert gained is not None and set(gained.dtypes) == set(V2_LISTS[group])
     kernel = "void k(TensorIterator& iter) {\n" + _v2(group).replace("{}", "{\n    f();\n  }") + "\n}\n"
     assert lines_scope(kernel, [3]) == frozenset(dtype_class_of_scalar_type(d) for d in V2_LISTS[group])
+
+
+FUNCTOR = """\
+#include <cstdint>
+
+namespace at::native {
+
+template <typename T>
+struct IndexAddFunctor {
+  void operator()(T* out, const T* src, T alpha) const {
+    T val = src[0] * alpha;
+    out[0] += val;
+  }
+};
+
+template <typename T>
+void scale(T* out, const T* src, T alpha) {
+  out[0] = src[0] * alpha;
+}
+
+}  // namespace at::native
+"""
+BOOL_ARM = """\
+    T val;
+    if constexpr (std::is_same_v<T, bool>) {
+      val = src[0] && alpha;
+    } else {
+      val = src[0] * alpha;
+    }
+"""
+
+
+def _functor_scope(head: str):
+    path = "src/ATen/native/xpu/sycl/Indexing.cpp"
+    diff = "".join(difflib.unified_diff(FUNCTOR.splitlines(True), head.splitlines(True), f"a/{path}", f"b/{path}"))
+    changes = parse_diff(f"diff --git a/{path} b/{path}\n{diff}")
+    base, new = {path: FUNCTOR.encode()}, {path: head.encode()}
+    cs = changed_functions(changes, base.get, new.get, Config(source_roots=("src",)))
+    return cs, change_scope(changes, base.get, new.get, cs.line_scopes)
+
+
+def test_a_statement_split_into_a_bool_arm_and_the_old_code_runs_differently_for_bool_only():
+    """torch-xpu-ops r6-n01: ``T val = src * alpha_;`` became ``T val; if constexpr
+    (std::is_same_v<T, bool>) { val = src && alpha_; } else { val = src * alpha_; }`` (and an
+    ``#include <type_traits>`` line). Every other T runs the old code: the change is seen by the
+    tests that ran the operator on bool tensors only (the dtype scope of an ``== kBool`` branch)."""
+    head = FUNCTOR.replace("    T val = src[0] * alpha;\n", BOOL_ARM).replace(
+        "#include <cstdint>\n", "#include <cstdint>\n#include <type_traits>\n\n")
+    cs, scope = _functor_scope(head)
+    assert [cf.name for cf in cs.functions] == ["operator()"]
+    assert scope == {DtypeClass.bool}
+
+
+@pytest.mark.parametrize(("arm", "scope"), [
+    ("if constexpr (std::is_same<T, c10::BFloat16>::value) {\n      val = src[0];\n    } else {\n"
+     "      val = src[0] * alpha;\n    }\n", {DtypeClass.reduced}),
+    ("if constexpr (std::is_same_v<T, bool>) {\n      val = src[0];\n    } else {\n"
+     "      val = src[0] + alpha;\n    }\n", None),  # the other dtypes' code changed too
+    ("if constexpr (std::is_same_v<T, float>) {\n      val = src[0];\n    } else {\n"
+     "      val = src[0] * alpha;\n    }\n", None),  # float: an accumulate type's test too (Half runs it)
+    ("if (flag) {\n      val = src[0];\n    } else {\n      val = src[0] * alpha;\n    }\n", None),
+])
+def test_a_type_arm_scopes_a_change_only_when_the_other_types_run_the_old_code(arm: str, scope):
+    head = FUNCTOR.replace("    T val = src[0] * alpha;\n", "    T val;\n    " + arm)
+    assert _functor_scope(head)[1] == (frozenset(scope) if scope else None)
+
+
+def test_a_line_inside_a_bool_arm_runs_for_bool():
+    text = FUNCTOR.replace("    T val = src[0] * alpha;\n", BOOL_ARM)
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if "&&" in row)
+    assert lines_scope(text, [line]) == {DtypeClass.bool}

@@ -71,3 +71,29 @@ def test_a_source_macros_change_selects_only_the_functions_expanding_it(tmp_path
     doc = _affected(repo, f"{base}..{head}")
     assert "lonely" in doc["no_benchmark_ops"]
     assert not {b["name"] for b in doc["benchmarks"]}  # softmax_op and fancy do not expand it
+
+
+def test_an_expansion_calls_the_definition_in_force_at_its_line():
+    """torch-xpu-ops r6-n01: Indexing.cpp defines ``SMALL_INDEX`` three times, with ``#undef``
+    between; each expansion runs the ``#define`` before it, not the other two (a change inside
+    the index_add functor that one of them names is not run by index_select)."""
+    facts = cpp_facts(
+        "src/ATen/native/xpu/sycl/Indexing.cpp",
+        """
+        namespace at::native {
+        int add_kernel(int x);
+        int select_kernel(int x);
+        #define SMALL_INDEX(x) add_kernel(x)
+        int index_add(int x) { return SMALL_INDEX(x); }
+        #undef SMALL_INDEX
+        #define SMALL_INDEX(x) select_kernel(x)
+        int index_select(int x) { return SMALL_INDEX(x) + SMALL_INDEX(x + 1); }
+        #undef SMALL_INDEX
+        }
+        """,
+    )
+    tables = link([facts], [], [], [])
+    rows = {row[0]: row for row in tables.rows["functions"]}
+    expanded = {(rows[caller][2], rows[callee][5]) for caller, callee, *_ in tables.rows["call_edges"]
+                if rows[callee][3] == "SMALL_INDEX"}
+    assert expanded == {("at::native::index_add", 4), ("at::native::index_select", 7)}

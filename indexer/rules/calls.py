@@ -111,7 +111,8 @@ def link_cpp_calls(ctx: LinkContext) -> None:
         compiled, dropped = compiled_calls(f, ctx.build)
         if dropped:
             ctx.tables.warnings.append(_left_out_warning(f.path, dropped))
-        linked = cpp_linker.link_file(file_id, range(first, first + len(f.functions)), compiled, usings_of(f))
+        linked = cpp_linker.link_file(
+            file_id, range(first, first + len(f.functions)), compiled, usings_of(f), f.functions)
         calls += linked.calls
         call_edges += linked.call_edges
         op_calls += linked.op_calls
@@ -172,7 +173,7 @@ def relink_calls(ctx: PatchContext) -> None:
     replace theirs; a function that stays as it was keeps its rows."""
     for file_id, (facts, _) in ctx.changed.items():
         compiled, _ = compiled_calls(facts, ctx.build)
-        linked = ctx.cpp_linker.link_file(file_id, ctx.ids[file_id], compiled, usings_of(facts))
+        linked = ctx.cpp_linker.link_file(file_id, ctx.ids[file_id], compiled, usings_of(facts), facts.functions)
         linked = _new_rows(ctx, linked, ctx.extents[file_id])
         ctx.insert(CallRow, linked.calls)
         ctx.insert(CallEdgeRow, linked.call_edges)
