@@ -192,6 +192,20 @@ def parameter_arity(code: str, open_at: int, defaults_certain: bool) -> Arity:
     return Arity(least, most)
 
 
+def parameter_texts(code: str, open_at: int) -> list[str] | None:
+    """The parameters of the declaration whose list opens at ``code[open_at] == '('`` ('<' read as
+    a template bracket); None when the list does not close."""
+    found = _split(code, open_at, angles=True) if code[open_at : open_at + 1] == "(" else None
+    return None if found is None else [code[s:e].strip() for s, e in found[0]]
+
+
+def block_text(code: str, open_at: int) -> str | None:
+    """The text between the brace at ``code[open_at] == '{'`` and the one closing it; None when it
+    does not close."""
+    found = _split(code, open_at, angles=False) if code[open_at : open_at + 1] == "{" else None
+    return None if found is None else code[found[0][0][0] : found[0][-1][1]]
+
+
 _TEMPLATE_ARGS_AND_PAREN = re.compile(r"\s*(?:<[^;{}()]*>\s*)?\(")
 
 

@@ -47,7 +47,7 @@ from query.dtype_gaps import CPP_SUFFIXES, callers_scope, gaps, on_scope
 from query.model import Chain, ChainStep, StepKind
 from query.py_lines import LineTruth
 from query.reach import Reach, closure, fill_labels, op_backends, reaching_benchmarks, walk_up
-from query.unused_deletions import drop_unused_deletions
+from query.unused_deletions import drop_synthesized_operators, drop_unused_deletions
 from schema.index_store import BenchmarkInfo, CanarySet, IndexStore, LayerHit, NativeHit, TracedDtype, TracedHit
 from schema.kinds import EdgeKind, NodeKind, TraceStatus
 
@@ -565,6 +565,8 @@ def start(store: IndexStore, inp: AffectedInput) -> Started:
     cs = inp.changes
     indexed = store.meta().get("indexed_commit", "")
     other_tree = bool(indexed) and indexed not in (inp.base, inp.head)
+    if inp.source is not None:
+        drop_synthesized_operators(cs, inp.source)
     drop_unused_deletions(store, cs, lambda headers: _including_files(store, headers))
     starts, unmapped, warnings = _starts(store, cs, other_tree)
     changed_paths = sorted({cf.path for cf in cs.functions} | {p for p, _, _ in cs.file_level})

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from indexer.cpp_arity import accepts
+from indexer.cpp_arity import accepts, block_text, parameter_texts
 from indexer.facts import namespace_of
-from query.changes import ChangedFunction, ChangeSet
+from query.changes import ChangedFunction, ChangeSet, TextOf
 from schema.index_store import CallSite, FunctionInFile, IndexStore
 
 UNCALLED = "deleted, and nothing in the index calls, registers or references its name: no code ran it"
@@ -79,6 +79,44 @@ def overload_note(cf: ChangedFunction) -> str:
     """Why a deleted function whose name is still called stays a change."""
     return (f"{cf.path}: {cf.qualname} deleted; its name {cf.name} is still called, and a call may now pick "
             "another overload: selected through the callers of the name")
+
+
+SYNTHESIZED = ("deleted; its body is `!(x == y)`, which C++20 makes of every `a != b` from operator== without it "
+               "(and a C++17 use would not compile): no expression runs differently")
+_NOT_EQUAL = re.compile(r"\boperator\s*!=\s*\(")
+_LAST_NAME = re.compile(r"(\w+)\s*$")
+
+
+def synthesized_not_equal(text: str) -> bool:
+    """Whether ``text`` (a deleted function's lines) defines ``operator!=(x, y)`` as ``return
+    !(x == y);``: what C++20 rewrites ``a != b`` to when no ``operator!=`` is found."""
+    m = _NOT_EQUAL.search(text)
+    params = parameter_texts(text, m.end() - 1) if m else None
+    names = [_LAST_NAME.search(p) for p in params or ()]
+    if m is None or len(names) != 2 or not all(names):
+        return False
+    x, y = (n.group(1) for n in names if n is not None)
+    body_at = text.find("{", m.end())
+    body = block_text(text, body_at) if body_at >= 0 else None
+    return body is not None and re.fullmatch(rf"\s*return\s*!\s*\(\s*{x}\s*==\s*{y}\s*\)\s*;\s*", body) is not None
+
+
+def _deleted_text(cf: ChangedFunction, base_text: TextOf) -> str:
+    """The base's lines of the deleted ``cf``."""
+    data = base_text(cf.path)
+    rows = data.decode(errors="replace").split("\n") if data is not None else []
+    return "\n".join(rows[n - 1] for n in sorted(cf.lines) if 1 <= n <= len(rows))
+
+
+def drop_synthesized_operators(cs: ChangeSet, base_text: TextOf) -> None:
+    """Move the deleted ``operator!=`` that C++20 would synthesize the same from ``cs.functions``
+    to ``cs.no_ops`` (an operator is used by expressions no call site records: judged by its body)."""
+    same = [cf for cf in cs.functions if cf.status == "deleted" and cf.name == "operator!="
+            and synthesized_not_equal(_deleted_text(cf, base_text))]
+    for cf in same:
+        cf.why = SYNTHESIZED
+    cs.no_ops += same
+    cs.functions = [cf for cf in cs.functions if cf not in same]
 
 
 def drop_unused_deletions(

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from query.unused_deletions import UNCALLED, may_name
+from query.unused_deletions import SYNTHESIZED, UNCALLED, may_name, synthesized_not_equal
 from schema.index_store import CallSite
 from tests.aten_fixture import commit_all, git, make_repo, replace_in
 from tests.conftest import run_perfq
@@ -108,3 +108,30 @@ def test_a_deleted_file_local_helper_is_not_called_by_another_file(tmp_path, hea
     assert [(f["function"], f["why"]) for f in doc["no_op_changes"]] == [("at::native::pick", UNCALLED)]
     assert [f["function"] for f in doc["changed_functions"]] == ["at::native::lonely_kernel"]
     assert "softmax_op_test" not in {b["name"] for b in doc["benchmarks"]}
+
+
+@pytest.mark.parametrize(("text", "same"), [
+    ("template <typename T1, typename T2>\ninline bool operator!=(const pair<T1, T2>& x, const pair<T1, T2>& y) {\n"
+     "  return !(x == y);\n}", True),
+    ("inline bool operator!=(const P& x, const P& y) {\n  return !(y == x);\n}", False),  # the arguments swapped
+    ("inline bool operator!=(const P& x, const P& y) {\n  return x.first != y.first;\n}", False),
+    ("inline bool operator!=(const P& x) const {\n  return !(*this == x);\n}", False),  # a member: one parameter
+])
+def test_a_deleted_not_equal_is_what_cxx20_synthesizes_only_when_it_negates_equal(text: str, same: bool):
+    assert synthesized_not_equal(text) is same
+
+
+def test_a_deleted_not_equal_that_negates_equal_is_a_no_op(tmp_path):
+    """torch-xpu-ops r5-n03: ``xpu::pair`` lost ``operator!=(x, y) { return !(x == y); }``; C++20
+    rewrites every ``a != b`` of the header's includers to ``!(a == b)``: the same code."""
+    equal = "struct Cfg { int n; };\ninline bool operator==(const Cfg& x, const Cfg& y) { return x.n == y.n; }\n"
+    not_equal = "inline bool operator!=(const Cfg& x, const Cfg& y) {\n  return !(x == y);\n}\n"
+    repo, _ = _repo(tmp_path)
+    (repo / HELPER).write_text(_header(equal, not_equal, USED))
+    base = commit_all(repo, "Cfg with == and !=")
+    (repo / HELPER).write_text(_header(equal, USED))
+    head = commit_all(repo, "drop operator!=: C++20 synthesizes it")
+    assert run_perfq(repo, "index", "-q", "--no-trace").returncode == 0
+    doc = _affected(repo, f"{base}..{head}")
+    assert doc["benchmarks"] == [] and doc["changed_functions"] == []
+    assert [(f["function"], f["why"]) for f in doc["no_op_changes"]] == [("at::native::operator!=", SYNTHESIZED)]
