@@ -525,7 +525,11 @@ def _runnable_only(selected: Selected, benches: dict[str, BenchmarkInfo]) -> Sel
     no test (the file fails before its first test here: an import of a library the build lacks).
     Static reach through shared infrastructure touches almost every operator, so for them it says
     only that the benchmark calls some operator; what runs the change is what the traces saw, and
-    the canary set carries the rest. A narrow change keeps them: its static chain is the evidence."""
+    the canary set carries the rest. A narrow change keeps them: its static chain is the evidence.
+    Only where some benchmark's trace ran: when none did, the tracer could not run this tree (no
+    harness), and a failed trace says nothing about the file."""
+    if not any(b.trace_status in (TraceStatus.ok, TraceStatus.partial) for b in benches.values()):
+        return selected
     dropped = sorted(
         b.name for b in selected.benchmarks
         if b.source == Source.static and benches.get(b.name) is not None
