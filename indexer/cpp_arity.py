@@ -14,6 +14,7 @@ declaration that does (a header's prototype), so its least count is 0."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from indexer.facts import Function
@@ -109,8 +110,8 @@ def _items(code: str, open_at: int) -> list[tuple[int, int]] | None:
     return plain[0]
 
 
-def _has_pack(code: str, start: int, end: int) -> bool:
-    """Whether ``code[start:end]`` has a ``...`` outside any bracket (a pack, C's variadic)."""
+def _outside_brackets(code: str, start: int, end: int) -> Iterator[int]:
+    """The positions of ``code[start:end]`` outside any bracket ('<' counted as one)."""
     depth = 0
     for i in range(start, end):
         ch = code[i]
@@ -118,9 +119,13 @@ def _has_pack(code: str, start: int, end: int) -> bool:
             depth += 1
         elif ch in ")]}>" and depth:
             depth -= 1
-        elif ch == "." and depth == 0 and code.startswith("...", i):
-            return True
-    return False
+        elif depth == 0:
+            yield i
+
+
+def _has_pack(code: str, start: int, end: int) -> bool:
+    """Whether ``code[start:end]`` has a ``...`` outside any bracket (a pack, C's variadic)."""
+    return any(code.startswith("...", i) for i in _outside_brackets(code, start, end))
 
 
 # an argument list with no bracket, '<', character literal or directive inside: its commas are its
@@ -154,16 +159,10 @@ def argument_count(code: str, open_at: int) -> int | None:
 
 def _has_default(code: str, start: int, end: int) -> bool:
     """Whether the parameter ``code[start:end]`` has a default value (a top-level '=')."""
-    depth = 0
-    for i in range(start, end):
-        ch = code[i]
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>" and depth:
-            depth -= 1
-        elif ch == "=" and depth == 0 and code[i + 1 : i + 2] != "=" and code[i - 1] not in "=!<>":
-            return True
-    return False
+    return any(
+        code[i] == "=" and code[i + 1 : i + 2] != "=" and code[i - 1] not in "=!<>"
+        for i in _outside_brackets(code, start, end)
+    )
 
 
 def parameter_arity(code: str, open_at: int, defaults_certain: bool) -> Arity:

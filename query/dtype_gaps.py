@@ -40,7 +40,8 @@ def change_scope(changes: list[FileChange], text_of_base: Callable[[str], bytes 
                                            ("+", fc.new_path, fc.added, text_of_head)):
             data = text_of(path) if path and lines else None
             text = data.decode(errors="replace") if data is not None else None
-            rest = sorted(n for n in lines if (sign, path, n) not in known and not _no_code(text, n))
+            rows = text.split("\n") if text is not None else []
+            rest = sorted(n for n in lines if (sign, path, n) not in known and not _no_code(rows, n))
             scopes += [known[sign, path, n] for n in lines if (sign, path, n) in known]
             scope = lines_scope(text, rest) if text is not None and rest else None
             if rest and scope is None:
@@ -75,9 +76,8 @@ def callers_scope(
     return merge_scopes(scopes) if scopes else None
 
 
-def _no_code(text: str | None, line: int) -> bool:
-    """Whether 1-based ``line`` of ``text`` is an ``#include`` directive or blank."""
-    rows = text.split("\n") if text is not None else []
+def _no_code(rows: list[str], line: int) -> bool:
+    """Whether 1-based ``line`` of a file's ``rows`` is an ``#include`` directive or blank."""
     return 1 <= line <= len(rows) and _NO_CODE.match(rows[line - 1]) is not None
 
 
